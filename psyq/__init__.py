@@ -1,0 +1,66 @@
+"""psyq: BullMQ's job-queue model in asyncio Python, over storage chosen by URL.
+
+The public surface is listed in `__all__` (and in docs/api.md; a test keeps them equal).
+"""
+
+from psyq.backends import DEFAULT_URL, register_backend
+from psyq.backends.base import BackendAdapter
+from psyq.core.backoff import register_backoff_strategy
+from psyq.core.clock import Clock, ManualClock, SystemClock
+from psyq.core.job import Job
+from psyq.core.queue import Queue
+from psyq.core.worker import Worker
+from psyq.errors import (
+    ClosedError,
+    ConnectionError,
+    DelayedError,
+    InvalidDataError,
+    InvalidOptionsError,
+    InvalidURLError,
+    JobNotFoundError,
+    JobStateError,
+    JobVetoedError,
+    LockError,
+    ProcessorSignal,
+    PsyqError,
+    RateLimitError,
+    UnrecoverableError,
+    UnsupportedError,
+    WaitingChildrenError,
+)
+from psyq.plugins import hookimpl, register_plugin, unregister_plugin
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_URL",
+    "BackendAdapter",
+    "Clock",
+    "ClosedError",
+    "ConnectionError",
+    "DelayedError",
+    "InvalidDataError",
+    "InvalidOptionsError",
+    "InvalidURLError",
+    "Job",
+    "JobNotFoundError",
+    "JobStateError",
+    "JobVetoedError",
+    "LockError",
+    "ManualClock",
+    "ProcessorSignal",
+    "PsyqError",
+    "Queue",
+    "RateLimitError",
+    "SystemClock",
+    "UnrecoverableError",
+    "UnsupportedError",
+    "WaitingChildrenError",
+    "Worker",
+    "__version__",
+    "hookimpl",
+    "register_backend",
+    "register_backoff_strategy",
+    "register_plugin",
+    "unregister_plugin",
+]

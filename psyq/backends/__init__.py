@@ -1,0 +1,105 @@
+"""Backend selection by URL.
+
+`open_backend(connection)` turns a URL (or None: `PSYQ_URL`, else the embedded default) into a
+shared, opened `BackendAdapter`. Objects of one event loop that share a URL share one backend;
+`release_backend` closes it when its last user lets go. Backends register by URL scheme, in
+code (`register_backend`) or through the entry point group `psyq.backends`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from urllib.parse import urlsplit
+
+from psyq.backends.base import BackendAdapter
+from psyq.errors import InvalidURLError
+
+__all__ = [
+    "DEFAULT_URL",
+    "BackendFactory",
+    "open_backend",
+    "register_backend",
+    "release_backend",
+    "resolve_url",
+]
+
+# The embedded default. It becomes "sqlite:///./psyq.db" once the SQLite backend lands.
+DEFAULT_URL = "memory://"
+
+BackendFactory = Callable[[str], BackendAdapter]
+
+_FACTORIES: dict[str, BackendFactory] = {}
+
+
+@dataclass
+class _Shared:
+    backend: BackendAdapter
+    users: int
+
+
+_OPEN: dict[tuple[str, int], _Shared] = {}
+
+
+def register_backend(scheme: str, factory: BackendFactory) -> None:
+    """Handle URLs of `scheme` with `factory(url) -> BackendAdapter`."""
+    _FACTORIES[scheme.lower()] = factory
+
+
+def resolve_url(connection: str | None) -> str:
+    """The URL to use: `connection`, else `PSYQ_URL`, else the embedded default."""
+    return connection or os.environ.get("PSYQ_URL") or DEFAULT_URL
+
+
+def _factory_for(url: str) -> BackendFactory:
+    scheme = urlsplit(url).scheme.lower()
+    if not scheme:
+        raise InvalidURLError(url, "it has no scheme (expected e.g. memory:// or redis://)")
+    if scheme not in _FACTORIES:
+        for ep in entry_points(group="psyq.backends"):
+            if ep.name.lower() == scheme:
+                _FACTORIES[scheme] = ep.load()
+    if scheme not in _FACTORIES:
+        known = sorted(_FACTORIES)
+        raise InvalidURLError(url, f"no backend handles {scheme!r}; installed: {known}")
+    return _FACTORIES[scheme]
+
+
+async def open_backend(connection: str | BackendAdapter | None) -> BackendAdapter:
+    """Return an opened backend for `connection`, shared per URL within this event loop."""
+    if isinstance(connection, BackendAdapter):
+        return connection
+    if connection is not None and not isinstance(connection, str):
+        raise InvalidURLError(repr(connection), "a connection is a URL string or a backend")
+    url = resolve_url(connection)
+    key = (url, id(asyncio.get_running_loop()))
+    shared = _OPEN.get(key)
+    if shared is None:
+        backend = _factory_for(url)(url)
+        await backend.open()
+        shared = _OPEN.setdefault(key, _Shared(backend, 0))
+    shared.users += 1
+    return shared.backend
+
+
+async def release_backend(backend: BackendAdapter) -> None:
+    """Drop one use of a shared backend; close it when nobody uses it any more."""
+    for key, shared in list(_OPEN.items()):
+        if shared.backend is backend:
+            shared.users -= 1
+            if shared.users <= 0:
+                del _OPEN[key]
+                await backend.close()
+            return
+
+
+def _register_builtins() -> None:
+    from psyq.backends.native import open_memory_backend
+
+    register_backend("memory", open_memory_backend)
+
+
+_register_builtins()

@@ -1,0 +1,510 @@
+"""The BackendAdapter contract: one async method per atomic state transition or query.
+
+Every backend (native engine, SQLite, TCP client, Redis, Postgres) implements this class, and
+`psyq.core` talks to nothing else. Each transition is atomic in its backend: one synchronous
+engine call, one Lua script, one SQL transaction.
+
+The contract covers the whole BullMQ model. Methods that a backend does not implement yet
+keep the default body here, which raises `UnsupportedError` naming the backend and feature;
+they are listed under "later parts of the model" so a new backend sees the whole surface.
+
+Conventions
+- `queue` is the queue name; backends add their own prefix.
+- Times are ms since the epoch, read from the backend's clock (`now_ms`).
+- `data` and `returnvalue` travel as JSON text (BullMQ stores them so); `progress` and log rows
+  are JSON values / strings.
+- `JobRecord`s a backend returns belong to the caller, who must treat them as read-only.
+- A transition that finds the job missing, the lock not held or the job in the wrong state
+  raises the matching `psyq.errors` exception (see `ErrorCode` / `raise_for_code`).
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from psyq.errors import JobNotFoundError, JobStateError, LockError, PsyqError, UnsupportedError
+
+__all__ = [
+    "JOB_STATES",
+    "BackendAdapter",
+    "Completed",
+    "ErrorCode",
+    "ExportPage",
+    "Failed",
+    "FetchRequest",
+    "FlowNode",
+    "JobRecord",
+    "Limiter",
+    "NewJob",
+    "Retry",
+    "Settlement",
+    "StalledResult",
+    "raise_for_code",
+]
+
+JobState = Literal[
+    "waiting",
+    "active",
+    "completed",
+    "failed",
+    "delayed",
+    "prioritized",
+    "waiting-children",
+    "paused",
+    "unknown",
+]
+
+# The states `get_job_counts` and `get_jobs` understand ("paused" = waiting while paused).
+JOB_STATES: tuple[str, ...] = (
+    "waiting",
+    "active",
+    "completed",
+    "failed",
+    "delayed",
+    "prioritized",
+    "waiting-children",
+    "paused",
+)
+
+
+class ErrorCode(enum.IntEnum):
+    """Numeric results of transitions (BullMQ's codes, shared by Lua and SQL)."""
+
+    JOB_MISSING = -1
+    LOCK_MISSING = -2
+    NOT_IN_STATE = -3
+    PENDING_CHILDREN = -4
+    PARENT_MISSING = -5
+    LOCK_MISMATCH = -6
+    PARENT_NOT_REPLACEABLE = -7
+    SCHEDULER_JOB = -8
+    FAILED_CHILDREN = -9
+    SCHEDULER_ID_COLLISION = -10
+    SCHEDULER_SLOTS_BUSY = -11
+
+
+def raise_for_code(code: int, queue: str, job_id: str, operation: str, state: str = "") -> None:
+    """Raise the psyq exception for a negative transition result; do nothing for >= 0."""
+    if code >= 0:
+        return
+    if code == ErrorCode.JOB_MISSING:
+        raise JobNotFoundError(queue, job_id)
+    if code == ErrorCode.LOCK_MISSING:
+        raise LockError(job_id, operation, "its lock is missing (expired or released)")
+    if code == ErrorCode.LOCK_MISMATCH:
+        raise LockError(job_id, operation, "the lock is held by another token")
+    if code == ErrorCode.NOT_IN_STATE:
+        raise JobStateError(job_id, state or "not in the required state", operation)
+    if code == ErrorCode.PENDING_CHILDREN:
+        raise JobStateError(job_id, "waiting for children", operation)
+    raise PsyqError(f"cannot {operation} job {job_id!r} in {queue!r}: error code {code}")
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """A job as stored: the fields of BullMQ's job hash, with Python names."""
+
+    id: str
+    queue: str
+    name: str
+    data: str  # JSON text
+    opts: dict[str, Any]  # canonical (camelCase) options
+    timestamp: int
+    delay: int = 0
+    priority: int = 0
+    progress: Any = 0
+    attempts_made: int = 0
+    attempts_started: int = 0
+    stalled_counter: int = 0
+    processed_on: int | None = None
+    finished_on: int | None = None
+    returnvalue: str | None = None  # JSON text
+    failed_reason: str | None = None
+    stacktrace: list[str] = field(default_factory=list)
+    parent_key: str | None = None  # "<queue>:<id>" of the parent, when the job has one
+    processed_by: str | None = None  # worker name that last took the job
+    lock_token: str | None = None  # set on records returned by a fetch
+    state: str | None = None  # filled by queries that know it (exports, get_jobs)
+
+
+@dataclass(slots=True)
+class NewJob:
+    """A job to add. `data` is JSON text; `opts` are canonical and validated."""
+
+    name: str
+    data: str
+    opts: dict[str, Any]
+    timestamp: int | None = None  # None: the backend's clock at add time
+
+
+@dataclass(slots=True)
+class FlowNode:
+    """A job of a flow tree, added atomically with its children (later part of the model)."""
+
+    queue: str
+    job: NewJob
+    children: list[FlowNode] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Limiter:
+    """At most `max` jobs per `duration` ms (worker limiter / global rate limit)."""
+
+    max: int
+    duration: int
+
+
+@dataclass(slots=True)
+class FetchRequest:
+    """Take up to `len(tokens)` jobs; job i is locked with tokens[i] for `lock_duration` ms."""
+
+    tokens: Sequence[str]
+    lock_duration: int
+    worker_name: str | None = None
+    limiter: Limiter | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    returnvalue: str  # JSON text
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The job fails for good (attempts exhausted, unrecoverable or stalled too often)."""
+
+    reason: str
+    stacktrace: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """The attempt failed but attempts remain: back to waiting, or delayed by `delay` ms."""
+
+    reason: str
+    stacktrace: Sequence[str] = ()
+    delay: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    job_id: str
+    token: str
+    outcome: Completed | Failed | Retry
+
+
+@dataclass(slots=True)
+class StalledResult:
+    stalled: list[str] = field(default_factory=list)  # moved back to waiting
+    failed: list[str] = field(default_factory=list)  # failed: stalled more than allowed
+
+
+@dataclass(slots=True)
+class ExportPage:
+    """One page of `export_jobs`: records with `state` set, and the cursor of the next page."""
+
+    jobs: list[JobRecord]
+    logs: dict[str, list[str]]
+    next_cursor: str | None
+
+
+class BackendAdapter(ABC):
+    """The storage contract every backend implements. See the module docstring."""
+
+    #: short name used in messages ("memory", "sqlite", "redis", ...)
+    kind: str = "backend"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def _unsupported(self, feature: str) -> UnsupportedError:
+        return UnsupportedError(self.kind, feature)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def open(self) -> None:  # noqa: B027 - optional hook
+        """Connect / load. Called once before first use."""
+
+    async def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and flush buffers."""
+
+    @abstractmethod
+    async def now_ms(self) -> int:
+        """The backend's clock (the store's clock where processes share it)."""
+
+    # ------------------------------------------------------------------ adding
+    @abstractmethod
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        """Add all jobs or none. A job whose custom id exists is not added again: its record
+        is returned instead. Auto ids are increasing integers per queue."""
+
+    # ------------------------------------------------------------------ fetching
+    @abstractmethod
+    async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
+        """Promote due delayed jobs, then take up to len(tokens) jobs (plain waiting before
+        prioritized; lower priority number first) and lock them. Empty when paused, limited
+        or nothing is ready."""
+
+    @abstractmethod
+    async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
+        """Return when a job may be ready (added, promoted, resumed) or after timeout_ms.
+        Never busy-waits; may return early (callers then fetch and find nothing)."""
+
+    # ------------------------------------------------------------------ settling
+    @abstractmethod
+    async def move_to_finished(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        outcome: Completed | Failed,
+        fetch: FetchRequest | None = None,
+    ) -> list[JobRecord]:
+        """Complete or fail an active job held with `token` (attempts_made + 1), apply its
+        retention, and, with `fetch`, take the next jobs in the same call."""
+
+    @abstractmethod
+    async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
+        """A failed attempt with attempts left: attempts_made + 1, back to waiting (or
+        delayed by outcome.delay ms), honouring lifo/priority."""
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """Settle several jobs, then fetch. Returns one error (or None) per settlement and
+        the fetched jobs. Backends override this to do it in one round trip."""
+        errors: list[PsyqError | None] = []
+        for item in settlements:
+            try:
+                if isinstance(item.outcome, Retry):
+                    await self.retry_job(queue, item.job_id, item.token, item.outcome)
+                else:
+                    await self.move_to_finished(queue, item.job_id, item.token, item.outcome)
+                errors.append(None)
+            except PsyqError as exc:
+                errors.append(exc)
+        fetched = await self.move_to_active(queue, fetch) if fetch else []
+        return errors, fetched
+
+    @abstractmethod
+    async def move_to_delayed(
+        self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
+    ) -> None:
+        """Move an active job (held with `token`) to delayed until timestamp_ms; no attempt
+        is counted."""
+
+    @abstractmethod
+    async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
+        """Hand an active job back to waiting without counting an attempt (rate limit,
+        forced close)."""
+
+    @abstractmethod
+    async def extend_locks(
+        self, queue: str, locks: Mapping[str, str], duration_ms: int
+    ) -> list[str]:
+        """Extend the locks {job_id: token}; return the ids whose lock was lost."""
+
+    @abstractmethod
+    async def move_stalled_jobs_to_wait(
+        self, queue: str, max_stalled_count: int, stalled_interval_ms: int
+    ) -> StalledResult:
+        """Active jobs whose lock expired go back to waiting (stalled_counter + 1), or fail
+        when they stalled more than max_stalled_count times."""
+
+    # ------------------------------------------------------------------ queries
+    @abstractmethod
+    async def get_job(self, queue: str, job_id: str) -> JobRecord | None: ...
+
+    @abstractmethod
+    async def get_state(self, queue: str, job_id: str) -> str:
+        """One of JOB_STATES (waiting while paused is "waiting"), or "unknown"."""
+
+    @abstractmethod
+    async def get_jobs(
+        self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
+    ) -> list[JobRecord]:
+        """Jobs in `states`, concatenated in the order given, sliced [start, end] (end
+        inclusive, -1 = last) like BullMQ's getJobs."""
+
+    @abstractmethod
+    async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]: ...
+
+    @abstractmethod
+    async def get_job_logs(
+        self, queue: str, job_id: str, start: int, end: int, asc: bool
+    ) -> tuple[list[str], int]: ...
+
+    @abstractmethod
+    async def is_paused(self, queue: str) -> bool: ...
+
+    async def list_queues(self) -> list[str]:
+        raise self._unsupported("listing queues")
+
+    # ------------------------------------------------------------------ job mutations
+    @abstractmethod
+    async def update_progress(self, queue: str, job_id: str, progress: Any) -> None: ...
+
+    @abstractmethod
+    async def add_log(self, queue: str, job_id: str, row: str, keep_logs: int | None) -> int:
+        """Append a log row; keep the newest keep_logs rows. Returns the row count."""
+
+    @abstractmethod
+    async def update_data(self, queue: str, job_id: str, data: str) -> None: ...
+
+    @abstractmethod
+    async def change_priority(
+        self, queue: str, job_id: str, priority: int, lifo: bool = False
+    ) -> None: ...
+
+    @abstractmethod
+    async def change_delay(self, queue: str, job_id: str, delay_ms: int) -> None:
+        """Move a delayed job's due time to now + delay_ms."""
+
+    @abstractmethod
+    async def promote(self, queue: str, job_id: str) -> None:
+        """Move a delayed job to waiting now."""
+
+    @abstractmethod
+    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
+        """Move a completed or failed job (it must be in `state`) back to waiting."""
+
+    @abstractmethod
+    async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
+        """Remove a job that is not locked; False when it is missing or active."""
+
+    # ------------------------------------------------------------------ queue admin
+    @abstractmethod
+    async def pause(self, queue: str) -> None: ...
+
+    @abstractmethod
+    async def resume(self, queue: str) -> None: ...
+
+    @abstractmethod
+    async def drain(self, queue: str, delayed: bool) -> None:
+        """Remove waiting and prioritized jobs (and delayed ones when asked)."""
+
+    @abstractmethod
+    async def clean(self, queue: str, grace_ms: int, limit: int, state: str) -> list[str]:
+        """Remove up to `limit` (0 = all) jobs in `state` older than grace_ms."""
+
+    @abstractmethod
+    async def obliterate(self, queue: str, force: bool) -> None:
+        """Remove the queue and all its data; refuses while jobs are active unless force."""
+
+    @abstractmethod
+    async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
+        """Move failed/completed jobs finished before timestamp_ms back to waiting."""
+
+    @abstractmethod
+    async def promote_jobs(self, queue: str, count: int) -> int:
+        """Move delayed jobs to waiting (all when count is 0)."""
+
+    # ------------------------------------------------------------------ later parts of the model
+    # Flows
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        raise self._unsupported("flows")
+
+    async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
+        raise self._unsupported("flows")
+
+    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+        raise self._unsupported("flows")
+
+    async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        raise self._unsupported("flows")
+
+    async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        raise self._unsupported("flows")
+
+    # Events (QueueEvents)
+    async def read_events(
+        self, queue: str, last_id: str, count: int, block_ms: int
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        """Events after last_id ("$" = only new ones) as (id, event, fields)."""
+        raise self._unsupported("queue events")
+
+    async def set_max_len_events(self, queue: str, max_len: int) -> None:
+        raise self._unsupported("queue events")
+
+    # Job schedulers
+    async def upsert_job_scheduler(
+        self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
+    ) -> JobRecord:
+        raise self._unsupported("job schedulers")
+
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+        raise self._unsupported("job schedulers")
+
+    async def get_job_schedulers(
+        self, queue: str, start: int, end: int, asc: bool
+    ) -> list[dict[str, Any]]:
+        raise self._unsupported("job schedulers")
+
+    async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
+        raise self._unsupported("job schedulers")
+
+    # Rate limits and global concurrency
+    async def rate_limit(self, queue: str, delay_ms: int) -> None:
+        raise self._unsupported("rate limits")
+
+    async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
+        raise self._unsupported("rate limits")
+
+    async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
+        raise self._unsupported("global rate limits")
+
+    async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
+        raise self._unsupported("global concurrency")
+
+    # Deduplication
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        raise self._unsupported("deduplication")
+
+    async def remove_deduplication_key(
+        self, queue: str, dedup_id: str, job_id: str | None = None
+    ) -> bool:
+        raise self._unsupported("deduplication")
+
+    # Metrics and workers
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+        raise self._unsupported("metrics")
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        raise self._unsupported("counts per priority")
+
+    async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
+        raise self._unsupported("worker registry")
+
+    async def unregister_worker(self, queue: str, worker_name: str) -> None:
+        raise self._unsupported("worker registry")
+
+    async def get_workers(self, queue: str) -> list[dict[str, Any]]:
+        raise self._unsupported("worker registry")
+
+    # Cancellation
+    async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
+        raise self._unsupported("cancellation")
+
+    async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
+        """{job_id: reason} for those of `job_ids` that were cancelled."""
+        raise self._unsupported("cancellation")
+
+    # Export / import (migration and the Spark pipeline use only these)
+    async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
+        raise self._unsupported("export")
+
+    async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        """Write exported jobs idempotently by id; returns how many were written."""
+        raise self._unsupported("import")
+
+    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+        """Paused flag, id counter, limits, schedulers, dedup keys: what migration moves."""
+        raise self._unsupported("queue metadata")
+
+    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+        raise self._unsupported("queue metadata")

@@ -1,0 +1,1 @@
+"""The BullMQ model: Queue, Worker, Job, options, backoff, events, clock."""

@@ -1,0 +1,294 @@
+"""`Job`: one unit of work, as the user sees it, and the rule that turns a failure into a
+retry or a final failure (used by the Worker and by manual processing alike)."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from psyq.backends.base import (
+    BackendAdapter,
+    Completed,
+    Failed,
+    FetchRequest,
+    JobRecord,
+    Retry,
+)
+from psyq.core import codec
+from psyq.core.backoff import BackoffStrategy, backoff_delay
+from psyq.core.options import check_int
+from psyq.errors import (
+    InvalidOptionsError,
+    JobNotFoundError,
+    JobStateError,
+    LockError,
+    UnrecoverableError,
+)
+
+if TYPE_CHECKING:
+    from psyq.core.events import EventEmitter
+
+
+class QueueEventsLike(Protocol):
+    """What `Job.wait_until_finished` needs of a QueueEvents (the events issue adds it)."""
+
+    async def wait_job_finished(self, job_id: str, timeout: float | None) -> Any: ...
+
+
+__all__ = ["Job", "QueueRef", "failure_outcome"]
+
+DEFAULT_STACK_TRACE_LIMIT = 10
+
+
+@dataclass(slots=True)
+class QueueRef:
+    """What a Job needs of its owner: the queue name, the backend, and (on workers) the
+    custom backoff strategies and the emitter for `progress` events."""
+
+    name: str
+    backend: BackendAdapter
+    backoff_strategies: Mapping[str, BackoffStrategy] = field(default_factory=dict)
+    emitter: EventEmitter | None = None
+
+
+class Job:
+    """A job of a queue. Attributes are a snapshot taken when the job was read."""
+
+    __slots__ = (
+        "_data",
+        "_data_json",
+        "_queue",
+        "_returnvalue",
+        "attempts_made",
+        "attempts_started",
+        "delay",
+        "failed_reason",
+        "finished_on",
+        "id",
+        "name",
+        "opts",
+        "parent_key",
+        "priority",
+        "processed_by",
+        "processed_on",
+        "progress",
+        "stacktrace",
+        "stalled_counter",
+        "timestamp",
+        "token",
+    )
+
+    def __init__(self, queue: QueueRef, record: JobRecord) -> None:
+        self._queue = queue
+        self._data_json = record.data
+        self._data: Any = _UNSET
+        self._returnvalue: Any = record.returnvalue
+        self.id = record.id
+        self.name = record.name
+        self.opts = record.opts
+        self.timestamp = record.timestamp
+        self.delay = record.delay
+        self.priority = record.priority
+        self.progress = record.progress
+        self.attempts_made = record.attempts_made
+        self.attempts_started = record.attempts_started
+        self.stalled_counter = record.stalled_counter
+        self.processed_on = record.processed_on
+        self.finished_on = record.finished_on
+        self.failed_reason = record.failed_reason
+        self.stacktrace = record.stacktrace
+        self.parent_key = record.parent_key
+        self.processed_by = record.processed_by
+        self.token = record.lock_token
+
+    def __repr__(self) -> str:
+        return f"<Job {self.queue_name}:{self.id} {self.name!r}>"
+
+    # ------------------------------------------------------------------ values
+    @property
+    def queue_name(self) -> str:
+        return self._queue.name
+
+    @property
+    def data(self) -> Any:
+        if self._data is _UNSET:
+            self._data = codec.loads(self._data_json)
+        return self._data
+
+    @property
+    def returnvalue(self) -> Any:
+        raw = self._returnvalue
+        return codec.loads(raw) if isinstance(raw, str) else raw
+
+    def to_dict(self) -> dict[str, Any]:
+        """The job as plain JSON-able values (for logs, dashboards, tests)."""
+        names = [n for n in self.__slots__ if not n.startswith("_") and n != "token"]
+        return {
+            "queue_name": self.queue_name,
+            "data": self.data,
+            "returnvalue": self.returnvalue,
+            **{n: getattr(self, n) for n in names},
+        }
+
+    @property
+    def _backend(self) -> BackendAdapter:
+        return self._queue.backend
+
+    # ------------------------------------------------------------------ reading
+    async def get_state(self) -> str:
+        return await self._backend.get_state(self.queue_name, self.id)
+
+    async def is_completed(self) -> bool:
+        return await self.get_state() == "completed"
+
+    async def is_failed(self) -> bool:
+        return await self.get_state() == "failed"
+
+    async def is_delayed(self) -> bool:
+        return await self.get_state() == "delayed"
+
+    async def is_active(self) -> bool:
+        return await self.get_state() == "active"
+
+    async def is_waiting(self) -> bool:
+        return await self.get_state() == "waiting"
+
+    async def refresh(self) -> Job:
+        """A fresh snapshot of this job from the backend (raises if it is gone)."""
+        record = await self._backend.get_job(self.queue_name, self.id)
+        if record is None:
+            raise JobNotFoundError(self.queue_name, self.id)
+        return Job(self._queue, record)
+
+    # ------------------------------------------------------------------ updates
+    async def update_progress(self, progress: Any) -> None:
+        codec.dumps(progress, f"progress of job {self.id!r}")
+        await self._backend.update_progress(self.queue_name, self.id, progress)
+        self.progress = progress
+        if self._queue.emitter is not None:
+            self._queue.emitter.emit("progress", self, progress)
+
+    async def log(self, row: str) -> int:
+        """Append a log row (kept to the newest `keepLogs`); returns the number of rows."""
+        keep = self.opts.get("keepLogs")
+        return await self._backend.add_log(self.queue_name, self.id, str(row), keep)
+
+    async def update_data(self, data: Any) -> None:
+        text = codec.dumps(data, f"data of job {self.id!r}", self.opts.get("sizeLimit"))
+        await self._backend.update_data(self.queue_name, self.id, text)
+        self._data_json, self._data = text, data
+
+    async def change_priority(self, priority: int = 0, lifo: bool = False) -> None:
+        check_int("priority", priority, maximum=2**21 - 1)
+        await self._backend.change_priority(self.queue_name, self.id, priority, lifo)
+        self.priority = priority
+
+    async def change_delay(self, delay: int) -> None:
+        check_int("delay", delay)
+        await self._backend.change_delay(self.queue_name, self.id, delay)
+        self.delay = delay
+
+    async def promote(self) -> None:
+        await self._backend.promote(self.queue_name, self.id)
+        self.delay = 0
+
+    async def retry(self, state: str = "failed") -> None:
+        """Move a failed (or completed) job back to waiting."""
+        if state not in ("failed", "completed"):
+            raise InvalidOptionsError(f"retry state must be 'failed' or 'completed', got {state!r}")
+        await self._backend.reprocess_job(self.queue_name, self.id, state)
+        self.attempts_made, self.failed_reason, self.finished_on = 0, None, None
+
+    async def remove(self, remove_children: bool = True) -> None:
+        removed = await self._backend.remove_job(self.queue_name, self.id, remove_children)
+        if not removed:
+            state = await self.get_state()
+            raise JobStateError(self.id, state, "remove")
+
+    # ------------------------------------------------------------------ locked transitions
+    async def extend_lock(self, token: str, duration: int) -> None:
+        lost = await self._backend.extend_locks(self.queue_name, {self.id: token}, duration)
+        if lost:
+            raise LockError(self.id, "extend the lock of")
+
+    async def move_to_completed(
+        self, returnvalue: Any, token: str, fetch_next: bool = False, lock_duration: int = 30000
+    ) -> Job | None:
+        """Complete this active job; with fetch_next, take and return the next job."""
+        text = codec.dumps(returnvalue, f"return value of job {self.id!r}")
+        fetch = FetchRequest([token], lock_duration) if fetch_next else None
+        nxt = await self._backend.move_to_finished(
+            self.queue_name, self.id, token, Completed(text), fetch
+        )
+        self._returnvalue = text
+        self.attempts_made += 1
+        return Job(self._queue, nxt[0]) if nxt else None
+
+    async def move_to_failed(self, error: BaseException, token: str) -> None:
+        """Fail this attempt: retried with backoff while attempts remain, else failed."""
+        outcome = failure_outcome(self, error, self._queue.backoff_strategies)
+        await settle_failure(self, token, outcome)
+
+    async def move_to_delayed(self, timestamp: int, token: str | None = None) -> None:
+        """Delay this active job until `timestamp` (ms); then raise psyq.DelayedError."""
+        check_int("timestamp", timestamp)
+        await self._backend.move_to_delayed(self.queue_name, self.id, timestamp, token)
+
+    async def move_to_waiting_children(self, token: str) -> bool:
+        """Wait for pending children; then raise psyq.WaitingChildrenError. False when
+        there is nothing to wait for."""
+        return await self._backend.move_to_waiting_children(self.queue_name, self.id, token)
+
+    # ------------------------------------------------------------------ flows (later issue)
+    async def get_children_values(self) -> dict[str, Any]:
+        raw = await self._backend.get_children_values(self.queue_name, self.id)
+        return {key: codec.loads(value) for key, value in raw.items()}
+
+    async def get_dependencies(self) -> dict[str, Any]:
+        return await self._backend.get_dependencies(self.queue_name, self.id)
+
+    async def wait_until_finished(
+        self, queue_events: QueueEventsLike, timeout: float | None = None
+    ) -> Any:
+        return await queue_events.wait_job_finished(self.id, timeout)
+
+
+_UNSET: Any = object()
+
+
+def failure_outcome(
+    job: Job, error: BaseException, strategies: Mapping[str, BackoffStrategy]
+) -> Failed | Retry:
+    """Decide what a failed attempt becomes: a Retry (with backoff) or a final Failed."""
+    reason = str(error) or type(error).__name__
+    stack = _stacktrace(job, error)
+    attempts = job.opts.get("attempts", 1)
+    if isinstance(error, UnrecoverableError) or job.attempts_made + 1 >= attempts:
+        return Failed(reason, stack)
+    delay = backoff_delay(
+        job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies
+    )
+    if delay is None:
+        return Failed(reason, stack)
+    return Retry(reason, stack, delay)
+
+
+def _stacktrace(job: Job, error: BaseException) -> list[str]:
+    limit = job.opts.get("stackTraceLimit", DEFAULT_STACK_TRACE_LIMIT)
+    if limit == 0:
+        return []
+    text = "".join(traceback.format_exception(error))
+    return [*job.stacktrace, text][-limit:]
+
+
+async def settle_failure(job: Job, token: str, outcome: Failed | Retry) -> None:
+    backend, queue = job._backend, job.queue_name
+    if isinstance(outcome, Retry):
+        await backend.retry_job(queue, job.id, token, outcome)
+    else:
+        await backend.move_to_finished(queue, job.id, token, outcome)
+    job.attempts_made += 1
+    job.failed_reason = outcome.reason
+    job.stacktrace = list(outcome.stacktrace)

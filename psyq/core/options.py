@@ -1,0 +1,256 @@
+"""Job options: the one place where names are mapped and values are checked.
+
+BullMQ's camelCase names and Python's snake_case names are both accepted. The canonical form
+is BullMQ's camelCase dict, which is what backends store (it is JSON, and Node BullMQ reads it).
+An unknown name or a bad value raises `InvalidOptionsError` naming it; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from psyq.errors import InvalidOptionsError
+
+__all__ = [
+    "MAX_PRIORITY",
+    "KeepJobs",
+    "check_int",
+    "keep_jobs",
+    "merge_job_options",
+    "normalize_job_options",
+]
+
+MAX_PRIORITY = 2**21 - 1
+MAX_DELAY_MS = 2**42  # delayed scores encode ms << 12 in 53 bits (BullMQ's layout)
+
+
+def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """Return `value` if it is an int within [minimum, maximum], else raise naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidOptionsError(f"option {name!r} must be an integer, got {value!r}", option=name)
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise InvalidOptionsError(f"option {name!r} must be {bounds}, got {value!r}", option=name)
+    return value
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidOptionsError(
+            f"option {name!r} must be true or false, got {value!r}", option=name
+        )
+    return value
+
+
+def _check_mapping(name: str, value: Any, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidOptionsError(f"option {name!r} must be a mapping, got {value!r}", option=name)
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise InvalidOptionsError(
+            f"option {name!r} has unknown field(s) {unknown}; allowed: {sorted(allowed)}",
+            option=name,
+        )
+    return dict(value)
+
+
+def _job_id(name: str, value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
+    text = str(value)
+    if not text:
+        raise InvalidOptionsError(f"option {name!r} must not be empty", option=name)
+    if text.lstrip("-").isdigit():
+        raise InvalidOptionsError(
+            f"option {name!r} must not be an integer ({value!r}); integers are auto ids",
+            option=name,
+        )
+    if ":" in text:
+        raise InvalidOptionsError(
+            f"option {name!r} must not contain ':', got {value!r}", option=name
+        )
+    return text
+
+
+def _backoff(name: str, value: Any) -> int | dict[str, Any]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return check_int(name, value)
+    spec = _check_mapping(name, value, {"type", "delay", "jitter"})
+    kind = spec.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidOptionsError(
+            f"option {name!r} needs a 'type' (fixed, exponential or a custom name), got {kind!r}",
+            option=name,
+        )
+    if "delay" in spec:
+        check_int(f"{name}.delay", spec["delay"])
+    if "jitter" in spec:
+        jitter = spec["jitter"]
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter <= 1:
+            raise InvalidOptionsError(
+                f"option '{name}.jitter' must be a number between 0 and 1, got {jitter!r}",
+                option=name,
+            )
+    return spec
+
+
+def _keep(name: str, value: Any) -> bool | int | dict[str, Any]:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return check_int(name, value)
+    spec = _check_mapping(name, value, {"age", "count", "limit"})
+    for key in ("age", "count", "limit"):
+        if key in spec:
+            check_int(f"{name}.{key}", spec[key])
+    return spec
+
+
+def _parent(name: str, value: Any) -> dict[str, Any]:
+    spec = _check_mapping(name, value, {"id", "queue"})
+    for key in ("id", "queue"):
+        if not isinstance(spec.get(key), str) or not spec[key]:
+            raise InvalidOptionsError(
+                f"option '{name}.{key}' must be a non-empty string, got {spec.get(key)!r}",
+                option=name,
+            )
+    return spec
+
+
+def _deduplication(name: str, value: Any) -> dict[str, Any]:
+    spec = _check_mapping(name, value, {"id", "ttl", "extend", "replace"})
+    if not isinstance(spec.get("id"), str) or not spec["id"]:
+        raise InvalidOptionsError(
+            f"option '{name}.id' must be a non-empty string, got {spec.get('id')!r}", option=name
+        )
+    if "ttl" in spec:
+        check_int(f"{name}.ttl", spec["ttl"], minimum=1)
+    for key in ("extend", "replace"):
+        if key in spec:
+            _check_bool(f"{name}.{key}", spec[key])
+    return spec
+
+
+def _int(minimum: int = 0, maximum: int | None = None) -> Callable[[str, Any], int]:
+    return lambda name, value: check_int(name, value, minimum=minimum, maximum=maximum)
+
+
+_Validator = Callable[[str, Any], Any]
+
+# canonical (BullMQ) name -> validator
+_VALIDATORS: dict[str, _Validator] = {
+    "attempts": _int(minimum=1),
+    "backoff": _backoff,
+    "delay": _int(maximum=MAX_DELAY_MS),
+    "priority": _int(maximum=MAX_PRIORITY),
+    "lifo": _check_bool,
+    "jobId": _job_id,
+    "removeOnComplete": _keep,
+    "removeOnFail": _keep,
+    "keepLogs": _int(),
+    "stackTraceLimit": _int(),
+    "sizeLimit": _int(minimum=1),
+    "parent": _parent,
+    "failParentOnFailure": _check_bool,
+    "continueParentOnFailure": _check_bool,
+    "ignoreDependencyOnFailure": _check_bool,
+    "removeDependencyOnFailure": _check_bool,
+    "deduplication": _deduplication,
+    "timestamp": _int(),
+}
+
+_SNAKE = {
+    "job_id": "jobId",
+    "remove_on_complete": "removeOnComplete",
+    "remove_on_fail": "removeOnFail",
+    "keep_logs": "keepLogs",
+    "stack_trace_limit": "stackTraceLimit",
+    "size_limit": "sizeLimit",
+    "fail_parent_on_failure": "failParentOnFailure",
+    "continue_parent_on_failure": "continueParentOnFailure",
+    "ignore_dependency_on_failure": "ignoreDependencyOnFailure",
+    "remove_dependency_on_failure": "removeDependencyOnFailure",
+}
+_CANONICAL: dict[str, str] = {name: name for name in _VALIDATORS} | _SNAKE
+
+
+def canonical_name(name: str) -> str:
+    """Map a camelCase or snake_case option name to BullMQ's name, or raise naming it."""
+    try:
+        return _CANONICAL[name]
+    except (KeyError, TypeError):
+        raise InvalidOptionsError(
+            f"unknown job option {name!r}; known options: {sorted(_VALIDATORS)}", option=str(name)
+        ) from None
+
+
+def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Return the canonical camelCase dict for `opts` and keyword options, validated."""
+    result: dict[str, Any] = {}
+    for source in (opts or {}, kwargs):
+        if not isinstance(source, Mapping):
+            raise InvalidOptionsError(f"job options must be a mapping, got {source!r}")
+        for name, value in source.items():
+            key = canonical_name(name)
+            result[key] = _VALIDATORS[key](key, value)
+    _check_exclusive(result)
+    return result
+
+
+def _check_exclusive(opts: dict[str, Any]) -> None:
+    policies = [
+        name
+        for name in (
+            "failParentOnFailure",
+            "continueParentOnFailure",
+            "ignoreDependencyOnFailure",
+            "removeDependencyOnFailure",
+        )
+        if opts.get(name)
+    ]
+    if len(policies) > 1:
+        raise InvalidOptionsError(
+            f"options {policies} exclude each other; choose one", option=policies[0]
+        )
+
+
+def merge_job_options(defaults: Mapping[str, Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-job options over queue defaults (both canonical); per-job values win."""
+    if not defaults:
+        return dict(opts)
+    return {**defaults, **opts}
+
+
+@dataclass(frozen=True, slots=True)
+class KeepJobs:
+    """How many finished jobs to keep: newest `count` and/or younger than `age_ms`."""
+
+    count: int | None = None
+    age_ms: int | None = None
+    limit: int | None = None  # most jobs removed per age clean-up
+
+    @property
+    def keeps_all(self) -> bool:
+        return self.count is None and self.age_ms is None
+
+
+KEEP_ALL = KeepJobs()
+KEEP_NONE = KeepJobs(count=0)
+
+
+def keep_jobs(value: bool | int | Mapping[str, Any] | None) -> KeepJobs:
+    """Turn a canonical removeOnComplete/removeOnFail value into a `KeepJobs` policy."""
+    if value is None or value is False:
+        return KEEP_ALL
+    if value is True:
+        return KEEP_NONE
+    if isinstance(value, int):
+        return KeepJobs(count=value)
+    age = value.get("age")
+    return KeepJobs(
+        count=value.get("count"),
+        age_ms=None if age is None else age * 1000,
+        limit=value.get("limit"),
+    )

@@ -1,0 +1,294 @@
+"""`Queue`: add jobs and inspect or administer a queue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import JOB_STATES, BackendAdapter, JobRecord, Limiter, NewJob
+from psyq.core import codec
+from psyq.core.events import EventEmitter
+from psyq.core.job import Job, QueueRef
+from psyq.core.options import check_int, merge_job_options, normalize_job_options
+from psyq.errors import ClosedError, InvalidOptionsError
+from psyq.plugins import AddSpec, PluginHost
+
+__all__ = ["Queue", "check_queue_name", "qualify_connection"]
+
+DEFAULT_PREFIX = "bull"
+FINISHED_STATES = ("completed", "failed")
+CLEANABLE_STATES = ("completed", "failed", "delayed", "waiting", "prioritized", "paused")
+
+
+def check_queue_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidOptionsError(f"queue name must be a non-empty string, got {name!r}")
+    return name
+
+
+def qualify_connection(
+    connection: str | BackendAdapter | None, prefix: str
+) -> str | BackendAdapter | None:
+    """Carry a non-default key prefix in the URL, so one backend instance serves one prefix."""
+    if not isinstance(prefix, str) or not prefix or ":" in prefix:
+        raise InvalidOptionsError(f"prefix must be a non-empty string without ':', got {prefix!r}")
+    if prefix == DEFAULT_PREFIX or isinstance(connection, BackendAdapter):
+        return connection
+    from psyq.backends import resolve_url
+
+    url = resolve_url(connection)
+    return f"{url}{'&' if '?' in url else '?'}prefix={prefix}"
+
+
+def _check_states(states: Iterable[str]) -> list[str]:
+    result = list(states)
+    for state in result:
+        if state not in JOB_STATES:
+            raise InvalidOptionsError(f"unknown job state {state!r}; known: {list(JOB_STATES)}")
+    return result
+
+
+class _BackendUser:
+    """Shared by Queue and Worker: open the backend on first use, release it on close."""
+
+    def __init__(self, name: str, connection: str | BackendAdapter | None, prefix: str) -> None:
+        self.name = check_queue_name(name)
+        self.prefix = prefix
+        self._connection = qualify_connection(connection, prefix)
+        self._backend: BackendAdapter | None = None
+        self._closed = False
+
+    async def _open(self) -> BackendAdapter:
+        if self._closed:
+            raise ClosedError(f"{type(self).__name__} {self.name!r} is closed")
+        if self._backend is None:
+            self._backend = await open_backend(self._connection)
+        return self._backend
+
+    async def _release(self) -> None:
+        self._closed = True
+        backend, self._backend = self._backend, None
+        if backend is not None and not isinstance(self._connection, BackendAdapter):
+            await release_backend(backend)
+
+
+class Queue(_BackendUser, EventEmitter):
+    """A named queue on a backend. Events: waiting(job), error(error)."""
+
+    def __init__(
+        self,
+        name: str,
+        connection: str | BackendAdapter | None = None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        default_job_options: Mapping[str, Any] | None = None,
+        plugins: Sequence[object] = (),
+    ) -> None:
+        _BackendUser.__init__(self, name, connection, prefix)
+        EventEmitter.__init__(self)
+        self.default_job_options = normalize_job_options(default_job_options)
+        self._plugins = PluginHost(plugins)
+
+    async def __aenter__(self) -> Queue:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._wait_listeners()
+        await self._release()
+
+    async def _ref(self) -> QueueRef:
+        return QueueRef(self.name, await self._open())
+
+    def _job(self, ref: QueueRef, record: JobRecord) -> Job:
+        return Job(ref, record)
+
+    # ------------------------------------------------------------------ adding
+    async def add(
+        self, name: str, data: Any = None, opts: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> Job:
+        """Add one job. Options come as a mapping, keywords, or both (keywords win)."""
+        [job] = await self._add([self._prepare(name, data, opts, kwargs)])
+        return job
+
+    async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
+        """Add many jobs atomically: all are written, or none."""
+        prepared = [self._prepare_entry(i, entry) for i, entry in enumerate(jobs)]
+        return await self._add(prepared) if prepared else []
+
+    def _prepare_entry(self, index: int, entry: Mapping[str, Any]) -> NewJob:
+        if not isinstance(entry, Mapping) or "name" not in entry:
+            raise InvalidOptionsError(f"add_bulk entry {index} needs a 'name': {entry!r}")
+        unknown = set(entry) - {"name", "data", "opts"}
+        if unknown:
+            raise InvalidOptionsError(f"add_bulk entry {index} has unknown keys {sorted(unknown)}")
+        return self._prepare(entry["name"], entry.get("data"), entry.get("opts"), {})
+
+    def _prepare(
+        self, name: Any, data: Any, opts: Mapping[str, Any] | None, kwargs: Mapping[str, Any]
+    ) -> NewJob:
+        if self._plugins.has_add_hooks:
+            spec = AddSpec(self.name, name, data, {**(opts or {}), **kwargs})
+            self._plugins.before_add(spec)
+            name, data, opts, kwargs = spec.name, spec.data, spec.opts, {}
+        if not isinstance(name, str):
+            raise InvalidOptionsError(f"job name must be a string, got {name!r}")
+        merged = merge_job_options(self.default_job_options, normalize_job_options(opts, **kwargs))
+        text = codec.dumps(data, f"data of job {name!r}", merged.get("sizeLimit"))
+        return NewJob(name, text, merged, merged.get("timestamp"))
+
+    async def _add(self, jobs: list[NewJob]) -> list[Job]:
+        ref = await self._ref()
+        records = await ref.backend.add_jobs(self.name, jobs)
+        added = [Job(ref, record) for record in records]
+        if self.listener_count("waiting"):
+            for job in added:
+                self.emit("waiting", job)
+        if self._plugins.has_hook("psyq_job_added"):
+            for job in added:
+                await self._report(await self._plugins.notify("psyq_job_added", job=job))
+        return added
+
+    async def _report(self, errors: list[BaseException]) -> None:
+        for error in errors:
+            self.emit("error", error)
+
+    # ------------------------------------------------------------------ reading
+    async def get_job(self, job_id: str) -> Job | None:
+        ref = await self._ref()
+        record = await ref.backend.get_job(self.name, str(job_id))
+        return None if record is None else Job(ref, record)
+
+    async def get_job_state(self, job_id: str) -> str:
+        return await (await self._open()).get_state(self.name, str(job_id))
+
+    async def get_jobs(
+        self,
+        types: str | Sequence[str] | None = None,
+        start: int = 0,
+        end: int = -1,
+        asc: bool = False,
+    ) -> list[Job]:
+        states = _check_states([types] if isinstance(types, str) else types or JOB_STATES)
+        ref = await self._ref()
+        records = await ref.backend.get_jobs(self.name, states, start, end, asc)
+        return [Job(ref, record) for record in records]
+
+    async def get_job_counts(self, *types: str) -> dict[str, int]:
+        states = _check_states(types or JOB_STATES)
+        return await (await self._open()).get_job_counts(self.name, states)
+
+    async def get_job_count_by_types(self, *types: str) -> int:
+        return sum((await self.get_job_counts(*types)).values())
+
+    async def count(self) -> int:
+        """Jobs still to be processed: waiting, paused, delayed, prioritized, waiting-children."""
+        return await self.get_job_count_by_types(
+            "waiting", "paused", "delayed", "prioritized", "waiting-children"
+        )
+
+    async def get_waiting(self, start: int = 0, end: int = -1) -> list[Job]:
+        return await self.get_jobs(["waiting"], start, end, asc=True)
+
+    async def get_active(self, start: int = 0, end: int = -1) -> list[Job]:
+        return await self.get_jobs(["active"], start, end, asc=True)
+
+    async def get_delayed(self, start: int = 0, end: int = -1) -> list[Job]:
+        return await self.get_jobs(["delayed"], start, end, asc=True)
+
+    async def get_prioritized(self, start: int = 0, end: int = -1) -> list[Job]:
+        return await self.get_jobs(["prioritized"], start, end, asc=True)
+
+    async def get_completed(self, start: int = 0, end: int = -1) -> list[Job]:
+        return await self.get_jobs(["completed"], start, end)
+
+    async def get_failed(self, start: int = 0, end: int = -1) -> list[Job]:
+        return await self.get_jobs(["failed"], start, end)
+
+    async def get_job_logs(
+        self, job_id: str, start: int = 0, end: int = -1, asc: bool = True
+    ) -> dict[str, Any]:
+        backend = await self._open()
+        logs, count = await backend.get_job_logs(self.name, str(job_id), start, end, asc)
+        return {"logs": logs, "count": count}
+
+    async def is_paused(self) -> bool:
+        return await (await self._open()).is_paused(self.name)
+
+    # ------------------------------------------------------------------ admin
+    async def pause(self) -> None:
+        await (await self._open()).pause(self.name)
+
+    async def resume(self) -> None:
+        await (await self._open()).resume(self.name)
+
+    async def drain(self, delayed: bool = False) -> None:
+        await (await self._open()).drain(self.name, delayed)
+
+    async def clean(self, grace: int, limit: int = 0, type: str = "completed") -> list[str]:
+        """Remove up to `limit` jobs (0 = all) in state `type` older than `grace` ms."""
+        check_int("grace", grace)
+        check_int("limit", limit)
+        if type not in CLEANABLE_STATES:
+            raise InvalidOptionsError(
+                f"cannot clean state {type!r}; choose from {CLEANABLE_STATES}"
+            )
+        return await (await self._open()).clean(self.name, grace, limit, type)
+
+    async def obliterate(self, force: bool = False) -> None:
+        await (await self._open()).obliterate(self.name, force)
+
+    async def remove(self, job_id: str, remove_children: bool = True) -> bool:
+        """Remove a job; False when it does not exist or is being processed."""
+        return await (await self._open()).remove_job(self.name, str(job_id), remove_children)
+
+    async def retry_jobs(
+        self, state: str = "failed", count: int = 0, timestamp: int | None = None
+    ) -> int:
+        if state not in FINISHED_STATES:
+            raise InvalidOptionsError(
+                f"retry_jobs state must be one of {FINISHED_STATES}, got {state!r}"
+            )
+        backend = await self._open()
+        before = await backend.now_ms() if timestamp is None else timestamp
+        return await backend.retry_jobs(self.name, state, check_int("count", count), before)
+
+    async def promote_jobs(self, count: int = 0) -> int:
+        return await (await self._open()).promote_jobs(self.name, check_int("count", count))
+
+    # ------------------------------------------------------------------ later parts of the model
+    async def upsert_job_scheduler(
+        self,
+        scheduler_id: str,
+        repeat: Mapping[str, Any],
+        template: Mapping[str, Any] | None = None,
+    ) -> Job:
+        template = dict(template or {})
+        new = self._prepare(
+            template.get("name", scheduler_id), template.get("data"), template.get("opts"), {}
+        )
+        ref = await self._ref()
+        record = await ref.backend.upsert_job_scheduler(self.name, scheduler_id, repeat, new)
+        return Job(ref, record)
+
+    async def get_job_schedulers(
+        self, start: int = 0, end: int = -1, asc: bool = False
+    ) -> list[dict[str, Any]]:
+        return await (await self._open()).get_job_schedulers(self.name, start, end, asc)
+
+    async def remove_job_scheduler(self, scheduler_id: str) -> bool:
+        return await (await self._open()).remove_job_scheduler(self.name, scheduler_id)
+
+    async def set_global_concurrency(self, concurrency: int) -> None:
+        check_int("concurrency", concurrency, minimum=1)
+        await (await self._open()).set_global_concurrency(self.name, concurrency)
+
+    async def set_global_rate_limit(self, max_jobs: int, duration: int) -> None:
+        limiter = Limiter(
+            check_int("max", max_jobs, minimum=1), check_int("duration", duration, minimum=1)
+        )
+        await (await self._open()).set_global_rate_limit(self.name, limiter)

@@ -1,0 +1,436 @@
+"""`Worker`: takes jobs from a queue and runs a processor on them.
+
+Shape of the loop (each step a small method):
+- a fetcher fills idle slots: `move_to_active` for as many jobs as slots are idle, else it
+  waits on the backend's wake-up (`wait_for_job`), never polling;
+- each slot runs a job through the middleware onion (`_run`), settles it (`_settle`), and
+  when the queue has more work takes the next job in the same backend call (fetch-next);
+- one timer renews every held lock, one timer moves stalled jobs back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from psyq.backends.base import (
+    BackendAdapter,
+    Completed,
+    Failed,
+    FetchRequest,
+    Limiter,
+    Retry,
+)
+from psyq.core import codec
+from psyq.core.backoff import BackoffStrategy
+from psyq.core.events import EventEmitter
+from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
+from psyq.core.options import check_int
+from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
+from psyq.errors import (
+    DelayedError,
+    InvalidOptionsError,
+    LockError,
+    PsyqError,
+    RateLimitError,
+    WaitingChildrenError,
+)
+from psyq.plugins import PluginHost
+
+__all__ = ["Processor", "Worker"]
+
+Processor = Callable[..., Any]
+Outcome = Completed | Failed | Retry
+
+
+def _wants_token(processor: Processor) -> bool:
+    try:
+        params = inspect.signature(processor).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _is_async(processor: Processor) -> bool:
+    call = getattr(processor, "__call__", None)  # noqa: B004 - callable objects
+    return inspect.iscoroutinefunction(processor) or inspect.iscoroutinefunction(call)
+
+
+def _limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
+    if value is None or isinstance(value, Limiter):
+        return value
+    if not isinstance(value, Mapping) or set(value) - {"max", "duration"}:
+        raise InvalidOptionsError(f"limiter must be {{'max': n, 'duration': ms}}, got {value!r}")
+    return Limiter(
+        check_int("limiter.max", value.get("max"), minimum=1),
+        check_int("limiter.duration", value.get("duration"), minimum=1),
+    )
+
+
+class Worker(_BackendUser, EventEmitter):
+    """Processes jobs of one queue.
+
+    Events: active(job, prev) completed(job, result) failed(job, error) progress(job, progress)
+    stalled(job_id, prev) drained() error(error) closed().
+    """
+
+    def __init__(
+        self,
+        name: str,
+        processor: Processor | None = None,
+        connection: str | BackendAdapter | None = None,
+        *,
+        concurrency: int = 1,
+        limiter: Mapping[str, Any] | Limiter | None = None,
+        lock_duration: int = 30_000,
+        lock_renew_time: int | None = None,
+        stalled_interval: int = 30_000,
+        max_stalled_count: int = 1,
+        drain_delay: float = 5.0,
+        autorun: bool = True,
+        prefix: str = DEFAULT_PREFIX,
+        plugins: Sequence[object] = (),
+        backoff_strategies: Mapping[str, BackoffStrategy] | None = None,
+        worker_name: str | None = None,
+        skip_stalled_check: bool = False,
+        skip_lock_renewal: bool = False,
+    ) -> None:
+        _BackendUser.__init__(self, name, connection, prefix)
+        EventEmitter.__init__(self)
+        if processor is not None and not callable(processor):
+            raise InvalidOptionsError(f"processor must be callable, got {processor!r}")
+        self.processor = processor
+        self.concurrency = check_int("concurrency", concurrency, minimum=1)
+        self.limiter = _limiter(limiter)
+        self.lock_duration = check_int("lock_duration", lock_duration, minimum=1)
+        self.lock_renew_time = check_int(
+            "lock_renew_time", lock_renew_time or max(1, lock_duration // 2), minimum=1
+        )
+        self.stalled_interval = check_int("stalled_interval", stalled_interval, minimum=1)
+        self.max_stalled_count = check_int("max_stalled_count", max_stalled_count)
+        if not isinstance(drain_delay, int | float) or drain_delay <= 0:
+            raise InvalidOptionsError(f"drain_delay must be > 0 seconds, got {drain_delay!r}")
+        self.drain_delay = float(drain_delay)
+        self.id = worker_name or f"{name}:{uuid.uuid4().hex[:12]}"
+        self.skip_stalled_check = skip_stalled_check
+        self.skip_lock_renewal = skip_lock_renewal
+        self._strategies = dict(backoff_strategies or {})
+        self._plugins = PluginHost(plugins)
+        self._tokens = itertools.count(1)
+        self._active: dict[str, Job] = {}
+        self._idle = 0
+        self._slot_freed = asyncio.Event()
+        self._handoff: asyncio.Queue[Job] = asyncio.Queue()
+        self._closing: asyncio.Event | None = None
+        self._running: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ref: QueueRef | None = None
+        self._drained = True
+        self._forced = False
+        self._run = self._plugins.wrap_processor(self._call_processor)
+        if processor is not None:
+            self._is_async = _is_async(processor)
+            self._wants_token = _wants_token(processor)
+        if autorun and processor is not None:
+            self._start_soon()
+
+    def _start_soon(self) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise InvalidOptionsError(
+                "Worker(autorun=True) needs a running event loop; create it inside async code "
+                "or pass autorun=False and await worker.run()"
+            ) from None
+        self._running = asyncio.ensure_future(self.run())
+
+    async def __aenter__(self) -> Worker:
+        await self._queue_ref()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def running(self) -> bool:
+        return self._closing is not None and not self._closing.is_set()
+
+    def is_running(self) -> bool:
+        return self.running
+
+    async def run(self) -> None:
+        """Process jobs until `close()`."""
+        if self.processor is None:
+            raise InvalidOptionsError("this Worker has no processor; use get_next_job()")
+        if self._closing is not None:
+            raise InvalidOptionsError(f"worker {self.id!r} is already running")
+        self._closing = asyncio.Event()
+        await self._queue_ref()
+        await self._notify("psyq_worker_start", worker=self)
+        try:
+            await self._supervise()
+        finally:
+            await self._notify("psyq_worker_stop", worker=self)
+
+    async def close(self, force: bool = False) -> None:
+        """Stop taking jobs; wait for active ones (or, with force, hand them back now)."""
+        if self._closed:
+            return
+        if self._closing is not None:
+            self._forced = self._forced or force
+            self._closing.set()
+            self._slot_freed.set()
+            if self._running is not None and self._running is not asyncio.current_task():
+                await asyncio.gather(self._running, return_exceptions=True)
+        await self._wait_listeners()
+        await self._release()
+        self.emit("closed")
+
+    async def get_next_job(self, token: str, block: bool = True) -> Job | None:
+        """Take one job locked with `token` (manual processing); None when none came."""
+        ref = await self._queue_ref()
+        jobs = await self._fetch(ref, [token])
+        if not jobs and block:
+            await ref.backend.wait_for_job(self.name, int(self.drain_delay * 1000))
+            jobs = await self._fetch(ref, [token])
+        return jobs[0] if jobs else None
+
+    async def rate_limit(self, expire_time_ms: int) -> None:
+        """Hold the whole queue for `expire_time_ms`; raise RateLimitError afterwards."""
+        ref = await self._queue_ref()
+        await ref.backend.rate_limit(self.name, check_int("expire_time_ms", expire_time_ms))
+
+    async def extend_locks(self) -> list[str]:
+        """Renew the locks of every active job now; returns the ids whose lock was lost."""
+        if not self._active:
+            return []
+        ref = await self._queue_ref()
+        locks = {job.id: job.token or "" for job in self._active.values()}
+        lost = await ref.backend.extend_locks(self.name, locks, self.lock_duration)
+        for job_id in lost:
+            self.emit("error", LockError(job_id, "renew the lock of", "the lock was lost"))
+        return lost
+
+    async def check_stalled(self) -> list[str]:
+        """Move jobs whose lock expired back to waiting (or fail them); returns the ids."""
+        ref = await self._queue_ref()
+        result = await ref.backend.move_stalled_jobs_to_wait(
+            self.name, self.max_stalled_count, self.stalled_interval
+        )
+        for job_id in result.stalled:
+            self.emit("stalled", job_id, "active")
+            await self._notify("psyq_job_stalled", queue_name=self.name, job_id=job_id)
+        return result.stalled + result.failed
+
+    # ------------------------------------------------------------------ supervision
+    async def _queue_ref(self) -> QueueRef:
+        if self._ref is None:
+            self._ref = QueueRef(self.name, await self._open(), self._strategies, self)
+        return self._ref
+
+    async def _supervise(self) -> None:
+        assert self._closing is not None
+        ref = await self._queue_ref()
+        slots = [self._spawn(self._slot(ref)) for _ in range(self.concurrency)]
+        timers = self._timers(ref)
+        fetcher = self._spawn(self._fetcher(ref))
+        await self._closing.wait()
+        for task in (fetcher, *timers):
+            task.cancel()
+        await asyncio.gather(fetcher, *timers, return_exceptions=True)
+        abandoned = await self._stop_slots(slots)
+        for job in abandoned:
+            await self._hand_back(ref, job)
+        while not self._handoff.empty():
+            await self._hand_back(ref, self._handoff.get_nowait())
+
+    def _timers(self, ref: QueueRef) -> list[asyncio.Task[None]]:
+        timers = []
+        if not self.skip_lock_renewal:
+            timers.append(self._spawn(self._every(self.lock_renew_time, self.extend_locks)))
+        if not self.skip_stalled_check:
+            timers.append(self._spawn(self._every(self.stalled_interval, self.check_stalled, True)))
+        return timers
+
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _every(
+        self, interval_ms: int, action: Callable[[], Awaitable[Any]], now: bool = False
+    ) -> None:
+        if not now:
+            await asyncio.sleep(interval_ms / 1000)
+        while True:
+            try:
+                await action()
+            except Exception as exc:
+                self.emit("error", exc)
+            await asyncio.sleep(interval_ms / 1000)
+
+    async def _stop_slots(self, slots: list[asyncio.Task[Any]]) -> list[Job]:
+        """Graceful: busy slots finish their job. Forced: stop now and return their jobs."""
+        while self._active and not self._forced:
+            await self._slot_freed.wait()
+            self._slot_freed.clear()
+        abandoned = list(self._active.values())
+        for task in slots:
+            task.cancel()
+        await asyncio.gather(*slots, return_exceptions=True)
+        return abandoned
+
+    async def _hand_back(self, ref: QueueRef, job: Job) -> None:
+        try:
+            await ref.backend.move_job_from_active_to_wait(self.name, job.id, job.token or "")
+        except PsyqError as exc:
+            self.emit("error", exc)
+
+    # ------------------------------------------------------------------ fetching
+    def _new_tokens(self, n: int) -> list[str]:
+        return [f"{self.id}:{next(self._tokens)}" for _ in range(n)]
+
+    def _fetch_request(self, tokens: list[str]) -> FetchRequest:
+        return FetchRequest(tokens, self.lock_duration, self.id, self.limiter)
+
+    async def _fetch(self, ref: QueueRef, tokens: list[str]) -> list[Job]:
+        records = await ref.backend.move_to_active(self.name, self._fetch_request(tokens))
+        return [Job(ref, record) for record in records]
+
+    async def _fetcher(self, ref: QueueRef) -> None:
+        """Fill idle slots; when nothing is ready, wait for the backend to say so."""
+        while True:
+            while self._idle == 0:
+                await self._slot_freed.wait()
+                self._slot_freed.clear()
+            try:
+                jobs = await self._fetch(ref, self._new_tokens(self._idle))
+            except Exception as exc:
+                await self._backend_trouble(exc)
+                continue
+            if jobs:
+                self._drained = False
+                self._idle -= len(jobs)
+                for job in jobs:
+                    self._handoff.put_nowait(job)
+            else:
+                await self._wait_for_work(ref)
+
+    async def _wait_for_work(self, ref: QueueRef) -> None:
+        if not self._drained:
+            self._drained = True
+            self.emit("drained")
+        try:
+            await ref.backend.wait_for_job(self.name, int(self.drain_delay * 1000))
+        except Exception as exc:
+            await self._backend_trouble(exc)
+
+    async def _backend_trouble(self, exc: Exception) -> None:
+        self.emit("error", exc)
+        await asyncio.sleep(1.0)
+
+    # ------------------------------------------------------------------ one slot
+    async def _slot(self, ref: QueueRef) -> None:
+        while True:
+            self._idle += 1
+            self._slot_freed.set()
+            job: Job | None = await self._handoff.get()
+            while job is not None:
+                job = await self._process(ref, job)
+
+    async def _process(self, ref: QueueRef, job: Job) -> Job | None:
+        """Run one job and settle it; returns the next job when fetch-next found one."""
+        self._active[job.id] = job
+        self.emit("active", job, "waiting")
+        try:
+            ran = await self._outcome(job)
+            if ran is None:
+                return None
+            return await self._settle(ref, job, *ran)
+        finally:
+            self._active.pop(job.id, None)
+            self._slot_freed.set()
+
+    async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
+        """Run the job through the middleware onion; None when the processor moved it."""
+        await self._notify("psyq_before_process", job=job)
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = await self._run(job)
+            outcome: Outcome = Completed(codec.dumps(result, f"return value of job {job.id!r}"))
+        except (DelayedError, WaitingChildrenError):
+            await self._notify("psyq_after_process", job=job, result=None, error=None)
+            return None
+        except RateLimitError:
+            await self._hand_back(await self._queue_ref(), job)
+            return None
+        except Exception as exc:
+            error = exc
+            outcome = failure_outcome(job, exc, self._strategies)
+        await self._notify("psyq_after_process", job=job, result=result, error=error)
+        return outcome, error
+
+    async def _call_processor(self, job: Job) -> Any:
+        assert self.processor is not None
+        args = (job, job.token) if self._wants_token else (job,)
+        if self._is_async:
+            return await self.processor(*args)
+        result = await asyncio.to_thread(self.processor, *args)
+        return await result if inspect.isawaitable(result) else result
+
+    # ------------------------------------------------------------------ settling
+    async def _settle(
+        self, ref: QueueRef, job: Job, outcome: Outcome, error: BaseException | None
+    ) -> Job | None:
+        token = job.token or ""
+        try:
+            if isinstance(outcome, Completed):
+                return await self._complete(ref, job, token, outcome)
+            await settle_failure(job, token, outcome)
+        except PsyqError as exc:
+            self.emit("error", exc)
+            return None
+        await self._report_failure(job, outcome, error)
+        return None
+
+    async def _complete(
+        self, ref: QueueRef, job: Job, token: str, outcome: Completed
+    ) -> Job | None:
+        fetch = None
+        if self._closing is not None and not self._closing.is_set():
+            fetch = self._fetch_request(self._new_tokens(1))
+        records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, fetch)
+        job._returnvalue = outcome.returnvalue
+        job.attempts_made += 1
+        result = job.returnvalue
+        self.emit("completed", job, result)
+        await self._notify("psyq_job_completed", job=job, result=result)
+        if records:
+            self._drained = False
+            return Job(ref, records[0])
+        return None
+
+    async def _report_failure(
+        self, job: Job, outcome: Failed | Retry, error: BaseException | None
+    ) -> None:
+        error = error or PsyqError(outcome.reason)
+        self.emit("failed", job, error)
+        if isinstance(outcome, Retry):
+            await self._notify("psyq_job_retried", job=job, error=error, delay=outcome.delay)
+        else:
+            await self._notify("psyq_job_failed", job=job, error=error)
+
+    # ------------------------------------------------------------------ plugins
+    async def _notify(self, hook: str, **kwargs: Any) -> None:
+        if not self._plugins.has_hook(hook):
+            return
+        for error in await self._plugins.notify(hook, **kwargs):
+            self.emit("error", error)

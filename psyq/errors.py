@@ -1,0 +1,156 @@
+"""The psyq exception tree.
+
+Every error names the value that caused it.
+
+    PsyqError
+    ├── InvalidOptionsError        a job/queue/worker option with an unknown name or a bad value
+    ├── InvalidDataError           job data or a return value that is not JSON, or too large
+    ├── InvalidURLError            a connection URL no backend handles
+    ├── ConnectionError            a backend that cannot be reached (URL shown without password)
+    ├── JobNotFoundError           no job with that id in that queue
+    ├── JobStateError              the job is not in a state that allows the operation
+    ├── LockError                  the caller does not hold the job's lock (late completion)
+    ├── JobVetoedError             an add-side plugin refused the job
+    ├── UnsupportedError           the backend does not implement this part of the model yet
+    ├── ClosedError                the Queue / Worker / backend was closed
+    └── ProcessorSignal            raised by a processor to steer what happens to its job
+        ├── UnrecoverableError     fail now, no retry
+        ├── DelayedError           the job was moved to delayed (job.move_to_delayed)
+        ├── WaitingChildrenError   the job waits for its children (job.move_to_waiting_children)
+        └── RateLimitError         the queue is rate limited (worker.rate_limit); no attempt counted
+"""
+
+from __future__ import annotations
+
+import builtins
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = [
+    "ClosedError",
+    "ConnectionError",
+    "DelayedError",
+    "InvalidDataError",
+    "InvalidOptionsError",
+    "InvalidURLError",
+    "JobNotFoundError",
+    "JobStateError",
+    "JobVetoedError",
+    "LockError",
+    "ProcessorSignal",
+    "PsyqError",
+    "RateLimitError",
+    "UnrecoverableError",
+    "UnsupportedError",
+    "WaitingChildrenError",
+    "redact_url",
+]
+
+
+class PsyqError(Exception):
+    """Base of every error psyq raises."""
+
+
+class InvalidOptionsError(PsyqError, ValueError):
+    """An option has an unknown name or a bad value; the message names it."""
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class InvalidDataError(PsyqError, ValueError):
+    """Job data or a return value cannot be stored (not JSON, or over the size limit)."""
+
+
+class InvalidURLError(PsyqError, ValueError):
+    """No backend handles this connection URL."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"invalid connection URL {redact_url(url)!r}: {reason}")
+        self.url = redact_url(url)
+
+
+class ConnectionError(PsyqError, builtins.ConnectionError):
+    """The backend cannot be reached. The URL is shown without its password."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach {redact_url(url)}: {reason}")
+        self.url = redact_url(url)
+
+
+class JobNotFoundError(PsyqError, LookupError):
+    """No job with this id exists in this queue."""
+
+    def __init__(self, queue_name: str, job_id: str) -> None:
+        super().__init__(f"job {job_id!r} not found in queue {queue_name!r}")
+        self.queue_name = queue_name
+        self.job_id = job_id
+
+
+class JobStateError(PsyqError):
+    """The job is not in a state that allows this operation."""
+
+    def __init__(self, job_id: str, state: str, operation: str) -> None:
+        super().__init__(f"cannot {operation} job {job_id!r}: it is {state}")
+        self.job_id = job_id
+        self.state = state
+        self.operation = operation
+
+
+class LockError(PsyqError):
+    """The caller does not hold the job's lock (it expired or another worker took the job)."""
+
+    def __init__(self, job_id: str, operation: str, reason: str = "lock mismatch") -> None:
+        super().__init__(f"cannot {operation} job {job_id!r}: {reason}")
+        self.job_id = job_id
+        self.operation = operation
+
+
+class JobVetoedError(PsyqError):
+    """An add-side plugin refused the job; nothing was written."""
+
+
+class UnsupportedError(PsyqError, NotImplementedError):
+    """The backend does not implement this part of the model."""
+
+    def __init__(self, backend: str, feature: str) -> None:
+        super().__init__(f"the {backend} backend does not support {feature} yet")
+        self.backend = backend
+        self.feature = feature
+
+
+class ClosedError(PsyqError, RuntimeError):
+    """The object was closed and cannot be used any more."""
+
+
+class ProcessorSignal(PsyqError):
+    """Raised by a processor to steer what happens to its job instead of failing it."""
+
+
+class UnrecoverableError(ProcessorSignal):
+    """Fail the job now, whatever attempts remain."""
+
+
+class DelayedError(ProcessorSignal):
+    """The processor moved the job to delayed (`job.move_to_delayed`); do not settle it."""
+
+
+class WaitingChildrenError(ProcessorSignal):
+    """The processor moved the job to waiting-children; do not settle it."""
+
+
+class RateLimitError(ProcessorSignal):
+    """The queue is rate limited (`worker.rate_limit(ms)`): the job goes back, no attempt used."""
+
+
+def redact_url(url: str) -> str:
+    """Return `url` with any password replaced by `***`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))

@@ -1,0 +1,163 @@
+"""The backend fixture of the conformance suite, and helpers every conformance test uses.
+
+Every test in this folder runs once per backend in `BACKENDS`. A backend plugs in by adding
+one entry: its id and a factory `(request) -> URL`. Factories for server backends use
+`service_url` to find a server (env URL, then binaries on PATH) and fail with a message that
+says what to install, or skip when PSYQ_REQUIRE_SERVICES=0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import psyq
+
+UrlFactory = Callable[[pytest.FixtureRequest], str]
+
+
+def memory_url(request: pytest.FixtureRequest) -> str:
+    return "memory://"
+
+
+# id -> factory. Next: "sqlite" (f"sqlite:///{tmp_path}/jobs.db"), "tcp" (psyq://),
+# "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL", ...)), "postgres".
+BACKENDS: dict[str, UrlFactory] = {
+    "memory": memory_url,
+}
+
+
+def services_required() -> bool:
+    return os.environ.get("PSYQ_REQUIRE_SERVICES", "1") != "0"
+
+
+def service_url(
+    service: str,
+    env_var: str,
+    binaries: tuple[str, ...],
+    start: Callable[[str], str] | None,
+    install_hint: str,
+) -> str:
+    """Find a server for `service`: the URL in `env_var`, else one started from the first of
+    `binaries` found on PATH by `start(binary_path) -> url`. Otherwise fail, saying what to
+    install, or skip (with the reason) when PSYQ_REQUIRE_SERVICES=0."""
+    url = os.environ.get(env_var)
+    if url:
+        return url
+    if start is not None:
+        for binary in binaries:
+            path = shutil.which(binary)
+            if path:
+                return start(path)
+    reason = (
+        f"no {service} server: set {env_var} to a URL or put {' or '.join(binaries)} on "
+        f"PATH ({install_hint})"
+    )
+    if services_required():
+        pytest.fail(f"{reason}; or set PSYQ_REQUIRE_SERVICES=0 to skip these tests")
+    pytest.skip(reason)
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend_url(request: pytest.FixtureRequest) -> str:
+    return BACKENDS[request.param](request)
+
+
+@pytest.fixture
+async def queue(backend_url: str, queue_name: str) -> AsyncIterator[psyq.Queue]:
+    q = psyq.Queue(queue_name, connection=backend_url)
+    try:
+        yield q
+    finally:
+        await q.close()
+
+
+WorkerFactory = Callable[..., psyq.Worker]
+
+
+@pytest.fixture
+async def make_worker(backend_url: str, queue_name: str) -> AsyncIterator[WorkerFactory]:
+    """`make_worker(processor, **options)` -> a Worker on the test's queue, closed at the end
+    (forcefully, so a hung processor cannot hang the teardown)."""
+    workers: list[psyq.Worker] = []
+
+    def factory(processor: Any = None, **options: Any) -> psyq.Worker:
+        options.setdefault("connection", backend_url)
+        worker = psyq.Worker(options.pop("name", queue_name), processor, **options)
+        workers.append(worker)
+        return worker
+
+    try:
+        yield factory
+    finally:
+        for worker in reversed(workers):
+            await asyncio.wait_for(worker.close(force=True), 10)
+
+
+async def wait_for(
+    predicate: Callable[[], Any | Awaitable[Any]], timeout: float = 5, interval: float = 0.005
+) -> Any:
+    """Poll `predicate` (sync or async) until it returns something truthy; return that.
+    Fails the test when `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s: {predicate!r}")
+        await asyncio.sleep(interval)
+
+
+async def wait_state(queue: psyq.Queue, job_id: str, state: str, timeout: float = 5) -> None:
+    """Wait until the job is in `state`; on timeout, say which state it was in."""
+    seen: list[str] = []
+
+    async def reached() -> bool:
+        seen.append(await queue.get_job_state(job_id))
+        return seen[-1] == state
+
+    try:
+        await wait_for(reached, timeout)
+    except pytest.fail.Exception:
+        pytest.fail(
+            f"job {job_id!r} did not become {state!r} within {timeout}s: it is {seen[-1]!r}"
+        )
+
+
+class Recorder:
+    """Records a worker's (or queue's) events: `rec.events["completed"]` lists the args."""
+
+    def __init__(self, emitter: Any, *events: str) -> None:
+        self.events: dict[str, list[tuple[Any, ...]]] = {name: [] for name in events}
+        for name in events:
+            emitter.on(name, self._listener(name))
+
+    def _listener(self, name: str) -> Callable[..., None]:
+        return lambda *args: self.events[name].append(args)
+
+    async def wait(self, event: str, count: int = 1, timeout: float = 5) -> list[tuple[Any, ...]]:
+        """Wait until `event` was seen `count` times; return its calls."""
+        await wait_for(lambda: len(self.events[event]) >= count, timeout)
+        return self.events[event]
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def skip_if_unsupported(call: Awaitable[Any], feature: str) -> Any:
+    """Run `call`; skip the test, naming the feature, when the backend does not support it."""
+    try:
+        return await call
+    except psyq.UnsupportedError as exc:
+        pytest.skip(f"{feature}: not supported by this backend yet ({exc})")
