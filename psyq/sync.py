@@ -123,4 +123,3 @@ class Queue(_SyncProxy):
                 self.close()
             except Exception:
                 logging.getLogger("psyq").exception("psyq.sync: closing %r at exit", self)
-

@@ -81,6 +81,8 @@ async def open_backend(connection: str | BackendAdapter | None) -> BackendAdapte
         backend = _factory_for(url)(url)
         await backend.open()
         shared = _OPEN.setdefault(key, _Shared(backend, 0))
+        if shared.backend is not backend:  # another task opened the URL while we waited
+            await backend.close()
     shared.users += 1
     return shared.backend
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from psyq.errors import InvalidOptionsError
 
+_RNG = random.Random()
+
 __all__ = ["BackoffStrategy", "backoff_delay", "register_backoff_strategy"]
 
 # (attempts_made, backoff type, error, job) -> delay ms, or -1 / None for "no retry"
@@ -54,7 +56,7 @@ def backoff_delay(
     kind = str(backoff["type"])
     delay = int(backoff.get("delay", 0))
     jitter = float(backoff.get("jitter", 0))
-    rng = rng or random._inst  # type: ignore[attr-defined]
+    rng = rng or _RNG
     if kind == "fixed":
         return _jittered(delay, jitter, rng)
     if kind == "exponential":

@@ -1,0 +1,116 @@
+"""The native engine: queue stores spread over shards, each shard with its own lock.
+
+A queue lives in the shard picked by the FNV-1a hash of its key, so queues of different
+shards never contend for a lock. Engines are named (`memory://name`) and live as long as the
+process, so every object that opens the same URL — in any thread or event loop — sees the
+same jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+from psyq.backends.native.store import QueueStore
+from psyq.core.clock import Clock, system_clock
+
+__all__ = ["Engine", "fnv1a", "named_engine"]
+
+SHARDS = 16
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+
+
+def fnv1a(text: str) -> int:
+    """32-bit FNV-1a of the UTF-8 bytes of `text`."""
+    value = _FNV_OFFSET
+    for byte in text.encode():
+        value = ((value ^ byte) * _FNV_PRIME) & 0xFFFFFFFF
+    return value
+
+
+class Shard:
+    __slots__ = ("lock", "stores")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stores: dict[str, QueueStore] = {}
+
+
+class Engine:
+    """Queue stores by key ("<prefix>:<queue>"), sharded; one clock for all of them."""
+
+    def __init__(self, clock: Clock = system_clock, shards: int = SHARDS) -> None:
+        self.clock = clock
+        self.shards = [Shard() for _ in range(shards)]
+        self._shard_of: dict[str, Shard] = {}
+        clock.subscribe(self.wake_all)
+
+    def shard(self, key: str) -> Shard:
+        shard = self._shard_of.get(key)
+        if shard is None:
+            shard = self.shards[fnv1a(key) % len(self.shards)]
+            self._shard_of[key] = shard
+        return shard
+
+    def store(self, shard: Shard, key: str, name: str) -> QueueStore:
+        """The store of `key` (call with `shard.lock` held); created on first use."""
+        store = shard.stores.get(key)
+        if store is None:
+            store = shard.stores[key] = QueueStore(name)
+        return store
+
+    def drop(self, key: str) -> QueueStore | None:
+        shard = self.shard(key)
+        with shard.lock:
+            return shard.stores.pop(key, None)
+
+    def queue_keys(self) -> Iterator[str]:
+        for shard in self.shards:
+            with shard.lock:
+                keys = list(shard.stores)
+            yield from keys
+
+    def wake_all(self) -> None:
+        """Wake every blocked worker (the clock jumped)."""
+        for shard in self.shards:
+            with shard.lock:
+                for store in shard.stores.values():
+                    wake(store)
+
+
+def wake(store: QueueStore) -> None:
+    """Wake the workers blocked on `store`, whatever thread or event loop they run in."""
+    if not store.waiters:
+        return
+    waiters = list(store.waiters)
+    store.waiters.clear()
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    for future in waiters:
+        loop = future.get_loop()
+        if loop is running:
+            _settle(future)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(_settle, future)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def named_engine(name: str) -> Engine:
+    """The process-wide engine called `name` (created on first use)."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(name)
+        if engine is None:
+            engine = _ENGINES[name] = Engine()
+        return engine
