@@ -164,7 +164,7 @@ class Job:
 
     # ------------------------------------------------------------------ updates
     async def update_progress(self, progress: Any) -> None:
-        codec.dumps(progress, f"progress of job {self.id!r}")
+        codec.dumps(progress, "progress", self.id)
         await self._backend.update_progress(self.queue_name, self.id, progress)
         self.progress = progress
         if self._queue.emitter is not None:
@@ -176,7 +176,7 @@ class Job:
         return await self._backend.add_log(self.queue_name, self.id, str(row), keep)
 
     async def update_data(self, data: Any) -> None:
-        text = codec.dumps(data, f"data of job {self.id!r}", self.opts.get("sizeLimit"))
+        text = codec.dumps(data, "data", self.id, self.opts.get("sizeLimit"))
         await self._backend.update_data(self.queue_name, self.id, text)
         self._data_json, self._data = text, data
 
@@ -217,7 +217,7 @@ class Job:
         self, returnvalue: Any, token: str, fetch_next: bool = False, lock_duration: int = 30000
     ) -> Job | None:
         """Complete this active job; with fetch_next, take and return the next job."""
-        text = codec.dumps(returnvalue, f"return value of job {self.id!r}")
+        text = codec.dumps(returnvalue, "return value", self.id)
         fetch = FetchRequest([token], lock_duration) if fetch_next else None
         nxt = await self._backend.move_to_finished(
             self.queue_name, self.id, token, Completed(text), fetch

@@ -189,6 +189,10 @@ def canonical_name(name: str) -> str:
 def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
     """Return the canonical camelCase dict for `opts` and keyword options, validated."""
     result: dict[str, Any] = {}
+    if not opts and not kwargs:
+        if opts is None or isinstance(opts, Mapping):
+            return result
+        raise InvalidOptionsError(f"job options must be a mapping, got {opts!r}")
     for source in (opts or {}, kwargs):
         if not isinstance(source, Mapping):
             raise InvalidOptionsError(f"job options must be a mapping, got {source!r}")
@@ -217,9 +221,10 @@ def _check_exclusive(opts: dict[str, Any]) -> None:
 
 
 def merge_job_options(defaults: Mapping[str, Any], opts: Mapping[str, Any]) -> dict[str, Any]:
-    """Per-job options over queue defaults (both canonical); per-job values win."""
+    """Per-job options over queue defaults (both canonical); per-job values win. The result
+    may be `opts` itself when there are no defaults."""
     if not defaults:
-        return dict(opts)
+        return opts if type(opts) is dict else dict(opts)
     return {**defaults, **opts}
 
 

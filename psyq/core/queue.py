@@ -18,6 +18,7 @@ __all__ = ["Queue", "check_queue_name", "qualify_connection"]
 
 DEFAULT_PREFIX = "bull"
 FINISHED_STATES = ("completed", "failed")
+_ENTRY_KEYS = frozenset({"name", "data", "opts"})
 CLEANABLE_STATES = ("completed", "failed", "delayed", "waiting", "prioritized", "paused")
 
 
@@ -123,8 +124,8 @@ class Queue(_BackendUser, EventEmitter):
     def _prepare_entry(self, index: int, entry: Mapping[str, Any]) -> NewJob:
         if not isinstance(entry, Mapping) or "name" not in entry:
             raise InvalidOptionsError(f"add_bulk entry {index} needs a 'name': {entry!r}")
-        unknown = set(entry) - {"name", "data", "opts"}
-        if unknown:
+        if not _ENTRY_KEYS.issuperset(entry):
+            unknown = set(entry) - _ENTRY_KEYS
             raise InvalidOptionsError(f"add_bulk entry {index} has unknown keys {sorted(unknown)}")
         return self._prepare(entry["name"], entry.get("data"), entry.get("opts"), {})
 
@@ -138,7 +139,7 @@ class Queue(_BackendUser, EventEmitter):
         if not isinstance(name, str):
             raise InvalidOptionsError(f"job name must be a string, got {name!r}")
         merged = merge_job_options(self.default_job_options, normalize_job_options(opts, **kwargs))
-        text = codec.dumps(data, f"data of job {name!r}", merged.get("sizeLimit"))
+        text = codec.dumps(data, "data", name, merged.get("sizeLimit"))
         return NewJob(name, text, merged, merged.get("timestamp"))
 
     async def _add(self, jobs: list[NewJob]) -> list[Job]:

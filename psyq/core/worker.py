@@ -373,7 +373,7 @@ class Worker(_BackendUser, EventEmitter):
         error: BaseException | None = None
         try:
             result = await self._run(job)
-            outcome: Outcome = Completed(codec.dumps(result, f"return value of job {job.id!r}"))
+            outcome: Outcome = Completed(codec.dumps(result, "return value", job.id))
         except (DelayedError, WaitingChildrenError):
             await self._notify("psyq_after_process", job=job, result=None, error=None)
             return None

@@ -76,15 +76,24 @@ class QueueStore:
 
     def _add(self, new: NewJob, now: int) -> JobRecord:
         opts = new.opts
+        timestamp = now if new.timestamp is None else new.timestamp
+        if not opts:  # the common case: a plain job
+            self.last_id += 1
+            job_id = str(self.last_id)
+            record = self.jobs[job_id] = JobRecord(
+                job_id, self.name, new.name, new.data, opts, timestamp
+            )
+            self.wait.append(job_id)
+            record.state = "waiting"
+            return record
         custom = opts.get("jobId")
-        if custom is not None and custom in self.jobs:
-            return self.jobs[custom]
         if custom is None:
             self.last_id += 1
             job_id = str(self.last_id)
+        elif custom in self.jobs:
+            return self.jobs[custom]
         else:
             job_id = custom
-        timestamp = now if new.timestamp is None else new.timestamp
         delay = opts.get("delay", 0)
         record = JobRecord(
             job_id, self.name, new.name, new.data, opts, timestamp, delay, opts.get("priority", 0)
