@@ -132,6 +132,8 @@ class Worker(_BackendUser, EventEmitter):
         self._handoff: asyncio.Queue[Job] = asyncio.Queue()
         self._closing: asyncio.Event | None = None
         self._running: asyncio.Task[None] | None = None
+        self._run_task: asyncio.Task[Any] | None = None
+        self._stopped: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ref: QueueRef | None = None
         self._drained = True
@@ -175,23 +177,32 @@ class Worker(_BackendUser, EventEmitter):
         if self._closing is not None:
             raise InvalidOptionsError(f"worker {self.id!r} is already running")
         self._closing = asyncio.Event()
-        await self._queue_ref()
-        await self._notify("psyq_worker_start", worker=self)
+        self._stopped = asyncio.Event()
+        self._run_task = asyncio.current_task()
         try:
-            await self._supervise()
+            await self._queue_ref()
+            await self._notify("psyq_worker_start", worker=self)
+            try:
+                await self._supervise()
+            finally:
+                await self._notify("psyq_worker_stop", worker=self)
         finally:
-            await self._notify("psyq_worker_stop", worker=self)
+            self._stopped.set()
 
     async def close(self, force: bool = False) -> None:
         """Stop taking jobs; wait for active ones (or, with force, hand them back now)."""
-        if self._closed:
-            return
+        if self._closing is None and self._running is not None:  # autorun not started yet
+            self._running.cancel()
+            await asyncio.gather(self._running, return_exceptions=True)
         if self._closing is not None:
             self._forced = self._forced or force
             self._closing.set()
             self._slot_freed.set()
-            if self._running is not None and self._running is not asyncio.current_task():
-                await asyncio.gather(self._running, return_exceptions=True)
+            if self._stopped is not None and self._run_task is not asyncio.current_task():
+                await self._stopped.wait()  # run() returns once slots are done or handed back
+        if self._closed:
+            return
+        self._closed = True
         await self._wait_listeners()
         await self._release()
         self.emit("closed")

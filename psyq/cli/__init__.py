@@ -1,0 +1,1 @@
+"""The `psyq` command line: `psyq demo`, `psyq worker`."""

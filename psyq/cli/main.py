@@ -1,0 +1,63 @@
+"""`psyq` — subcommands and their arguments; each subcommand lives in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+import psyq
+from psyq.errors import PsyqError
+
+__all__ = ["CliError", "main"]
+
+
+class CliError(Exception):
+    """Bad input on the command line: printed as one line, exit code 2."""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="psyq", description="psyq job queues")
+    parser.add_argument("--version", action="version", version=f"psyq {psyq.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run a producer and a worker on the embedded default")
+    demo.add_argument("--jobs", type=positive_int, default=2000, help="jobs to add (2000)")
+    demo.add_argument("--concurrency", type=positive_int, default=50, help="worker slots (50)")
+    demo.add_argument("--connection", help=f"backend URL (default: PSYQ_URL or {psyq.DEFAULT_URL})")
+
+    worker = commands.add_parser("worker", help="process jobs with a Python function")
+    worker.add_argument("processor", help="module:function, e.g. myapp.tasks:send")
+    worker.add_argument("--queue", required=True, help="queue name")
+    worker.add_argument("--connection", help="backend URL (default: PSYQ_URL or the default)")
+    worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
+    worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from psyq.cli.demo import run_demo
+
+            return asyncio.run(run_demo(args.jobs, args.concurrency, args.connection))
+        from psyq.cli.worker import run_worker
+
+        return run_worker(
+            args.processor, args.queue, args.connection, args.concurrency, args.prefix
+        )
+    except (CliError, PsyqError) as exc:
+        print(f"psyq {args.command}: {exc}", file=sys.stderr)
+        return 2
