@@ -83,8 +83,13 @@ def _manager() -> pluggy.PluginManager:
 
 def _check(plugin: object) -> None:
     """Reject a plugin whose hooks are misspelled or have wrong arguments, naming them."""
+    _register(_manager(), plugin)
+
+
+def _register(manager: pluggy.PluginManager, plugin: object) -> None:
     try:
-        _manager().register(plugin)
+        manager.register(plugin)
+        manager.check_pending()  # a hook name with no spec is a typo
     except (pluggy.PluginValidationError, ValueError) as exc:
         raise PsyqError(f"invalid psyq plugin {_name(plugin)}: {exc}") from exc
 
@@ -100,14 +105,10 @@ class PluginHost:
         self._manager = _manager()
         # pluggy calls the last registered first: register backwards so hooks run in order.
         for plugin in reversed([*plugins, *registered_plugins()]):
-            if self._manager.is_registered(plugin):
-                continue
-            try:
-                self._manager.register(plugin)
-            except (pluggy.PluginValidationError, ValueError) as exc:
-                raise PsyqError(f"invalid psyq plugin {_name(plugin)}: {exc}") from exc
+            if not self._manager.is_registered(plugin):
+                _register(self._manager, plugin)
         self._impls = {
-            name: [(impl.plugin_name, impl.function) for impl in reversed(caller.get_hookimpls())]
+            name: [(_name(impl.plugin), impl.function) for impl in reversed(caller.get_hookimpls())]
             for name, caller in vars(self._manager.hook).items()
             if isinstance(caller, pluggy.HookCaller) and caller.get_hookimpls()
         }
