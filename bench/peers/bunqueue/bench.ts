@@ -1,0 +1,102 @@
+// The peer side of bench/run.py: bunqueue in embedded (in-process, in-memory) mode running the
+// same workloads. Prints one JSON object of figures. Usage: bun bench.ts '{"jobs":20000,...}'
+import { Queue, Worker } from "bunqueue/client";
+
+const cfg = JSON.parse(process.argv[2] ?? "{}");
+const JOBS: number = cfg.jobs ?? 20000;
+const SINGLE: number = cfg.single ?? 5000;
+const BATCH: number = cfg.batch ?? 1000;
+const RATE: number = cfg.rate ?? 500;
+const SECONDS: number = cfg.seconds ?? 3;
+const MEMORY_JOBS: number = cfg.memoryJobs ?? 100000;
+
+let serial = 0;
+const fresh = (label: string) => `${label}-${process.pid}-${serial++}`;
+const now = () => performance.now();
+
+async function addOne(): Promise<number> {
+  const q = new Queue(fresh("single"), { embedded: true });
+  const t = now();
+  for (let i = 0; i < SINGLE; i++) await q.add("x", { i });
+  return SINGLE / ((now() - t) / 1000);
+}
+
+async function fill(q: Queue, n: number): Promise<number> {
+  const t = now();
+  for (let i = 0; i < n; i += BATCH) {
+    const batch = [];
+    for (let j = i; j < Math.min(n, i + BATCH); j++) batch.push({ name: "x", data: { i: j } });
+    await q.addBulk(batch);
+  }
+  return n / ((now() - t) / 1000);
+}
+
+async function addBulk(): Promise<number> {
+  return fill(new Queue(fresh("bulk"), { embedded: true }), JOBS);
+}
+
+async function processing(concurrency: number): Promise<number> {
+  const name = fresh(`c${concurrency}`);
+  const q = new Queue(name, { embedded: true });
+  await fill(q, JOBS);
+  let done = 0;
+  const t = now();
+  await new Promise<void>((resolve) => {
+    const w = new Worker(name, async () => null, { embedded: true, concurrency });
+    w.on("completed", () => {
+      if (++done === JOBS) {
+        w.close();
+        resolve();
+      }
+    });
+  });
+  return JOBS / ((now() - t) / 1000);
+}
+
+async function latency(): Promise<{ p50: number; p99: number }> {
+  const name = fresh("latency");
+  const q = new Queue(name, { embedded: true });
+  const samples: number[] = [];
+  const w = new Worker(
+    name,
+    async (job: any) => {
+      samples.push(now() - job.data.t);
+      return null;
+    },
+    { embedded: true, concurrency: 10 },
+  );
+  const total = RATE * SECONDS;
+  const start = now();
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / RATE;
+    const wait = due - now();
+    if (wait > 0) await Bun.sleep(wait);
+    await q.add("x", { t: now() });
+  }
+  while (samples.length < total) await Bun.sleep(5);
+  await w.close();
+  samples.sort((a, b) => a - b);
+  const pick = (f: number) => samples[Math.min(samples.length - 1, Math.floor(f * samples.length))];
+  return { p50: pick(0.5), p99: pick(0.99) };
+}
+
+async function memory(): Promise<number> {
+  Bun.gc(true);
+  const before = process.memoryUsage().rss;
+  await fill(new Queue(fresh("memory"), { embedded: true }), MEMORY_JOBS);
+  Bun.gc(true);
+  return (process.memoryUsage().rss - before) / MEMORY_JOBS;
+}
+
+const result = {
+  peer: "bunqueue",
+  version: (await import("bunqueue/package.json")).version,
+  add_single: await addOne(),
+  add_bulk: await addBulk(),
+  c10: await processing(10),
+  c100: await processing(100),
+  latency: await latency(),
+  bytes_per_waiting_job: await memory(),
+};
+console.log(JSON.stringify(result));
+process.exit(0);

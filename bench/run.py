@@ -1,0 +1,227 @@
+"""psyq benchmarks, side by side with a peer measured in the same run on the same machine.
+
+    python bench/run.py [--backend memory://] [--jobs 20000] [--peers bunqueue|none] [--quick]
+
+Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
+N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
+and resident memory per waiting job. Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psyq
+
+HERE = Path(__file__).resolve().parent
+PEERS = {"bunqueue": HERE / "peers" / "bunqueue"}
+BATCH = 1000
+
+
+def fresh(label: str) -> str:
+    return f"bench-{label}-{uuid.uuid4().hex[:8]}"
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def fill(queue: psyq.Queue, count: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, count, BATCH):
+        size = min(BATCH, count - start)
+        await queue.add_bulk([{"name": "x", "data": {"i": start + i}} for i in range(size)])
+    return count / (time.perf_counter() - started)
+
+
+async def add_single(url: str, count: int) -> float:
+    async with psyq.Queue(fresh("single"), connection=url) as queue:
+        started = time.perf_counter()
+        for i in range(count):
+            await queue.add("x", {"i": i})
+        rate = count / (time.perf_counter() - started)
+        await queue.obliterate()
+    return rate
+
+
+async def add_bulk(url: str, count: int) -> float:
+    async with psyq.Queue(fresh("bulk"), connection=url) as queue:
+        rate = await fill(queue, count)
+        await queue.obliterate()
+    return rate
+
+
+async def noop(job: psyq.Job) -> None:
+    return None
+
+
+async def processing(url: str, count: int, concurrency: int) -> float:
+    async with psyq.Queue(fresh(f"c{concurrency}"), connection=url) as queue:
+        await fill(queue, count)
+        done = asyncio.Event()
+        seen = 0
+
+        def on_completed(job: psyq.Job, result: Any) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == count:
+                done.set()
+
+        started = time.perf_counter()
+        worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
+        worker.on("completed", on_completed)
+        await done.wait()
+        rate = count / (time.perf_counter() - started)
+        await worker.close()
+        await queue.obliterate()
+    return rate
+
+
+async def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
+    samples: list[float] = []
+
+    async def record(job: psyq.Job) -> None:
+        samples.append((time.perf_counter() - job.data["t"]) * 1000)
+
+    async with psyq.Queue(fresh("latency"), connection=url) as queue:
+        worker = psyq.Worker(queue.name, record, connection=url, concurrency=10)
+        total = int(rate * seconds)
+        started = time.perf_counter()
+        for i in range(total):
+            pause = started + i / rate - time.perf_counter()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            await queue.add("x", {"t": time.perf_counter()})
+        while len(samples) < total:
+            await asyncio.sleep(0.005)
+        await worker.close()
+        await queue.obliterate()
+    samples.sort()
+    return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+async def memory_per_job(url: str, count: int) -> float:
+    gc.collect()
+    before = rss_bytes()
+    async with psyq.Queue(fresh("memory"), connection=url) as queue:
+        await fill(queue, count)
+        gc.collect()
+        per_job = (rss_bytes() - before) / count
+        await queue.obliterate()
+    return per_job
+
+
+async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "add_single": await add_single(url, cfg["single"]),
+        "add_bulk": await add_bulk(url, cfg["jobs"]),
+        "c10": await processing(url, cfg["jobs"], 10),
+        "c100": await processing(url, cfg["jobs"], 100),
+        "latency": await latency(url, cfg["rate"], cfg["seconds"]),
+        "bytes_per_waiting_job": await memory_per_job(url, cfg["memoryJobs"]),
+    }
+
+
+def run_peer(name: str, cfg: dict[str, Any]) -> dict[str, Any] | str:
+    """The peer's figures, or the reason it could not run."""
+    folder = PEERS[name]
+    bun = folder / "node_modules" / ".bin" / "bun"
+    if not bun.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            return "npm is not installed"
+        install = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
+        subprocess.run(install, cwd=folder, check=False, capture_output=True)
+    if not bun.exists():
+        return f"could not install {name} with npm in {folder}"
+    proc = subprocess.run(
+        [str(bun), "bench.ts", json.dumps(cfg)], cwd=folder, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        return f"{name} failed: {proc.stderr.strip()[-300:]}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+ROWS = [
+    ("add one by one (jobs/s)", "add_single", True),
+    ("add_bulk (jobs/s)", "add_bulk", True),
+    ("processing c10 (jobs/s)", "c10", True),
+    ("processing c100 (jobs/s)", "c100", True),
+    ("add-to-start p50 (ms)", "latency.p50", False),
+    ("add-to-start p99 (ms)", "latency.p99", False),
+    ("memory per waiting job (bytes)", "bytes_per_waiting_job", False),
+]
+
+
+def pick(figures: dict[str, Any], key: str) -> float:
+    value: Any = figures
+    for part in key.split("."):
+        value = value[part]
+    return float(value)
+
+
+def fmt(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3f}"
+
+
+def table(psyq_figures: dict[str, Any], peer: str, peer_figures: dict[str, Any] | str) -> str:
+    """Rows of workload, psyq, peer, ratio (ratio > 1 means psyq is better)."""
+    lines = [f"| workload | psyq | {peer} | psyq vs {peer} |", "|---|---:|---:|---:|"]
+    for label, key, higher_is_better in ROWS:
+        mine = pick(psyq_figures, key)
+        if isinstance(peer_figures, str):
+            lines.append(f"| {label} | {fmt(mine)} | n/a | n/a |")
+            continue
+        theirs = pick(peer_figures, key)
+        ratio = mine / theirs if higher_is_better else theirs / mine if mine else float("inf")
+        lines.append(f"| {label} | {fmt(mine)} | {fmt(theirs)} | {ratio:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="memory://", help="psyq backend URL (memory://)")
+    parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
+    parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "none"])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    args = parser.parse_args()
+    cfg = {"jobs": args.jobs, "single": 5000, "rate": 500, "seconds": 3, "memoryJobs": 100_000}
+    if args.quick:
+        cfg.update(jobs=2000, single=500, seconds=0.5, memoryJobs=5000)
+    print(
+        f"psyq {psyq.__version__} on {args.backend}; Python {platform.python_version()}; "
+        f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}; config {cfg}",
+        flush=True,
+    )
+    mine = asyncio.run(run_psyq(args.backend, cfg))
+    peer_figures: dict[str, Any] | str = "not run (--peers none)"
+    if args.peers != "none":
+        peer_figures = run_peer(args.peers, cfg)
+        if isinstance(peer_figures, str):
+            print(f"peer unavailable: {peer_figures}", file=sys.stderr)
+        else:
+            print(f"peer: {args.peers} {peer_figures.get('version', '?')} (embedded, in memory)")
+    print(table(mine, args.peers, peer_figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
