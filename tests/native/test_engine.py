@@ -144,7 +144,5 @@ async def test_memory_is_bounded_with_remove_on_complete() -> None:
             await backend.move_to_finished("q", record.id, record.lock_token or "", Completed("1"))
     counts = await backend.get_job_counts("q", ["completed", "waiting", "active"])
     assert counts == {"completed": 0, "waiting": 0, "active": 0}
-    key_store = next(
-        s.stores["bull:q"] for s in backend.engine.shards if "bull:q" in s.stores
-    )
+    key_store = next(s.stores["bull:q"] for s in backend.engine.shards if "bull:q" in s.stores)
     assert key_store.jobs == {} and key_store.logs == {}
