@@ -4,7 +4,8 @@
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
-and resident memory per waiting job. Figures are printed, never asserted.
+and resident memory per waiting job. Prints one JSON line with every figure, then a table.
+Figures are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -219,6 +220,8 @@ def main() -> int:
             print(f"peer unavailable: {peer_figures}", file=sys.stderr)
         else:
             print(f"peer: {args.peers} {peer_figures.get('version', '?')} (embedded, in memory)")
+    record = {"backend": args.backend, "config": cfg, "psyq": mine, args.peers: peer_figures}
+    print(json.dumps(record))
     print(table(mine, args.peers, peer_figures))
     return 0
 
