@@ -7,8 +7,10 @@ from psyq.backends import DEFAULT_URL, register_backend
 from psyq.backends.base import BackendAdapter
 from psyq.core.backoff import register_backoff_strategy
 from psyq.core.clock import Clock, ManualClock, SystemClock
+from psyq.core.flow import FlowProducer, JobNode
 from psyq.core.job import Job
 from psyq.core.queue import Queue
+from psyq.core.queue_events import QueueEvents
 from psyq.core.worker import Worker
 from psyq.errors import (
     ClosedError,
@@ -17,6 +19,8 @@ from psyq.errors import (
     InvalidDataError,
     InvalidOptionsError,
     InvalidURLError,
+    JobCancelledError,
+    JobFailedError,
     JobNotFoundError,
     JobStateError,
     JobVetoedError,
@@ -39,10 +43,14 @@ __all__ = [
     "ClosedError",
     "ConnectionError",
     "DelayedError",
+    "FlowProducer",
     "InvalidDataError",
     "InvalidOptionsError",
     "InvalidURLError",
     "Job",
+    "JobCancelledError",
+    "JobFailedError",
+    "JobNode",
     "JobNotFoundError",
     "JobStateError",
     "JobVetoedError",
@@ -51,6 +59,7 @@ __all__ = [
     "ProcessorSignal",
     "PsyqError",
     "Queue",
+    "QueueEvents",
     "RateLimitError",
     "SystemClock",
     "UnrecoverableError",

@@ -32,6 +32,8 @@ __all__ = [
     "InvalidDataError",
     "InvalidOptionsError",
     "InvalidURLError",
+    "JobCancelledError",
+    "JobFailedError",
     "JobNotFoundError",
     "JobStateError",
     "JobVetoedError",
@@ -108,6 +110,24 @@ class LockError(PsyqError):
 
 class JobVetoedError(PsyqError):
     """An add-side plugin refused the job; nothing was written."""
+
+
+class JobCancelledError(PsyqError):
+    """The job was cancelled with `queue.cancel_job` while it ran; it fails, not retried."""
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        super().__init__(f"job {job_id!r} was cancelled: {reason}")
+        self.job_id = job_id
+        self.reason = reason
+
+
+class JobFailedError(PsyqError):
+    """`job.wait_until_finished`: the job failed; `reason` is its failedReason."""
+
+    def __init__(self, job_id: str, reason: str) -> None:
+        super().__init__(f"job {job_id!r} failed: {reason}")
+        self.job_id = job_id
+        self.reason = reason
 
 
 class UnsupportedError(PsyqError, NotImplementedError):

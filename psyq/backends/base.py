@@ -351,6 +351,10 @@ class BackendAdapter(ABC):
     async def add_log(self, queue: str, job_id: str, row: str, keep_logs: int | None) -> int:
         """Append a log row; keep the newest keep_logs rows. Returns the row count."""
 
+    async def clear_logs(self, queue: str, job_id: str, keep: int) -> None:
+        """Drop a job's log rows except the newest `keep`."""
+        raise self._unsupported("clearing logs")
+
     @abstractmethod
     async def update_data(self, queue: str, job_id: str, data: str) -> None: ...
 
@@ -405,6 +409,14 @@ class BackendAdapter(ABC):
     # ------------------------------------------------------------------ later parts of the model
     # Flows
     async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """Add job trees atomically; returns every record in pre-order (a node, then its
+        children's subtrees in order), so callers can rebuild the tree."""
+        raise self._unsupported("flows")
+
+    async def get_flow(
+        self, queue: str, job_id: str, depth: int, max_children: int
+    ) -> dict[str, Any] | None:
+        """{"job": JobRecord, "children": [same, ...]} down to `depth` levels (0 = all)."""
         raise self._unsupported("flows")
 
     async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
@@ -432,7 +444,9 @@ class BackendAdapter(ABC):
     # Job schedulers
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
-    ) -> JobRecord:
+    ) -> JobRecord | None:
+        """Create or replace a scheduler (`repeat` is canonical, see psyq.core.schedule);
+        returns its pending job, or None when the spec allows no more runs."""
         raise self._unsupported("job schedulers")
 
     async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:

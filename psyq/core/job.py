@@ -57,8 +57,10 @@ class Job:
     """A job of a queue. Attributes are a snapshot taken when the job was read."""
 
     __slots__ = (
+        "_cancelled",
         "_data",
         "_data_json",
+        "_discarded",
         "_queue",
         "_returnvalue",
         "attempts_made",
@@ -102,6 +104,8 @@ class Job:
         self.parent_key = record.parent_key
         self.processed_by = record.processed_by
         self.token = record.lock_token
+        self._cancelled: str | None = None
+        self._discarded = False
 
     def __repr__(self) -> str:
         return f"<Job {self.queue_name}:{self.id} {self.name!r}>"
@@ -241,10 +245,28 @@ class Job:
         there is nothing to wait for."""
         return await self._backend.move_to_waiting_children(self.queue_name, self.id, token)
 
-    # ------------------------------------------------------------------ flows (later issue)
+    async def clear_logs(self, keep: int = 0) -> None:
+        """Drop this job's log rows except the newest `keep`."""
+        await self._backend.clear_logs(self.queue_name, self.id, check_int("keep", keep))
+
+    def discard(self) -> None:
+        """Do not retry this job: its next failure is final (as BullMQ's job.discard())."""
+        self._discarded = True
+
+    @property
+    def cancelled(self) -> str | None:
+        """The reason, once `queue.cancel_job` asked the worker to stop this job."""
+        return self._cancelled
+
+    # ------------------------------------------------------------------ flows
     async def get_children_values(self) -> dict[str, Any]:
+        """{child key: return value} of the children that completed."""
         raw = await self._backend.get_children_values(self.queue_name, self.id)
         return {key: codec.loads(value) for key, value in raw.items()}
+
+    async def get_failed_children_values(self) -> dict[str, str]:
+        """{child key: failed reason} of children that failed (and kept the parent going)."""
+        return await self._backend.get_failed_children_values(self.queue_name, self.id)
 
     async def get_dependencies(self) -> dict[str, Any]:
         return await self._backend.get_dependencies(self.queue_name, self.id)
@@ -265,7 +287,8 @@ def failure_outcome(
     reason = str(error) or type(error).__name__
     stack = _stacktrace(job, error)
     attempts = job.opts.get("attempts", 1)
-    if isinstance(error, UnrecoverableError) or job.attempts_made + 1 >= attempts:
+    final = isinstance(error, UnrecoverableError) or job._discarded or job._cancelled
+    if final or job.attempts_made + 1 >= attempts:
         return Failed(reason, stack)
     delay = backoff_delay(
         job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies

@@ -159,6 +159,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "removeDependencyOnFailure": _check_bool,
     "deduplication": _deduplication,
     "timestamp": _int(),
+    "timeout": _int(minimum=1),
 }
 
 _SNAKE = {

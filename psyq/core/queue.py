@@ -11,6 +11,7 @@ from psyq.core import codec
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef
 from psyq.core.options import check_int, merge_job_options, normalize_job_options
+from psyq.core.schedule import normalize_repeat
 from psyq.errors import ClosedError, InvalidOptionsError
 from psyq.plugins import AddSpec, PluginHost
 
@@ -19,12 +20,15 @@ __all__ = ["Queue", "check_queue_name", "qualify_connection"]
 DEFAULT_PREFIX = "bull"
 FINISHED_STATES = ("completed", "failed")
 _ENTRY_KEYS = frozenset({"name", "data", "opts"})
+_NOT_IN_TEMPLATES = frozenset({"jobId", "delay", "deduplication", "parent"})
 CLEANABLE_STATES = ("completed", "failed", "delayed", "waiting", "prioritized", "paused")
 
 
 def check_queue_name(name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidOptionsError(f"queue name must be a non-empty string, got {name!r}")
+    if not isinstance(name, str) or not name or ":" in name:
+        raise InvalidOptionsError(
+            f"queue name must be a non-empty string without ':', got {name!r}"
+        )
     return name
 
 
@@ -261,28 +265,77 @@ class Queue(_BackendUser, EventEmitter):
     async def promote_jobs(self, count: int = 0) -> int:
         return await (await self._open()).promote_jobs(self.name, check_int("count", count))
 
-    # ------------------------------------------------------------------ later parts of the model
+    # ------------------------------------------------------------------ job schedulers
     async def upsert_job_scheduler(
         self,
         scheduler_id: str,
         repeat: Mapping[str, Any],
         template: Mapping[str, Any] | None = None,
-    ) -> Job:
+    ) -> Job | None:
+        """Create or replace scheduler `scheduler_id`; returns its pending job (None when
+        its spec allows no run). `template`: {"name", "data", "opts"} of the jobs it makes."""
+        if not isinstance(scheduler_id, str) or not scheduler_id:
+            raise InvalidOptionsError(f"scheduler id must be a non-empty string: {scheduler_id!r}")
+        spec = normalize_repeat(repeat)
+        new = self._template(scheduler_id, template)
+        ref = await self._ref()
+        record = await ref.backend.upsert_job_scheduler(self.name, scheduler_id, spec, new)
+        return None if record is None else Job(ref, record)
+
+    def _template(self, scheduler_id: str, template: Mapping[str, Any] | None) -> NewJob:
         template = dict(template or {})
+        unknown = set(template) - _ENTRY_KEYS
+        if unknown:
+            raise InvalidOptionsError(f"scheduler template has unknown keys {sorted(unknown)}")
         new = self._prepare(
             template.get("name", scheduler_id), template.get("data"), template.get("opts"), {}
         )
-        ref = await self._ref()
-        record = await ref.backend.upsert_job_scheduler(self.name, scheduler_id, repeat, new)
-        return Job(ref, record)
+        banned = sorted(set(new.opts) & _NOT_IN_TEMPLATES)
+        if banned:
+            raise InvalidOptionsError(f"a scheduler template cannot set {banned}", option=banned[0])
+        return new
+
+    async def get_job_scheduler(self, scheduler_id: str) -> dict[str, Any] | None:
+        return await (await self._open()).get_job_scheduler(self.name, scheduler_id)
 
     async def get_job_schedulers(
         self, start: int = 0, end: int = -1, asc: bool = False
     ) -> list[dict[str, Any]]:
         return await (await self._open()).get_job_schedulers(self.name, start, end, asc)
 
+    async def get_job_schedulers_count(self) -> int:
+        return len(await self.get_job_schedulers())
+
     async def remove_job_scheduler(self, scheduler_id: str) -> bool:
         return await (await self._open()).remove_job_scheduler(self.name, scheduler_id)
+
+    # ------------------------------------------------------------------ dedup, metrics, control
+    async def get_deduplication_job_id(self, deduplication_id: str) -> str | None:
+        backend = await self._open()
+        return await backend.get_deduplication_job_id(self.name, deduplication_id)
+
+    async def remove_deduplication_key(self, deduplication_id: str) -> bool:
+        backend = await self._open()
+        return await backend.remove_deduplication_key(self.name, deduplication_id)
+
+    async def get_metrics(self, kind: str, start: int = 0, end: int = -1) -> dict[str, Any]:
+        """Jobs finished per minute: {"meta": {"count"}, "data": [newest first], "count"}."""
+        if kind not in FINISHED_STATES:
+            raise InvalidOptionsError(f"metrics kind must be one of {FINISHED_STATES}: {kind!r}")
+        return await (await self._open()).get_metrics(self.name, kind, start, end)
+
+    async def get_counts_per_priority(self, priorities: Sequence[int]) -> dict[str, int]:
+        for priority in priorities:
+            check_int("priority", priority)
+        return await (await self._open()).get_counts_per_priority(self.name, list(priorities))
+
+    async def get_workers(self) -> list[dict[str, Any]]:
+        return await (await self._open()).get_workers(self.name)
+
+    async def cancel_job(self, job_id: str, reason: str = "cancelled") -> bool:
+        """Ask the worker running `job_id` to stop it (cooperative: an async processor is
+        cancelled, a thread sees `job.cancelled`); False when the job is not active."""
+        return await (await self._open()).cancel_job(self.name, str(job_id), reason)
 
     async def set_global_concurrency(self, concurrency: int) -> None:
         check_int("concurrency", concurrency, minimum=1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -34,9 +35,11 @@ from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
+    JobCancelledError,
     LockError,
     PsyqError,
     RateLimitError,
+    UnsupportedError,
     WaitingChildrenError,
 )
 from psyq.plugins import PluginHost
@@ -74,6 +77,8 @@ def _limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
 
 # A slot that chains jobs through fetch-next yields to the event loop this often.
 YIELD_EVERY = 32
+# How often a worker asks whether one of its active jobs was cancelled.
+CANCEL_CHECK_MS = 500
 
 
 class Worker(_BackendUser, EventEmitter):
@@ -127,6 +132,7 @@ class Worker(_BackendUser, EventEmitter):
         self._plugins = PluginHost(plugins)
         self._tokens = itertools.count(1)
         self._active: dict[str, Job] = {}
+        self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
         self._idle = 0
         self._slot_freed = asyncio.Event()
         self._handoff: asyncio.Queue[Job] = asyncio.Queue()
@@ -180,14 +186,29 @@ class Worker(_BackendUser, EventEmitter):
         self._stopped = asyncio.Event()
         self._run_task = asyncio.current_task()
         try:
-            await self._queue_ref()
+            ref = await self._queue_ref()
+            await self._register(ref, True)
             await self._notify("psyq_worker_start", worker=self)
             try:
                 await self._supervise()
             finally:
                 await self._notify("psyq_worker_stop", worker=self)
+                await self._register(ref, False)
         finally:
             self._stopped.set()
+
+    async def _register(self, ref: QueueRef, starting: bool) -> None:
+        """Tell the backend's worker registry (queue.get_workers) we start or stop."""
+        try:
+            if starting:
+                info = {"concurrency": self.concurrency, "pid": os.getpid()}
+                await ref.backend.register_worker(self.name, self.id, info)
+            else:
+                await ref.backend.unregister_worker(self.name, self.id)
+        except UnsupportedError:
+            return
+        except PsyqError as exc:
+            self.emit("error", exc)
 
     async def close(self, force: bool = False) -> None:
         """Stop taking jobs; wait for active ones (or, with force, hand them back now)."""
@@ -271,7 +292,14 @@ class Worker(_BackendUser, EventEmitter):
             timers.append(self._spawn(self._every(self.lock_renew_time, self.extend_locks)))
         if not self.skip_stalled_check:
             timers.append(self._spawn(self._every(self.stalled_interval, self.check_stalled, True)))
+        timers.append(self._spawn(self._every(CANCEL_CHECK_MS, self._cancel_timer)))
         return timers
+
+    async def _cancel_timer(self) -> None:
+        try:
+            await self.check_cancelled()
+        except UnsupportedError:
+            raise asyncio.CancelledError from None  # the backend cannot cancel: stop checking
 
     def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -383,7 +411,7 @@ class Worker(_BackendUser, EventEmitter):
         result: Any = None
         error: BaseException | None = None
         try:
-            result = await self._run(job)
+            result = await self._run_guarded(job)
             outcome: Outcome = Completed(codec.dumps(result, "return value", job.id))
         except (DelayedError, WaitingChildrenError):
             await self._notify("psyq_after_process", job=job, result=None, error=None)
@@ -396,6 +424,45 @@ class Worker(_BackendUser, EventEmitter):
             outcome = failure_outcome(job, exc, self._strategies)
         await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error
+
+    async def _run_guarded(self, job: Job) -> Any:
+        """Run the onion under the job's `timeout`, and fail it if it was cancelled."""
+        timeout = job.opts.get("timeout")
+        task = asyncio.current_task()
+        self._in_processor[job.id] = task
+        try:
+            if timeout is None:
+                result = await self._run(job)
+            else:
+                result = await asyncio.wait_for(self._run(job), timeout / 1000)
+        except TimeoutError:
+            raise TimeoutError(f"job {job.id} timed out after {timeout} ms") from None
+        except asyncio.CancelledError:
+            if job._cancelled is None or self._forced or task is None:
+                raise
+            task.uncancel()
+            raise JobCancelledError(job.id, job._cancelled) from None
+        finally:
+            self._in_processor.pop(job.id, None)
+        if job._cancelled is not None:  # a thread that finished after being cancelled
+            raise JobCancelledError(job.id, job._cancelled)
+        return result
+
+    async def check_cancelled(self) -> list[str]:
+        """Stop the active jobs that `queue.cancel_job` marked; returns their ids."""
+        if not self._active:
+            return []
+        ref = await self._queue_ref()
+        marked = await ref.backend.get_cancelled(self.name, list(self._active))
+        for job_id, reason in marked.items():
+            job = self._active.get(job_id)
+            if job is None or job._cancelled is not None:
+                continue
+            job._cancelled = reason
+            task = self._in_processor.get(job_id)
+            if task is not None and self._is_async:
+                task.cancel()
+        return list(marked)
 
     async def _call_processor(self, job: Job) -> Any:
         assert self.processor is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 from psyq.backends.native.store import QueueStore
 from psyq.core.clock import Clock, system_clock
@@ -45,6 +46,10 @@ class Engine:
         self.clock = clock
         self.shards = [Shard() for _ in range(shards)]
         self._shard_of: dict[str, Shard] = {}
+        # Set while one caller holds every lock (cross-queue transitions such as flows).
+        self.all_locked = False
+        # Stores a cross-queue transition made ready; their workers are woken afterwards.
+        self.touched: list[QueueStore] = []
         clock.subscribe(self.wake_all)
 
     def shard(self, key: str) -> Shard:
@@ -58,8 +63,31 @@ class Engine:
         """The store of `key` (call with `shard.lock` held); created on first use."""
         store = shard.stores.get(key)
         if store is None:
-            store = shard.stores[key] = QueueStore(name)
+            store = shard.stores[key] = QueueStore(name, key, self)
         return store
+
+    def existing_store(self, key: str) -> QueueStore | None:
+        """The store of `key` if it exists (call with every lock held)."""
+        return self.shard(key).stores.get(key)
+
+    def store_for_key(self, key: str) -> QueueStore:
+        """The store of `key`, created if needed (call with every lock held)."""
+        return self.store(self.shard(key), key, key.split(":", 1)[1])
+
+    @contextmanager
+    def every_lock(self) -> Iterator[None]:
+        """Hold all shard locks (in a fixed order, so two holders never deadlock)."""
+        with ExitStack() as stack:
+            for shard in self.shards:
+                stack.enter_context(shard.lock)
+            self.all_locked = True
+            try:
+                yield
+            finally:
+                self.all_locked = False
+                touched, self.touched = self.touched, []
+                for store in touched:
+                    wake(store)
 
     def drop(self, key: str) -> QueueStore | None:
         shard = self.shard(key)
@@ -81,11 +109,18 @@ class Engine:
 
 
 def wake(store: QueueStore) -> None:
-    """Wake the workers blocked on `store`, whatever thread or event loop they run in."""
-    if not store.waiters:
+    """Wake the workers and event readers blocked on `store`, in whatever thread or event
+    loop they run."""
+    wake_futures(store.waiters)
+    wake_futures(store.events.waiters)
+
+
+def wake_futures(futures: set[asyncio.Future[None]]) -> None:
+    """Resolve and forget `futures`, each in its own event loop."""
+    if not futures:
         return
-    waiters = list(store.waiters)
-    store.waiters.clear()
+    waiters = list(futures)
+    futures.clear()
     try:
         running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:

@@ -1,8 +1,9 @@
 """`memory://`: the BackendAdapter over the native engine, in this process.
 
-Each method is one atomic store call under its shard's lock. Workers blocked on an empty
-queue wait on a future that the next add, promotion, resume or settle resolves (and on a timer
-for the next delayed job), never by polling.
+Each method is one atomic store call under its shard's lock (or, when it reaches into other
+queues, under every lock). Workers blocked on an empty queue wait on a future that the next
+add, promotion, resume or settle resolves (and on a timer for the next delayed job), never
+by polling; event readers wait the same way for the next event.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from psyq.backends.base import (
     Completed,
     Failed,
     FetchRequest,
+    FlowNode,
     JobRecord,
     Limiter,
     NewJob,
     Retry,
     StalledResult,
 )
-from psyq.backends.native.engine import Engine, named_engine, wake
-from psyq.backends.native.store import QueueStore
+from psyq.backends.native import flows, schedulers
+from psyq.backends.native.engine import Engine, named_engine, wake_futures
+from psyq.backends.native.eventlog import parse_event_id
+from psyq.backends.native.store import CrossQueue, QueueStore
+from psyq.core import codec
 from psyq.core.clock import Clock
 from psyq.errors import InvalidURLError
 
@@ -67,18 +72,38 @@ class MemoryBackend(BackendAdapter):
         key = self._prefix + queue
         engine = self.engine
         shard = engine.shard(key)
-        with shard.lock:
-            store = engine.store(shard, key, queue)
+        try:
+            with shard.lock:
+                store = engine.store(shard, key, queue)
+                seen = store.events.next_seq
+                result = action(store)
+                _wake(store, seen, notify)
+                return result
+        except CrossQueue:
+            return self._run_everywhere(queue, action, notify)
+
+    def _run_everywhere(
+        self, queue: str, action: Callable[[QueueStore], T], notify: bool = False
+    ) -> T:
+        with self.engine.every_lock():
+            store = self.engine.store_for_key(self._prefix + queue)
+            seen = store.events.next_seq
             result = action(store)
-            if notify and store.waiters:
-                wake(store)
-        return result
+            _wake(store, seen, notify)
+            return result
 
     def _now(self) -> int:
         return self._clock.now_ms()
 
     async def now_ms(self) -> int:
         return self._clock.now_ms()
+
+    async def _block(self, future: asyncio.Future[None], ms: int) -> None:
+        timer = asyncio.get_running_loop().call_later(max(ms, 0) / 1000, _resolve, future)
+        try:
+            await future
+        finally:
+            timer.cancel()
 
     # ------------------------------------------------------------------ adding
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
@@ -91,8 +116,7 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, lambda s: s.take(request, now))
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         now = self._now()
 
         def register(store: QueueStore) -> int | None:
@@ -104,12 +128,9 @@ class MemoryBackend(BackendAdapter):
         ready = self._run(queue, register)
         if ready == 0:
             return
-        delay = timeout_ms if ready is None else min(timeout_ms, ready)
-        timer = loop.call_later(max(delay, 0) / 1000, _resolve, future)
         try:
-            await future
+            await self._block(future, timeout_ms if ready is None else min(timeout_ms, ready))
         finally:
-            timer.cancel()
             self._run(queue, lambda s: s.waiters.discard(future))
 
     # ------------------------------------------------------------------ settling
@@ -179,20 +200,20 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, lambda s: s.paused)
 
     async def list_queues(self) -> list[str]:
-        size = len(self._prefix)
-        return sorted(
-            key[size:] for key in self.engine.queue_keys() if key.startswith(self._prefix)
-        )
+        prefix = self._prefix
+        keys = self.engine.queue_keys()
+        return sorted(key[len(prefix) :] for key in keys if key.startswith(prefix))
 
     # ------------------------------------------------------------------ job mutations
     async def update_progress(self, queue: str, job_id: str, progress: Any) -> None:
-        def update(store: QueueStore) -> None:
-            store.record(job_id).progress = progress
-
-        self._run(queue, update)
+        text = codec.dumps(progress, "progress", job_id)
+        self._run(queue, lambda s: s.update_progress(job_id, progress, text))
 
     async def add_log(self, queue: str, job_id: str, row: str, keep_logs: int | None) -> int:
         return self._run(queue, lambda s: s.add_log(job_id, row, keep_logs))
+
+    async def clear_logs(self, queue: str, job_id: str, keep: int) -> None:
+        self._run(queue, lambda s: s.clear_logs(job_id, keep))
 
     async def update_data(self, queue: str, job_id: str, data: str) -> None:
         def update(store: QueueStore) -> None:
@@ -216,20 +237,14 @@ class MemoryBackend(BackendAdapter):
         self._run(queue, lambda s: s.reprocess(job_id, state), notify=True)
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
-        return self._run(queue, lambda s: s.remove(job_id), notify=True)
+        return self._run(queue, lambda s: s.remove(job_id, remove_children), notify=True)
 
     # ------------------------------------------------------------------ queue admin
     async def pause(self, queue: str) -> None:
-        def pause(store: QueueStore) -> None:
-            store.paused = True
-
-        self._run(queue, pause)
+        self._run(queue, lambda s: s.set_paused(True))
 
     async def resume(self, queue: str) -> None:
-        def resume(store: QueueStore) -> None:
-            store.paused = False
-
-        self._run(queue, resume, notify=True)
+        self._run(queue, lambda s: s.set_paused(False), notify=True)
 
     async def drain(self, queue: str, delayed: bool) -> None:
         self._run(queue, lambda s: s.drain(delayed))
@@ -242,13 +257,102 @@ class MemoryBackend(BackendAdapter):
         self._run(queue, lambda s: s.check_obliterate(force))
         store = self.engine.drop(self._prefix + queue)
         if store is not None:
-            wake(store)
+            wake_futures(store.waiters)
+            wake_futures(store.events.waiters)
 
     async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
         return self._run(queue, lambda s: s.retry_finished(state, count, timestamp_ms), True)
 
     async def promote_jobs(self, queue: str, count: int) -> int:
         return self._run(queue, lambda s: s.promote_all(count), notify=True)
+
+    # ------------------------------------------------------------------ flows
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        now = self._now()
+        engine = self.engine
+
+        def store_of(queue: str) -> QueueStore:
+            store = engine.store_for_key(self._prefix + queue)
+            engine.touched.append(store)
+            return store
+
+        with engine.every_lock():
+            trees = [flows.add_tree(store_of, root, now, None) for root in roots]
+        return [record for tree in trees for record in _preorder(tree)]
+
+    async def get_flow(
+        self, queue: str, job_id: str, depth: int, max_children: int
+    ) -> dict[str, Any] | None:
+        with self.engine.every_lock():
+            store = self.engine.existing_store(self._prefix + queue)
+            return None if store is None else flows.get_tree(store, job_id, depth, max_children)
+
+    async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
+        return self._run(queue, lambda s: s.move_to_waiting_children(job_id, token))
+
+    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+        return self._run(queue, lambda s: flows.dependencies(s, job_id))
+
+    async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        return self._run(queue, lambda s: dict(s.processed.get(job_id, {})))
+
+    async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        return self._run(queue, lambda s: dict(s.failed_children.get(job_id, {})))
+
+    # ------------------------------------------------------------------ events
+    async def read_events(
+        self, queue: str, last_id: str, count: int, block_ms: int
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def read(store: QueueStore) -> tuple[int, list[tuple[str, str, dict[str, Any]]]]:
+            after = parse_event_id(last_id, store.events.last_seq)
+            found = store.events.read(after, count)
+            if not found and block_ms > 0:
+                store.events.waiters.add(future)
+            return after, found
+
+        after, found = self._run(queue, read)
+        if found or block_ms <= 0:
+            return found
+        try:
+            await self._block(future, block_ms)
+        finally:
+            self._run(queue, lambda s: s.events.waiters.discard(future))
+        return self._run(queue, lambda s: s.events.read(after, count))
+
+    async def set_max_len_events(self, queue: str, max_len: int) -> None:
+        self._run(queue, lambda s: s.events.set_max_len(max_len))
+
+    # ------------------------------------------------------------------ schedulers
+    async def upsert_job_scheduler(
+        self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
+    ) -> JobRecord | None:
+        now = self._now()
+        return self._run(
+            queue, lambda s: schedulers.upsert(s, scheduler_id, repeat, template, now), True
+        )
+
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+        def get(store: QueueStore) -> dict[str, Any] | None:
+            entry = store.schedulers.get(scheduler_id)
+            return None if entry is None else schedulers.describe(entry)
+
+        return self._run(queue, get)
+
+    async def get_job_schedulers(
+        self, queue: str, start: int, end: int, asc: bool
+    ) -> list[dict[str, Any]]:
+        def listing(store: QueueStore) -> list[dict[str, Any]]:
+            entries = sorted(store.schedulers.values(), key=lambda e: e["next"] or 0)
+            entries = entries if asc else entries[::-1]
+            stop = None if end == -1 else end + 1
+            return [schedulers.describe(entry) for entry in entries[start:stop]]
+
+        return self._run(queue, listing)
+
+    async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
+        return self._run(queue, lambda s: schedulers.remove(s, scheduler_id))
 
     # ------------------------------------------------------------------ rate limits
     async def rate_limit(self, queue: str, delay_ms: int) -> None:
@@ -274,6 +378,85 @@ class MemoryBackend(BackendAdapter):
             store.global_concurrency = concurrency
 
         self._run(queue, limit, notify=True)
+
+    # ------------------------------------------------------------------ deduplication
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        now = self._now()
+
+        def get(store: QueueStore) -> str | None:
+            entry = store.dedup.get(dedup_id)
+            if entry is None or (entry[1] is not None and entry[1] <= now):
+                return None
+            return entry[0]
+
+        return self._run(queue, get)
+
+    async def remove_deduplication_key(
+        self, queue: str, dedup_id: str, job_id: str | None = None
+    ) -> bool:
+        def remove(store: QueueStore) -> bool:
+            entry = store.dedup.get(dedup_id)
+            if entry is None or (job_id is not None and entry[0] != job_id):
+                return False
+            del store.dedup[dedup_id]
+            return True
+
+        return self._run(queue, remove)
+
+    # ------------------------------------------------------------------ metrics and workers
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+        now = self._now()
+        return self._run(queue, lambda s: s.metrics[kind].query(start, end, now))
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        return self._run(queue, lambda s: s.counts_per_priority(priorities))
+
+    async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
+        now = self._now()
+
+        def register(store: QueueStore) -> None:
+            store.workers[worker_name] = {"name": worker_name, "started": now, **info}
+
+        self._run(queue, register)
+
+    async def unregister_worker(self, queue: str, worker_name: str) -> None:
+        self._run(queue, lambda s: s.workers.pop(worker_name, None))
+
+    async def get_workers(self, queue: str) -> list[dict[str, Any]]:
+        return self._run(queue, lambda s: [dict(info) for info in s.workers.values()])
+
+    # ------------------------------------------------------------------ cancellation
+    async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
+        def cancel(store: QueueStore) -> bool:
+            if job_id not in store.active:
+                return False
+            store.cancelled[job_id] = reason
+            return True
+
+        return self._run(queue, cancel)
+
+    async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
+        def cancelled(store: QueueStore) -> dict[str, str]:
+            marks = store.cancelled
+            return {job_id: marks[job_id] for job_id in job_ids if job_id in marks}
+
+        return self._run(queue, cancelled)
+
+
+def _wake(store: QueueStore, seen_seq: int, notify: bool) -> None:
+    """After a store call: wake blocked workers (when work may be ready) and event readers
+    (when events were written)."""
+    if notify and store.waiters:
+        wake_futures(store.waiters)
+    if store.events.waiters and store.events.next_seq != seen_seq:
+        wake_futures(store.events.waiters)
+
+
+def _preorder(tree: tuple[JobRecord, list[Any]]) -> list[JobRecord]:
+    record, children = tree
+    return [record, *(r for child in children for r in _preorder(child))]
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

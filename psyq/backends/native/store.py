@@ -1,7 +1,9 @@
 """`QueueStore`: every job of one queue in memory, and each state transition as one method.
 
-Methods are synchronous and run under the owning shard's lock, so each one is atomic. They
-take `now` (ms) from the caller, which reads the engine's clock once per call.
+Methods are synchronous and run under the owning shard's lock, so each one is atomic. A
+transition that reaches into another queue (a child finishing updates its parent) raises
+`CrossQueue` before changing anything unless the engine holds every lock; the backend then
+runs it again with all locks (see `flows.py`).
 
 Structures (BullMQ's keys, in Python):
 - `jobs`: id -> JobRecord; `record.state` names the structure that holds the job
@@ -10,7 +12,8 @@ Structures (BullMQ's keys, in Python):
 - `delayed`: (due_ms, sequence, id), time-ordered
 - `active`: id -> (lock token, lock expiry ms)
 - `completed` / `failed`: ids in finish order (oldest first), bounded by retention
-- `logs`: id -> rows
+- `waiting_children`, and per parent its pending / processed / failed / ignored children
+- `logs`, `events` (the bounded event feed), `dedup`, `schedulers`, `metrics`
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import asyncio
 import itertools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence, Sized
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
 
@@ -33,11 +36,17 @@ from psyq.backends.base import (
     Retry,
     StalledResult,
 )
+from psyq.backends.native import flows, schedulers
+from psyq.backends.native.eventlog import EventLog
 from psyq.backends.native.heap import Heap4
+from psyq.backends.native.metrics import MinuteCounts
 from psyq.core.options import keep_jobs
 from psyq.errors import JobNotFoundError, JobStateError, LockError, PsyqError
 
-__all__ = ["STALLED_REASON", "QueueStore"]
+if TYPE_CHECKING:
+    from psyq.backends.native.engine import Engine
+
+__all__ = ["STALLED_REASON", "CrossQueue", "QueueStore"]
 
 STALLED_REASON = "job stalled more than allowable limit"
 SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
@@ -45,11 +54,18 @@ SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
 Delayed = tuple[int, int, str]
 
 
+class CrossQueue(Exception):
+    """This transition touches another queue: run it again holding every lock."""
+
+
 class QueueStore:
     """One queue's jobs and state. Not thread-safe: the engine holds a lock around calls."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, key: str, engine: Engine) -> None:
         self.name = name
+        self.key = key  # "<prefix>:<name>", the start of every job key of this queue
+        self.engine = engine
+        self.clock = engine.clock
         self.jobs: dict[str, JobRecord] = {}
         self.wait: deque[str] = deque()
         self.prio = Heap4()
@@ -59,8 +75,19 @@ class QueueStore:
         self.completed: OrderedDict[str, None] = OrderedDict()
         self.failed: OrderedDict[str, None] = OrderedDict()
         self.waiting_children: dict[str, None] = {}
+        self.pending: dict[str, set[str]] = {}  # parent id -> child keys not yet done
+        self.processed: dict[str, dict[str, str]] = {}  # parent id -> child key -> JSON
+        self.failed_children: dict[str, dict[str, str]] = {}  # parent -> child -> reason
+        self.ignored: dict[str, dict[str, str]] = {}
         self.logs: dict[str, list[str]] = {}
+        self.events = EventLog()
+        self.dedup: dict[str, tuple[str, int | None]] = {}  # dedup id -> (job id, expiry)
+        self.schedulers: dict[str, dict[str, Any]] = {}
+        self.metrics = {"completed": MinuteCounts(), "failed": MinuteCounts()}
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.cancelled: dict[str, str] = {}
         self.paused = False
+        self.drained = True
         self.last_id = 0
         self.seq = itertools.count(1)
         self.limited_until = 0
@@ -70,40 +97,126 @@ class QueueStore:
         self.global_concurrency: int | None = None
         self.waiters: set[asyncio.Future[None]] = set()
 
+    # ------------------------------------------------------------------ events
+    def emit(self, event: str, fields: dict[str, Any]) -> None:
+        self.events.add(self.clock.now_ms(), event, fields)
+
+    def job_key(self, job_id: str) -> str:
+        return f"{self.key}:{job_id}"
+
     # ------------------------------------------------------------------ adding
     def add_jobs(self, jobs: Sequence[NewJob], now: int) -> list[JobRecord]:
-        return [self._add(new, now) for new in jobs]
+        return [self.add(new, now) for new in jobs]
 
-    def _add(self, new: NewJob, now: int) -> JobRecord:
+    def add(
+        self, new: NewJob, now: int, parent_key: str | None = None, hold: bool = False
+    ) -> JobRecord:
+        """Add a job (`hold`: it waits for children it is about to get)."""
         opts = new.opts
         timestamp = now if new.timestamp is None else new.timestamp
-        if not opts:  # the common case: a plain job
+        if not opts and not hold:  # the common case: a plain job
             self.last_id += 1
             job_id = str(self.last_id)
-            record = self.jobs[job_id] = JobRecord(
-                job_id, self.name, new.name, new.data, opts, timestamp
-            )
+            record = JobRecord(job_id, self.name, new.name, new.data, opts, timestamp)
+            self.jobs[job_id] = record
             self.wait.append(job_id)
             record.state = "waiting"
+            self.emit("added", {"jobId": job_id, "name": new.name})
+            self.emit("waiting", {"jobId": job_id})
             return record
         custom = opts.get("jobId")
+        if custom is not None and custom in self.jobs:
+            self.emit("duplicated", {"jobId": custom})
+            return self.jobs[custom]
+        dedup = opts.get("deduplication")
+        if dedup is not None:
+            existing = self._deduplicated(dedup, now, custom)
+            if existing is not None:
+                return existing
         if custom is None:
             self.last_id += 1
             job_id = str(self.last_id)
-        elif custom in self.jobs:
-            return self.jobs[custom]
         else:
             job_id = custom
-        delay = opts.get("delay", 0)
         record = JobRecord(
-            job_id, self.name, new.name, new.data, opts, timestamp, delay, opts.get("priority", 0)
+            job_id,
+            self.name,
+            new.name,
+            new.data,
+            opts,
+            timestamp,
+            opts.get("delay", 0),
+            opts.get("priority", 0),
+            parent_key=parent_key,
         )
         self.jobs[job_id] = record
-        if delay > 0:
-            self._delay(record, timestamp + delay)
+        if dedup is not None:
+            ttl = dedup.get("ttl")
+            self.dedup[dedup["id"]] = (job_id, None if ttl is None else now + ttl)
+        self.emit("added", {"jobId": job_id, "name": new.name})
+        if hold:
+            self.hold(record)
         else:
-            self._enqueue(record, opts.get("lifo", False))
+            self._place_new(record)
         return record
+
+    def hold(self, record: JobRecord) -> None:
+        record.state = "waiting-children"
+        self.waiting_children[record.id] = None
+        self.pending.setdefault(record.id, set())
+        self.emit("waiting-children", {"jobId": record.id})
+
+    def move_to_waiting_children(self, job_id: str, token: str) -> bool:
+        record = self.locked(job_id, token, "move to waiting-children")
+        if not self.pending.get(job_id):
+            return False
+        self._detach(record)
+        self.hold(record)
+        return True
+
+    def _place_new(self, record: JobRecord) -> None:
+        if record.delay > 0:
+            self._delay(record, record.timestamp + record.delay)
+        else:
+            self._enqueue(record, record.opts.get("lifo", False))
+            self.emit("waiting", {"jobId": record.id})
+
+    def _deduplicated(
+        self, dedup: dict[str, Any], now: int, opts_job_id: str | None
+    ) -> JobRecord | None:
+        """The job that makes this add a duplicate, or None (after a debounce replace)."""
+        entry = self.dedup.get(dedup["id"])
+        if entry is None:
+            return None
+        job_id, expiry = entry
+        record = self.jobs.get(job_id)
+        if record is None or (expiry is not None and expiry <= now):
+            del self.dedup[dedup["id"]]
+            return None
+        if dedup.get("replace") and record.state == "delayed":
+            self._drop(record)
+            self.emit("removed", {"jobId": job_id, "prev": "delayed"})
+            return None
+        if dedup.get("extend") and expiry is not None:
+            self.dedup[dedup["id"]] = (job_id, now + dedup["ttl"])
+        self.emit(
+            "deduplicated",
+            {
+                "jobId": job_id,
+                "deduplicationId": dedup["id"],
+                "deduplicatedJobId": str(opts_job_id or ""),
+            },
+        )
+        return record
+
+    def release_dedup(self, record: JobRecord) -> None:
+        """A job without a dedup ttl frees its key when it finishes or goes away."""
+        dedup = record.opts.get("deduplication")
+        if dedup is None:
+            return
+        entry = self.dedup.get(dedup["id"])
+        if entry is not None and entry[0] == record.id and entry[1] is None:
+            del self.dedup[dedup["id"]]
 
     # ------------------------------------------------------------------ placing jobs
     def _enqueue(self, record: JobRecord, lifo: bool = False, front: bool = False) -> None:
@@ -124,11 +237,20 @@ class QueueStore:
         self.delayed.add(key)
         self.delayed_key[record.id] = key
         record.state = "delayed"
+        self.emit("delayed", {"jobId": record.id, "delay": due})
 
-    def _finish_into(self, record: JobRecord, state: str, keep: Any, now: int) -> None:
+    def to_wait(self, record: JobRecord, prev: str) -> None:
+        """A detached job becomes ready (or delayed, if it still has a delay to serve)."""
+        self._enqueue(record, record.opts.get("lifo", False))
+        self.emit("waiting", {"jobId": record.id, "prev": prev})
+
+    def _finish_into(self, record: JobRecord, state: str, now: int) -> None:
         target = self.completed if state == "completed" else self.failed
         record.state = state
         target[record.id] = None
+        self.metrics[state].record(now)
+        self.release_dedup(record)
+        keep = record.opts.get("removeOnComplete" if state == "completed" else "removeOnFail")
         if keep is not None and keep is not False:
             self._retain(target, keep, now)
 
@@ -143,6 +265,7 @@ class QueueStore:
             self.delayed.remove(self.delayed_key.pop(job_id))
         elif state == "active":
             del self.active[job_id]
+            self.cancelled.pop(job_id, None)
             record.lock_token = None
         elif state == "completed":
             del self.completed[job_id]
@@ -154,8 +277,12 @@ class QueueStore:
 
     def _drop(self, record: JobRecord) -> None:
         self._detach(record)
-        del self.jobs[record.id]
-        self.logs.pop(record.id, None)
+        job_id = record.id
+        del self.jobs[job_id]
+        self.logs.pop(job_id, None)
+        for links in (self.pending, self.processed, self.failed_children, self.ignored):
+            links.pop(job_id, None)
+        self.release_dedup(record)
 
     def _retain(self, target: OrderedDict[str, None], keep: Any, now: int) -> None:
         if keep is True:
@@ -203,7 +330,8 @@ class QueueStore:
             del self.delayed_key[job_id]
             record = self.jobs[job_id]
             record.delay = 0
-            self._enqueue(record, record.opts.get("lifo", False))
+            record.state = None
+            self.to_wait(record, "delayed")
 
     def take(self, request: FetchRequest, now: int) -> list[JobRecord]:
         """Lock and return up to len(request.tokens) ready jobs."""
@@ -229,9 +357,20 @@ class QueueStore:
             record.attempts_started += 1
             record.processed_by = request.worker_name
             active[job_id] = (token, expiry)
+            self.emit("active", {"jobId": job_id, "prev": "waiting"})
+            if "repeatJobKey" in record.opts:
+                self.schedule_next(record, now)
             taken.append(record)
         self.window_count += len(taken)
+        self._note_drained(bool(taken))
         return taken
+
+    def _note_drained(self, took: bool) -> None:
+        if took:
+            self.drained = False
+        elif not self.drained and not self.wait and not self.prio:
+            self.drained = True
+            self.emit("drained", {})
 
     def _allowed(self, wanted: int, limiter: Limiter | None, now: int) -> int:
         if self.limited_until > now:
@@ -263,20 +402,34 @@ class QueueStore:
         return record
 
     def finish(self, job_id: str, token: str, outcome: Completed | Failed, now: int) -> None:
-        if isinstance(outcome, Completed):
-            record = self.locked(job_id, token, "complete")
-            self._detach(record)
-            record.returnvalue = outcome.returnvalue
-            state, keep = "completed", record.opts.get("removeOnComplete")
-        else:
-            record = self.locked(job_id, token, "fail")
-            self._detach(record)
-            record.failed_reason = outcome.reason
-            record.stacktrace = list(outcome.stacktrace)
-            state, keep = "failed", record.opts.get("removeOnFail")
+        completed = isinstance(outcome, Completed)
+        record = self.locked(job_id, token, "complete" if completed else "fail")
+        if record.parent_key is not None and not self.engine.all_locked:
+            raise CrossQueue
+        self._detach(record)
         record.attempts_made += 1
         record.finished_on = now
-        self._finish_into(record, state, keep, now)
+        if isinstance(outcome, Completed):
+            record.returnvalue = outcome.returnvalue
+            self._finish_into(record, "completed", now)
+            self.emit(
+                "completed",
+                {"jobId": job_id, "returnvalue": outcome.returnvalue, "prev": "active"},
+            )
+        else:
+            self._fail(record, outcome.reason, list(outcome.stacktrace), now)
+        if record.parent_key is not None:
+            flows.child_finished(self, record, now)
+
+    def _fail(self, record: JobRecord, reason: str, stacktrace: list[str], now: int) -> None:
+        record.failed_reason = reason
+        record.stacktrace = stacktrace
+        self._finish_into(record, "failed", now)
+        self.emit("failed", {"jobId": record.id, "failedReason": reason, "prev": "active"})
+        if record.attempts_made >= record.opts.get("attempts", 1):
+            self.emit(
+                "retries-exhausted", {"jobId": record.id, "attemptsMade": record.attempts_made}
+            )
 
     def retry(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
         record = self.locked(job_id, token, "retry")
@@ -288,7 +441,7 @@ class QueueStore:
             record.delay = outcome.delay
             self._delay(record, now + outcome.delay)
         else:
-            self._enqueue(record, record.opts.get("lifo", False))
+            self.to_wait(record, "failed")
 
     def move_to_delayed(self, job_id: str, due: int, token: str | None, now: int) -> None:
         record = self.locked(job_id, token, "delay")
@@ -302,6 +455,7 @@ class QueueStore:
         self._detach(record)
         record.attempts_started = max(0, record.attempts_started - 1)
         self._enqueue(record, front=True)
+        self.emit("waiting", {"jobId": job_id, "prev": "active"})
 
     def extend_locks(self, locks: Iterable[tuple[str, str]], duration: int, now: int) -> list[str]:
         lost = []
@@ -317,18 +471,23 @@ class QueueStore:
     def move_stalled(self, max_stalled: int, now: int) -> StalledResult:
         result = StalledResult()
         expired = [job_id for job_id, (_, expiry) in self.active.items() if expiry < now]
+        if not self.engine.all_locked and any(self.jobs[i].parent_key for i in expired):
+            raise CrossQueue
         for job_id in expired:
             record = self.jobs[job_id]
             self._detach(record)
             record.stalled_counter += 1
+            self.emit("stalled", {"jobId": job_id})
             if record.stalled_counter > max_stalled:
                 record.attempts_made += 1
-                record.failed_reason = STALLED_REASON
                 record.finished_on = now
-                self._finish_into(record, "failed", record.opts.get("removeOnFail"), now)
+                self._fail(record, STALLED_REASON, record.stacktrace, now)
+                if record.parent_key is not None:
+                    flows.child_finished(self, record, now)
                 result.failed.append(job_id)
             else:
                 self._enqueue(record, front=True)
+                self.emit("waiting", {"jobId": job_id, "prev": "active"})
                 result.stalled.append(job_id)
         return result
 
@@ -354,6 +513,13 @@ class QueueStore:
             "waiting-children": self.waiting_children,
         }
         return len(sizes[state])
+
+    def counts_per_priority(self, priorities: Sequence[int]) -> dict[str, int]:
+        found: dict[int, int] = {}
+        for priority, _, _ in self.prio.ordered():
+            found[priority] = found.get(priority, 0) + 1
+        found[0] = len(self.wait)
+        return {str(p): found.get(p, 0) for p in priorities}
 
     def ids_in(self, state: str, asc: bool) -> list[str]:
         """Ids of the jobs in `state`, oldest (or next to run) first when `asc`."""
@@ -396,6 +562,15 @@ class QueueStore:
             del rows[: len(rows) - keep]
         return len(rows)
 
+    def clear_logs(self, job_id: str, keep: int) -> None:
+        rows = self.logs.get(job_id)
+        if rows is not None:
+            del rows[: max(0, len(rows) - keep)]
+
+    def update_progress(self, job_id: str, progress: Any, text: str) -> None:
+        self.record(job_id).progress = progress
+        self.emit("progress", {"jobId": job_id, "data": text})
+
     def change_priority(self, job_id: str, priority: int, lifo: bool) -> None:
         record = self.record(job_id)
         record.priority = priority
@@ -420,7 +595,7 @@ class QueueStore:
         record = self.delayed_record(job_id, "promote")
         self._detach(record)
         record.delay = 0
-        self._enqueue(record, record.opts.get("lifo", False))
+        self.to_wait(record, "delayed")
 
     def reprocess(self, job_id: str, state: str) -> None:
         record = self.record(job_id)
@@ -433,16 +608,35 @@ class QueueStore:
             record.returnvalue = None
         else:
             record.failed_reason = None
-        self._enqueue(record, record.opts.get("lifo", False))
+        self.to_wait(record, state)
 
-    def remove(self, job_id: str) -> bool:
+    def remove(self, job_id: str, remove_children: bool) -> bool:
         record = self.jobs.get(job_id)
         if record is None or record.state == "active":
             return False
+        if not self.engine.all_locked and (record.parent_key or self._has_children(job_id)):
+            raise CrossQueue
+        prev = record.state
+        if remove_children:
+            flows.remove_children(self, job_id)
         self._drop(record)
+        self.emit("removed", {"jobId": job_id, "prev": prev})
+        if record.parent_key is not None:
+            flows.child_removed(self, record)
         return True
 
+    def _has_children(self, job_id: str) -> bool:
+        return any(
+            job_id in links
+            for links in (self.pending, self.processed, self.failed_children, self.ignored)
+        )
+
     # ------------------------------------------------------------------ queue admin
+    def set_paused(self, paused: bool) -> None:
+        if self.paused != paused:
+            self.paused = paused
+            self.emit("paused" if paused else "resumed", {})
+
     def drain(self, delayed: bool) -> None:
         doomed = list(self.wait) + [entry[2] for entry in self.prio.ordered()]
         if delayed:
@@ -461,6 +655,7 @@ class QueueStore:
             if (stamp or 0) <= cutoff:
                 self._drop(record)
                 removed.append(job_id)
+        self.emit("cleaned", {"count": str(len(removed))})
         return removed
 
     def check_obliterate(self, force: bool) -> None:
@@ -486,3 +681,7 @@ class QueueStore:
             self.promote(self.delayed[0][2])
             moved += 1
         return moved
+
+    # ------------------------------------------------------------------ schedulers
+    def schedule_next(self, record: JobRecord, now: int) -> None:
+        schedulers.create_next(self, record, now)

@@ -1,0 +1,93 @@
+"""Job schedulers on the native engine: exactly one pending job per scheduler.
+
+The pending job has id `repeat:<schedulerId>:<millis>` and `opts["repeatJobKey"]`; when it
+becomes active, the next one is created (delayed until its time). Upserting a scheduler
+replaces its pending job; removing it removes the pending job too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from psyq.backends.base import JobRecord, NewJob
+from psyq.core.schedule import first_run, next_run
+
+if TYPE_CHECKING:
+    from psyq.backends.native.store import QueueStore
+
+__all__ = ["create_next", "remove", "upsert"]
+
+
+def job_id(scheduler_id: str, millis: int) -> str:
+    return f"repeat:{scheduler_id}:{millis}"
+
+
+def upsert(
+    store: QueueStore, scheduler_id: str, spec: Mapping[str, Any], template: NewJob, now: int
+) -> JobRecord | None:
+    """Create or replace a scheduler; returns its pending job (None when it has no runs)."""
+    old = store.schedulers.get(scheduler_id)
+    if old is not None:
+        _drop_pending(store, old)
+    millis = first_run(spec, now)
+    entry: dict[str, Any] = {
+        "key": scheduler_id,
+        "name": template.name,
+        **spec,
+        "template": template,
+        "iterationCount": 0,
+        "next": millis,
+        "pending": None,
+    }
+    store.schedulers[scheduler_id] = entry
+    return None if millis is None else _add_run(store, entry, millis, now)
+
+
+def _add_run(store: QueueStore, entry: dict[str, Any], millis: int, now: int) -> JobRecord:
+    template: NewJob = entry["template"]
+    opts = {
+        **template.opts,
+        "jobId": job_id(entry["key"], millis),
+        "delay": max(0, millis - now),
+        "repeatJobKey": entry["key"],
+    }
+    record = store.add(NewJob(template.name, template.data, opts, now), now)
+    entry["iterationCount"] += 1
+    entry["next"] = millis
+    entry["pending"] = record.id
+    return record
+
+
+def _drop_pending(store: QueueStore, entry: Mapping[str, Any]) -> None:
+    pending = store.jobs.get(entry["pending"] or "")
+    if pending is not None and pending.state in ("delayed", "waiting", "prioritized"):
+        store.remove(pending.id, remove_children=False)
+
+
+def create_next(store: QueueStore, record: JobRecord, now: int) -> None:
+    """The scheduler's pending job became active: create the following one."""
+    entry = store.schedulers.get(record.opts["repeatJobKey"])
+    if entry is None or entry["pending"] != record.id:
+        return
+    millis = next_run(entry, int(record.id.rsplit(":", 1)[1]), entry["iterationCount"], now)
+    entry["pending"] = None
+    entry["next"] = millis
+    if millis is not None:
+        _add_run(store, entry, millis, now)
+
+
+def remove(store: QueueStore, scheduler_id: str) -> bool:
+    entry = store.schedulers.pop(scheduler_id, None)
+    if entry is None:
+        return False
+    _drop_pending(store, entry)
+    return True
+
+
+def describe(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A scheduler as `get_job_scheduler` returns it (BullMQ's fields)."""
+    template: NewJob = entry["template"]
+    shown = {k: v for k, v in entry.items() if k not in ("template", "pending")}
+    shown["template"] = {"data": template.data, "opts": template.opts}
+    return shown

@@ -1,0 +1,118 @@
+"""`FlowProducer`: add trees of jobs across queues atomically; read them back.
+
+    flow = psyq.FlowProducer()
+    node = await flow.add({"name": "report", "queue_name": "reports", "data": {...},
+                           "children": [{"name": "part", "queue_name": "parts"}]})
+    node.job, node.children
+
+A parent waits in `waiting-children` until its last child completes. A child's options may
+set what its failure does to the parent: failParentOnFailure, continueParentOnFailure,
+ignoreDependencyOnFailure or removeDependencyOnFailure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psyq.backends.base import BackendAdapter, FlowNode, JobRecord, NewJob
+from psyq.core import codec
+from psyq.core.job import Job, QueueRef
+from psyq.core.options import check_int, normalize_job_options
+from psyq.core.queue import DEFAULT_PREFIX, _BackendUser, check_queue_name
+from psyq.errors import InvalidOptionsError
+
+__all__ = ["FlowProducer", "JobNode"]
+
+_NODE_KEYS = frozenset({"name", "queue_name", "queueName", "data", "opts", "children", "prefix"})
+
+
+@dataclass
+class JobNode:
+    """A job of a flow and its children."""
+
+    job: Job
+    children: list[JobNode] = field(default_factory=list)
+
+
+class FlowProducer(_BackendUser):
+    """Adds and reads flows on one backend (any queues of it)."""
+
+    def __init__(
+        self, connection: str | BackendAdapter | None = None, *, prefix: str = DEFAULT_PREFIX
+    ) -> None:
+        _BackendUser.__init__(self, "flow-producer", connection, prefix)
+
+    async def __aenter__(self) -> FlowProducer:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._release()
+
+    async def add(self, flow: Mapping[str, Any]) -> JobNode:
+        """Add one tree atomically; returns its nodes with their jobs."""
+        [node] = await self.add_bulk([flow])
+        return node
+
+    async def add_bulk(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
+        """Add several trees in one atomic step: all are written, or none."""
+        roots = [_node(flow, f"flows[{i}]", set()) for i, flow in enumerate(flows)]
+        backend = await self._open()
+        records = iter(await backend.add_flow(roots))
+        return [self._rebuild(backend, root, records) for root in roots]
+
+    def _rebuild(
+        self, backend: BackendAdapter, node: FlowNode, records: Iterator[JobRecord]
+    ) -> JobNode:
+        job = Job(QueueRef(node.queue, backend), next(records))
+        return JobNode(job, [self._rebuild(backend, child, records) for child in node.children])
+
+    async def get_flow(
+        self, job_id: str, queue_name: str, depth: int = 10, max_children: int = 0
+    ) -> JobNode | None:
+        """The tree under job `job_id` of `queue_name`, `depth` levels deep (0 = all),
+        at most `max_children` children per node (0 = all)."""
+        check_int("depth", depth)
+        check_int("max_children", max_children)
+        backend = await self._open()
+        tree = await backend.get_flow(
+            check_queue_name(queue_name), str(job_id), depth, max_children
+        )
+        return None if tree is None else _from_tree(backend, tree)
+
+
+def _from_tree(backend: BackendAdapter, tree: Mapping[str, Any]) -> JobNode:
+    record: JobRecord = tree["job"]
+    job = Job(QueueRef(record.queue, backend), record)
+    return JobNode(job, [_from_tree(backend, child) for child in tree["children"]])
+
+
+def _node(spec: Any, path: str, seen: set[int]) -> FlowNode:
+    """Validate one node of a flow (and its subtree) before anything is written."""
+    if not isinstance(spec, Mapping):
+        raise InvalidOptionsError(f"{path} must be a mapping, got {spec!r}")
+    if id(spec) in seen:
+        raise InvalidOptionsError(f"{path} appears twice in its own flow (a cycle)")
+    unknown = set(spec) - _NODE_KEYS
+    if unknown:
+        raise InvalidOptionsError(f"{path} has unknown keys {sorted(unknown)}")
+    queue = spec.get("queue_name", spec.get("queueName"))
+    if queue is None:
+        raise InvalidOptionsError(f"{path} needs a queue_name")
+    check_queue_name(queue)
+    name = spec.get("name")
+    if not isinstance(name, str):
+        raise InvalidOptionsError(f"{path} needs a string name, got {name!r}")
+    opts = normalize_job_options(spec.get("opts"))
+    data = codec.dumps(spec.get("data"), "data", f"{path} ({name})", opts.get("sizeLimit"))
+    children = spec.get("children") or []
+    if not isinstance(children, Sequence) or isinstance(children, str):
+        raise InvalidOptionsError(f"{path}.children must be a list, got {children!r}")
+    inner = seen | {id(spec)}
+    nodes = [_node(child, f"{path}.children[{i}]", inner) for i, child in enumerate(children)]
+    return FlowNode(queue, NewJob(name, data, opts, opts.get("timestamp")), nodes)
