@@ -329,6 +329,11 @@ class Queue(_BackendUser, EventEmitter):
             check_int("priority", priority)
         return await (await self._open()).get_counts_per_priority(self.name, list(priorities))
 
+    async def set_max_len_events(self, max_len: int) -> None:
+        """Keep at most `max_len` events in the queue's event log (default 10,000)."""
+        check_int("max_len", max_len, minimum=1)
+        await (await self._open()).set_max_len_events(self.name, max_len)
+
     async def get_workers(self) -> list[dict[str, Any]]:
         return await (await self._open()).get_workers(self.name)
 

@@ -108,7 +108,7 @@ def _bounded(spec: Mapping[str, Any], millis: int, count: int) -> int | None:
 def first_run(spec: Mapping[str, Any], now: int) -> int | None:
     """When the first job of a new (or replaced) scheduler runs."""
     start = max(now, spec.get("startDate", now))
-    if spec.get("immediately") or ("every" in spec and "startDate" not in spec):
+    if spec.get("immediately") or "every" in spec:
         return _bounded(spec, start, 0)
     return _bounded(spec, _after(spec, start - 1), 0)
 

@@ -161,3 +161,22 @@ async def skip_if_unsupported(call: Awaitable[Any], feature: str) -> Any:
         return await call
     except psyq.UnsupportedError as exc:
         pytest.skip(f"{feature}: not supported by this backend yet ({exc})")
+
+
+@pytest.fixture
+async def flow_producer(backend_url: str) -> AsyncIterator[psyq.FlowProducer]:
+    producer = psyq.FlowProducer(connection=backend_url)
+    try:
+        yield producer
+    finally:
+        await producer.close()
+
+
+@pytest.fixture
+async def queue_events(backend_url: str, queue_name: str) -> AsyncIterator[psyq.QueueEvents]:
+    """QueueEvents on the test's queue, reading from the start of its event log."""
+    events = psyq.QueueEvents(queue_name, connection=backend_url, last_event_id="0")
+    try:
+        yield events
+    finally:
+        await events.close()

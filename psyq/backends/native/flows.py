@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from psyq.backends.base import FlowNode, JobRecord, NewJob
+from psyq.errors import JobNotFoundError
 
 if TYPE_CHECKING:
     from psyq.backends.native.store import QueueStore
@@ -38,33 +39,31 @@ def add_tree(
     """Add `node` and its children; returns (record, [child results...])."""
     store: QueueStore = store_of(node.queue)
     new = node.job
-    parent_key = None
     if parent is not None:
-        parent_store, parent_id = parent
-        new = NewJob(
-            new.name,
-            new.data,
-            {**new.opts, "parent": {"id": parent_id, "queue": parent_store.key}},
-            new.timestamp,
-        )
-        parent_key = parent_store.job_key(parent_id)
-    if node.children:
-        record = _add_parent(store, new, now, parent_key)
-        children = [add_tree(store_of, child, now, (store, record.id)) for child in node.children]
+        link = {"id": parent[1], "queue": parent[0].key}
+        new = NewJob(new.name, new.data, {**new.opts, "parent": link}, new.timestamp)
+    custom = new.opts.get("jobId")
+    if custom is not None and custom in store.jobs:
+        record = store.jobs[custom]
     else:
-        record = store.add(new, now, parent_key)
-        children = []
-    if parent is not None:
-        parent[0].pending.setdefault(parent[1], set()).add(store.job_key(record.id))
+        record = store.add(new, now, hold=bool(node.children))
+    children = [add_tree(store_of, child, now, (store, record.id)) for child in node.children]
     return record, children
 
 
-def _add_parent(store: QueueStore, new: NewJob, now: int, parent_key: str | None) -> JobRecord:
-    """Add a job that waits for its children (it starts in waiting-children)."""
-    custom = new.opts.get("jobId")
-    if custom is not None and custom in store.jobs:
-        return store.jobs[custom]
-    return store.add(new, now, parent_key, hold=True)
+def check_parent(store: QueueStore, parent: dict[str, Any]) -> None:
+    """A job added with `parent` needs that parent to exist (nothing is written otherwise)."""
+    parent_store = store.engine.existing_store(parent["queue"])
+    if parent_store is None or parent["id"] not in parent_store.jobs:
+        raise JobNotFoundError(parent["queue"], parent["id"])
+
+
+def link_child(store: QueueStore, record: JobRecord) -> None:
+    """Record a new child as pending in its parent."""
+    parent = record.opts["parent"]
+    parent_store = store.engine.existing_store(parent["queue"])
+    if parent_store is not None:
+        parent_store.pending.setdefault(parent["id"], set()).add(store.job_key(record.id))
 
 
 def _parent_of(store: QueueStore, record: JobRecord) -> tuple[QueueStore, JobRecord] | None:

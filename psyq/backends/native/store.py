@@ -106,11 +106,15 @@ class QueueStore:
 
     # ------------------------------------------------------------------ adding
     def add_jobs(self, jobs: Sequence[NewJob], now: int) -> list[JobRecord]:
+        children = [new for new in jobs if new.opts and "parent" in new.opts]
+        if children:
+            if not self.engine.all_locked:
+                raise CrossQueue
+            for new in children:
+                flows.check_parent(self, new.opts["parent"])
         return [self.add(new, now) for new in jobs]
 
-    def add(
-        self, new: NewJob, now: int, parent_key: str | None = None, hold: bool = False
-    ) -> JobRecord:
+    def add(self, new: NewJob, now: int, hold: bool = False) -> JobRecord:
         """Add a job (`hold`: it waits for children it is about to get)."""
         opts = new.opts
         timestamp = now if new.timestamp is None else new.timestamp
@@ -138,6 +142,7 @@ class QueueStore:
             job_id = str(self.last_id)
         else:
             job_id = custom
+        parent = opts.get("parent")
         record = JobRecord(
             job_id,
             self.name,
@@ -147,13 +152,15 @@ class QueueStore:
             timestamp,
             opts.get("delay", 0),
             opts.get("priority", 0),
-            parent_key=parent_key,
+            parent_key=None if parent is None else f"{parent['queue']}:{parent['id']}",
         )
         self.jobs[job_id] = record
         if dedup is not None:
             ttl = dedup.get("ttl")
             self.dedup[dedup["id"]] = (job_id, None if ttl is None else now + ttl)
         self.emit("added", {"jobId": job_id, "name": new.name})
+        if "parent" in opts:
+            flows.link_child(self, record)
         if hold:
             self.hold(record)
         else:
