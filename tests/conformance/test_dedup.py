@@ -1,0 +1,52 @@
+"""Deduplication: simple, throttle (ttl) and debounce (replace + extend) modes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psyq
+
+from .conftest import Recorder, WorkerFactory, wait_state
+
+
+async def test_simple_mode_until_the_job_finishes(
+    queue: psyq.Queue, queue_events: psyq.QueueEvents, make_worker: WorkerFactory
+) -> None:
+    rec = Recorder(queue_events, "deduplicated")
+    first = await queue.add("x", {"v": 1}, deduplication={"id": "k"})
+    second = await queue.add("x", {"v": 2}, deduplication={"id": "k"})
+    assert second.id == first.id and second.data == {"v": 1}
+    assert await queue.count() == 1
+    assert await queue.get_deduplication_job_id("k") == first.id
+    await rec.wait("deduplicated")
+    assert rec.events["deduplicated"][0][0]["deduplicationId"] == "k"
+    make_worker(lambda job: None)
+    await wait_state(queue, first.id, "completed")
+    assert await queue.get_deduplication_job_id("k") is None
+    third = await queue.add("x", {"v": 3}, deduplication={"id": "k"})
+    assert third.id != first.id
+
+
+async def test_throttle_mode_holds_for_the_ttl(queue: psyq.Queue) -> None:
+    first = await queue.add("x", deduplication={"id": "t", "ttl": 100})
+    assert (await queue.add("x", deduplication={"id": "t", "ttl": 100})).id == first.id
+    await asyncio.sleep(0.15)
+    assert (await queue.add("x", deduplication={"id": "t", "ttl": 100})).id != first.id
+
+
+async def test_debounce_mode_replaces_the_delayed_job(queue: psyq.Queue) -> None:
+    opts = {"id": "d", "ttl": 1000, "extend": True, "replace": True}
+    first = await queue.add("x", {"v": 1}, delay=1000, deduplication=opts)
+    second = await queue.add("x", {"v": 2}, delay=1000, deduplication=opts)
+    assert second.id != first.id
+    assert await queue.get_job(first.id) is None
+    delayed = await queue.get_delayed()
+    assert [job.data for job in delayed] == [{"v": 2}]
+    assert await queue.get_deduplication_job_id("d") == second.id
+
+
+async def test_remove_deduplication_key(queue: psyq.Queue) -> None:
+    first = await queue.add("x", deduplication={"id": "r"})
+    assert await queue.remove_deduplication_key("r")
+    assert not await queue.remove_deduplication_key("r")
+    assert (await queue.add("x", deduplication={"id": "r"})).id != first.id

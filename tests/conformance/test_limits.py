@@ -1,0 +1,112 @@
+"""Rate limits and concurrency that hold across every worker of a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import psyq
+
+from .conftest import Recorder, WorkerFactory
+
+
+async def finish_times(queue: psyq.Queue) -> list[int]:
+    done = await queue.get_completed()
+    return sorted(job.processed_on or 0 for job in done)
+
+
+def max_in_window(stamps: list[int], window: int) -> int:
+    return max(sum(1 for t in stamps if start <= t < start + window) for start in stamps)
+
+
+async def test_worker_limiter_caps_jobs_per_duration(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    await queue.add_bulk([{"name": "x"} for _ in range(12)])
+    worker = make_worker(lambda job: None, concurrency=10, limiter={"max": 4, "duration": 200})
+    rec = Recorder(worker, "completed")
+    started = time.monotonic()
+    await rec.wait("completed", 12, timeout=10)
+    assert time.monotonic() - started >= 0.35  # 12 jobs at 4 per 200 ms need 3 windows
+    assert max_in_window(await finish_times(queue), 200) <= 4
+
+
+async def test_global_rate_limit_holds_across_workers(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    await queue.set_global_rate_limit(3, 200)
+    await queue.add_bulk([{"name": "x"} for _ in range(9)])
+    workers = [make_worker(lambda job: None, concurrency=5) for _ in range(2)]
+    recs = [Recorder(w, "completed") for w in workers]
+    deadline = time.monotonic() + 10
+    while sum(len(r.events["completed"]) for r in recs) < 9:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    assert max_in_window(await finish_times(queue), 200) <= 3
+
+
+async def test_global_concurrency_holds_across_workers(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    await queue.set_global_concurrency(2)
+    running = 0
+    peak = 0
+
+    async def process(job: psyq.Job) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.02)
+        running -= 1
+
+    await queue.add_bulk([{"name": "x"} for _ in range(12)])
+    workers = [make_worker(process, concurrency=4) for _ in range(3)]
+    recs = [Recorder(w, "completed") for w in workers]
+    deadline = time.monotonic() + 10
+    while sum(len(r.events["completed"]) for r in recs) < 12:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    assert peak <= 2
+
+
+async def test_worker_rate_limit_holds_the_queue(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    limited = False
+
+    async def process(job: psyq.Job) -> str:
+        nonlocal limited
+        if not limited:
+            limited = True
+            await worker.rate_limit(300)
+            raise psyq.RateLimitError()
+        return "ok"
+
+    job = await queue.add("x")
+    started = time.monotonic()
+    worker = make_worker(process)
+    rec = Recorder(worker, "completed")
+    await rec.wait("completed", 1)
+    assert time.monotonic() - started >= 0.25
+    done = await queue.get_job(job.id)
+    assert done is not None and done.attempts_made == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda q: q.set_global_concurrency(0), "concurrency"),
+        (lambda q: q.set_global_rate_limit(-1, 100), "max"),
+        (lambda q: q.set_global_rate_limit(1, 0), "duration"),
+    ],
+)
+async def test_bad_limits_are_refused(queue: psyq.Queue, call: object, named: str) -> None:
+    with pytest.raises(psyq.InvalidOptionsError, match=named):
+        await call(queue)  # type: ignore[operator]
+
+
+async def test_bad_worker_limiter_is_refused(backend_url: str, queue_name: str) -> None:
+    with pytest.raises(psyq.InvalidOptionsError, match="limiter"):
+        psyq.Worker(queue_name, lambda job: None, connection=backend_url, limiter={"max": -1})
