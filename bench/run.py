@@ -118,6 +118,40 @@ def percentile(ordered: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def flow_tree(parents: str, children: str, i: int) -> dict[str, Any]:
+    kids = [{"name": "child", "queue_name": children, "data": {"k": k}} for k in range(10)]
+    return {"name": "parent", "queue_name": parents, "data": {"i": i}, "children": kids}
+
+
+async def flows(url: str, trees: int) -> dict[str, float]:
+    """Trees of 1 parent + 10 children: added per second, and run to the end per second."""
+    parents, children = fresh("parents"), fresh("children")
+    async with psyq.FlowProducer(connection=url) as producer:
+        started = time.perf_counter()
+        for start in range(0, trees, 100):
+            size = min(100, trees - start)
+            await producer.add_bulk([flow_tree(parents, children, start + i) for i in range(size)])
+        added = trees / (time.perf_counter() - started)
+    done = asyncio.Event()
+    finished = 0
+
+    def on_parent(job: psyq.Job, result: Any) -> None:
+        nonlocal finished
+        finished += 1
+        if finished == trees:
+            done.set()
+
+    started = time.perf_counter()
+    kids = psyq.Worker(children, noop, connection=url, concurrency=100)
+    tops = psyq.Worker(parents, noop, connection=url, concurrency=100)
+    tops.on("completed", on_parent)
+    await done.wait()
+    processed = trees / (time.perf_counter() - started)
+    await kids.close()
+    await tops.close()
+    return {"added": added, "processed": processed}
+
+
 async def memory_per_job(url: str, count: int) -> float:
     gc.collect()
     before = rss_bytes()
@@ -136,6 +170,7 @@ async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
         "c10": await processing(url, cfg["jobs"], 10),
         "c100": await processing(url, cfg["jobs"], 100),
         "latency": await latency(url, cfg["rate"], cfg["seconds"]),
+        "flows": await flows(url, cfg["trees"]),
         "bytes_per_waiting_job": await memory_per_job(url, cfg["memoryJobs"]),
     }
 
@@ -166,6 +201,8 @@ ROWS = [
     ("add_bulk (jobs/s)", "add_bulk", True),
     ("processing c10 (jobs/s)", "c10", True),
     ("processing c100 (jobs/s)", "c100", True),
+    ("flows added (trees of 1+10/s)", "flows.added", True),
+    ("flows processed (trees of 1+10/s)", "flows.processed", True),
     ("add-to-start p50 (ms)", "latency.p50", False),
     ("add-to-start p99 (ms)", "latency.p99", False),
     ("memory per waiting job (bytes)", "bytes_per_waiting_job", False),
@@ -204,9 +241,16 @@ def main() -> int:
     parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "none"])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args()
-    cfg = {"jobs": args.jobs, "single": 5000, "rate": 500, "seconds": 3, "memoryJobs": 100_000}
+    cfg = {
+        "jobs": args.jobs,
+        "single": 5000,
+        "rate": 500,
+        "seconds": 3,
+        "memoryJobs": 100_000,
+        "trees": 1000,
+    }
     if args.quick:
-        cfg.update(jobs=2000, single=500, seconds=0.5, memoryJobs=5000)
+        cfg.update(jobs=2000, single=500, seconds=0.5, memoryJobs=5000, trees=100)
     print(
         f"psyq {psyq.__version__} on {args.backend}; Python {platform.python_version()}; "
         f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}; config {cfg}",

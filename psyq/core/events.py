@@ -57,7 +57,7 @@ class EventEmitter:
             except Exception as exc:
                 self._listener_failed(event, exc)
                 continue
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 self._track(event, result)
         return True
 

@@ -63,6 +63,7 @@ class Job:
         "_discarded",
         "_queue",
         "_returnvalue",
+        "_returnvalue_json",
         "attempts_made",
         "attempts_started",
         "delay",
@@ -86,7 +87,8 @@ class Job:
         self._queue = queue
         self._data_json = record.data
         self._data: Any = _UNSET
-        self._returnvalue: Any = record.returnvalue
+        self._returnvalue_json = record.returnvalue
+        self._returnvalue: Any = _UNSET
         self.id = record.id
         self.name = record.name
         self.opts = record.opts
@@ -123,8 +125,9 @@ class Job:
 
     @property
     def returnvalue(self) -> Any:
-        raw = self._returnvalue
-        return codec.loads(raw) if isinstance(raw, str) else raw
+        if self._returnvalue is _UNSET:
+            self._returnvalue = codec.loads(self._returnvalue_json)
+        return self._returnvalue
 
     def to_dict(self) -> dict[str, Any]:
         """The job as plain JSON-able values (for logs, dashboards, tests)."""
@@ -226,7 +229,7 @@ class Job:
         nxt = await self._backend.move_to_finished(
             self.queue_name, self.id, token, Completed(text), fetch
         )
-        self._returnvalue = text
+        self._returnvalue_json, self._returnvalue = text, returnvalue
         self.attempts_made += 1
         return Job(self._queue, nxt[0]) if nxt else None
 

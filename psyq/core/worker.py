@@ -77,6 +77,8 @@ def _limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
 
 # A slot that chains jobs through fetch-next yields to the event loop this often.
 YIELD_EVERY = 32
+# Return values that come back from JSON unchanged (others are read back from the JSON).
+_JSON_EXACT = frozenset({type(None), bool, int, float, str})
 # How often a worker asks whether one of its active jobs was cancelled.
 CANCEL_CHECK_MS = 500
 
@@ -413,6 +415,8 @@ class Worker(_BackendUser, EventEmitter):
         try:
             result = await self._run_guarded(job)
             outcome: Outcome = Completed(codec.dumps(result, "return value", job.id))
+            if type(result) in _JSON_EXACT:  # what JSON gives back is the value itself
+                job._returnvalue = result
         except (DelayedError, WaitingChildrenError):
             await self._notify("psyq_after_process", job=job, result=None, error=None)
             return None
@@ -494,7 +498,7 @@ class Worker(_BackendUser, EventEmitter):
         if self._closing is not None and not self._closing.is_set():
             fetch = self._fetch_request(self._new_tokens(1))
         records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, fetch)
-        job._returnvalue = outcome.returnvalue
+        job._returnvalue_json = outcome.returnvalue
         job.attempts_made += 1
         result = job.returnvalue
         self.emit("completed", job, result)

@@ -1,6 +1,6 @@
 // The peer side of bench/run.py: bunqueue in embedded (in-process, in-memory) mode running the
 // same workloads. Prints one JSON object of figures. Usage: bun bench.ts '{"jobs":20000,...}'
-import { Queue, Worker } from "bunqueue/client";
+import { FlowProducer, Queue, Worker } from "bunqueue/client";
 
 const cfg = JSON.parse(process.argv[2] ?? "{}");
 const JOBS: number = cfg.jobs ?? 20000;
@@ -9,6 +9,7 @@ const BATCH: number = cfg.batch ?? 1000;
 const RATE: number = cfg.rate ?? 500;
 const SECONDS: number = cfg.seconds ?? 3;
 const MEMORY_JOBS: number = cfg.memoryJobs ?? 100000;
+const TREES: number = cfg.trees ?? 1000;
 
 let serial = 0;
 const fresh = (label: string) => `${label}-${process.pid}-${serial++}`;
@@ -80,6 +81,40 @@ async function latency(): Promise<{ p50: number; p99: number }> {
   return { p50: pick(0.5), p99: pick(0.99) };
 }
 
+async function flows(): Promise<{ added: number; processed: number }> {
+  const parents = fresh("parents");
+  const children = fresh("children");
+  const producer = new FlowProducer({ embedded: true });
+  const tree = (i: number) => ({
+    name: "parent",
+    queueName: parents,
+    data: { i },
+    children: Array.from({ length: 10 }, (_, k) => ({ name: "child", queueName: children, data: { k } })),
+  });
+  let t = now();
+  for (let i = 0; i < TREES; i += 100) {
+    const batch = [];
+    for (let j = i; j < Math.min(TREES, i + 100); j++) batch.push(tree(j));
+    await producer.addBulk(batch);
+  }
+  const added = TREES / ((now() - t) / 1000);
+  let finished = 0;
+  t = now();
+  const kids = new Worker(children, async () => null, { embedded: true, concurrency: 100 });
+  await new Promise<void>((resolve) => {
+    const tops = new Worker(parents, async () => null, { embedded: true, concurrency: 100 });
+    tops.on("completed", () => {
+      if (++finished === TREES) {
+        tops.close();
+        resolve();
+      }
+    });
+  });
+  const processed = TREES / ((now() - t) / 1000);
+  await kids.close();
+  return { added, processed };
+}
+
 async function memory(): Promise<number> {
   Bun.gc(true);
   const before = process.memoryUsage().rss;
@@ -96,6 +131,7 @@ const result = {
   c10: await processing(10),
   c100: await processing(100),
   latency: await latency(),
+  flows: await flows(),
   bytes_per_waiting_job: await memory(),
 };
 console.log(JSON.stringify(result));

@@ -169,7 +169,7 @@ def remove_children(store: QueueStore, job_id: str) -> None:
         remove_children(child_store, child_id)
         prev = child.state
         child_store._drop(child)
-        child_store.emit("removed", {"jobId": child_id, "prev": prev})
+        child_store.emit("removed", child_id, {"prev": prev})
 
 
 def get_tree(

@@ -75,9 +75,9 @@ class MemoryBackend(BackendAdapter):
         try:
             with shard.lock:
                 store = engine.store(shard, key, queue)
-                seen = store.events.next_seq
                 result = action(store)
-                _wake(store, seen, notify)
+                if store.waiters or store.events.waiters:
+                    _wake(store, notify)
                 return result
         except CrossQueue:
             return self._run_everywhere(queue, action, notify)
@@ -87,9 +87,8 @@ class MemoryBackend(BackendAdapter):
     ) -> T:
         with self.engine.every_lock():
             store = self.engine.store_for_key(self._prefix + queue)
-            seen = store.events.next_seq
             result = action(store)
-            _wake(store, seen, notify)
+            _wake(store, notify)
             return result
 
     def _now(self) -> int:
@@ -445,13 +444,15 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, cancelled)
 
 
-def _wake(store: QueueStore, seen_seq: int, notify: bool) -> None:
+def _wake(store: QueueStore, notify: bool) -> None:
     """After a store call: wake blocked workers (when work may be ready) and event readers
     (when events were written)."""
     if notify and store.waiters:
         wake_futures(store.waiters)
-    if store.events.waiters and store.events.next_seq != seen_seq:
-        wake_futures(store.events.waiters)
+    events = store.events
+    if events.waiters and events.fresh:
+        events.fresh = False
+        wake_futures(events.waiters)
 
 
 def _preorder(tree: tuple[JobRecord, list[Any]]) -> list[JobRecord]:

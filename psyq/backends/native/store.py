@@ -37,7 +37,7 @@ from psyq.backends.base import (
     StalledResult,
 )
 from psyq.backends.native import flows, schedulers
-from psyq.backends.native.eventlog import EventLog
+from psyq.backends.native.eventlog import EventLog, Extra
 from psyq.backends.native.heap import Heap4
 from psyq.backends.native.metrics import MinuteCounts
 from psyq.core.options import keep_jobs
@@ -98,8 +98,15 @@ class QueueStore:
         self.waiters: set[asyncio.Future[None]] = set()
 
     # ------------------------------------------------------------------ events
-    def emit(self, event: str, fields: dict[str, Any]) -> None:
-        self.events.add(self.clock.now_ms(), event, fields)
+    def emit(
+        self,
+        event: str,
+        job_id: str | None = None,
+        extra: Extra = None,
+        now: int | None = None,
+    ) -> None:
+        """Write an event to the queue's feed (see EventLog.add for `extra`)."""
+        self.events.add(self.clock.now_ms() if now is None else now, event, job_id, extra)
 
     def job_key(self, job_id: str) -> str:
         return f"{self.key}:{job_id}"
@@ -125,12 +132,12 @@ class QueueStore:
             self.jobs[job_id] = record
             self.wait.append(job_id)
             record.state = "waiting"
-            self.emit("added", {"jobId": job_id, "name": new.name})
-            self.emit("waiting", {"jobId": job_id})
+            self.emit("added", job_id, new.name, now)
+            self.emit("waiting", job_id, None, now)
             return record
         custom = opts.get("jobId")
         if custom is not None and custom in self.jobs:
-            self.emit("duplicated", {"jobId": custom})
+            self.emit("duplicated", custom)
             return self.jobs[custom]
         dedup = opts.get("deduplication")
         if dedup is not None:
@@ -158,7 +165,7 @@ class QueueStore:
         if dedup is not None:
             ttl = dedup.get("ttl")
             self.dedup[dedup["id"]] = (job_id, None if ttl is None else now + ttl)
-        self.emit("added", {"jobId": job_id, "name": new.name})
+        self.emit("added", job_id, new.name, now)
         if "parent" in opts:
             flows.link_child(self, record)
         if hold:
@@ -171,7 +178,7 @@ class QueueStore:
         record.state = "waiting-children"
         self.waiting_children[record.id] = None
         self.pending.setdefault(record.id, set())
-        self.emit("waiting-children", {"jobId": record.id})
+        self.emit("waiting-children", record.id)
 
     def move_to_waiting_children(self, job_id: str, token: str) -> bool:
         record = self.locked(job_id, token, "move to waiting-children")
@@ -186,7 +193,7 @@ class QueueStore:
             self._delay(record, record.timestamp + record.delay)
         else:
             self._enqueue(record, record.opts.get("lifo", False))
-            self.emit("waiting", {"jobId": record.id})
+            self.emit("waiting", record.id)
 
     def _deduplicated(
         self, dedup: dict[str, Any], now: int, opts_job_id: str | None
@@ -202,17 +209,14 @@ class QueueStore:
             return None
         if dedup.get("replace") and record.state == "delayed":
             self._drop(record)
-            self.emit("removed", {"jobId": job_id, "prev": "delayed"})
+            self.emit("removed", job_id, {"prev": "delayed"})
             return None
         if dedup.get("extend") and expiry is not None:
             self.dedup[dedup["id"]] = (job_id, now + dedup["ttl"])
         self.emit(
             "deduplicated",
-            {
-                "jobId": job_id,
-                "deduplicationId": dedup["id"],
-                "deduplicatedJobId": str(opts_job_id or ""),
-            },
+            job_id,
+            {"deduplicationId": dedup["id"], "deduplicatedJobId": str(opts_job_id or "")},
         )
         return record
 
@@ -244,20 +248,23 @@ class QueueStore:
         self.delayed.add(key)
         self.delayed_key[record.id] = key
         record.state = "delayed"
-        self.emit("delayed", {"jobId": record.id, "delay": due})
+        self.emit("delayed", record.id, {"delay": due})
 
     def to_wait(self, record: JobRecord, prev: str) -> None:
         """A detached job becomes ready (or delayed, if it still has a delay to serve)."""
         self._enqueue(record, record.opts.get("lifo", False))
-        self.emit("waiting", {"jobId": record.id, "prev": prev})
+        self.emit("waiting", record.id, {"prev": prev})
 
     def _finish_into(self, record: JobRecord, state: str, now: int) -> None:
         target = self.completed if state == "completed" else self.failed
         record.state = state
         target[record.id] = None
         self.metrics[state].record(now)
+        opts = record.opts
+        if not opts:
+            return
         self.release_dedup(record)
-        keep = record.opts.get("removeOnComplete" if state == "completed" else "removeOnFail")
+        keep = opts.get("removeOnComplete" if state == "completed" else "removeOnFail")
         if keep is not None and keep is not False:
             self._retain(target, keep, now)
 
@@ -272,7 +279,8 @@ class QueueStore:
             self.delayed.remove(self.delayed_key.pop(job_id))
         elif state == "active":
             del self.active[job_id]
-            self.cancelled.pop(job_id, None)
+            if self.cancelled:
+                self.cancelled.pop(job_id, None)
             record.lock_token = None
         elif state == "completed":
             del self.completed[job_id]
@@ -346,7 +354,17 @@ class QueueStore:
             self.promote_due(now)
         if self.paused:
             return []
-        wanted = self._allowed(len(request.tokens), request.limiter, now)
+        free = (
+            request.limiter is None
+            and self.global_limiter is None
+            and self.global_concurrency is None
+            and self.limited_until <= now
+        )
+        wanted = (
+            len(request.tokens)
+            if free
+            else self._allowed(len(request.tokens), request.limiter, now)
+        )
         taken: list[JobRecord] = []
         wait, prio, jobs, active = self.wait, self.prio, self.jobs, self.active
         expiry = now + request.lock_duration
@@ -364,20 +382,17 @@ class QueueStore:
             record.attempts_started += 1
             record.processed_by = request.worker_name
             active[job_id] = (token, expiry)
-            self.emit("active", {"jobId": job_id, "prev": "waiting"})
+            self.emit("active", job_id, None, now)
             if "repeatJobKey" in record.opts:
                 self.schedule_next(record, now)
             taken.append(record)
-        self.window_count += len(taken)
-        self._note_drained(bool(taken))
-        return taken
-
-    def _note_drained(self, took: bool) -> None:
-        if took:
+        if taken:
+            self.window_count += len(taken)
             self.drained = False
         elif not self.drained and not self.wait and not self.prio:
             self.drained = True
-            self.emit("drained", {})
+            self.emit("drained", None, None, now)
+        return taken
 
     def _allowed(self, wanted: int, limiter: Limiter | None, now: int) -> int:
         if self.limited_until > now:
@@ -419,10 +434,7 @@ class QueueStore:
         if isinstance(outcome, Completed):
             record.returnvalue = outcome.returnvalue
             self._finish_into(record, "completed", now)
-            self.emit(
-                "completed",
-                {"jobId": job_id, "returnvalue": outcome.returnvalue, "prev": "active"},
-            )
+            self.emit("completed", job_id, outcome.returnvalue, now)
         else:
             self._fail(record, outcome.reason, list(outcome.stacktrace), now)
         if record.parent_key is not None:
@@ -432,11 +444,9 @@ class QueueStore:
         record.failed_reason = reason
         record.stacktrace = stacktrace
         self._finish_into(record, "failed", now)
-        self.emit("failed", {"jobId": record.id, "failedReason": reason, "prev": "active"})
+        self.emit("failed", record.id, {"failedReason": reason, "prev": "active"})
         if record.attempts_made >= record.opts.get("attempts", 1):
-            self.emit(
-                "retries-exhausted", {"jobId": record.id, "attemptsMade": record.attempts_made}
-            )
+            self.emit("retries-exhausted", record.id, {"attemptsMade": record.attempts_made})
 
     def retry(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
         record = self.locked(job_id, token, "retry")
@@ -462,7 +472,7 @@ class QueueStore:
         self._detach(record)
         record.attempts_started = max(0, record.attempts_started - 1)
         self._enqueue(record, front=True)
-        self.emit("waiting", {"jobId": job_id, "prev": "active"})
+        self.emit("waiting", job_id, {"prev": "active"})
 
     def extend_locks(self, locks: Iterable[tuple[str, str]], duration: int, now: int) -> list[str]:
         lost = []
@@ -484,7 +494,7 @@ class QueueStore:
             record = self.jobs[job_id]
             self._detach(record)
             record.stalled_counter += 1
-            self.emit("stalled", {"jobId": job_id})
+            self.emit("stalled", job_id)
             if record.stalled_counter > max_stalled:
                 record.attempts_made += 1
                 record.finished_on = now
@@ -494,7 +504,7 @@ class QueueStore:
                 result.failed.append(job_id)
             else:
                 self._enqueue(record, front=True)
-                self.emit("waiting", {"jobId": job_id, "prev": "active"})
+                self.emit("waiting", job_id, {"prev": "active"})
                 result.stalled.append(job_id)
         return result
 
@@ -576,7 +586,7 @@ class QueueStore:
 
     def update_progress(self, job_id: str, progress: Any, text: str) -> None:
         self.record(job_id).progress = progress
-        self.emit("progress", {"jobId": job_id, "data": text})
+        self.emit("progress", job_id, text)
 
     def change_priority(self, job_id: str, priority: int, lifo: bool) -> None:
         record = self.record(job_id)
@@ -627,7 +637,7 @@ class QueueStore:
         if remove_children:
             flows.remove_children(self, job_id)
         self._drop(record)
-        self.emit("removed", {"jobId": job_id, "prev": prev})
+        self.emit("removed", job_id, {"prev": prev})
         if record.parent_key is not None:
             flows.child_removed(self, record)
         return True
@@ -642,7 +652,7 @@ class QueueStore:
     def set_paused(self, paused: bool) -> None:
         if self.paused != paused:
             self.paused = paused
-            self.emit("paused" if paused else "resumed", {})
+            self.emit("paused" if paused else "resumed")
 
     def drain(self, delayed: bool) -> None:
         doomed = list(self.wait) + [entry[2] for entry in self.prio.ordered()]
@@ -662,7 +672,7 @@ class QueueStore:
             if (stamp or 0) <= cutoff:
                 self._drop(record)
                 removed.append(job_id)
-        self.emit("cleaned", {"count": str(len(removed))})
+        self.emit("cleaned", None, {"count": str(len(removed))})
         return removed
 
     def check_obliterate(self, force: bool) -> None:
