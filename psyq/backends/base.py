@@ -124,7 +124,7 @@ class JobRecord:
     finished_on: int | None = None
     returnvalue: str | None = None  # JSON text
     failed_reason: str | None = None
-    stacktrace: list[str] = field(default_factory=list)
+    stacktrace: Sequence[str] = ()  # a shared empty tuple: no per-record list to collect
     parent_key: str | None = None  # "<queue>:<id>" of the parent, when the job has one
     processed_by: str | None = None  # worker name that last took the job
     lock_token: str | None = None  # set on records returned by a fetch

@@ -92,27 +92,41 @@ def _from_tree(backend: BackendAdapter, tree: Mapping[str, Any]) -> JobNode:
     return JobNode(job, [_from_tree(backend, child) for child in tree["children"]])
 
 
-def _node(spec: Any, path: str, seen: set[int]) -> FlowNode:
-    """Validate one node of a flow (and its subtree) before anything is written."""
+def _node(spec: Any, path: Any, ancestors: set[int]) -> FlowNode:
+    """Validate one node of a flow (and its subtree) before anything is written. `path` is a
+    string or a zero-argument function giving one (built only for an error message);
+    `ancestors` holds the ids of the nodes above (a node among them is a cycle)."""
     if not isinstance(spec, Mapping):
-        raise InvalidOptionsError(f"{path} must be a mapping, got {spec!r}")
-    if id(spec) in seen:
-        raise InvalidOptionsError(f"{path} appears twice in its own flow (a cycle)")
-    unknown = set(spec) - _NODE_KEYS
-    if unknown:
-        raise InvalidOptionsError(f"{path} has unknown keys {sorted(unknown)}")
+        raise InvalidOptionsError(f"{_text(path)} must be a mapping, got {spec!r}")
+    if id(spec) in ancestors:
+        raise InvalidOptionsError(f"{_text(path)} appears twice in its own flow (a cycle)")
+    if not _NODE_KEYS.issuperset(spec):
+        unknown = sorted(set(spec) - _NODE_KEYS)
+        raise InvalidOptionsError(f"{_text(path)} has unknown keys {unknown}")
     queue = spec.get("queue_name", spec.get("queueName"))
     if queue is None:
-        raise InvalidOptionsError(f"{path} needs a queue_name")
+        raise InvalidOptionsError(f"{_text(path)} needs a queue_name")
     check_queue_name(queue)
     name = spec.get("name")
     if not isinstance(name, str):
-        raise InvalidOptionsError(f"{path} needs a string name, got {name!r}")
+        raise InvalidOptionsError(f"{_text(path)} needs a string name, got {name!r}")
     opts = normalize_job_options(spec.get("opts"))
-    data = codec.dumps(spec.get("data"), "data", f"{path} ({name})", opts.get("sizeLimit"))
-    children = spec.get("children") or []
+    data = codec.dumps(spec.get("data"), "data", name, opts.get("sizeLimit"))
+    children = spec.get("children") or ()
     if not isinstance(children, Sequence) or isinstance(children, str):
-        raise InvalidOptionsError(f"{path}.children must be a list, got {children!r}")
-    inner = seen | {id(spec)}
-    nodes = [_node(child, f"{path}.children[{i}]", inner) for i, child in enumerate(children)]
+        raise InvalidOptionsError(f"{_text(path)}.children must be a list, got {children!r}")
+    nodes: list[FlowNode] = []
+    if children:
+        ancestors.add(id(spec))
+        for i, child in enumerate(children):
+            nodes.append(_node(child, _child_path(path, i), ancestors))
+        ancestors.discard(id(spec))
     return FlowNode(queue, NewJob(name, data, opts, opts.get("timestamp")), nodes)
+
+
+def _text(path: Any) -> str:
+    return path if isinstance(path, str) else str(path())
+
+
+def _child_path(path: Any, index: int) -> Any:
+    return lambda: f"{_text(path)}.children[{index}]"

@@ -49,7 +49,7 @@ class Engine:
         # Set while one caller holds every lock (cross-queue transitions such as flows).
         self.all_locked = False
         # Stores a cross-queue transition made ready; their workers are woken afterwards.
-        self.touched: list[QueueStore] = []
+        self.touched: set[QueueStore] = set()
         clock.subscribe(self.wake_all)
 
     def shard(self, key: str) -> Shard:
@@ -85,7 +85,7 @@ class Engine:
                 yield
             finally:
                 self.all_locked = False
-                touched, self.touched = self.touched, []
+                touched, self.touched = self.touched, set()
                 for store in touched:
                     wake(store)
 

@@ -119,7 +119,7 @@ def _release(store: QueueStore, parent: JobRecord) -> None:
     if parent.state != "waiting-children":
         return
     store._detach(parent)
-    store.engine.touched.append(store)
+    store.engine.touched.add(store)
     if parent.delay > 0:
         store._delay(parent, store.clock.now_ms() + parent.delay)
     else:

@@ -270,9 +270,13 @@ class MemoryBackend(BackendAdapter):
         now = self._now()
         engine = self.engine
 
+        stores: dict[str, QueueStore] = {}
+
         def store_of(queue: str) -> QueueStore:
-            store = engine.store_for_key(self._prefix + queue)
-            engine.touched.append(store)
+            store = stores.get(queue)
+            if store is None:
+                store = stores[queue] = engine.store_for_key(self._prefix + queue)
+                engine.touched.add(store)
             return store
 
         with engine.every_lock():

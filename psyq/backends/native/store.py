@@ -440,7 +440,7 @@ class QueueStore:
         if record.parent_key is not None:
             flows.child_finished(self, record, now)
 
-    def _fail(self, record: JobRecord, reason: str, stacktrace: list[str], now: int) -> None:
+    def _fail(self, record: JobRecord, reason: str, stacktrace: Sequence[str], now: int) -> None:
         record.failed_reason = reason
         record.stacktrace = stacktrace
         self._finish_into(record, "failed", now)
