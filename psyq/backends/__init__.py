@@ -100,8 +100,10 @@ async def release_backend(backend: BackendAdapter) -> None:
 
 def _register_builtins() -> None:
     from psyq.backends.native import open_memory_backend
+    from psyq.backends.sqlite import open_sqlite_backend
 
     register_backend("memory", open_memory_backend)
+    register_backend("sqlite", open_sqlite_backend)
 
 
 _register_builtins()

@@ -50,7 +50,9 @@ class QueueEvents(_BackendUser, EventEmitter):
         self.blocking_timeout = check_int("blocking_timeout", blocking_timeout, minimum=1)
         self._task: asyncio.Task[None] | None = None
         self._finished: dict[str, list[asyncio.Future[Any]]] = {}
-        self._stream: asyncio.Queue[Event] | None = None
+        # Events wait here for `async for` (from the start, so none is missed before the
+        # loop begins); when nobody iterates, the newest beyond 10,000 are not kept.
+        self._stream: asyncio.Queue[Event] = asyncio.Queue()
         if autorun:
             try:
                 asyncio.get_running_loop()
@@ -86,7 +88,7 @@ class QueueEvents(_BackendUser, EventEmitter):
 
     def _dispatch(self, event: str, args: dict[str, Any], event_id: str) -> None:
         self.emit(event, args, event_id)
-        if self._stream is not None and self._stream.qsize() < _ITERATOR_BUFFER:
+        if self._stream.qsize() < _ITERATOR_BUFFER:
             self._stream.put_nowait((event, args, event_id))
         if event in ("completed", "failed"):
             for future in self._finished.pop(str(args.get("jobId")), []):
@@ -95,8 +97,6 @@ class QueueEvents(_BackendUser, EventEmitter):
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         """Yield (event, args, event_id) as they arrive (up to 10,000 buffered)."""
-        if self._stream is None:
-            self._stream = asyncio.Queue()
         while True:
             yield await self._stream.get()
 

@@ -27,10 +27,20 @@ def memory_url(request: pytest.FixtureRequest) -> str:
     return "memory://"
 
 
-# id -> factory. Next: "sqlite" (f"sqlite:///{tmp_path}/jobs.db"), "tcp" (psyq://),
-# "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL", ...)), "postgres".
+def sqlite_url(durability: str) -> UrlFactory:
+    def factory(request: pytest.FixtureRequest) -> str:
+        folder = request.getfixturevalue("tmp_path")
+        return f"sqlite:///{folder}/jobs.db?durability={durability}"
+
+    return factory
+
+
+# id -> factory. Next: "tcp" (psyq://), "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL",
+# ...)), "postgres".
 BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
+    "sqlite": sqlite_url("buffered"),
+    "sqlite-durable": sqlite_url("durable"),
 }
 
 

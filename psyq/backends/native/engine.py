@@ -42,8 +42,11 @@ class Shard:
 class Engine:
     """Queue stores by key ("<prefix>:<queue>"), sharded; one clock for all of them."""
 
-    def __init__(self, clock: Clock = system_clock, shards: int = SHARDS) -> None:
+    def __init__(
+        self, clock: Clock = system_clock, shards: int = SHARDS, persistent: bool = False
+    ) -> None:
         self.clock = clock
+        self.persistent = persistent  # stores track their changes for a flush (sqlite)
         self.shards = [Shard() for _ in range(shards)]
         self._shard_of: dict[str, Shard] = {}
         # Set while one caller holds every lock (cross-queue transitions such as flows).
@@ -64,6 +67,8 @@ class Engine:
         store = shard.stores.get(key)
         if store is None:
             store = shard.stores[key] = QueueStore(name, key, self)
+            if self.persistent:
+                store.dirty = set()
         return store
 
     def existing_store(self, key: str) -> QueueStore | None:

@@ -64,6 +64,7 @@ def link_child(store: QueueStore, record: JobRecord) -> None:
     parent_store = store.engine.existing_store(parent["queue"])
     if parent_store is not None:
         parent_store.pending.setdefault(parent["id"], set()).add(store.job_key(record.id))
+        parent_store.mark(parent["id"])
 
 
 def _parent_of(store: QueueStore, record: JobRecord) -> tuple[QueueStore, JobRecord] | None:
@@ -83,6 +84,7 @@ def child_finished(store: QueueStore, record: JobRecord, now: int) -> None:
     if found is None:
         return
     parent_store, parent = found
+    parent_store.mark(parent.id)
     child_key = store.job_key(record.id)
     pending = parent_store.pending.setdefault(parent.id, set())
     if record.state == "completed":
@@ -142,6 +144,7 @@ def child_removed(store: QueueStore, record: JobRecord) -> None:
     if found is None:
         return
     parent_store, parent = found
+    parent_store.mark(parent.id)
     child_key = store.job_key(record.id)
     pending = parent_store.pending.get(parent.id)
     if pending is not None and child_key in pending:

@@ -215,10 +215,7 @@ class MemoryBackend(BackendAdapter):
         self._run(queue, lambda s: s.clear_logs(job_id, keep))
 
     async def update_data(self, queue: str, job_id: str, data: str) -> None:
-        def update(store: QueueStore) -> None:
-            store.record(job_id).data = data
-
-        self._run(queue, update)
+        self._run(queue, lambda s: s.update_data(job_id, data))
 
     async def change_priority(
         self, queue: str, job_id: str, priority: int, lifo: bool = False
@@ -325,7 +322,11 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, lambda s: s.events.read(after, count))
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
-        self._run(queue, lambda s: s.events.set_max_len(max_len))
+        def set_max_len(store: QueueStore) -> None:
+            store.events.set_max_len(max_len)
+            store.changed()
+
+        self._run(queue, set_max_len)
 
     # ------------------------------------------------------------------ schedulers
     async def upsert_job_scheduler(
@@ -363,6 +364,7 @@ class MemoryBackend(BackendAdapter):
 
         def limit(store: QueueStore) -> None:
             store.limited_until = max(store.limited_until, now + delay_ms)
+            store.changed()
 
         self._run(queue, limit)
 
@@ -373,12 +375,14 @@ class MemoryBackend(BackendAdapter):
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         def limit(store: QueueStore) -> None:
             store.global_limiter = limiter
+            store.changed()
 
         self._run(queue, limit, notify=True)
 
     async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
         def limit(store: QueueStore) -> None:
             store.global_concurrency = concurrency
+            store.changed()
 
         self._run(queue, limit, notify=True)
 
@@ -402,6 +406,7 @@ class MemoryBackend(BackendAdapter):
             if entry is None or (job_id is not None and entry[0] != job_id):
                 return False
             del store.dedup[dedup_id]
+            store.changed()
             return True
 
         return self._run(queue, remove)

@@ -41,6 +41,7 @@ def upsert(
         "pending": None,
     }
     store.schedulers[scheduler_id] = entry
+    store.changed()
     return None if millis is None else _add_run(store, entry, millis, now)
 
 
@@ -73,6 +74,7 @@ def create_next(store: QueueStore, record: JobRecord, now: int) -> None:
     millis = next_run(entry, int(record.id.rsplit(":", 1)[1]), entry["iterationCount"], now)
     entry["pending"] = None
     entry["next"] = millis
+    store.changed()
     if millis is not None:
         _add_run(store, entry, millis, now)
 
@@ -81,6 +83,7 @@ def remove(store: QueueStore, scheduler_id: str) -> bool:
     entry = store.schedulers.pop(scheduler_id, None)
     if entry is None:
         return False
+    store.changed()
     _drop_pending(store, entry)
     return True
 

@@ -96,6 +96,11 @@ class QueueStore:
         self.global_limiter: Limiter | None = None
         self.global_concurrency: int | None = None
         self.waiters: set[asyncio.Future[None]] = set()
+        # Persistence (sqlite): ids of jobs changed since the last flush, and each waiting,
+        # prioritized or delayed job's rank in its line. None on memory:// (no cost).
+        self.dirty: set[str] | None = None
+        self.rank: dict[str, int] = {}
+        self.version = 0  # counts persisted changes (jobs and queue settings)
 
     # ------------------------------------------------------------------ events
     def emit(
@@ -107,6 +112,16 @@ class QueueStore:
     ) -> None:
         """Write an event to the queue's feed (see EventLog.add for `extra`)."""
         self.events.add(self.clock.now_ms() if now is None else now, event, job_id, extra)
+
+    def mark(self, job_id: str) -> None:
+        """Note a changed job for the next flush (persistent stores only)."""
+        if self.dirty is not None:
+            self.dirty.add(job_id)
+            self.version += 1
+
+    def changed(self) -> None:
+        """Note a change of queue settings (paused, limits, schedulers, dedup keys)."""
+        self.version += 1
 
     def job_key(self, job_id: str) -> str:
         return f"{self.key}:{job_id}"
@@ -132,6 +147,10 @@ class QueueStore:
             self.jobs[job_id] = record
             self.wait.append(job_id)
             record.state = "waiting"
+            if self.dirty is not None:
+                self.dirty.add(job_id)
+                self.rank[job_id] = next(self.seq)
+                self.version += 1
             self.emit("added", job_id, new.name, now)
             self.emit("waiting", job_id, None, now)
             return record
@@ -162,6 +181,7 @@ class QueueStore:
             parent_key=None if parent is None else f"{parent['queue']}:{parent['id']}",
         )
         self.jobs[job_id] = record
+        self.mark(job_id)
         if dedup is not None:
             ttl = dedup.get("ttl")
             self.dedup[dedup["id"]] = (job_id, None if ttl is None else now + ttl)
@@ -175,6 +195,7 @@ class QueueStore:
         return record
 
     def hold(self, record: JobRecord) -> None:
+        self.mark(record.id)
         record.state = "waiting-children"
         self.waiting_children[record.id] = None
         self.pending.setdefault(record.id, set())
@@ -234,7 +255,8 @@ class QueueStore:
         """Make a job ready: prioritized by priority, else plain waiting."""
         if record.priority > 0:
             seq = next(self.seq)
-            self.prio.push(record.priority, -seq if lifo or front else seq, record.id)
+            rank = -seq if lifo or front else seq
+            self.prio.push(record.priority, rank, record.id)
             record.state = "prioritized"
         else:
             if lifo or front:
@@ -242,12 +264,20 @@ class QueueStore:
             else:
                 self.wait.append(record.id)
             record.state = "waiting"
+            if self.dirty is None:
+                return
+            rank = -next(self.seq) if lifo or front else next(self.seq)
+        if self.dirty is not None:
+            self.dirty.add(record.id)
+            self.rank[record.id] = rank
+            self.version += 1
 
     def _delay(self, record: JobRecord, due: int) -> None:
         key = (due, next(self.seq), record.id)
         self.delayed.add(key)
         self.delayed_key[record.id] = key
         record.state = "delayed"
+        self.mark(record.id)
         self.emit("delayed", record.id, {"delay": due})
 
     def to_wait(self, record: JobRecord, prev: str) -> None:
@@ -271,6 +301,10 @@ class QueueStore:
     def _detach(self, record: JobRecord) -> None:
         """Take a job out of the structure of its state (it stays in `jobs`)."""
         job_id, state = record.id, record.state
+        if self.dirty is not None:
+            self.dirty.add(job_id)
+            self.rank.pop(job_id, None)
+            self.version += 1
         if state == "waiting":
             self.wait.remove(job_id)
         elif state == "prioritized":
@@ -382,6 +416,10 @@ class QueueStore:
             record.attempts_started += 1
             record.processed_by = request.worker_name
             active[job_id] = (token, expiry)
+            if self.dirty is not None:
+                self.dirty.add(job_id)
+                self.rank.pop(job_id, None)
+                self.version += 1
             self.emit("active", job_id, None, now)
             if "repeatJobKey" in record.opts:
                 self.schedule_next(record, now)
@@ -573,6 +611,7 @@ class QueueStore:
     # ------------------------------------------------------------------ job mutations
     def add_log(self, job_id: str, row: str, keep: int | None) -> int:
         self.record(job_id)
+        self.mark(job_id)
         rows = self.logs.setdefault(job_id, [])
         rows.append(row)
         if keep is not None and len(rows) > keep:
@@ -583,13 +622,20 @@ class QueueStore:
         rows = self.logs.get(job_id)
         if rows is not None:
             del rows[: max(0, len(rows) - keep)]
+            self.mark(job_id)
 
     def update_progress(self, job_id: str, progress: Any, text: str) -> None:
         self.record(job_id).progress = progress
+        self.mark(job_id)
         self.emit("progress", job_id, text)
+
+    def update_data(self, job_id: str, data: str) -> None:
+        self.record(job_id).data = data
+        self.mark(job_id)
 
     def change_priority(self, job_id: str, priority: int, lifo: bool) -> None:
         record = self.record(job_id)
+        self.mark(job_id)
         record.priority = priority
         record.opts = {**record.opts, "priority": priority}
         if record.state in ("waiting", "prioritized"):
@@ -652,6 +698,7 @@ class QueueStore:
     def set_paused(self, paused: bool) -> None:
         if self.paused != paused:
             self.paused = paused
+            self.changed()
             self.emit("paused" if paused else "resumed")
 
     def drain(self, delayed: bool) -> None:

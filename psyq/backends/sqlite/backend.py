@@ -1,0 +1,171 @@
+"""`sqlite:///path/jobs.db`: the native engine, persisted to SQLite (WAL).
+
+    sqlite:///jobs.db                      relative path; sqlite:////abs/jobs.db absolute
+    ?durability=buffered|durable           buffered (default): a crash loses at most the last
+                                           flush window; durable: calls return after commit
+    ?flush_changes=100&flush_ms=10         when the write buffer flushes
+    ?prefix=bull                           key prefix, as everywhere
+
+Every call runs on the in-memory engine (so reads cost what memory:// costs); changes reach
+the file through the Database's writer thread. A job added with the `durable` option is
+committed before `add` returns, whatever the URL says.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.native.memory import MemoryBackend
+from psyq.backends.native.store import QueueStore
+from psyq.backends.sqlite.database import Database, open_database, release_database
+from psyq.errors import InvalidURLError
+
+__all__ = ["SqliteBackend", "open_sqlite_backend", "parse_sqlite_url"]
+
+T = TypeVar("T")
+_TICKET: contextvars.ContextVar[int] = contextvars.ContextVar("psyq_sqlite_ticket", default=0)
+
+MODES = ("buffered", "durable")
+DEFAULTS = {"durability": "buffered", "flush_changes": "100", "flush_ms": "10", "prefix": "bull"}
+
+
+def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
+    """(file path, settings) of a sqlite:// URL, or InvalidURLError naming the problem."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.netloc not in ("", "localhost"):
+        raise InvalidURLError(url, "expected sqlite:///relative/path.db or sqlite:////abs.db")
+    path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
+    if not path:
+        raise InvalidURLError(url, "it names no file (sqlite:///jobs.db)")
+    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    unknown = sorted(set(query) - set(DEFAULTS))
+    if unknown:
+        raise InvalidURLError(url, f"unknown parameters {unknown}; known: {sorted(DEFAULTS)}")
+    settings = {**DEFAULTS, **query}
+    if settings["durability"] not in MODES:
+        raise InvalidURLError(url, f"durability must be one of {MODES}")
+    for name in ("flush_changes", "flush_ms"):
+        if not settings[name].isdigit() or int(settings[name]) < 1:
+            raise InvalidURLError(url, f"{name} must be a whole number >= 1")
+    return path, settings
+
+
+class SqliteBackend(MemoryBackend):
+    kind = "sqlite"
+
+    def __init__(self, url: str) -> None:
+        path, settings = parse_sqlite_url(url)
+        self.path = path
+        self.durable = settings["durability"] == "durable"
+        self._settings = settings
+        self._db: Database | None = None
+        prefix = settings["prefix"]
+        super().__init__(f"memory://?prefix={prefix}")
+        self.url = url
+
+    async def open(self) -> None:
+        db = open_database(
+            self.path, int(self._settings["flush_changes"]), int(self._settings["flush_ms"])
+        )
+        self._db = db
+        self.engine = db.engine
+        self._clock = db.engine.clock
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            release_database(db)
+
+    def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
+        seen: list[int] = []
+
+        def tracked(store: QueueStore) -> T:
+            before = (store.version, store.events.next_seq)
+            result = action(store)
+            if (store.version, store.events.next_seq) != before:
+                seen.append(1)
+            return result
+
+        result = super()._run(queue, tracked, notify)
+        if seen and self._db is not None:
+            _TICKET.set(self._db.note_change(self.durable))
+        return result
+
+    async def _commit(self, ticket: int) -> None:
+        if ticket and self._db is not None:
+            await self._db.flushed(ticket)
+
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        _TICKET.set(0)
+        records = await super().add_jobs(queue, jobs)
+        ticket = _TICKET.get()
+        if self.durable or any(new.opts.get("durable") for new in jobs):
+            await self._commit(ticket)
+        return records
+
+    async def obliterate(self, queue: str, force: bool) -> None:
+        await super().obliterate(queue, force)
+        if self._db is not None:
+            ticket = self._db.forget_queue(self._prefix + queue)
+            if self.durable:
+                await self._commit(ticket)
+
+
+def _durable(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """In durable mode, the call returns once its change is committed."""
+
+    @functools.wraps(method)
+    async def call(self: SqliteBackend, *args: Any, **kwargs: Any) -> T:
+        _TICKET.set(0)
+        result = await method(self, *args, **kwargs)
+        if self.durable:
+            await self._commit(_TICKET.get())
+        return result
+
+    return call
+
+
+_MUTATIONS = (
+    "move_to_active",
+    "move_to_finished",
+    "retry_job",
+    "move_to_delayed",
+    "move_job_from_active_to_wait",
+    "move_stalled_jobs_to_wait",
+    "update_progress",
+    "add_log",
+    "clear_logs",
+    "update_data",
+    "change_priority",
+    "change_delay",
+    "promote",
+    "reprocess_job",
+    "remove_job",
+    "pause",
+    "resume",
+    "drain",
+    "clean",
+    "retry_jobs",
+    "promote_jobs",
+    "add_flow",
+    "move_to_waiting_children",
+    "upsert_job_scheduler",
+    "remove_job_scheduler",
+    "rate_limit",
+    "set_global_rate_limit",
+    "set_global_concurrency",
+    "remove_deduplication_key",
+    "set_max_len_events",
+)
+for _name in _MUTATIONS:
+    setattr(SqliteBackend, _name, _durable(getattr(MemoryBackend, _name)))
+
+
+def open_sqlite_backend(url: str) -> SqliteBackend:
+    """Entry point of the `sqlite` scheme."""
+    return SqliteBackend(url)

@@ -1,0 +1,353 @@
+"""`Database`: one SQLite file holding one native engine, for the whole process.
+
+- Ownership: one process owns a file (an exclusive `flock` on `<file>.lock`, which names the
+  owner); another process gets a clear error instead of a second writer.
+- Recovery: on open the engine is rebuilt from the file in one pass; jobs that were active
+  come back with expired locks, so the stalled check returns them to waiting.
+- Write buffer: a writer thread flushes every change since the last flush in one
+  transaction, when `flush_changes` changes are pending or `flush_ms` after the first one.
+  A failed flush keeps its rows and is retried. `close()` flushes.
+- Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import itertools
+import json
+import logging
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psyq.backends.native.engine import Engine
+from psyq.backends.native.store import QueueStore
+from psyq.backends.sqlite import rows
+from psyq.backends.sqlite.schema import migrate
+from psyq.errors import PsyqError
+
+__all__ = ["Database", "open_database", "release_database"]
+
+log = logging.getLogger("psyq.sqlite")
+
+RETRY_PAUSE_S = 0.5
+
+
+@dataclass
+class Batch:
+    """What one flush writes."""
+
+    upserts: list[tuple[Any, ...]] = field(default_factory=list)
+    deletes: list[tuple[str, str]] = field(default_factory=list)
+    metas: list[tuple[str, str]] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    trims: list[tuple[str, int]] = field(default_factory=list)
+    drops: list[tuple[str]] = field(default_factory=list)  # obliterated queues
+    ticket: int = 0
+
+    def __bool__(self) -> bool:
+        parts = (self.upserts, self.deletes, self.metas, self.events, self.trims, self.drops)
+        return any(parts)
+
+
+class Database:
+    def __init__(self, path: str, flush_changes: int, flush_ms: int) -> None:
+        self.path = path
+        self.flush_changes = flush_changes
+        self.flush_ms = flush_ms
+        self.engine = Engine(persistent=True)
+        self.tickets = itertools.count(1)
+        self._lock_file = _own(path)
+        self._conn = _connect(path)
+        self._versions: dict[str, int] = {}  # store key -> version last flushed
+        self._metas: dict[str, str] = {}  # store key -> meta JSON last written
+        self._event_seq: dict[str, int] = {}  # store key -> last event seq written
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._first_pending = 0.0
+        self._flushed = 0  # every ticket below this is committed
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._retry: Batch | None = None
+        self._drops: list[str] = []
+        self._closing = False
+        self._load()
+        self._thread = threading.Thread(target=self._writer, name=f"psyq-sqlite {path}")
+        self._thread.daemon = True
+        self._thread.start()
+
+    # ------------------------------------------------------------------ recovery
+    def _load(self) -> None:
+        engine = self.engine
+        stores: dict[str, QueueStore] = {}
+        for key, meta in self._conn.execute("SELECT key, meta FROM queues"):
+            stores[key] = store = engine.store_for_key(key)
+            rows.restore_meta(store, json.loads(meta))
+        query = f"SELECT {rows.JOB_COLUMNS} FROM jobs {rows.ORDER_BY}"
+        for row in self._conn.execute(query):
+            store = stores.get(row[0]) or engine.store_for_key(row[0])
+            stores[row[0]] = store
+            rows.restore_job(store, row)
+        for key, store in stores.items():
+            self._load_events(store)
+            rows.restart_counters(store)
+            assert store.dirty is not None
+            store.dirty.clear()
+            self._versions[key] = store.version
+            self._metas[key] = rows.queue_meta(store)
+            self._event_seq[key] = store.events.last_seq
+
+    def _load_events(self, store: QueueStore) -> None:
+        newest = self._conn.execute(
+            "SELECT seq, ms, name, job_id, extra FROM events WHERE queue = ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (store.key, store.events.max_len),
+        ).fetchall()
+        (last,) = self._conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE queue = ?", (store.key,)
+        ).fetchone()
+        rows.restore_events(store, reversed(newest), last + 1)
+
+    # ------------------------------------------------------------------ changes
+    def note_change(self, urgent: bool = False) -> int:
+        """A call changed something; returns its ticket. `urgent`: flush now."""
+        ticket = next(self.tickets)
+        with self._cond:
+            if self._pending == 0:
+                self._first_pending = time.monotonic()
+            self._pending += 1
+            if urgent or self._pending >= self.flush_changes:
+                self._cond.notify()
+        return ticket
+
+    async def flushed(self, ticket: int) -> None:
+        """Return once a commit holds every change up to `ticket`."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._cond:
+            if ticket < self._flushed:
+                return
+            self._waiters.append((ticket, future))
+            self._cond.notify()
+        await future
+
+    # ------------------------------------------------------------------ the writer
+    def _writer(self) -> None:
+        while True:
+            with self._cond:
+                self._wait_for_work()
+                closing = self._closing
+                self._pending = 0
+            self._flush_once()
+            if closing:
+                return
+
+    def _wait_for_work(self) -> None:
+        while not self._closing:
+            if self._waiters or self._retry is not None or self._pending >= self.flush_changes:
+                return
+            if self._pending:
+                left = self._first_pending + self.flush_ms / 1000 - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+            else:
+                self._cond.wait()
+
+    def _flush_once(self) -> None:
+        batch = self._collect()
+        pending = [self._retry, batch] if self._retry is not None else [batch]
+        try:
+            self._write([b for b in pending if b])
+        except sqlite3.Error:
+            log.exception("psyq: flushing %s failed; keeping the changes and retrying", self.path)
+            self._retry = _merge(pending)
+            time.sleep(RETRY_PAUSE_S)
+            return
+        self._retry = None
+        self._release_waiters(batch.ticket)
+
+    def _collect(self) -> Batch:
+        """Snapshot every change since the last flush, holding every engine lock."""
+        batch = Batch()
+        with self.engine.every_lock():
+            batch.ticket = next(self.tickets)
+            with self._cond:
+                drops, self._drops = self._drops, []
+            for key in drops:
+                batch.drops.append((key,))
+                for known in (self._versions, self._metas, self._event_seq):
+                    known.pop(key, None)
+            for shard in self.engine.shards:
+                for key, store in shard.stores.items():
+                    written = self._event_seq.get(key, 0)
+                    if store.version != self._versions.get(key, -1) or (
+                        store.events.last_seq != written
+                    ):
+                        self._collect_store(key, store, batch)
+        return batch
+
+    def _collect_store(self, key: str, store: QueueStore, batch: Batch) -> None:
+        assert store.dirty is not None
+        jobs = store.jobs
+        for job_id in store.dirty:
+            record = jobs.get(job_id)
+            if record is None:
+                batch.deletes.append((key, job_id))
+            else:
+                batch.upserts.append(rows.job_row(store, record))
+        store.dirty.clear()
+        self._versions[key] = store.version
+        meta = rows.queue_meta(store)
+        if meta != self._metas.get(key):
+            self._metas[key] = meta
+            batch.metas.append((key, meta))
+        written = self._event_seq.get(key, 0)
+        if store.events.last_seq > written:
+            batch.events.extend(rows.event_rows(store, written))
+            self._event_seq[key] = store.events.last_seq
+            batch.trims.append((key, store.events.next_seq - store.events.max_len))
+
+    def _write(self, batches: list[Batch]) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for batch in batches:
+                for table in ("jobs", "queues", "events"):
+                    column = "key" if table == "queues" else "queue"
+                    conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", batch.drops)
+                marks = ", ".join("?" * 25)
+                conn.executemany(
+                    f"INSERT OR REPLACE INTO jobs ({rows.JOB_COLUMNS}) VALUES ({marks})",
+                    batch.upserts,
+                )
+                conn.executemany("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes)
+                conn.executemany("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?, ?)", batch.events
+                )
+                conn.executemany("DELETE FROM events WHERE queue = ? AND seq < ?", batch.trims)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _release_waiters(self, ticket: int) -> None:
+        with self._cond:
+            self._flushed = ticket
+            done = [f for t, f in self._waiters if t < ticket]
+            self._waiters = [(t, f) for t, f in self._waiters if t >= ticket]
+        for future in done:
+            loop = future.get_loop()
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_resolve, future)
+
+    # ------------------------------------------------------------------ lifecycle
+    def forget_queue(self, key: str) -> int:
+        """A queue was obliterated: its rows go at the next flush. Returns a ticket."""
+        with self._cond:
+            self._drops.append(key)
+        return self.note_change(urgent=True)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
+        self._thread.join()
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._conn.close()
+        _disown(self._lock_file)
+
+
+def _merge(batches: Sequence[Batch | None]) -> Batch:
+    merged = Batch()
+    for batch in batches:
+        if batch is None:
+            continue
+        merged.upserts += batch.upserts
+        merged.deletes += batch.deletes
+        merged.metas += batch.metas
+        merged.events += batch.events
+        merged.trims += batch.trims
+        merged.drops += batch.drops
+        merged.ticket = max(merged.ticket, batch.ticket)
+    return merged
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        migrate(conn, path)
+        conn.execute("SELECT count(*) FROM jobs").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise PsyqError(
+            f"cannot open {path} as a psyq database: {exc} (is it a psyq SQLite file? a "
+            "corrupted file must be restored from a backup or moved away)"
+        ) from None
+    return conn
+
+
+def _own(path: str) -> Any:
+    """Take the file's lock, or raise naming the process that holds it."""
+    lock_path = path + ".lock"
+    handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the life of the database
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        raise PsyqError(
+            f"{path} is in use by {owner}: one process owns an embedded database. To share "
+            "it between processes, run `psyq server --data "
+            f"{path}` and connect with psyq://host:6789"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+    handle.flush()
+    return handle
+
+
+def _disown(handle: Any) -> None:
+    handle.seek(0)
+    handle.truncate()
+    fcntl.flock(handle, fcntl.LOCK_UN)
+    handle.close()
+
+
+_OPEN: dict[str, tuple[Database, int]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_database(path: str, flush_changes: int, flush_ms: int) -> Database:
+    """The process's Database for `path` (opened on first use, shared after)."""
+    real = os.path.realpath(path)
+    with _OPEN_LOCK:
+        entry = _OPEN.get(real)
+        if entry is None:
+            entry = (Database(path, flush_changes, flush_ms), 0)
+        _OPEN[real] = (entry[0], entry[1] + 1)
+        return entry[0]
+
+
+def release_database(database: Database) -> None:
+    real = os.path.realpath(database.path)
+    with _OPEN_LOCK:
+        db, users = _OPEN[real]
+        if users > 1:
+            _OPEN[real] = (db, users - 1)
+            return
+        del _OPEN[real]
+    database.close()

@@ -1,0 +1,212 @@
+"""Between the native engine's stores and SQLite rows: snapshots to write, and the rebuild of
+stores from rows on open."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from psyq.backends.base import JobRecord, Limiter, NewJob
+from psyq.backends.native.store import QueueStore
+
+__all__ = [
+    "JOB_COLUMNS",
+    "ORDER_BY",
+    "event_rows",
+    "job_row",
+    "queue_meta",
+    "restart_counters",
+    "restore_events",
+    "restore_job",
+    "restore_meta",
+]
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+JOB_COLUMNS = (
+    "queue, id, name, data, opts, timestamp, delay, priority, progress, attempts_made, "
+    "attempts_started, stalled_counter, processed_on, finished_on, returnvalue, failed_reason, "
+    "stacktrace, parent_key, processed_by, lock_token, state, rank, due, deps, logs"
+)
+
+Row = tuple[Any, ...]
+
+
+def job_row(store: QueueStore, record: JobRecord) -> Row:
+    job_id = record.id
+    delayed = store.delayed_key.get(job_id)
+    return (
+        store.key,
+        job_id,
+        record.name,
+        record.data,
+        _dumps(record.opts),
+        record.timestamp,
+        record.delay,
+        record.priority,
+        _dumps(record.progress),
+        record.attempts_made,
+        record.attempts_started,
+        record.stalled_counter,
+        record.processed_on,
+        record.finished_on,
+        record.returnvalue,
+        record.failed_reason,
+        _dumps(list(record.stacktrace)),
+        record.parent_key,
+        record.processed_by,
+        record.lock_token,
+        record.state,
+        delayed[1] if delayed else store.rank.get(job_id),
+        delayed[0] if delayed else None,
+        _deps(store, job_id),
+        _dumps(store.logs[job_id]) if job_id in store.logs else None,
+    )
+
+
+def _deps(store: QueueStore, job_id: str) -> str | None:
+    links = {
+        "pending": sorted(store.pending.get(job_id, ())),
+        "processed": store.processed.get(job_id),
+        "failed": store.failed_children.get(job_id),
+        "ignored": store.ignored.get(job_id),
+    }
+    if not any(links.values()) and job_id not in store.pending:
+        return None
+    return _dumps(links)
+
+
+def queue_meta(store: QueueStore) -> str:
+    """Everything about a queue that is not a job, as JSON."""
+    limiter = store.global_limiter
+    return _dumps(
+        {
+            "paused": store.paused,
+            "last_id": store.last_id,
+            "limited_until": store.limited_until,
+            "global_limiter": None if limiter is None else [limiter.max, limiter.duration],
+            "global_concurrency": store.global_concurrency,
+            "dedup": store.dedup,
+            "schedulers": {key: _scheduler(entry) for key, entry in store.schedulers.items()},
+            "max_len_events": store.events.max_len,
+        }
+    )
+
+
+def _scheduler(entry: dict[str, Any]) -> dict[str, Any]:
+    template: NewJob = entry["template"]
+    shown = dict(entry)
+    shown["template"] = [template.name, template.data, template.opts, template.timestamp]
+    return shown
+
+
+def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
+    store.paused = meta["paused"]
+    store.last_id = meta["last_id"]
+    store.limited_until = meta["limited_until"]
+    limiter = meta["global_limiter"]
+    store.global_limiter = None if limiter is None else Limiter(*limiter)
+    store.global_concurrency = meta["global_concurrency"]
+    store.dedup = {key: (value[0], value[1]) for key, value in meta["dedup"].items()}
+    for key, entry in meta["schedulers"].items():
+        name, data, opts, timestamp = entry["template"]
+        store.schedulers[key] = {**entry, "template": NewJob(name, data, opts, timestamp)}
+    store.events.max_len = meta["max_len_events"]
+
+
+def restore_job(store: QueueStore, row: Sequence[Any]) -> None:
+    """Put one job row back in its store (call in order: see `restore_order`)."""
+    (
+        _queue, job_id, name, data, opts, timestamp, delay, priority, progress, attempts_made,
+        attempts_started, stalled_counter, processed_on, finished_on, returnvalue,
+        failed_reason, stacktrace, parent_key, processed_by, lock_token, state, rank, due,
+        deps, logs,
+    ) = row  # fmt: skip
+    record = JobRecord(
+        job_id, store.name, name, data, json.loads(opts), timestamp, delay, priority,
+        json.loads(progress), attempts_made, attempts_started, stalled_counter, processed_on,
+        finished_on, returnvalue, failed_reason, tuple(json.loads(stacktrace)), parent_key,
+        processed_by, lock_token, state,
+    )  # fmt: skip
+    store.jobs[job_id] = record
+    _place(store, record, rank, due)
+    if deps is not None:
+        _restore_deps(store, job_id, json.loads(deps))
+    if logs is not None:
+        store.logs[job_id] = json.loads(logs)
+
+
+def _place(store: QueueStore, record: JobRecord, rank: int | None, due: int | None) -> None:
+    job_id, state = record.id, record.state
+    if state == "waiting":
+        store.wait.append(job_id)  # rows come sorted by rank
+        store.rank[job_id] = rank or 0
+    elif state == "prioritized":
+        store.prio.push(record.priority, rank or 0, job_id)
+        store.rank[job_id] = rank or 0
+    elif state == "delayed":
+        key = (due or 0, rank or 0, job_id)
+        store.delayed.add(key)
+        store.delayed_key[job_id] = key
+    elif state == "active":
+        store.active[job_id] = (record.lock_token or "", 0)  # expired: the stalled check
+    elif state == "completed":
+        store.completed[job_id] = None
+    elif state == "failed":
+        store.failed[job_id] = None
+    elif state == "waiting-children":
+        store.waiting_children[job_id] = None
+
+
+def _restore_deps(store: QueueStore, job_id: str, links: dict[str, Any]) -> None:
+    store.pending[job_id] = set(links["pending"])
+    for name, target in (
+        ("processed", store.processed),
+        ("failed", store.failed_children),
+        ("ignored", store.ignored),
+    ):
+        if links[name]:
+            target[job_id] = links[name]
+
+
+def restore_events(store: QueueStore, rows: Iterable[Sequence[Any]], next_seq: int) -> None:
+    """Refill the event log from its newest rows (oldest first)."""
+    log = store.events
+    rows = list(rows)
+    log._first_seq = rows[0][0] if rows else next_seq
+    for _seq, ms, name, job_id, extra in rows:
+        decoded = None if extra is None else json.loads(extra)
+        log._ms.append(ms)
+        log._names.append(name)
+        log._ids.append(job_id)
+        log._extra.append(decoded)
+
+
+def restart_counters(store: QueueStore) -> None:
+    """After a rebuild, new sequence numbers continue above every rank in use."""
+    ranks = [abs(rank) for rank in store.rank.values()]
+    ranks += [key[1] for key in store.delayed_key.values()]
+    store.seq = itertools.count(max(ranks, default=0) + 1)
+
+
+# Waiting jobs by their rank, finished jobs by finish time: each line comes back in order.
+ORDER_BY = "ORDER BY queue, rank, finished_on, id"
+
+
+def event_rows(store: QueueStore, after_seq: int) -> list[Row]:
+    """Rows of the events after `after_seq` still in the log."""
+    log = store.events
+    start = max(log._hidden(), after_seq + 1 - log._first_seq)
+    return [
+        (
+            store.key,
+            log._first_seq + i,
+            log._ms[i],
+            log._names[i],
+            log._ids[i],
+            None if log._extra[i] is None else _dumps(log._extra[i]),
+        )
+        for i in range(start, len(log._ms))
+    ]
