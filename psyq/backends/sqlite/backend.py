@@ -1,8 +1,10 @@
 """`sqlite:///path/jobs.db`: the native engine, persisted to SQLite (WAL).
 
     sqlite:///jobs.db                      relative path; sqlite:////abs/jobs.db absolute
-    ?durability=buffered|durable           buffered (default): a crash loses at most the last
-                                           flush window; durable: calls return after commit
+    ?durability=buffered|durable           buffered (default): a crash loses at most the
+                                           changes not yet committed (bounded: calls wait
+                                           once 4 x flush_changes are pending); durable:
+                                           calls return after their commit
     ?flush_changes=100&flush_ms=10         when the write buffer flushes
     ?prefix=bull                           key prefix, as everywhere
 
@@ -31,6 +33,8 @@ T = TypeVar("T")
 _TICKET: contextvars.ContextVar[int] = contextvars.ContextVar("psyq_sqlite_ticket", default=0)
 
 MODES = ("buffered", "durable")
+# Buffered mode: callers wait for the writer once it is this many flushes behind.
+BACKLOG_WINDOWS = 4
 DEFAULTS = {"durability": "buffered", "flush_changes": "100", "flush_ms": "10", "prefix": "bull"}
 
 
@@ -100,12 +104,20 @@ class SqliteBackend(MemoryBackend):
         if ticket and self._db is not None:
             await self._db.flushed(ticket)
 
+    async def _settle_writes(self, force: bool) -> None:
+        """Durable: wait for this call's commit. Buffered: wait only when the writer is
+        behind by more than BACKLOG_WINDOWS flush windows, which bounds what a crash loses."""
+        db = self._db
+        if db is None:
+            return
+        ticket = _TICKET.get()
+        if force or db.backlog > BACKLOG_WINDOWS * db.flush_changes:
+            await self._commit(ticket)
+
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         _TICKET.set(0)
         records = await super().add_jobs(queue, jobs)
-        ticket = _TICKET.get()
-        if self.durable or any(new.opts.get("durable") for new in jobs):
-            await self._commit(ticket)
+        await self._settle_writes(self.durable or any(new.opts.get("durable") for new in jobs))
         return records
 
     async def obliterate(self, queue: str, force: bool) -> None:
@@ -123,8 +135,7 @@ def _durable(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]
     async def call(self: SqliteBackend, *args: Any, **kwargs: Any) -> T:
         _TICKET.set(0)
         result = await method(self, *args, **kwargs)
-        if self.durable:
-            await self._commit(_TICKET.get())
+        await self._settle_writes(self.durable)
         return result
 
     return call

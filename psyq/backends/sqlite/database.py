@@ -64,7 +64,11 @@ class Database:
         self.engine = Engine(persistent=True)
         self.tickets = itertools.count(1)
         self._lock_file = _own(path)
-        self._conn = _connect(path)
+        try:
+            self._conn = _connect(path)
+        except BaseException:
+            _disown(self._lock_file)
+            raise
         self._versions: dict[str, int] = {}  # store key -> version last flushed
         self._metas: dict[str, str] = {}  # store key -> meta JSON last written
         self._event_seq: dict[str, int] = {}  # store key -> last event seq written
@@ -118,12 +122,18 @@ class Database:
         """A call changed something; returns its ticket. `urgent`: flush now."""
         ticket = next(self.tickets)
         with self._cond:
-            if self._pending == 0:
-                self._first_pending = time.monotonic()
             self._pending += 1
-            if urgent or self._pending >= self.flush_changes:
+            if self._pending == 1:  # the writer starts its flush_ms timer
+                self._first_pending = time.monotonic()
+                self._cond.notify()
+            elif urgent or self._pending >= self.flush_changes:
                 self._cond.notify()
         return ticket
+
+    @property
+    def backlog(self) -> int:
+        """Changes made but not yet committed (roughly: what a crash would lose now)."""
+        return self._pending
 
     async def flushed(self, ticket: int) -> None:
         """Return once a commit holds every change up to `ticket`."""
@@ -141,8 +151,8 @@ class Database:
             with self._cond:
                 self._wait_for_work()
                 closing = self._closing
-                self._pending = 0
-            self._flush_once()
+                taken = self._pending
+            self._flush_once(taken)
             if closing:
                 return
 
@@ -158,7 +168,8 @@ class Database:
             else:
                 self._cond.wait()
 
-    def _flush_once(self) -> None:
+    def _flush_once(self, taken: int) -> None:
+        """Write what changed; `taken` changes were pending when the flush began."""
         batch = self._collect()
         pending = [self._retry, batch] if self._retry is not None else [batch]
         try:
@@ -169,6 +180,10 @@ class Database:
             time.sleep(RETRY_PAUSE_S)
             return
         self._retry = None
+        with self._cond:
+            self._pending = max(0, self._pending - taken)
+            if self._pending:
+                self._first_pending = time.monotonic()
         self._release_waiters(batch.ticket)
 
     def _collect(self) -> Batch:
