@@ -27,8 +27,8 @@ __all__ = [
     "resolve_url",
 ]
 
-# The embedded default. It becomes "sqlite:///./psyq.db" once the SQLite backend lands.
-DEFAULT_URL = "memory://"
+# The embedded default: the native engine persisted to ./psyq.db (no server to run).
+DEFAULT_URL = "sqlite:///psyq.db"
 
 BackendFactory = Callable[[str], BackendAdapter]
 

@@ -160,6 +160,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "deduplication": _deduplication,
     "timestamp": _int(),
     "timeout": _int(minimum=1),
+    "durable": _check_bool,
 }
 
 _SNAKE = {

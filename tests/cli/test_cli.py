@@ -17,8 +17,13 @@ from psyq.cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_demo_runs_every_job(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_every_job(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PSYQ_URL", raising=False)
     assert main(["demo", "--jobs", "300", "--concurrency", "20"]) == 0
+    assert (tmp_path / "psyq.db").exists()  # the embedded default
     out = capsys.readouterr().out
     assert "jobs added" in out and "300" in out
     completed = next(line for line in out.splitlines() if "completed" in line)

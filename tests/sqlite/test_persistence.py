@@ -277,3 +277,12 @@ async def test_a_corrupted_file_refuses_to_start(tmp_path: Path) -> None:
 async def test_bad_urls(bad: str, named: str) -> None:
     with pytest.raises(psyq.InvalidURLError, match=named):
         await psyq.Queue("q", connection=bad).add("x")
+
+
+async def test_the_durable_option_commits_before_add_returns(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    async with psyq.Queue("q", connection=url(path, flush_ms=60_000, flush_changes=10_000)) as q:
+        job = await q.add("x", durable=True)
+        assert job.id in stored_ids(path)
+        lazy = await q.add("y")
+        assert lazy.id not in stored_ids(path)  # buffered: still in the write buffer
