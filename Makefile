@@ -25,7 +25,7 @@ lint: $(VENV)/.installed
 check: lint test
 
 bench: $(VENV)/.installed
-	$(PY) bench/run.py --peers bunqueue
+	$(PY) bench/run.py --peers bunqueue --backend memory --backend sqlite --backend sqlite-durable
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info

@@ -1,6 +1,7 @@
 """psyq benchmarks, side by side with a peer measured in the same run on the same machine.
 
-    python bench/run.py [--backend memory://] [--jobs 20000] [--peers bunqueue|none] [--quick]
+    python bench/run.py [--backend memory|sqlite|sqlite-durable|URL ...] [--jobs 20000]
+                        [--peers bunqueue|none] [--quick]
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
@@ -19,6 +20,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -175,7 +177,7 @@ async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_peer(name: str, cfg: dict[str, Any]) -> dict[str, Any] | str:
+def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
     """The peer's figures, or the reason it could not run."""
     folder = PEERS[name]
     bun = folder / "node_modules" / ".bin" / "bun"
@@ -188,12 +190,30 @@ def run_peer(name: str, cfg: dict[str, Any]) -> dict[str, Any] | str:
     if not bun.exists():
         return f"could not install {name} with npm in {folder}"
     proc = subprocess.run(
-        [str(bun), "bench.ts", json.dumps(cfg)], cwd=folder, capture_output=True, text=True
+        [str(bun), "bench.ts", json.dumps(cfg)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
     )
     if proc.returncode != 0:
         return f"{name} failed: {proc.stderr.strip()[-300:]}"
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
+    """(psyq URL, peer mode label, peer environment) for a --backend value. Short names:
+    memory, sqlite, sqlite-durable (files in a fresh temporary folder); or a URL."""
+    if name in ("memory", "memory://"):
+        return "memory://", "embedded, in memory", {}
+    if name in ("sqlite", "sqlite-durable"):
+        mode = "durable" if name.endswith("durable") else "buffered"
+        data = {"DATA_PATH": str(folder / f"bunqueue-{mode}.db")}
+        return f"sqlite:///{folder}/psyq-{mode}.db?durability={mode}", "embedded, SQLite", data
+    if name.startswith("sqlite:"):
+        return name, "embedded, SQLite", {"DATA_PATH": str(folder / "bunqueue.db")}
+    return name, "embedded, in memory", {}
 
 
 ROWS = [
@@ -236,7 +256,11 @@ def table(psyq_figures: dict[str, Any], peer: str, peer_figures: dict[str, Any] 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="memory://", help="psyq backend URL (memory://)")
+    parser.add_argument(
+        "--backend",
+        action="append",
+        help="memory, sqlite, sqlite-durable or a URL; repeat for several (default: memory)",
+    )
     parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
     parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "none"])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
@@ -252,22 +276,30 @@ def main() -> int:
     if args.quick:
         cfg.update(jobs=2000, single=500, seconds=0.5, memoryJobs=5000, trees=100)
     print(
-        f"psyq {psyq.__version__} on {args.backend}; Python {platform.python_version()}; "
-        f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d')}; config {cfg}",
+        f"psyq {psyq.__version__}; Python {platform.python_version()}; {os.cpu_count()} CPUs; "
+        f"{time.strftime('%Y-%m-%d')}; config {cfg}",
         flush=True,
     )
-    mine = asyncio.run(run_psyq(args.backend, cfg))
+    with tempfile.TemporaryDirectory(prefix="psyq-bench-") as folder:
+        for name in args.backend or ["memory"]:
+            bench_backend(name, Path(folder), cfg, args.peers)
+    return 0
+
+
+def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peer: str) -> None:
+    url, mode, env = resolve_backend(name, folder)
+    print(f"\n## {url}", flush=True)
+    mine = asyncio.run(run_psyq(url, cfg))
     peer_figures: dict[str, Any] | str = "not run (--peers none)"
-    if args.peers != "none":
-        peer_figures = run_peer(args.peers, cfg)
+    if peer != "none":
+        peer_figures = run_peer(peer, cfg, env)
         if isinstance(peer_figures, str):
             print(f"peer unavailable: {peer_figures}", file=sys.stderr)
         else:
-            print(f"peer: {args.peers} {peer_figures.get('version', '?')} (embedded, in memory)")
-    record = {"backend": args.backend, "config": cfg, "psyq": mine, args.peers: peer_figures}
+            print(f"peer: {peer} {peer_figures.get('version', '?')} ({mode})")
+    record = {"backend": url, "config": cfg, "psyq": mine, peer: peer_figures}
     print(json.dumps(record))
-    print(table(mine, args.peers, peer_figures))
-    return 0
+    print(table(mine, peer, peer_figures), flush=True)
 
 
 if __name__ == "__main__":

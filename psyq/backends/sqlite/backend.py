@@ -97,7 +97,7 @@ class SqliteBackend(MemoryBackend):
 
         result = super()._run(queue, tracked, notify)
         if seen and self._db is not None:
-            _TICKET.set(self._db.note_change(self.durable))
+            _TICKET.set(self._db.note_change())
         return result
 
     async def _commit(self, ticket: int) -> None:
@@ -113,6 +113,8 @@ class SqliteBackend(MemoryBackend):
         ticket = _TICKET.get()
         if force or db.backlog > BACKLOG_WINDOWS * db.flush_changes:
             await self._commit(ticket)
+        elif db.backlog >= db.flush_changes:
+            db.flush()  # a full window: write it now, in this thread
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         _TICKET.set(0)

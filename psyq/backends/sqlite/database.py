@@ -4,9 +4,12 @@
   owner); another process gets a clear error instead of a second writer.
 - Recovery: on open the engine is rebuilt from the file in one pass; jobs that were active
   come back with expired locks, so the stalled check returns them to waiting.
-- Write buffer: a writer thread flushes every change since the last flush in one
-  transaction, when `flush_changes` changes are pending or `flush_ms` after the first one.
-  A failed flush keeps its rows and is retried. `close()` flushes.
+- Write buffer: `flush()` writes every change since the last flush in one transaction. It
+  runs in the thread that needs it — a caller once `flush_changes` changes are pending, an
+  event-loop callback for durable callers (so every durable call of one loop turn shares
+  one commit), or the timer thread `flush_ms` after the first pending change. Flushing in
+  the caller's thread, not a writer thread, keeps the two from trading the GIL per call.
+- A failed flush keeps its rows and is retried by the timer thread. `close()` flushes.
 - Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
 """
 
@@ -72,18 +75,20 @@ class Database:
         self._versions: dict[str, int] = {}  # store key -> version last flushed
         self._metas: dict[str, str] = {}  # store key -> meta JSON last written
         self._event_seq: dict[str, int] = {}  # store key -> last event seq written
-        self._cond = threading.Condition()
+        self._cond = threading.Condition()  # guards the counters and lists below
+        self._flush_lock = threading.Lock()  # one flush at a time
         self._pending = 0
         self._first_pending = 0.0
         self._flushed = 0  # every ticket below this is committed
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._scheduled: set[asyncio.AbstractEventLoop] = set()
         self._retry: Batch | None = None
         self._drops: list[str] = []
         self._closing = False
         self._load()
-        self._thread = threading.Thread(target=self._writer, name=f"psyq-sqlite {path}")
-        self._thread.daemon = True
-        self._thread.start()
+        self._timer = threading.Thread(target=self._timer_loop, name=f"psyq-sqlite {path}")
+        self._timer.daemon = True
+        self._timer.start()
 
     # ------------------------------------------------------------------ recovery
     def _load(self) -> None:
@@ -107,84 +112,84 @@ class Database:
             self._event_seq[key] = store.events.last_seq
 
     def _load_events(self, store: QueueStore) -> None:
-        newest = self._conn.execute(
-            "SELECT seq, ms, name, job_id, extra FROM events WHERE queue = ? "
-            "ORDER BY seq DESC LIMIT ?",
-            (store.key, store.events.max_len),
-        ).fetchall()
         (last,) = self._conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE queue = ?", (store.key,)
+            "SELECT COALESCE(MAX(last_seq), 0) FROM events WHERE queue = ?", (store.key,)
         ).fetchone()
-        rows.restore_events(store, reversed(newest), last + 1)
+        chunks = self._conn.execute(
+            "SELECT first_seq, body FROM events WHERE queue = ? AND last_seq > ? "
+            "ORDER BY first_seq",
+            (store.key, last - store.events.max_len),
+        ).fetchall()
+        rows.restore_events(store, chunks, last + 1)
 
     # ------------------------------------------------------------------ changes
-    def note_change(self, urgent: bool = False) -> int:
-        """A call changed something; returns its ticket. `urgent`: flush now."""
+    def note_change(self) -> int:
+        """A call changed something; returns its ticket."""
         ticket = next(self.tickets)
         with self._cond:
             self._pending += 1
-            if self._pending == 1:  # the writer starts its flush_ms timer
+            if self._pending == 1:  # the timer thread starts its flush_ms countdown
                 self._first_pending = time.monotonic()
-                self._cond.notify()
-            elif urgent or self._pending >= self.flush_changes:
                 self._cond.notify()
         return ticket
 
     @property
     def backlog(self) -> int:
-        """Changes made but not yet committed (roughly: what a crash would lose now)."""
+        """Changes made but not yet committed (what a crash would lose now)."""
         return self._pending
 
     async def flushed(self, ticket: int) -> None:
         """Return once a commit holds every change up to `ticket`."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
         with self._cond:
             if ticket < self._flushed:
                 return
             self._waiters.append((ticket, future))
-            self._cond.notify()
+            schedule = loop not in self._scheduled
+            self._scheduled.add(loop)
+        if schedule:
+            loop.call_soon(self._flush_for, loop)
         await future
 
-    # ------------------------------------------------------------------ the writer
-    def _writer(self) -> None:
+    def _flush_for(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._cond:
+            self._scheduled.discard(loop)
+        self.flush()
+
+    # ------------------------------------------------------------------ flushing
+    def flush(self) -> bool:
+        """Write every change so far in one transaction; False when the write failed (its
+        rows are kept for the next try)."""
+        with self._flush_lock:
+            with self._cond:
+                taken = self._pending
+            batch = self._collect()
+            pending = [self._retry, batch] if self._retry is not None else [batch]
+            try:
+                self._write([b for b in pending if b])
+            except sqlite3.Error:
+                log.exception("psyq: flushing %s failed; keeping the changes to retry", self.path)
+                self._retry = _merge(pending)
+                return False
+            self._retry = None
+            self._release(taken, batch.ticket)
+            return True
+
+    def _timer_loop(self) -> None:
+        """Flush `flush_ms` after the first pending change; retry failed flushes."""
         while True:
             with self._cond:
-                self._wait_for_work()
-                closing = self._closing
-                taken = self._pending
-            self._flush_once(taken)
-            if closing:
-                return
-
-    def _wait_for_work(self) -> None:
-        while not self._closing:
-            if self._waiters or self._retry is not None or self._pending >= self.flush_changes:
-                return
-            if self._pending:
-                left = self._first_pending + self.flush_ms / 1000 - time.monotonic()
-                if left <= 0:
+                while not self._closing and not self._pending and self._retry is None:
+                    self._cond.wait()
+                if self._closing:
                     return
-                self._cond.wait(left)
-            else:
-                self._cond.wait()
-
-    def _flush_once(self, taken: int) -> None:
-        """Write what changed; `taken` changes were pending when the flush began."""
-        batch = self._collect()
-        pending = [self._retry, batch] if self._retry is not None else [batch]
-        try:
-            self._write([b for b in pending if b])
-        except sqlite3.Error:
-            log.exception("psyq: flushing %s failed; keeping the changes and retrying", self.path)
-            self._retry = _merge(pending)
-            time.sleep(RETRY_PAUSE_S)
-            return
-        self._retry = None
-        with self._cond:
-            self._pending = max(0, self._pending - taken)
-            if self._pending:
-                self._first_pending = time.monotonic()
-        self._release_waiters(batch.ticket)
+                left = self._first_pending + self.flush_ms / 1000 - time.monotonic()
+                if left > 0:  # close() or a flush elsewhere may end the wait early
+                    self._cond.wait(left)
+                    continue
+            if not self.flush():
+                time.sleep(RETRY_PAUSE_S)
 
     def _collect(self) -> Batch:
         """Snapshot every change since the last flush, holding every engine lock."""
@@ -223,7 +228,7 @@ class Database:
             batch.metas.append((key, meta))
         written = self._event_seq.get(key, 0)
         if store.events.last_seq > written:
-            batch.events.extend(rows.event_rows(store, written))
+            batch.events.append(rows.event_chunk(store, written))
             self._event_seq[key] = store.events.last_seq
             batch.trims.append((key, store.events.next_seq - store.events.max_len))
 
@@ -235,30 +240,34 @@ class Database:
                 for table in ("jobs", "queues", "events"):
                     column = "key" if table == "queues" else "queue"
                     conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", batch.drops)
-                marks = ", ".join("?" * 25)
-                conn.executemany(
-                    f"INSERT OR REPLACE INTO jobs ({rows.JOB_COLUMNS}) VALUES ({marks})",
-                    batch.upserts,
-                )
+                conn.executemany(rows.UPSERT_JOB, batch.upserts)
                 conn.executemany("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes)
                 conn.executemany("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas)
-                conn.executemany(
-                    "INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?, ?, ?)", batch.events
-                )
-                conn.executemany("DELETE FROM events WHERE queue = ? AND seq < ?", batch.trims)
+                conn.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events)
+                conn.executemany("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
 
-    def _release_waiters(self, ticket: int) -> None:
+    def _release(self, taken: int, ticket: int) -> None:
+        """After a commit: count the changes done and wake the callers it covers."""
         with self._cond:
+            self._pending = max(0, self._pending - taken)
+            if self._pending:
+                self._first_pending = time.monotonic()
             self._flushed = ticket
             done = [f for t, f in self._waiters if t < ticket]
             self._waiters = [(t, f) for t, f in self._waiters if t >= ticket]
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for future in done:
             loop = future.get_loop()
-            if not loop.is_closed():
+            if loop is running:
+                _resolve(future)
+            elif not loop.is_closed():
                 loop.call_soon_threadsafe(_resolve, future)
 
     # ------------------------------------------------------------------ lifecycle
@@ -266,13 +275,15 @@ class Database:
         """A queue was obliterated: its rows go at the next flush. Returns a ticket."""
         with self._cond:
             self._drops.append(key)
-        return self.note_change(urgent=True)
+        return self.note_change()
 
     def close(self) -> None:
         with self._cond:
             self._closing = True
             self._cond.notify()
-        self._thread.join()
+        self._timer.join()
+        if not self.flush():
+            log.error("psyq: closing %s with changes that could not be written", self.path)
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
         _disown(self._lock_file)

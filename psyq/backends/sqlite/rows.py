@@ -14,7 +14,8 @@ from psyq.backends.native.store import QueueStore
 __all__ = [
     "JOB_COLUMNS",
     "ORDER_BY",
-    "event_rows",
+    "UPSERT_JOB",
+    "event_chunk",
     "job_row",
     "queue_meta",
     "restart_counters",
@@ -23,7 +24,7 @@ __all__ = [
     "restore_meta",
 ]
 
-_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # for rare shapes
 
 JOB_COLUMNS = (
     "queue, id, name, data, opts, timestamp, delay, priority, progress, attempts_made, "
@@ -34,19 +35,23 @@ JOB_COLUMNS = (
 Row = tuple[Any, ...]
 
 
+UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 25)})"
+
+
 def job_row(store: QueueStore, record: JobRecord) -> Row:
     job_id = record.id
     delayed = store.delayed_key.get(job_id)
+    opts, progress, stack = record.opts, record.progress, record.stacktrace
     return (
         store.key,
         job_id,
         record.name,
         record.data,
-        _dumps(record.opts),
+        _dumps(opts) if opts else "{}",
         record.timestamp,
         record.delay,
         record.priority,
-        _dumps(record.progress),
+        "0" if progress == 0 and type(progress) is int else _dumps(progress),
         record.attempts_made,
         record.attempts_started,
         record.stalled_counter,
@@ -54,14 +59,14 @@ def job_row(store: QueueStore, record: JobRecord) -> Row:
         record.finished_on,
         record.returnvalue,
         record.failed_reason,
-        _dumps(list(record.stacktrace)),
+        _dumps(list(stack)) if stack else "[]",
         record.parent_key,
         record.processed_by,
         record.lock_token,
         record.state,
         delayed[1] if delayed else store.rank.get(job_id),
         delayed[0] if delayed else None,
-        _deps(store, job_id),
+        _deps(store, job_id) if store.pending else None,
         _dumps(store.logs[job_id]) if job_id in store.logs else None,
     )
 
@@ -171,17 +176,17 @@ def _restore_deps(store: QueueStore, job_id: str, links: dict[str, Any]) -> None
             target[job_id] = links[name]
 
 
-def restore_events(store: QueueStore, rows: Iterable[Sequence[Any]], next_seq: int) -> None:
-    """Refill the event log from its newest rows (oldest first)."""
+def restore_events(store: QueueStore, chunks: Iterable[Sequence[Any]], next_seq: int) -> None:
+    """Refill the event log from its newest chunks (oldest first), keeping `max_len`."""
     log = store.events
-    rows = list(rows)
-    log._first_seq = rows[0][0] if rows else next_seq
-    for _seq, ms, name, job_id, extra in rows:
-        decoded = None if extra is None else json.loads(extra)
+    entries = [entry for _first, body in chunks for entry in json.loads(body)]
+    entries = entries[-log.max_len :] if log.max_len else []
+    log._first_seq = next_seq - len(entries)
+    for ms, name, job_id, extra in entries:
         log._ms.append(ms)
         log._names.append(name)
         log._ids.append(job_id)
-        log._extra.append(decoded)
+        log._extra.append(extra)
 
 
 def restart_counters(store: QueueStore) -> None:
@@ -195,18 +200,11 @@ def restart_counters(store: QueueStore) -> None:
 ORDER_BY = "ORDER BY queue, rank, finished_on, id"
 
 
-def event_rows(store: QueueStore, after_seq: int) -> list[Row]:
-    """Rows of the events after `after_seq` still in the log."""
+def event_chunk(store: QueueStore, after_seq: int) -> Row:
+    """One row holding every event after `after_seq` still in the log, as a JSON list."""
     log = store.events
     start = max(log._hidden(), after_seq + 1 - log._first_seq)
-    return [
-        (
-            store.key,
-            log._first_seq + i,
-            log._ms[i],
-            log._names[i],
-            log._ids[i],
-            None if log._extra[i] is None else _dumps(log._extra[i]),
-        )
-        for i in range(start, len(log._ms))
-    ]
+    stop = len(log._ms)
+    body = list(zip(log._ms[start:stop], log._names[start:stop], log._ids[start:stop],
+                    log._extra[start:stop], strict=True))  # fmt: skip
+    return (store.key, log._first_seq + start, log._first_seq + stop - 1, _dumps(body))

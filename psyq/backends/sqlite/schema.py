@@ -15,7 +15,8 @@ __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "migrate"]
 
 # One row per queue: its settings (paused, id counter, limits, schedulers, dedup keys, ...).
 # One row per job, with its place in its line (`rank`, `due`), its children (`deps`) and logs.
-# The event feed, bounded per queue like the in-memory log.
+# The event feed in chunks (one per flush: a JSON list of [ms, name, jobId, extra]),
+# bounded per queue like the in-memory log.
 SCHEMA = """
 CREATE TABLE queues (
     key TEXT PRIMARY KEY,
@@ -51,12 +52,10 @@ CREATE TABLE jobs (
 ) WITHOUT ROWID;
 CREATE TABLE events (
     queue TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    ms INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    job_id TEXT,
-    extra TEXT,
-    PRIMARY KEY (queue, seq)
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (queue, first_seq)
 ) WITHOUT ROWID;
 """
 
