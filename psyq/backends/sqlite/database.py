@@ -123,19 +123,20 @@ class Database:
         rows.restore_events(store, chunks, last + 1)
 
     # ------------------------------------------------------------------ changes
-    def note_change(self) -> int:
-        """A call changed something; returns its ticket."""
+    def note_change(self, jobs: int = 1) -> int:
+        """A call changed `jobs` jobs (or queue settings: 1); returns its ticket."""
         ticket = next(self.tickets)
         with self._cond:
-            self._pending += 1
-            if self._pending == 1:  # the timer thread starts its flush_ms countdown
+            first = not self._pending
+            self._pending += jobs
+            if first:  # the timer thread starts its flush_ms countdown
                 self._first_pending = time.monotonic()
                 self._cond.notify()
         return ticket
 
     @property
     def backlog(self) -> int:
-        """Changes made but not yet committed (what a crash would lose now)."""
+        """Job changes made but not yet committed (what a crash would lose now)."""
         return self._pending
 
     async def flushed(self, ticket: int) -> None:
