@@ -8,10 +8,13 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import msgpack
+
 from psyq.backends.base import JobRecord, Limiter, NewJob
 from psyq.backends.native.store import QueueStore
 
 __all__ = [
+    "BODY",
     "JOB_COLUMNS",
     "ORDER_BY",
     "UPSERT_JOB",
@@ -26,46 +29,54 @@ __all__ = [
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # for rare shapes
 
-JOB_COLUMNS = (
-    "queue, id, name, data, opts, timestamp, delay, priority, progress, attempts_made, "
-    "attempts_started, stalled_counter, processed_on, finished_on, returnvalue, failed_reason, "
-    "stacktrace, parent_key, processed_by, lock_token, state, rank, due, deps, logs"
-)
+# Columns the engine orders or filters by, then the rest of the record as one MessagePack
+# array (`BODY`): a narrow row binds 9 values instead of 25, which halves the write cost.
+JOB_COLUMNS = "queue, id, state, rank, due, finished_on, body, deps, logs"
+BODY = (
+    "name, data, opts, timestamp, delay, priority, progress, attempts_made, attempts_started, "
+    "stalled_counter, processed_on, returnvalue, failed_reason, stacktrace, parent_key, "
+    "processed_by, lock_token"
+)  # JSON-valued fields (opts, progress, stacktrace) are stored as JSON text inside it
 
 Row = tuple[Any, ...]
 
-
-UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES ({', '.join('?' * 25)})"
+UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_pack = msgpack.Packer(use_bin_type=True).pack
 
 
 def job_row(store: QueueStore, record: JobRecord) -> Row:
     job_id = record.id
     delayed = store.delayed_key.get(job_id)
     opts, progress, stack = record.opts, record.progress, record.stacktrace
+    body = _pack(
+        (
+            record.name,
+            record.data,
+            _dumps(opts) if opts else "{}",
+            record.timestamp,
+            record.delay,
+            record.priority,
+            "0" if progress == 0 and type(progress) is int else _dumps(progress),
+            record.attempts_made,
+            record.attempts_started,
+            record.stalled_counter,
+            record.processed_on,
+            record.returnvalue,
+            record.failed_reason,
+            _dumps(list(stack)) if stack else "[]",
+            record.parent_key,
+            record.processed_by,
+            record.lock_token,
+        )
+    )
     return (
         store.key,
         job_id,
-        record.name,
-        record.data,
-        _dumps(opts) if opts else "{}",
-        record.timestamp,
-        record.delay,
-        record.priority,
-        "0" if progress == 0 and type(progress) is int else _dumps(progress),
-        record.attempts_made,
-        record.attempts_started,
-        record.stalled_counter,
-        record.processed_on,
-        record.finished_on,
-        record.returnvalue,
-        record.failed_reason,
-        _dumps(list(stack)) if stack else "[]",
-        record.parent_key,
-        record.processed_by,
-        record.lock_token,
         record.state,
         delayed[1] if delayed else store.rank.get(job_id),
         delayed[0] if delayed else None,
+        record.finished_on,
+        body,
         _deps(store, job_id) if store.pending else None,
         _dumps(store.logs[job_id]) if job_id in store.logs else None,
     )
@@ -122,13 +133,13 @@ def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
 
 
 def restore_job(store: QueueStore, row: Sequence[Any]) -> None:
-    """Put one job row back in its store (call in order: see `restore_order`)."""
+    """Put one job row back in its store (rows come in `ORDER_BY` order)."""
+    _queue, job_id, state, rank, due, finished_on, body, deps, logs = row
     (
-        _queue, job_id, name, data, opts, timestamp, delay, priority, progress, attempts_made,
-        attempts_started, stalled_counter, processed_on, finished_on, returnvalue,
-        failed_reason, stacktrace, parent_key, processed_by, lock_token, state, rank, due,
-        deps, logs,
-    ) = row  # fmt: skip
+        name, data, opts, timestamp, delay, priority, progress, attempts_made,
+        attempts_started, stalled_counter, processed_on, returnvalue, failed_reason,
+        stacktrace, parent_key, processed_by, lock_token,
+    ) = msgpack.unpackb(body)  # fmt: skip
     record = JobRecord(
         job_id, store.name, name, data, json.loads(opts), timestamp, delay, priority,
         json.loads(progress), attempts_made, attempts_started, stalled_counter, processed_on,
