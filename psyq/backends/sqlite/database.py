@@ -238,14 +238,9 @@ class Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for batch in batches:
-                for table in ("jobs", "queues", "events"):
-                    column = "key" if table == "queues" else "queue"
-                    conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", batch.drops)
-                conn.executemany(rows.UPSERT_JOB, batch.upserts)
-                conn.executemany("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes)
-                conn.executemany("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas)
-                conn.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events)
-                conn.executemany("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims)
+                for statement, params in _statements(batch):
+                    if params:  # an empty executemany still costs a statement step
+                        conn.executemany(statement, params)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -288,6 +283,20 @@ class Database:
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
         _disown(self._lock_file)
+
+
+def _statements(batch: Batch) -> list[tuple[str, Sequence[Any]]]:
+    """What a batch writes, in order: dropped queues first, then rows."""
+    return [
+        ("DELETE FROM jobs WHERE queue = ?", batch.drops),
+        ("DELETE FROM queues WHERE key = ?", batch.drops),
+        ("DELETE FROM events WHERE queue = ?", batch.drops),
+        (rows.UPSERT_JOB, batch.upserts),
+        ("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes),
+        ("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas),
+        ("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events),
+        ("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims),
+    ]
 
 
 def _merge(batches: Sequence[Batch | None]) -> Batch:
