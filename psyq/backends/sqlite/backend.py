@@ -183,6 +183,8 @@ _MUTATIONS = (
     "set_global_concurrency",
     "remove_deduplication_key",
     "set_max_len_events",
+    "import_jobs",
+    "set_queue_meta",
 )
 for _name in _MUTATIONS:
     setattr(SqliteBackend, _name, _durable(getattr(MemoryBackend, _name)))

@@ -10,7 +10,8 @@ from typing import Any
 
 import msgpack
 
-from psyq.backends.base import JobRecord, Limiter, NewJob
+from psyq.backends.base import JobRecord
+from psyq.backends.native import transfer
 from psyq.backends.native.store import QueueStore
 
 __all__ = [
@@ -83,53 +84,17 @@ def job_row(store: QueueStore, record: JobRecord) -> Row:
 
 
 def _deps(store: QueueStore, job_id: str) -> str | None:
-    links = {
-        "pending": sorted(store.pending.get(job_id, ())),
-        "processed": store.processed.get(job_id),
-        "failed": store.failed_children.get(job_id),
-        "ignored": store.ignored.get(job_id),
-    }
-    if not any(links.values()) and job_id not in store.pending:
-        return None
-    return _dumps(links)
+    links = transfer.links(store, job_id)
+    return None if links is None else _dumps(links)
 
 
 def queue_meta(store: QueueStore) -> str:
     """Everything about a queue that is not a job, as JSON."""
-    limiter = store.global_limiter
-    return _dumps(
-        {
-            "paused": store.paused,
-            "last_id": store.last_id,
-            "limited_until": store.limited_until,
-            "global_limiter": None if limiter is None else [limiter.max, limiter.duration],
-            "global_concurrency": store.global_concurrency,
-            "dedup": store.dedup,
-            "schedulers": {key: _scheduler(entry) for key, entry in store.schedulers.items()},
-            "max_len_events": store.events.max_len,
-        }
-    )
-
-
-def _scheduler(entry: dict[str, Any]) -> dict[str, Any]:
-    template: NewJob = entry["template"]
-    shown = dict(entry)
-    shown["template"] = [template.name, template.data, template.opts, template.timestamp]
-    return shown
+    return _dumps(transfer.queue_meta(store))
 
 
 def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
-    store.paused = meta["paused"]
-    store.last_id = meta["last_id"]
-    store.limited_until = meta["limited_until"]
-    limiter = meta["global_limiter"]
-    store.global_limiter = None if limiter is None else Limiter(*limiter)
-    store.global_concurrency = meta["global_concurrency"]
-    store.dedup = {key: (value[0], value[1]) for key, value in meta["dedup"].items()}
-    for key, entry in meta["schedulers"].items():
-        name, data, opts, timestamp = entry["template"]
-        store.schedulers[key] = {**entry, "template": NewJob(name, data, opts, timestamp)}
-    store.events.max_len = meta["max_len_events"]
+    transfer.apply_meta(store, meta)
 
 
 def restore_job(store: QueueStore, row: Sequence[Any]) -> None:
@@ -147,44 +112,11 @@ def restore_job(store: QueueStore, row: Sequence[Any]) -> None:
         processed_by, lock_token, state,
     )  # fmt: skip
     store.jobs[job_id] = record
-    _place(store, record, rank, due)
+    transfer.place(store, record, rank or 0, due)
     if deps is not None:
-        _restore_deps(store, job_id, json.loads(deps))
+        transfer.restore_links(store, job_id, json.loads(deps))
     if logs is not None:
         store.logs[job_id] = json.loads(logs)
-
-
-def _place(store: QueueStore, record: JobRecord, rank: int | None, due: int | None) -> None:
-    job_id, state = record.id, record.state
-    if state == "waiting":
-        store.wait.append(job_id)  # rows come sorted by rank
-        store.rank[job_id] = rank or 0
-    elif state == "prioritized":
-        store.prio.push(record.priority, rank or 0, job_id)
-        store.rank[job_id] = rank or 0
-    elif state == "delayed":
-        key = (due or 0, rank or 0, job_id)
-        store.delayed.add(key)
-        store.delayed_key[job_id] = key
-    elif state == "active":
-        store.active[job_id] = (record.lock_token or "", 0)  # expired: the stalled check
-    elif state == "completed":
-        store.completed[job_id] = None
-    elif state == "failed":
-        store.failed[job_id] = None
-    elif state == "waiting-children":
-        store.waiting_children[job_id] = None
-
-
-def _restore_deps(store: QueueStore, job_id: str, links: dict[str, Any]) -> None:
-    store.pending[job_id] = set(links["pending"])
-    for name, target in (
-        ("processed", store.processed),
-        ("failed", store.failed_children),
-        ("ignored", store.ignored),
-    ):
-        if links[name]:
-            target[job_id] = links[name]
 
 
 def restore_events(store: QueueStore, chunks: Iterable[Sequence[Any]], next_seq: int) -> None:
