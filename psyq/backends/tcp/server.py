@@ -19,6 +19,7 @@ import asyncio
 import hmac
 import logging
 import ssl
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,7 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.greeted = False
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        self._backlog: deque[bytes] = deque()  # frames read, not started (in-flight limit)
         self._out: list[bytes] = []
         self._flush_scheduled = False
         self._reading_paused = False
@@ -128,10 +130,8 @@ class ServerConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self.fail(exc)
             return
-        for body in bodies:
-            if self.transport is None:
-                return
-            self.handle(body)
+        self._backlog.extend(bodies)
+        self._run_backlog()
         self._watch_partial_frame(progress=bool(bodies))
 
     def pause_writing(self) -> None:
@@ -199,7 +199,6 @@ class ServerConnection(asyncio.Protocol):
             return
         task = self._loop.create_task(self.run(request_id, sig, args))
         self.tasks[request_id] = task
-        self._update_reading()
 
     async def run(self, request_id: int, sig: Signature, args: list[Any]) -> None:
         try:
@@ -215,7 +214,7 @@ class ServerConnection(asyncio.Protocol):
             self.answer(request_id, result)
         finally:
             self.tasks.pop(request_id, None)
-            self._update_reading()
+            self._run_backlog()
 
     # ------------------------------------------------------------------ answers
     def answer(self, request_id: int, result: Any) -> None:
@@ -254,11 +253,21 @@ class ServerConnection(asyncio.Protocol):
             self.transport.abort()
 
     # ------------------------------------------------------------------ limits
+    def _run_backlog(self) -> None:
+        """Start the frames read so far, up to max_in_flight running requests."""
+        backlog, limit = self._backlog, self.limits.max_in_flight
+        while backlog and len(self.tasks) < limit and self._open():
+            self.handle(backlog.popleft())
+        self._update_reading()
+
+    def _open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
     def _update_reading(self) -> None:
         transport = self.transport
         if transport is None:
             return
-        busy = self._writing_paused or len(self.tasks) >= self.limits.max_in_flight
+        busy = self._writing_paused or bool(self._backlog)
         if busy and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
