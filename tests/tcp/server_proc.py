@@ -47,9 +47,10 @@ class ServerProcess:
         self.stop(signal.SIGKILL)
 
 
-def start_server(log: Path, *args: str, timeout: float = 15) -> ServerProcess:
-    """Start `psyq server --port 0 ARGS` and wait (with a deadline) for its address line."""
-    command = [sys.executable, "-m", "psyq", "server", "--port", "0", *args]
+def start_server(log: Path, *args: str, port: int = 0, timeout: float = 15) -> ServerProcess:
+    """Start `psyq server --port PORT ARGS` (0: a free port) and wait, with a deadline, for
+    its address line."""
+    command = [sys.executable, "-m", "psyq", "server", "--port", str(port), *args]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with log.open("a") as err:
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
