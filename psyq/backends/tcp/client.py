@@ -46,6 +46,7 @@ from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     FrameBuffer,
+    Outbox,
     ProtocolError,
     decode,
     frame,
@@ -113,8 +114,6 @@ class ClientConnection(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[Any]] = {}
         self.transport: asyncio.Transport | None = None
         self._ids = itertools.count(1)
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
         self._loop = asyncio.get_running_loop()
         self._reason = "the connection was closed"
 
@@ -125,6 +124,7 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.outbox = Outbox(self._write)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -173,17 +173,12 @@ class ClientConnection(asyncio.Protocol):
             self._send(frame({"id": 0, "op": "cancel", "args": [request_id]}))
 
     def _send(self, data: bytes) -> None:
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self.outbox.add(data)
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, []
+    def _write(self, data: bytes) -> None:
         if self.alive:
             assert self.transport is not None
-            self.transport.write(b"".join(out))
+            self.transport.write(data)
 
     def close(self) -> None:
         if self.transport is not None:

@@ -19,8 +19,10 @@ decode. Never pickle.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import struct
+import threading
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -50,6 +52,7 @@ __all__ = [
     "MAX_FRAME_BYTES",
     "PROTOCOL_VERSION",
     "FrameBuffer",
+    "Outbox",
     "ProtocolError",
     "decode",
     "encode",
@@ -60,6 +63,7 @@ PROTOCOL_VERSION = 1
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")
+OUTBOX_BATCH = 16
 
 # The adapter methods a client may call: an explicit allow-list (open/close stay local).
 COMMANDS: frozenset[str] = frozenset(
@@ -139,31 +143,29 @@ class ProtocolError(PsyqError, ValueError):
 
 
 # ---------------------------------------------------------------------- field checks
-Check = Callable[[Any], bool]
+# A field check is a tuple of the exact types allowed (the fast, common case) or a function.
+Check = tuple[type, ...] | Callable[[Any], bool]
+NONE = type(None)
+STR: Check = (str,)
+INT: Check = (int,)
+DICT: Check = (dict,)
+OPT_STR: Check = (str, NONE)
+OPT_INT: Check = (int, NONE)
+ANY: Check = ()  # no check
 
 
-def _is_str(v: Any) -> bool:
-    return type(v) is str
-
-
-def _is_int(v: Any) -> bool:
-    return type(v) is int
-
-
-def _is_any(v: Any) -> bool:
-    return True
-
-
-def _is_dict(v: Any) -> bool:
-    return type(v) is dict
+def _fits(check: Check, value: Any) -> bool:
+    if type(check) is tuple:
+        return not check or type(value) in check
+    return check(value)  # type: ignore[operator]
 
 
 def _optional(check: Check) -> Check:
-    return lambda v: v is None or check(v)
+    return lambda v: v is None or _fits(check, v)
 
 
 def _list_of(check: Check) -> Check:
-    return lambda v: type(v) is list and all(check(item) for item in v)
+    return lambda v: type(v) is list and all(_fits(check, item) for item in v)
 
 
 def _instance(*types: type) -> Check:
@@ -195,42 +197,39 @@ def _spec(code: int, cls: type, *fields: tuple[str, Check]) -> ExtSpec:
     return ExtSpec(code, cls, fields, required, attrgetter(*(name for name, _ in fields)))
 
 
-_opt_str, _opt_int = _optional(_is_str), _optional(_is_int)
-_str_list = _list_of(_is_str)
+_str_list = _list_of(STR)
 
 SPECS: tuple[ExtSpec, ...] = (
     _spec(
         1,
         JobRecord,
-        ("id", _is_str),
-        ("queue", _is_str),
-        ("name", _is_str),
-        ("data", _is_str),
-        ("opts", _is_dict),
-        ("timestamp", _is_int),
-        ("delay", _is_int),
-        ("priority", _is_int),
-        ("progress", _is_any),
-        ("attempts_made", _is_int),
-        ("attempts_started", _is_int),
-        ("stalled_counter", _is_int),
-        ("processed_on", _opt_int),
-        ("finished_on", _opt_int),
-        ("returnvalue", _opt_str),
-        ("failed_reason", _opt_str),
+        ("id", STR),
+        ("queue", STR),
+        ("name", STR),
+        ("data", STR),
+        ("opts", DICT),
+        ("timestamp", INT),
+        ("delay", INT),
+        ("priority", INT),
+        ("progress", ANY),
+        ("attempts_made", INT),
+        ("attempts_started", INT),
+        ("stalled_counter", INT),
+        ("processed_on", OPT_INT),
+        ("finished_on", OPT_INT),
+        ("returnvalue", OPT_STR),
+        ("failed_reason", OPT_STR),
         ("stacktrace", _str_list),
-        ("parent_key", _opt_str),
-        ("processed_by", _opt_str),
-        ("lock_token", _opt_str),
-        ("state", _opt_str),
+        ("parent_key", OPT_STR),
+        ("processed_by", OPT_STR),
+        ("lock_token", OPT_STR),
+        ("state", OPT_STR),
     ),
-    _spec(
-        2, NewJob, ("name", _is_str), ("data", _is_str), ("opts", _is_dict), ("timestamp", _opt_int)
-    ),
+    _spec(2, NewJob, ("name", STR), ("data", STR), ("opts", DICT), ("timestamp", OPT_INT)),
     _spec(
         3,
         FlowNode,
-        ("queue", _is_str),
+        ("queue", STR),
         ("job", _instance(NewJob)),
         ("children", _list_of(_instance(FlowNode))),
     ),
@@ -238,19 +237,19 @@ SPECS: tuple[ExtSpec, ...] = (
         4,
         FetchRequest,
         ("tokens", _str_list),
-        ("lock_duration", _is_int),
-        ("worker_name", _opt_str),
+        ("lock_duration", INT),
+        ("worker_name", OPT_STR),
         ("limiter", _optional(_instance(Limiter))),
     ),
-    _spec(5, Limiter, ("max", _is_int), ("duration", _is_int)),
-    _spec(6, Completed, ("returnvalue", _is_str)),
-    _spec(7, Failed, ("reason", _is_str), ("stacktrace", _str_list)),
-    _spec(8, Retry, ("reason", _is_str), ("stacktrace", _str_list), ("delay", _is_int)),
+    _spec(5, Limiter, ("max", INT), ("duration", INT)),
+    _spec(6, Completed, ("returnvalue", STR)),
+    _spec(7, Failed, ("reason", STR), ("stacktrace", _str_list)),
+    _spec(8, Retry, ("reason", STR), ("stacktrace", _str_list), ("delay", INT)),
     _spec(
         9,
         Settlement,
-        ("job_id", _is_str),
-        ("token", _is_str),
+        ("job_id", STR),
+        ("token", STR),
         ("outcome", _instance(Completed, Failed, Retry)),
     ),
     _spec(10, StalledResult, ("stalled", _str_list), ("failed", _str_list)),
@@ -258,8 +257,8 @@ SPECS: tuple[ExtSpec, ...] = (
         11,
         ExportPage,
         ("jobs", _list_of(_instance(JobRecord))),
-        ("logs", lambda v: type(v) is dict and all(_str_list(rows) for rows in v.values())),
-        ("next_cursor", _opt_str),
+        ("logs", lambda v: type(v) is dict and all(_fits(_str_list, r) for r in v.values())),
+        ("next_cursor", OPT_STR),
     ),
 )
 ERROR_CODE = 20
@@ -276,6 +275,18 @@ ERROR_TYPES["ProtocolError"] = ProtocolError
 
 
 # ---------------------------------------------------------------------- encode
+class _Packers(threading.local):
+    """One reusable Packer per nesting level, per thread (a Packer is not reentrant: an ext
+    payload is packed while its parent is being packed)."""
+
+    def __init__(self) -> None:
+        self.stack: list[msgpack.Packer] = []
+        self.depth = 0
+
+
+_PACKERS = _Packers()
+
+
 def _default(obj: Any) -> Any:
     spec = _BY_TYPE.get(type(obj))
     if spec is not None:
@@ -288,7 +299,15 @@ def _default(obj: Any) -> Any:
 
 
 def _pack(value: Any) -> bytes:
-    return msgpack.packb(value, default=_default, use_bin_type=True)  # type: ignore[no-any-return]
+    packers = _PACKERS
+    depth = packers.depth
+    if depth == len(packers.stack):
+        packers.stack.append(msgpack.Packer(default=_default, use_bin_type=True))
+    packers.depth = depth + 1
+    try:
+        return packers.stack[depth].pack(value)  # type: ignore[no-any-return]
+    finally:
+        packers.depth = depth
 
 
 def _error_fields(exc: PsyqError) -> list[Any]:
@@ -321,7 +340,7 @@ def _ext_hook(code: int, payload: bytes) -> Any:
             f"a {spec.cls.__name__} is a list of {len(spec.fields)} fields, got {fields!r:.80}"
         )
     for value, (name, check) in zip(fields, spec.fields, strict=False):
-        if not check(value):
+        if not (type(value) in check if type(check) is tuple and check else _fits(check, value)):
             raise ProtocolError(f"bad {spec.cls.__name__}.{name}: {value!r:.80}")
     return spec.cls(*fields)
 
@@ -330,9 +349,9 @@ def _decode_error(fields: Any) -> PsyqError:
     if (
         type(fields) is not list
         or len(fields) != 3
-        or not _is_str(fields[0])
-        or not _is_str(fields[1])
-        or not _is_dict(fields[2])
+        or type(fields[0]) is not str
+        or type(fields[1]) is not str
+        or type(fields[2]) is not dict
     ):
         raise ProtocolError(f"an error is [type, message, attributes], got {fields!r:.80}")
     name, message, attrs = fields
@@ -340,7 +359,7 @@ def _decode_error(fields: Any) -> PsyqError:
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)
     for key, value in attrs.items():
-        if _is_str(key) and type(value) in (str, int, bool, type(None)):
+        if type(key) is str and type(value) in (str, int, bool, type(None)):
             setattr(exc, key, value)
     return exc
 
@@ -397,3 +416,35 @@ class FrameBuffer:
     def partial(self) -> bool:
         """True while part of a frame is buffered."""
         return bool(self._buf)
+
+
+class Outbox:
+    """Frames waiting to be written: sent together at the end of the event-loop turn, or as
+    soon as `batch` are waiting, so the peer starts on the first answers while later ones
+    are still being computed (both ends work at once instead of taking turns)."""
+
+    def __init__(self, write: Callable[[bytes], None], batch: int = OUTBOX_BATCH) -> None:
+        self._write = write
+        self._batch = batch
+        self._frames: list[bytes] = []
+        self._scheduled = False
+        self._loop = asyncio.get_running_loop()
+
+    def add(self, data: bytes) -> None:
+        frames = self._frames
+        frames.append(data)
+        if len(frames) >= self._batch:
+            self.flush()
+        elif not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._scheduled = False
+        self.flush()
+
+    def flush(self) -> None:
+        if self._frames:
+            data = b"".join(self._frames)
+            self._frames = []
+            self._write(data)

@@ -29,6 +29,7 @@ from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     FrameBuffer,
+    Outbox,
     ProtocolError,
     decode,
     frame,
@@ -102,8 +103,6 @@ class ServerConnection(asyncio.Protocol):
         self.greeted = False
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self._backlog: deque[bytes] = deque()  # frames read, not started (in-flight limit)
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
         self._reading_paused = False
         self._writing_paused = False
         self._stall_timer: asyncio.TimerHandle | None = None
@@ -114,6 +113,7 @@ class ServerConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
+        self.outbox = Outbox(self._write)
         self.peer = str(transport.get_extra_info("peername"))
         self.server.connections.add(self)
 
@@ -229,22 +229,18 @@ class ServerConnection(asyncio.Protocol):
         self.send(frame({"id": request_id, "err": exc}))
 
     def send(self, data: bytes) -> None:
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        self.outbox.add(data)
 
-    def _flush(self) -> None:
-        self._flush_scheduled = False
-        out, self._out = self._out, []
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(b"".join(out))
+    def _write(self, data: bytes) -> None:
+        if self._open():
+            assert self.transport is not None
+            self.transport.write(data)
 
     def fail(self, exc: PsyqError, request_id: int = 0) -> None:
         """Answer `exc` (to `request_id`, 0 when it is unknown) and close the connection."""
         log.info("closing %s: %s", self.peer, exc)
         self.reply_error(request_id, exc)
-        self._flush()
+        self.outbox.flush()
         if self.transport is not None:
             self.transport.close()
 
