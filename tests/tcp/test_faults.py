@@ -221,3 +221,14 @@ async def test_too_many_in_flight_requests_wait_their_turn(
     ids = [(await client.answer(timeout=10))["id"] for _ in range(40)]
     assert sorted(ids) == list(range(40))
     await client.close()
+
+
+async def test_cancel_stops_a_blocked_request(server: ServerProcess, queue_name: str) -> None:
+    client = await RawClient.connect(server)
+    await client.send(frame({"id": 20, "op": "wait_for_job", "args": [queue_name, 60_000]}))
+    await client.send(frame({"id": 0, "op": "cancel", "args": [20]}))
+    assert (await client.ask({"id": 21, "op": "now_ms", "args": []}))["id"] == 21
+    async with psyq.Queue(queue_name, connection=server.url) as queue:
+        await queue.add("wake", {})  # would have answered the wait, had it not been cancelled
+    assert (await client.ask({"id": 22, "op": "now_ms", "args": []}))["id"] == 22
+    await client.close()

@@ -16,15 +16,17 @@ be read, else the connection is closed. Other connections never notice.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hmac
 import logging
 import ssl
 from collections import deque
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from psyq.backends.base import BackendAdapter
-from psyq.backends.tcp.commands import Signature, check_args, signatures
+from psyq.backends.tcp.commands import check_args, signatures
 from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
@@ -197,24 +199,46 @@ class ServerConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self.reply_error(request_id, exc)
             return
-        task = self._loop.create_task(self.run(request_id, sig, args))
-        self.tasks[request_id] = task
+        self.run_eagerly(request_id, sig.op, getattr(self.server.backend, sig.op)(*args))
 
-    async def run(self, request_id: int, sig: Signature, args: list[Any]) -> None:
+    def run_eagerly(self, request_id: int, op: str, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run the call's first step now, in its own context: most engine calls finish there
+        and are answered without a task. One that suspends (a blocked wait, a durable
+        commit) goes on in a task, resumed when the future it waits on is done."""
+        context = contextvars.copy_context()
         try:
-            result = await getattr(self.server.backend, sig.op)(*args)
-        except asyncio.CancelledError:
-            return
-        except PsyqError as exc:
-            self.reply_error(request_id, exc)
-        except Exception as exc:
-            log.exception("%s from %s failed", sig.op, self.peer)
-            self.reply_error(request_id, PsyqError(f"{sig.op} failed on the server: {exc!r}"))
+            waiting = context.run(coro.send, None)
+        except StopIteration as done:
+            self.answer(request_id, done.value)
+        except BaseException as exc:
+            self.reply_failure(request_id, op, exc)
+        else:
+            resume = self._resume(request_id, op, coro, waiting)
+            self.tasks[request_id] = asyncio.Task(resume, loop=self._loop, context=context)
+
+    async def _resume(
+        self, request_id: int, op: str, coro: Coroutine[Any, Any, Any], waiting: Any
+    ) -> None:
+        try:
+            result = await _drive(coro, waiting)
+        except BaseException as exc:
+            self.reply_failure(request_id, op, exc)
         else:
             self.answer(request_id, result)
         finally:
             self.tasks.pop(request_id, None)
             self._run_backlog()
+
+    def reply_failure(self, request_id: int, op: str, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            return  # cancelled by the client or a lost connection: nobody waits for it
+        if isinstance(exc, PsyqError):
+            self.reply_error(request_id, exc)
+        elif isinstance(exc, Exception):
+            log.error("%s from %s failed", op, self.peer, exc_info=exc)
+            self.reply_error(request_id, PsyqError(f"{op} failed on the server: {exc!r}"))
+        else:
+            raise exc
 
     # ------------------------------------------------------------------ answers
     def answer(self, request_id: int, result: Any) -> None:
@@ -289,6 +313,29 @@ class ServerConnection(asyncio.Protocol):
         self._stall_timer = None
         seconds = self.limits.frame_timeout
         self.fail(ProtocolError(f"a frame stayed incomplete for {seconds}s"))
+
+
+async def _drive(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
+    """Finish a coroutine that was started by hand and is suspended on `waiting` (the
+    future it awaits, or None after a bare yield), as a task would: wait for the future,
+    then resume the coroutine, which reads the future's outcome itself."""
+    while True:
+        throw: BaseException | None = None
+        try:
+            if waiting is None:
+                await asyncio.sleep(0)
+            else:
+                waiting._asyncio_future_blocking = False  # as a task does before waiting
+                await waiting
+        except asyncio.CancelledError as exc:
+            if waiting is None or not waiting.cancelled():
+                throw = exc  # cancelled here, not through the future: pass it on
+        except BaseException:
+            pass  # the future's own error: the coroutine raises it when resumed
+        try:
+            waiting = coro.send(None) if throw is None else coro.throw(throw)
+        except StopIteration as done:
+            return done.value
 
 
 async def serve(
