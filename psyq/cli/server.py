@@ -86,13 +86,13 @@ def tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
 
 
 def run_server(options: ServerOptions) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    return asyncio.run(_serve(options))
-
-
-async def _serve(options: ServerOptions) -> int:
     url = data_url(options.data, options.durability)
     context = tls_context(options.tls_cert, options.tls_key)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return asyncio.run(_serve(options, url, context))
+
+
+async def _serve(options: ServerOptions, url: str, context: ssl.SSLContext | None) -> int:
     token = options.token or os.environ.get("PSYQ_SERVER_TOKEN") or None
     backend = await open_backend(url)
     try:
