@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import psyq
+from tests.tcp.server_proc import psyq_server_url  # noqa: F401 - the "tcp" backend's server
 
 UrlFactory = Callable[[pytest.FixtureRequest], str]
 
@@ -41,6 +42,7 @@ BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
+    "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
 }
 
 
