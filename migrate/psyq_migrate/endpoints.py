@@ -1,0 +1,50 @@
+"""What the pipeline needs to know about a backend URL before touching it.
+
+- single owner: a `sqlite:///` file is locked by the one process that opens it, and
+  `memory://` lives inside one process. Such a source is read by the driver; such a
+  destination is written by one process at a time (one Spark task per wave).
+- process bound: `memory://` cannot be a destination (a Spark task's process would take the
+  jobs with it when it ends).
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from psyq.backends.sqlite.backend import parse_sqlite_url
+from psyq_migrate.errors import MigrateError
+
+__all__ = ["check_pair", "is_single_owner", "sqlite_path"]
+
+SINGLE_OWNER = frozenset({"sqlite", "memory"})
+
+
+def scheme(url: str) -> str:
+    found = urlsplit(url).scheme.lower()
+    if not found:
+        raise MigrateError(f"{url!r} is not a backend URL (expected e.g. sqlite:///jobs.db)")
+    return found
+
+
+def is_single_owner(url: str) -> bool:
+    return scheme(url) in SINGLE_OWNER
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a sqlite:// URL (None for other schemes)."""
+    if scheme(url) != "sqlite":
+        return None
+    return os.path.realpath(parse_sqlite_url(url)[0])
+
+
+def check_pair(source: str, destination: str) -> None:
+    """Refuse pairs that cannot work, before anything is opened."""
+    if scheme(destination) == "memory":
+        raise MigrateError(
+            f"cannot migrate into {destination!r}: memory:// lives inside one process and would "
+            "vanish with the Spark task that wrote it; migrate into sqlite:/// or a server"
+        )
+    same_file = sqlite_path(source) is not None and sqlite_path(source) == sqlite_path(destination)
+    if source == destination or same_file:
+        raise MigrateError(f"source and destination are the same backend: {destination!r}")

@@ -1,0 +1,245 @@
+"""`migrate()`: copy every queue of one backend into another with Spark.
+
+The driver plans (queues, counts, conflicts), then reads the source in waves through
+`export_jobs`; each wave becomes one Spark job whose tasks import their slices through the
+destination's `import_jobs` (idempotent by job id, so a rerun after a crash writes only what
+is missing). A slice holds one queue's pages in line order and waves run one after another,
+so every queue keeps its order. A single-owner destination (a SQLite file) gets one task per
+wave: one process writes it at a time, and the driver opens it only between waves. Queue
+metadata (paused flag, id counter, limits, schedulers, dedup keys) follows the jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import BackendAdapter
+from psyq.backends.native.transfer import EXPORT_ORDER
+from psyq.errors import PsyqError
+from psyq_migrate.endpoints import check_pair, is_single_owner, sqlite_path
+from psyq_migrate.errors import MigrateError
+from psyq_migrate.reading import Batch, WaveReader
+from psyq_migrate.verify import VerifyReport, compare, find_conflict
+from psyq_migrate.writing import BatchResult, write_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "MigrateOptions",
+    "MigrationResult",
+    "QueuePlan",
+    "migrate",
+    "plan_migration",
+    "verify_backends",
+]
+
+ProgressCallback = Callable[[str, int], None]  # (queue, jobs just moved)
+
+
+@dataclass(frozen=True)
+class MigrateOptions:
+    source: str
+    destination: str
+    queues: Sequence[str] | None = None  # None: every queue of the source
+    overwrite: bool = False
+    dry_run: bool = False
+    verify: bool = False
+    partitions: int | None = None  # parallel writers; None: Spark's default parallelism
+    batch_size: int = 1000  # jobs per export page / import call
+    pages_per_task: int = 10  # pages of one queue per task per wave
+
+
+@dataclass
+class QueuePlan:
+    name: str
+    counts: dict[str, int]  # per export state
+    meta: dict[str, Any]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class MigrationResult:
+    plans: list[QueuePlan]
+    moved: dict[str, int] = field(default_factory=dict)  # jobs sent, per queue
+    written: dict[str, int] = field(default_factory=dict)  # jobs the destination lacked
+    waves: int = 0
+    writers: int = 0
+    seconds: float = 0.0
+    verify: VerifyReport | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(plan.total for plan in self.plans)
+
+
+def migrate(
+    options: MigrateOptions,
+    spark: SparkSession | None = None,
+    progress: ProgressCallback | None = None,
+) -> MigrationResult:
+    """Run a migration (or, with dry_run, only its plan). Needs `spark` unless dry_run."""
+    check_pair(options.source, options.destination)
+    started = time.monotonic()
+    with asyncio.Runner() as runner:
+        source = runner.run(open_backend(options.source))
+        try:
+            result = MigrationResult(runner.run(plan_migration(source, options)))
+            if not options.dry_run:
+                if spark is None:
+                    raise MigrateError("a migration needs a Spark session (spark=...)")
+                _move_jobs(runner, source, options, spark, result, progress)
+                runner.run(_finish(source, options, result))
+        finally:
+            runner.run(release_backend(source))
+    result.seconds = time.monotonic() - started
+    return result
+
+
+async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> list[QueuePlan]:
+    """The queues to move with their counts and metadata; refuses unknown queue names and (without
+    overwrite) a destination holding different jobs under the same ids."""
+    names = await _queue_names(source, options)
+    plans = [
+        QueuePlan(
+            name,
+            await source.get_job_counts(name, list(EXPORT_ORDER)),
+            await source.get_queue_meta(name),
+        )
+        for name in names
+    ]
+    if not options.overwrite and _destination_exists(options.destination):
+        await _refuse_conflicts(source, options, names)
+    return plans
+
+
+async def _queue_names(source: BackendAdapter, options: MigrateOptions) -> list[str]:
+    try:
+        present = await source.list_queues()
+    except PsyqError as exc:
+        raise MigrateError(f"cannot list the queues of {options.source!r}: {exc}") from None
+    if options.queues is None:
+        return present
+    unknown = [name for name in options.queues if name not in present]
+    if unknown:
+        raise MigrateError(f"no queue {unknown[0]!r} in {options.source!r} (it has {present})")
+    return list(options.queues)
+
+
+def _destination_exists(url: str) -> bool:
+    """False for a SQLite file not created yet (a dry run must not create it)."""
+    path = sqlite_path(url)
+    return path is None or os.path.exists(path)
+
+
+async def _refuse_conflicts(
+    source: BackendAdapter, options: MigrateOptions, names: list[str]
+) -> None:
+    destination = await open_backend(options.destination)
+    try:
+        present = set(await destination.list_queues())
+        for name in names:
+            if name not in present:
+                continue
+            job_id = await find_conflict(source, destination, name, options.batch_size)
+            if job_id is not None:
+                raise MigrateError(
+                    f"{options.destination!r} already holds a different job {job_id!r} in queue "
+                    f"{name!r}; nothing was written (use --overwrite to replace such jobs)"
+                )
+    finally:
+        await release_backend(destination)
+
+
+def _move_jobs(
+    runner: asyncio.Runner,
+    source: BackendAdapter,
+    options: MigrateOptions,
+    spark: SparkSession,
+    result: MigrationResult,
+    progress: ProgressCallback | None,
+) -> None:
+    single = is_single_owner(options.destination)
+    writers = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
+    result.writers = writers
+    reader = WaveReader(
+        source,
+        [plan.name for plan in result.plans],
+        options.batch_size,
+        writers,
+        options.pages_per_task,
+    )
+    task = functools.partial(write_partition, options.destination, options.overwrite)
+    while wave := runner.run(reader.next_wave()):
+        slices = [[batch for part in wave for batch in part]] if single else wave
+        rdd = spark.sparkContext.parallelize(slices, len(slices))
+        outcomes: list[BatchResult] = rdd.mapPartitions(task).collect()
+        result.waves += 1
+        _account(outcomes, wave, result, progress)
+
+
+def _account(
+    outcomes: list[BatchResult],
+    wave: list[list[Batch]],
+    result: MigrationResult,
+    progress: ProgressCallback | None,
+) -> None:
+    failed = next((outcome for outcome in outcomes if outcome.error), None)
+    for outcome in outcomes:
+        if outcome.error is None:
+            result.moved[outcome.queue] = result.moved.get(outcome.queue, 0) + outcome.jobs
+            result.written[outcome.queue] = result.written.get(outcome.queue, 0) + outcome.written
+            if progress is not None:
+                progress(outcome.queue, outcome.jobs)
+    if failed is not None:
+        raise MigrateError(f"writing queue {failed.queue!r} failed: {failed.error}")
+    sent = sum(len(page.jobs) for part in wave for _, page in part)
+    if sent != sum(outcome.jobs for outcome in outcomes):
+        raise MigrateError(
+            f"a Spark task returned results for fewer jobs than the {sent} it was sent"
+        )
+
+
+async def _finish(source: BackendAdapter, options: MigrateOptions, result: MigrationResult) -> None:
+    """Queue metadata last (after the jobs it refers to), then the optional verification."""
+    destination = await open_backend(options.destination)
+    try:
+        for plan in result.plans:
+            await destination.set_queue_meta(plan.name, plan.meta)
+        if options.verify:
+            names = [plan.name for plan in result.plans]
+            result.verify = await compare(source, destination, names, options.batch_size)
+    finally:
+        await release_backend(destination)
+
+
+def verify_backends(
+    source: str, destination: str, queues: Sequence[str] | None = None, batch_size: int = 1000
+) -> VerifyReport:
+    """Compare two backends queue by queue and state by state (counts and id checksums)."""
+    return asyncio.run(_verify(source, destination, queues, batch_size))
+
+
+async def _verify(
+    source_url: str, destination_url: str, queues: Sequence[str] | None, batch_size: int
+) -> VerifyReport:
+    source = await open_backend(source_url)
+    try:
+        names = list(queues) if queues is not None else await source.list_queues()
+        destination = await open_backend(destination_url)
+        try:
+            return await compare(source, destination, names, batch_size)
+        finally:
+            await release_backend(destination)
+    finally:
+        await release_backend(source)

@@ -1,0 +1,93 @@
+"""Starting Spark: Java is checked first (a clear message beats a JVM stack trace), workers run
+this interpreter, and a session already running in the process is reused, not stopped."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from psyq_migrate.errors import MigrateError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["JAVA_HINT", "find_java", "java_major_version", "spark_session"]
+
+JAVA_HINT = (
+    "install Java 17 (e.g. `apt-get install openjdk-17-jre-headless` or `brew install "
+    "openjdk@17`) and put `java` on PATH or set JAVA_HOME"
+)
+MIN_JAVA = 17
+
+
+def find_java() -> str:
+    """The java binary Spark will start: $JAVA_HOME/bin/java, else `java` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        if os.access(candidate, os.X_OK):
+            return candidate
+        raise MigrateError(f"JAVA_HOME={home!r} holds no bin/java: Spark needs Java; {JAVA_HINT}")
+    found = shutil.which("java")
+    if found is None:
+        raise MigrateError(f"Java is missing: Spark needs Java {MIN_JAVA}; {JAVA_HINT}")
+    return found
+
+
+def java_major_version(java: str) -> int:
+    """The major version `java -version` reports (8 for "1.8.0_x")."""
+    try:
+        shown = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        ).stderr
+    except OSError as exc:
+        raise MigrateError(f"cannot run {java!r}: {exc}; {JAVA_HINT}") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', shown)
+    if match is None:
+        raise MigrateError(f"cannot read the version of {java!r} ({shown.strip()!r}); {JAVA_HINT}")
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def check_java() -> None:
+    java = find_java()
+    major = java_major_version(java)
+    if major < MIN_JAVA:
+        raise MigrateError(
+            f"{java} is Java {major}; Spark needs Java {MIN_JAVA} or newer: {JAVA_HINT}"
+        )
+
+
+@contextmanager
+def spark_session(master: str, app_name: str = "psyq") -> Iterator[SparkSession]:
+    """A Spark session on `master`; one already active in this process is reused as is (and
+    left running), so tests and notebooks share theirs."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise MigrateError("PySpark is not installed: pip install 'psyq[spark]'") from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need psyq installed
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.task.maxFailures", "1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
