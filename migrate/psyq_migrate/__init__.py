@@ -15,7 +15,7 @@ backends, so every backend that implements them can be a source or a destination
 
 from __future__ import annotations
 
-from psyq_migrate.errors import MigrateError, VerifyMismatch
+from psyq_migrate.errors import MigrateError
 from psyq_migrate.pipeline import (
     MigrateOptions,
     MigrationResult,
@@ -30,7 +30,6 @@ __all__ = [
     "MigrateOptions",
     "MigrationResult",
     "QueuePlan",
-    "VerifyMismatch",
     "VerifyReport",
     "VerifyRow",
     "migrate",

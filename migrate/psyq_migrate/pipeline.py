@@ -15,9 +15,10 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter
@@ -26,6 +27,7 @@ from psyq.errors import PsyqError
 from psyq_migrate.endpoints import check_pair, is_single_owner, sqlite_path
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import Batch, WaveReader
+from psyq_migrate.spark import spark_session
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, write_partition
 
@@ -35,13 +37,12 @@ if TYPE_CHECKING:
 __all__ = [
     "MigrateOptions",
     "MigrationResult",
+    "Observer",
     "QueuePlan",
     "migrate",
     "plan_migration",
     "verify_backends",
 ]
-
-ProgressCallback = Callable[[str, int], None]  # (queue, jobs just moved)
 
 
 @dataclass(frozen=True)
@@ -83,27 +84,48 @@ class MigrationResult:
         return sum(plan.total for plan in self.plans)
 
 
+class Observer(Protocol):
+    """Told the plan, then every batch moved (the command line draws its progress bar)."""
+
+    def planned(self, plans: list[QueuePlan]) -> None: ...
+
+    def moved(self, queue: str, jobs: int) -> None: ...
+
+
 def migrate(
     options: MigrateOptions,
     spark: SparkSession | None = None,
-    progress: ProgressCallback | None = None,
+    observer: Observer | None = None,
+    master: str = "local[*]",
 ) -> MigrationResult:
-    """Run a migration (or, with dry_run, only its plan). Needs `spark` unless dry_run."""
+    """Run a migration (with dry_run, only its plan). The plan comes first (it checks both
+    backends and refuses conflicts); Spark starts after it, on `master`, unless `spark` is
+    given."""
     check_pair(options.source, options.destination)
     started = time.monotonic()
     with asyncio.Runner() as runner:
         source = runner.run(open_backend(options.source))
         try:
             result = MigrationResult(runner.run(plan_migration(source, options)))
+            if observer is not None:
+                observer.planned(result.plans)
             if not options.dry_run:
-                if spark is None:
-                    raise MigrateError("a migration needs a Spark session (spark=...)")
-                _move_jobs(runner, source, options, spark, result, progress)
+                with _session(spark, master) as session:
+                    _move_jobs(runner, source, options, session, result, observer)
                 runner.run(_finish(source, options, result))
         finally:
             runner.run(release_backend(source))
     result.seconds = time.monotonic() - started
     return result
+
+
+@contextmanager
+def _session(spark: SparkSession | None, master: str) -> Iterator[SparkSession]:
+    if spark is not None:
+        yield spark
+        return
+    with spark_session(master) as session:
+        yield session
 
 
 async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> list[QueuePlan]:
@@ -118,8 +140,8 @@ async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> lis
         )
         for name in names
     ]
-    if not options.overwrite and _destination_exists(options.destination):
-        await _refuse_conflicts(source, options, names)
+    if _destination_exists(options.destination):
+        await _check_destination(source, options, names)
     return plans
 
 
@@ -142,14 +164,16 @@ def _destination_exists(url: str) -> bool:
     return path is None or os.path.exists(path)
 
 
-async def _refuse_conflicts(
+async def _check_destination(
     source: BackendAdapter, options: MigrateOptions, names: list[str]
 ) -> None:
+    """Open the destination (a bad URL or an unreachable server fails here, before Spark
+    starts) and, without overwrite, refuse different jobs under ids the source uses."""
     destination = await open_backend(options.destination)
     try:
         present = set(await destination.list_queues())
         for name in names:
-            if name not in present:
+            if options.overwrite or name not in present:
                 continue
             job_id = await find_conflict(source, destination, name, options.batch_size)
             if job_id is not None:
@@ -167,7 +191,7 @@ def _move_jobs(
     options: MigrateOptions,
     spark: SparkSession,
     result: MigrationResult,
-    progress: ProgressCallback | None,
+    observer: Observer | None,
 ) -> None:
     single = is_single_owner(options.destination)
     writers = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
@@ -185,22 +209,22 @@ def _move_jobs(
         rdd = spark.sparkContext.parallelize(slices, len(slices))
         outcomes: list[BatchResult] = rdd.mapPartitions(task).collect()
         result.waves += 1
-        _account(outcomes, wave, result, progress)
+        _account(outcomes, wave, result, observer)
 
 
 def _account(
     outcomes: list[BatchResult],
     wave: list[list[Batch]],
     result: MigrationResult,
-    progress: ProgressCallback | None,
+    observer: Observer | None,
 ) -> None:
     failed = next((outcome for outcome in outcomes if outcome.error), None)
     for outcome in outcomes:
         if outcome.error is None:
             result.moved[outcome.queue] = result.moved.get(outcome.queue, 0) + outcome.jobs
             result.written[outcome.queue] = result.written.get(outcome.queue, 0) + outcome.written
-            if progress is not None:
-                progress(outcome.queue, outcome.jobs)
+            if observer is not None:
+                observer.moved(outcome.queue, outcome.jobs)
     if failed is not None:
         raise MigrateError(f"writing queue {failed.queue!r} failed: {failed.error}")
     sent = sum(len(page.jobs) for part in wave for _, page in part)

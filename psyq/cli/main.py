@@ -43,12 +43,47 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--connection", help="backend URL (default: PSYQ_URL or the default)")
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    add_pipeline_commands(commands)
     return parser
+
+
+def queue_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected queue names separated by commas, got {text!r}")
+    return names
+
+
+def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """migrate / export / enqueue / report: the Spark pipeline (pip install 'psyq[spark]')."""
+    migrate = commands.add_parser("migrate", help="copy every job between two backends (Spark)")
+    migrate.add_argument("--from", dest="source", required=True, help="source backend URL")
+    migrate.add_argument("--to", dest="destination", required=True, help="destination URL")
+    migrate.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
+    migrate.add_argument("--dry-run", action="store_true", help="print what would move")
+    migrate.add_argument("--verify", action="store_true", help="compare counts and ids after")
+    migrate.add_argument("--overwrite", action="store_true", help="replace different jobs")
+    migrate.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+    migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
+    migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
+
+
+PIPELINE_COMMANDS = ("migrate",)
+
+
+def run_pipeline_command(args: argparse.Namespace) -> int:
+    try:
+        from psyq.cli import migrate
+    except ImportError as exc:
+        raise CliError(f"{exc}: the pipeline needs pip install 'psyq[spark]'") from None
+    return migrate.run_migrate(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in PIPELINE_COMMANDS:
+            return run_pipeline_command(args)
         if args.command == "demo":
             from psyq.cli.demo import run_demo
 

@@ -1,0 +1,154 @@
+"""`psyq migrate`: the command-line face of psyq_migrate (progress bar, summary, verify table).
+
+psyq_migrate ships with psyq; it needs the `spark` extra (PySpark, PyArrow, matplotlib),
+imported only when a pipeline command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
+
+__all__ = ["run_migrate"]
+
+
+class ProgressObserver:
+    """A rich progress bar on a terminal; one plain line per queue update elsewhere (logs)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.total = 0
+        self.done = 0
+        self.bar: Progress | None = None
+        self.task_id: TaskID | None = None
+
+    def planned(self, plans: list[QueuePlan]) -> None:
+        self.total = sum(plan.total for plan in plans)
+        if self.console.is_terminal:
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self.bar.start()
+            self.task_id = self.bar.add_task("migrating", total=self.total)
+
+    def moved(self, queue: str, jobs: int) -> None:
+        self.done += jobs
+        if self.bar is not None and self.task_id is not None:
+            self.bar.update(self.task_id, completed=self.done, description=queue)
+        else:
+            self.console.print(f"moved {self.done}/{self.total} jobs ({queue})", highlight=False)
+
+    def __enter__(self) -> ProgressObserver:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from psyq_migrate import MigrateOptions, migrate
+
+    options = MigrateOptions(
+        source=args.source,
+        destination=args.destination,
+        queues=args.queues,
+        overwrite=args.overwrite,
+        dry_run=args.dry_run,
+        verify=args.verify,
+        partitions=args.partitions,
+        batch_size=args.batch_size,
+    )
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    with ProgressObserver(Console(stderr=True, highlight=False)) as observer:
+        result = migrate(options, observer=observer, master=args.master)
+    if args.dry_run:
+        print_plan(out, result.plans, options.destination)
+        return 0
+    print_summary(out, result)
+    if result.verify is not None:
+        print_verify(out, result.verify)
+        return 0 if result.verify.ok else 1
+    return 0
+
+
+def print_plan(out: Console, plans: list[QueuePlan], destination: str) -> None:
+    table = Table(title=f"dry run: would move into {destination} (nothing written)")
+    for column in ("queue", "state", "jobs"):
+        table.add_column(column, justify="right" if column == "jobs" else "left")
+    for plan in plans:
+        for state, count in plan.counts.items():
+            if count:
+                table.add_row(plan.name, state, str(count))
+        meta = plan.meta
+        extras = (
+            f"paused={meta['paused']} last_id={meta['last_id']} "
+            f"schedulers={len(meta['schedulers'])} dedup_keys={len(meta['dedup'])}"
+        )
+        table.add_row(plan.name, "meta", extras)
+    out.print(table)
+    out.print(f"total: {sum(plan.total for plan in plans)} jobs in {len(plans)} queues")
+
+
+def print_summary(out: Console, result: MigrationResult) -> None:
+    table = Table(title="migrated")
+    for column in ("queue", "jobs", "written", "already there"):
+        table.add_column(column, justify="left" if column == "queue" else "right")
+    for plan in result.plans:
+        moved, written = result.moved.get(plan.name, 0), result.written.get(plan.name, 0)
+        table.add_row(plan.name, str(moved), str(written), str(moved - written))
+    out.print(table)
+    rate = result.total / result.seconds if result.seconds else 0.0
+    out.print(
+        f"{result.total} jobs in {len(result.plans)} queues, {result.waves} waves, "
+        f"{result.writers} writer(s), {result.seconds:.1f} s ({rate:,.0f} jobs/s)"
+    )
+
+
+def print_verify(out: Console, report: VerifyReport) -> None:
+    table = Table(title="verify")
+    columns = ("queue", "state", "source", "destination", "source ids", "destination ids", "")
+    for column in columns:
+        table.add_column(column)
+    for row in report.rows:
+        if not (row.source.count or row.destination.count):
+            continue
+        table.add_row(
+            row.queue,
+            row.state,
+            str(row.source.count),
+            str(row.destination.count),
+            f"{row.source.checksum:016x}",
+            f"{row.destination.checksum:016x}",
+            "ok" if row.ok else "DIFFERENT",
+        )
+    out.print(table)
+    if report.ok:
+        out.print("verify: source and destination hold the same jobs")
+    else:
+        out.print(f"verify: {len(report.differences)} difference(s)")
