@@ -67,16 +67,39 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
     migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
 
+    export = commands.add_parser("export", help="write job history to Parquet (Spark)")
+    export.add_argument("url", help="backend URL")
+    export.add_argument("--out", required=True, help="a new folder for the Parquet files")
+    export.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
 
-PIPELINE_COMMANDS = ("migrate",)
+    enqueue = commands.add_parser("enqueue", help="add the rows of a Parquet/CSV file as jobs")
+    enqueue.add_argument("--from", dest="source", required=True, help="FILE.parquet or FILE.csv")
+    enqueue.add_argument("--to", dest="destination", required=True, help="backend URL")
+    enqueue.add_argument("--queue", required=True, help="queue name")
+    enqueue.add_argument("--name", help="job name for rows without a 'name' column")
+
+    report = commands.add_parser("report", help="throughput, latency, failures of an export")
+    report.add_argument("history", help="folder written by psyq export")
+    report.add_argument("--chart", help="PNG file (default: HISTORY/report.png)")
+    for command in (export, enqueue, report):
+        command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+
+
+PIPELINE_COMMANDS = ("migrate", "export", "enqueue", "report")
 
 
 def run_pipeline_command(args: argparse.Namespace) -> int:
     try:
-        from psyq.cli import migrate
+        from psyq.cli import pipeline
     except ImportError as exc:
         raise CliError(f"{exc}: the pipeline needs pip install 'psyq[spark]'") from None
-    return migrate.run_migrate(args)
+    run = {
+        "migrate": pipeline.run_migrate,
+        "export": pipeline.run_export,
+        "enqueue": pipeline.run_enqueue,
+        "report": pipeline.run_report,
+    }[args.command]
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""`psyq migrate`: the command-line face of psyq_migrate (progress bar, summary, verify table).
+"""`psyq migrate / export / enqueue / report`: the command-line face of psyq_migrate.
 
 psyq_migrate ships with psyq; it needs the `spark` extra (PySpark, PyArrow, matplotlib),
 imported only when a pipeline command runs.
@@ -7,6 +7,7 @@ imported only when a pipeline command runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -24,8 +25,9 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
+    from psyq_migrate.report import GroupFigures
 
-__all__ = ["run_migrate"]
+__all__ = ["run_enqueue", "run_export", "run_migrate", "run_report"]
 
 
 class ProgressObserver:
@@ -152,3 +154,60 @@ def print_verify(out: Console, report: VerifyReport) -> None:
         out.print("verify: source and destination hold the same jobs")
     else:
         out.print(f"verify: {len(report.differences)} difference(s)")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from psyq_migrate.history import export_history
+    from psyq_migrate.spark import spark_session
+
+    with spark_session(args.master) as spark:
+        count = export_history(args.url, args.out, spark, args.queues)
+    Console(highlight=False).print(f"exported {count} jobs to {args.out}")
+    return 0
+
+
+def run_enqueue(args: argparse.Namespace) -> int:
+    from psyq_migrate.history import enqueue_file
+    from psyq_migrate.spark import spark_session
+
+    with spark_session(args.master) as spark:
+        count = enqueue_file(args.source, args.destination, args.queue, spark, args.name)
+    Console(highlight=False).print(f"enqueued {count} rows into {args.queue}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from psyq_migrate.report import build_report, write_chart
+    from psyq_migrate.spark import spark_session
+
+    with spark_session(args.master) as spark:
+        figures = build_report(args.history, spark)
+    chart = args.chart or os.path.join(args.history, "report.png")
+    write_chart(figures, chart)
+    print_report(Console(highlight=False, width=None if sys.stdout.isatty() else 160), figures)
+    Console(highlight=False).print(f"chart: {chart}")
+    return 0
+
+
+def print_report(out: Console, figures: list[GroupFigures]) -> None:
+    table = Table(title="report")
+    columns = ("queue", "name", "jobs", "per min", "wait p50/p95/p99 ms")
+    for column in (*columns, "run p50/p95/p99 ms", "failed", "top failure reasons"):
+        table.add_column(column)
+    for group in figures:
+        rate = group.failure_rate
+        table.add_row(
+            group.queue,
+            group.name,
+            str(group.jobs),
+            f"{group.throughput_per_minute:.1f}",
+            _triple(group.wait_ms),
+            _triple(group.run_ms),
+            "-" if rate is None else f"{rate:.1%}",
+            "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
+        )
+    out.print(table)
+
+
+def _triple(values: tuple[int, int, int] | None) -> str:
+    return "-" if values is None else "/".join(str(value) for value in values)
