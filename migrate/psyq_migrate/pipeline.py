@@ -45,6 +45,12 @@ __all__ = [
 ]
 
 
+# Pages each task imports per wave. A task opens the destination for its wave; a SQLite file
+# rebuilds its memory from disk on open, so single-owner destinations get fewer, larger waves.
+PAGES = 10
+SINGLE_OWNER_PAGES = 50
+
+
 @dataclass(frozen=True)
 class MigrateOptions:
     source: str
@@ -55,7 +61,7 @@ class MigrateOptions:
     verify: bool = False
     partitions: int | None = None  # parallel writers; None: Spark's default parallelism
     batch_size: int = 1000  # jobs per export page / import call
-    pages_per_task: int = 10  # pages of one queue per task per wave
+    pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
 
 
 @dataclass
@@ -196,13 +202,9 @@ def _move_jobs(
     single = is_single_owner(options.destination)
     writers = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
     result.writers = writers
-    reader = WaveReader(
-        source,
-        [plan.name for plan in result.plans],
-        options.batch_size,
-        writers,
-        options.pages_per_task,
-    )
+    pages = options.pages_per_task or (SINGLE_OWNER_PAGES if single else PAGES)
+    names = [plan.name for plan in result.plans]
+    reader = WaveReader(source, names, options.batch_size, writers, pages)
     task = functools.partial(write_partition, options.destination, options.overwrite)
     while wave := runner.run(reader.next_wave()):
         slices = [[batch for part in wave for batch in part]] if single else wave

@@ -66,6 +66,9 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     migrate.add_argument("--master", default="local[*]", help="Spark master (local[*])")
     migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
     migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
+    migrate.add_argument(
+        "--wave-pages", type=positive_int, help="batches per task per wave (10; 50 into SQLite)"
+    )
 
     export = commands.add_parser("export", help="write job history to Parquet (Spark)")
     export.add_argument("url", help="backend URL")

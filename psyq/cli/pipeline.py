@@ -85,6 +85,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         verify=args.verify,
         partitions=args.partitions,
         batch_size=args.batch_size,
+        pages_per_task=args.wave_pages,
     )
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     with ProgressObserver(Console(stderr=True, highlight=False)) as observer:

@@ -68,6 +68,7 @@ def test_a_run_killed_mid_way_finishes_exactly_when_run_again(
     source, destination = f"sqlite:///{tmp_path}/src.db", f"sqlite:///{tmp_path}/dst.db"
     asyncio.run(fill_plain(source, "big", JOBS))
     argv = [PSYQ, "migrate", "--from", source, "--to", destination, "--batch-size", "20"]
+    argv += ["--wave-pages", "10"]  # waves of 200 jobs: fifteen of them
     with subprocess.Popen(
         argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
     ) as process:
