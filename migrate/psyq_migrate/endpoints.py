@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from psyq.backends.sqlite.backend import parse_sqlite_url
 from psyq_migrate.errors import MigrateError
 
-__all__ = ["check_pair", "is_single_owner", "sqlite_path"]
+__all__ = ["check_destination", "check_pair", "check_source", "is_single_owner", "sqlite_path"]
 
 SINGLE_OWNER = frozenset({"sqlite", "memory"})
 
@@ -38,13 +38,26 @@ def sqlite_path(url: str) -> str | None:
     return os.path.realpath(parse_sqlite_url(url)[0])
 
 
+def check_source(url: str) -> None:
+    """A SQLite source must exist (opening a missing file would create an empty one)."""
+    path = sqlite_path(url)
+    if path is not None and not os.path.exists(path):
+        raise MigrateError(f"no such SQLite file: {path!r} (from {url!r})")
+
+
+def check_destination(url: str) -> None:
+    """Spark tasks write the destination: it cannot live inside one process."""
+    if scheme(url) == "memory":
+        raise MigrateError(
+            f"cannot write into {url!r} from Spark tasks: memory:// lives inside one process and "
+            "would vanish with the task that wrote it; use sqlite:/// or a server"
+        )
+
+
 def check_pair(source: str, destination: str) -> None:
     """Refuse pairs that cannot work, before anything is opened."""
-    if scheme(destination) == "memory":
-        raise MigrateError(
-            f"cannot migrate into {destination!r}: memory:// lives inside one process and would "
-            "vanish with the Spark task that wrote it; migrate into sqlite:/// or a server"
-        )
+    check_source(source)
+    check_destination(destination)
     same_file = sqlite_path(source) is not None and sqlite_path(source) == sqlite_path(destination)
     if source == destination or same_file:
         raise MigrateError(f"source and destination are the same backend: {destination!r}")

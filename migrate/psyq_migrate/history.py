@@ -25,9 +25,10 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JobRecord
 from psyq.errors import PsyqError
-from psyq_migrate.endpoints import is_single_owner
+from psyq_migrate.endpoints import check_destination, check_source, is_single_owner
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import export_pages
+from psyq_migrate.spark import first_line, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -97,7 +98,8 @@ def export_history(
     queues: Sequence[str] | None = None,
 ) -> int:
     """Write every job of `url` (or of `queues`) to Parquet under `out_dir`; returns the count."""
-    target = Path(out_dir)
+    check_source(url)
+    target = Path(out_dir).resolve()  # the JVM's working folder may differ from ours
     if target.exists():
         raise MigrateError(f"{str(target)!r} already exists; export into a new folder")
     staging = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
@@ -132,7 +134,12 @@ async def _export(
 
 def _append(spark: SparkSession, staging: Path, rows: list[tuple[Any, ...]]) -> int:
     frame = spark.createDataFrame(rows, history_schema())
-    frame.coalesce(1).write.mode("append").parquet(str(staging))
+    try:
+        frame.coalesce(1).write.mode("append").parquet(str(staging))
+    except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the first line
+        raise MigrateError(
+            f"writing Parquet into {str(staging)!r} failed: {first_line(exc)}"
+        ) from None
     return len(rows)
 
 
@@ -149,6 +156,7 @@ def enqueue_dataframe(
     Columns: `name` (or pass `name`), optional `id` (the job id: a rerun skips rows already
     added), optional `opts` (JSON text of job options), and `data` (JSON text) or, without a
     `data` column, every other column as a field of the job's data."""
+    check_destination(url)
     if name is None and "name" not in frame.columns:
         raise MigrateError(f"the rows have no 'name' column ({frame.columns}); pass a job name")
     if is_single_owner(url):
@@ -156,7 +164,7 @@ def enqueue_dataframe(
     elif partitions is not None:
         frame = frame.repartition(partitions)
     task = functools.partial(_enqueue_partition, url, queue, name)
-    outcomes: list[tuple[int, str | None]] = frame.rdd.mapPartitions(task).collect()
+    outcomes: list[tuple[int, str | None]] = run_job(frame.rdd.mapPartitions(task), "enqueue")
     failed = next((error for _, error in outcomes if error), None)
     added = sum(count for count, _ in outcomes)
     if failed is not None:
@@ -168,7 +176,7 @@ def enqueue_file(
     path: str | os.PathLike[str], url: str, queue: str, spark: SparkSession, name: str | None = None
 ) -> int:
     """Add every row of a Parquet or CSV file (with a header row) as a job."""
-    source = Path(path)
+    source = Path(path).resolve()  # the JVM's working folder may differ from ours
     if not source.exists():
         raise MigrateError(f"no such file: {str(source)!r}")
     kind = source.suffix.lower()

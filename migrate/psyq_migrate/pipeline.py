@@ -27,7 +27,7 @@ from psyq.errors import PsyqError
 from psyq_migrate.endpoints import check_pair, is_single_owner, sqlite_path
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import Batch, WaveReader
-from psyq_migrate.spark import spark_session
+from psyq_migrate.spark import run_job, spark_session
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, write_partition
 
@@ -209,7 +209,7 @@ def _move_jobs(
     while wave := runner.run(reader.next_wave()):
         slices = [[batch for part in wave for batch in part]] if single else wave
         rdd = spark.sparkContext.parallelize(slices, len(slices))
-        outcomes: list[BatchResult] = rdd.mapPartitions(task).collect()
+        outcomes: list[BatchResult] = run_job(rdd.mapPartitions(task), "migrate")
         result.waves += 1
         _account(outcomes, wave, result, observer)
 

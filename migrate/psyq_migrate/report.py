@@ -48,7 +48,7 @@ class GroupFigures:
 
 def build_report(history_dir: str | os.PathLike[str], spark: SparkSession) -> list[GroupFigures]:
     """Figures per (queue, job name) of the Parquet history under `history_dir`."""
-    frame = _read(spark, Path(history_dir))
+    frame = _read(spark, Path(history_dir).resolve())  # the JVM's working folder may differ
     reasons = _top_reasons(frame)
     return [
         _figures(row.asDict(), reasons.get((row["queue"], row["name"]), []))

@@ -10,14 +10,25 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from psyq_migrate.errors import MigrateError
 
 if TYPE_CHECKING:
+    from pyspark import RDD
     from pyspark.sql import SparkSession
 
-__all__ = ["JAVA_HINT", "find_java", "java_major_version", "spark_session"]
+T = TypeVar("T")
+
+__all__ = [
+    "JAVA_HINT",
+    "check_java",
+    "find_java",
+    "first_line",
+    "java_major_version",
+    "run_job",
+    "spark_session",
+]
 
 JAVA_HINT = (
     "install Java 17 (e.g. `apt-get install openjdk-17-jre-headless` or `brew install "
@@ -91,3 +102,19 @@ def spark_session(master: str, app_name: str = "psyq") -> Iterator[SparkSession]
         yield session
     finally:
         session.stop()
+
+
+def first_line(error: BaseException) -> str:
+    """The gist of a Spark error (the Python error raised in a task, not the JVM trace)."""
+    text = str(error).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    python_errors = [line for line in lines if "Error:" in line and not line.startswith("\tat ")]
+    return (python_errors[-1] if python_errors else lines[0] if lines else repr(error)).strip()
+
+
+def run_job(rdd: RDD[T], what: str) -> list[T]:
+    """collect() an RDD; a failed Spark job becomes a MigrateError saying what failed."""
+    try:
+        return rdd.collect()
+    except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the gist
+        raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None

@@ -98,6 +98,7 @@ def test_a_run_killed_mid_way_finishes_exactly_when_run_again(
         (["--from", "sqlite:///a.db", "--to", "sqlite:///b.db?nope=1"], "nope"),
         (["--from", "nourl", "--to", "sqlite:///b.db"], "nourl"),
         (["--from", "sqlite:///a.db", "--to", "sqlite:///b.db", "--queues", "zz"], "zz"),
+        (["--from", "sqlite:///typo.db", "--to", "sqlite:///b.db"], "typo.db"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(
@@ -108,10 +109,11 @@ def test_bad_input_exits_2_naming_the_value(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    asyncio.run(fill_plain("sqlite:///a.db", "q", 1))
     assert main(["migrate", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("psyq migrate:") and named in err
-    assert not list(tmp_path.glob("b.db*"))  # nothing created
+    assert not list(tmp_path.glob("b.db*")) and not list(tmp_path.glob("typo.db*"))
 
 
 def test_missing_java_is_named_before_spark_starts(tmp_path: Path) -> None:
