@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from psyq_migrate.errors import MigrateError
@@ -35,6 +36,7 @@ JAVA_HINT = (
     "openjdk@17`) and put `java` on PATH or set JAVA_HOME"
 )
 MIN_JAVA = 17
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")  # errors only
 
 
 def find_java() -> str:
@@ -89,9 +91,11 @@ def spark_session(master: str, app_name: str = "psyq") -> Iterator[SparkSession]
         return
     check_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need psyq installed
+    quiet = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
     session = (
         SparkSession.builder.master(master)
         .appName(app_name)
+        .config("spark.driver.extraJavaOptions", quiet)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.task.maxFailures", "1")
