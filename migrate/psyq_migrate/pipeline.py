@@ -24,12 +24,12 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter
 from psyq.backends.native.transfer import EXPORT_ORDER
 from psyq.errors import PsyqError
-from psyq_migrate.endpoints import check_pair, is_single_owner, sqlite_path
+from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
-from psyq_migrate.reading import Batch, WaveReader
+from psyq_migrate.reading import WaveReader
 from psyq_migrate.spark import run_job, spark_session
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
-from psyq_migrate.writing import BatchResult, write_partition
+from psyq_migrate.writing import BatchResult, copy_partition, write_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,6 +62,7 @@ class MigrateOptions:
     partitions: int | None = None  # parallel writers; None: Spark's default parallelism
     batch_size: int = 1000  # jobs per export page / import call
     pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
+    read_in_tasks: bool | None = None  # None: tasks read server sources, the driver the rest
 
 
 @dataclass
@@ -108,6 +109,7 @@ def migrate(
     backends and refuses conflicts); Spark starts after it, on `master`, unless `spark` is
     given."""
     check_pair(options.source, options.destination)
+    in_tasks = reads_in_tasks(options)
     started = time.monotonic()
     with asyncio.Runner() as runner:
         source = runner.run(open_backend(options.source))
@@ -117,12 +119,53 @@ def migrate(
                 observer.planned(result.plans)
             if not options.dry_run:
                 with _session(spark, master) as session:
-                    _move_jobs(runner, source, options, session, result, observer)
+                    if in_tasks:  # the tasks open the source: let go of it meanwhile
+                        runner.run(release_backend(source))
+                        copy_in_tasks(options, session, result, observer)
+                        source = runner.run(open_backend(options.source))
+                    else:
+                        _move_jobs(runner, source, options, session, result, observer)
                 runner.run(_finish(source, options, result))
         finally:
-            runner.run(release_backend(source))
+            runner.run(release_backend(source))  # a no-op if already let go
     result.seconds = time.monotonic() - started
     return result
+
+
+def reads_in_tasks(options: MigrateOptions) -> bool:
+    """Whether Spark tasks read the source (default: for server sources, which any process
+    can read) rather than the driver."""
+    if options.read_in_tasks is None:
+        return not is_single_owner(options.source)
+    if options.read_in_tasks and scheme(options.source) == "memory":
+        raise MigrateError(
+            f"{options.source!r} lives in this process: Spark tasks cannot read it (read it "
+            "in the driver)"
+        )
+    return options.read_in_tasks
+
+
+def copy_in_tasks(
+    options: MigrateOptions,
+    spark: SparkSession,
+    result: MigrationResult,
+    observer: Observer | None,
+) -> None:
+    """One Spark job; each task exports its queues from the source and imports them. A
+    single-owner source or destination gets one task for every queue."""
+    names = [plan.name for plan in result.plans]
+    single = is_single_owner(options.source) or is_single_owner(options.destination)
+    wanted = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
+    result.writers = max(1, min(wanted, len(names)))
+    if not names:
+        return
+    task = functools.partial(
+        copy_partition, options.source, options.destination, options.overwrite, options.batch_size
+    )
+    rdd = spark.sparkContext.parallelize(names, result.writers).mapPartitions(task)
+    outcomes: list[BatchResult] = run_job(rdd, "migrate")
+    result.waves = 1
+    _account(outcomes, None, result, observer)
 
 
 @contextmanager
@@ -211,12 +254,14 @@ def _move_jobs(
         rdd = spark.sparkContext.parallelize(slices, len(slices))
         outcomes: list[BatchResult] = run_job(rdd.mapPartitions(task), "migrate")
         result.waves += 1
-        _account(outcomes, wave, result, observer)
+        _account(
+            outcomes, sum(len(page.jobs) for part in wave for _, page in part), result, observer
+        )
 
 
 def _account(
     outcomes: list[BatchResult],
-    wave: list[list[Batch]],
+    sent: int | None,  # None: the tasks read the source themselves
     result: MigrationResult,
     observer: Observer | None,
 ) -> None:
@@ -229,11 +274,9 @@ def _account(
                 observer.moved(outcome.queue, outcome.jobs)
     if failed is not None:
         raise MigrateError(f"writing queue {failed.queue!r} failed: {failed.error}")
-    sent = sum(len(page.jobs) for part in wave for _, page in part)
-    if sent != sum(outcome.jobs for outcome in outcomes):
-        raise MigrateError(
-            f"a Spark task returned results for fewer jobs than the {sent} it was sent"
-        )
+    reported = sum(outcome.jobs for outcome in outcomes)
+    if sent is not None and sent != reported:
+        raise MigrateError(f"Spark tasks reported {reported} of the {sent} jobs they were sent")
 
 
 async def _finish(source: BackendAdapter, options: MigrateOptions, result: MigrationResult) -> None:

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 from psyq.backends import open_backend, release_backend
+from psyq.backends.base import BackendAdapter
 from psyq.errors import PsyqError
-from psyq_migrate.reading import Batch
+from psyq_migrate.reading import Batch, export_pages
 
-__all__ = ["BatchResult", "import_batches", "write_partition"]
+__all__ = ["BatchResult", "copy_partition", "copy_queues", "import_batches", "write_partition"]
 
 
 class BatchResult(NamedTuple):
@@ -54,4 +55,53 @@ async def import_batches(
             results.append(BatchResult(queue, len(page.jobs), written))
     finally:
         await release_backend(backend)
+    return results
+
+
+def copy_partition(
+    source: str, destination: str, overwrite: bool, batch_size: int, queues: Iterable[str]
+) -> Iterator[BatchResult]:
+    """mapPartitions body when tasks read: export each queue of the partition from the
+    source and import it, page by page, in line order."""
+    names = list(queues)
+    if not names:
+        return iter(())
+    return iter(asyncio.run(copy_queues(source, destination, overwrite, batch_size, names)))
+
+
+async def copy_queues(
+    source_url: str, destination_url: str, overwrite: bool, batch_size: int, queues: list[str]
+) -> list[BatchResult]:
+    try:
+        source = await open_backend(source_url)
+    except PsyqError as exc:
+        return [BatchResult(queues[0], 0, 0, f"cannot open the source: {exc}")]
+    try:
+        destination = await open_backend(destination_url)
+    except PsyqError as exc:
+        await release_backend(source)
+        return [BatchResult(queues[0], 0, 0, f"cannot open the destination: {exc}")]
+    try:
+        return await _copy(source, destination, overwrite, batch_size, queues)
+    finally:
+        await release_backend(destination)
+        await release_backend(source)
+
+
+async def _copy(
+    source: BackendAdapter,
+    destination: BackendAdapter,
+    overwrite: bool,
+    batch_size: int,
+    queues: list[str],
+) -> list[BatchResult]:
+    results: list[BatchResult] = []
+    for queue in queues:
+        try:
+            async for page in export_pages(source, queue, batch_size):
+                written = await destination.import_jobs(queue, page, overwrite)
+                results.append(BatchResult(queue, len(page.jobs), written))
+        except PsyqError as exc:
+            results.append(BatchResult(queue, 0, 0, str(exc)))
+            break
     return results

@@ -67,6 +67,12 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
     migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
     migrate.add_argument(
+        "--read",
+        choices=("auto", "driver", "tasks"),
+        default="auto",
+        help="who reads the source (auto: Spark tasks for servers, the driver for files)",
+    )
+    migrate.add_argument(
         "--wave-pages", type=positive_int, help="batches per task per wave (10; 50 into SQLite)"
     )
 

@@ -86,6 +86,7 @@ def run_migrate(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         batch_size=args.batch_size,
         pages_per_task=args.wave_pages,
+        read_in_tasks={"auto": None, "driver": False, "tasks": True}[args.read],
     )
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     with ProgressObserver(Console(stderr=True, highlight=False)) as observer:

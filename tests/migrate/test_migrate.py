@@ -125,3 +125,18 @@ def test_a_different_job_under_the_same_id_is_refused_unless_overwrite(
     assert result.verify is not None and result.verify.ok
     replaced = read_queues(pair.destination, filled)[filled[0]]["jobs"]["custom-id"]
     assert replaced["name"] == "w2"
+
+
+def test_tasks_can_read_the_source_themselves(
+    spark: SparkSession, pair: Pair, filled: list[str]
+) -> None:
+    """The default for server sources; a SQLite source is let go by the driver meanwhile."""
+    if pair.source.startswith("memory://"):
+        with pytest.raises(MigrateError, match="memory://"):
+            migrate(options(pair, filled, read_in_tasks=True), spark)
+        return
+    before = read_queues(pair.source, filled)
+    result = migrate(options(pair, filled, read_in_tasks=True, verify=True), spark)
+    assert result.verify is not None and result.verify.ok
+    assert result.written == {filled[0]: 10, filled[1]: 6}
+    assert read_queues(pair.destination, filled) == before
