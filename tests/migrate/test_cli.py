@@ -62,6 +62,7 @@ def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 120
     pytest.fail(f"no {marker!r} within {timeout}s")
 
 
+@pytest.mark.timeout(240)  # a second Spark session starts in the subprocess
 def test_a_run_killed_mid_way_finishes_exactly_when_run_again(
     spark: SparkSession, tmp_path: Path
 ) -> None:
