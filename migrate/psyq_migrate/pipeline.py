@@ -7,6 +7,10 @@ is missing). A slice holds one queue's pages in line order and waves run one aft
 so every queue keeps its order. A single-owner destination (a SQLite file) gets one task per
 wave: one process writes it at a time, and the driver opens it only between waves. Queue
 metadata (paused flag, id counter, limits, schedulers, dedup keys) follows the jobs.
+
+A server source can instead be read by the tasks themselves (`read_in_tasks`, the default
+for sources that are not single-owner): one Spark job whose tasks each export their queues
+and import them page by page.
 """
 
 from __future__ import annotations
@@ -21,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import BackendAdapter
-from psyq.backends.native.transfer import EXPORT_ORDER
+from psyq.backends.base import JOB_STATES, BackendAdapter
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
@@ -184,7 +187,7 @@ async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> lis
     plans = [
         QueuePlan(
             name,
-            await source.get_job_counts(name, list(EXPORT_ORDER)),
+            await source.get_job_counts(name, list(JOB_STATES)),
             await source.get_queue_meta(name),
         )
         for name in names
