@@ -6,8 +6,8 @@
 - `export_history(url, out_dir, spark)`: job history to Parquet (`psyq export`).
 - `enqueue_dataframe(df, url, queue)` / `enqueue_file(path, url, queue, spark)`: bulk-add
   the rows of a DataFrame, Parquet or CSV file as jobs (`psyq enqueue`).
-- `build_report(history_dir, spark)`: throughput, latency percentiles and failure rates per
-  queue and job name, with a PNG chart (`psyq report`).
+- `build_report(history_dir, spark)` / `write_chart(figures, path)`: throughput, latency
+  percentiles and failure rates per queue and job name, and a PNG chart (`psyq report`).
 
 Only the BackendAdapter's export / import / queue-meta methods and `list_queues` touch the
 backends, so every backend that implements them can be a source or a destination.
@@ -16,6 +16,7 @@ backends, so every backend that implements them can be a source or a destination
 from __future__ import annotations
 
 from psyq_migrate.errors import MigrateError
+from psyq_migrate.history import enqueue_dataframe, enqueue_file, export_history
 from psyq_migrate.pipeline import (
     MigrateOptions,
     MigrationResult,
@@ -23,15 +24,22 @@ from psyq_migrate.pipeline import (
     migrate,
     verify_backends,
 )
+from psyq_migrate.report import GroupFigures, build_report, write_chart
 from psyq_migrate.verify import VerifyReport, VerifyRow
 
 __all__ = [
+    "GroupFigures",
     "MigrateError",
     "MigrateOptions",
     "MigrationResult",
     "QueuePlan",
     "VerifyReport",
     "VerifyRow",
+    "build_report",
+    "enqueue_dataframe",
+    "enqueue_file",
+    "export_history",
     "migrate",
     "verify_backends",
+    "write_chart",
 ]

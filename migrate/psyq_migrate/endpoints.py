@@ -46,7 +46,11 @@ def check_source(url: str) -> None:
 
 
 def check_destination(url: str) -> None:
-    """Spark tasks write the destination: it cannot live inside one process."""
+    """Spark tasks write the destination: it cannot live inside one process, and a SQLite
+    file's folder must exist (found now rather than in a task, after Spark started)."""
+    path = sqlite_path(url)
+    if path is not None and not os.path.isdir(os.path.dirname(path)):
+        raise MigrateError(f"no folder {os.path.dirname(path)!r} for the SQLite file of {url!r}")
     if scheme(url) == "memory":
         raise MigrateError(
             f"cannot write into {url!r} from Spark tasks: memory:// lives inside one process and "

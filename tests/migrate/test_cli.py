@@ -100,6 +100,7 @@ def test_a_run_killed_mid_way_finishes_exactly_when_run_again(
         (["--from", "nourl", "--to", "sqlite:///b.db"], "nourl"),
         (["--from", "sqlite:///a.db", "--to", "sqlite:///b.db", "--queues", "zz"], "zz"),
         (["--from", "sqlite:///typo.db", "--to", "sqlite:///b.db"], "typo.db"),
+        (["--from", "sqlite:///a.db", "--to", "sqlite:///no/such/dir/b.db"], "no/such/dir"),
     ],
 )
 def test_bad_input_exits_2_naming_the_value(
