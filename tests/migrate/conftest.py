@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.conformance.conftest import BACKENDS, UrlFactory
+from tests.conformance.conftest import BACKENDS, UrlFactory, services_required
 
 
 def sqlite_file(stem: str, durability: str = "buffered") -> UrlFactory:
@@ -55,8 +55,16 @@ def pair(request: pytest.FixtureRequest) -> Pair:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """The run's one Spark session (local[2]); pipeline calls find and reuse it."""
-    from psyq_migrate.spark import spark_session  # pyspark is a dev dependency
+    """The run's one Spark session (local[2]); pipeline calls find and reuse it. Without Java
+    the tests fail saying what to install (skipped with PSYQ_REQUIRE_SERVICES=0)."""
+    from psyq_migrate import MigrateError
+    from psyq_migrate.spark import check_java, spark_session  # pyspark: a dev dependency
 
+    try:
+        check_java()
+    except MigrateError as exc:
+        if services_required():
+            pytest.fail(f"{exc}; or set PSYQ_REQUIRE_SERVICES=0 to skip these tests")
+        pytest.skip(str(exc))
     with spark_session("local[2]", "psyq-tests") as session:
         yield session
