@@ -127,9 +127,11 @@ def _percentiles(values: object) -> Percentiles | None:
 
 def write_chart(figures: list[GroupFigures], path: str | os.PathLike[str]) -> None:
     """A PNG: throughput per minute, and run latency p50/p95/p99, per queue/name."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    try:
+        import matplotlib
+    except ImportError:
+        raise MigrateError("matplotlib is not installed: pip install 'psyq[spark]'") from None
+    matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
 
     labels = [f"{group.queue}/{group.name}" for group in figures]

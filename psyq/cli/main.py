@@ -43,79 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--connection", help="backend URL (default: PSYQ_URL or the default)")
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    from psyq.cli.pipeline import add_pipeline_commands
+
     add_pipeline_commands(commands)
     return parser
-
-
-def queue_list(text: str) -> list[str]:
-    names = [name.strip() for name in text.split(",")]
-    if not all(names):
-        raise argparse.ArgumentTypeError(f"expected queue names separated by commas, got {text!r}")
-    return names
-
-
-def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """migrate / export / enqueue / report: the Spark pipeline (pip install 'psyq[spark]')."""
-    migrate = commands.add_parser("migrate", help="copy every job between two backends (Spark)")
-    migrate.add_argument("--from", dest="source", required=True, help="source backend URL")
-    migrate.add_argument("--to", dest="destination", required=True, help="destination URL")
-    migrate.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
-    migrate.add_argument("--dry-run", action="store_true", help="print what would move")
-    migrate.add_argument("--verify", action="store_true", help="compare counts and ids after")
-    migrate.add_argument("--overwrite", action="store_true", help="replace different jobs")
-    migrate.add_argument("--master", default="local[*]", help="Spark master (local[*])")
-    migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
-    migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
-    migrate.add_argument(
-        "--read",
-        choices=("auto", "driver", "tasks"),
-        default="auto",
-        help="who reads the source (auto: Spark tasks for servers, the driver for files)",
-    )
-    migrate.add_argument(
-        "--wave-pages", type=positive_int, help="batches per task per wave (10; 50 into SQLite)"
-    )
-
-    export = commands.add_parser("export", help="write job history to Parquet (Spark)")
-    export.add_argument("url", help="backend URL")
-    export.add_argument("--out", required=True, help="a new folder for the Parquet files")
-    export.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
-
-    enqueue = commands.add_parser("enqueue", help="add the rows of a Parquet/CSV file as jobs")
-    enqueue.add_argument("--from", dest="source", required=True, help="FILE.parquet or FILE.csv")
-    enqueue.add_argument("--to", dest="destination", required=True, help="backend URL")
-    enqueue.add_argument("--queue", required=True, help="queue name")
-    enqueue.add_argument("--name", help="job name for rows without a 'name' column")
-
-    report = commands.add_parser("report", help="throughput, latency, failures of an export")
-    report.add_argument("history", help="folder written by psyq export")
-    report.add_argument("--chart", help="PNG file (default: HISTORY/report.png)")
-    for command in (export, enqueue, report):
-        command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
-
-
-PIPELINE_COMMANDS = ("migrate", "export", "enqueue", "report")
-
-
-def run_pipeline_command(args: argparse.Namespace) -> int:
-    try:
-        from psyq.cli import pipeline
-    except ImportError as exc:
-        raise CliError(f"{exc}: the pipeline needs pip install 'psyq[spark]'") from None
-    run = {
-        "migrate": pipeline.run_migrate,
-        "export": pipeline.run_export,
-        "enqueue": pipeline.run_enqueue,
-        "report": pipeline.run_report,
-    }[args.command]
-    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from psyq.cli.pipeline import PIPELINE_COMMANDS
+
         if args.command in PIPELINE_COMMANDS:
-            return run_pipeline_command(args)
+            return PIPELINE_COMMANDS[args.command](args)
         if args.command == "demo":
             from psyq.cli.demo import run_demo
 

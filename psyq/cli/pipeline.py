@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -23,11 +24,20 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from psyq.cli.main import positive_int
+
 if TYPE_CHECKING:
     from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
     from psyq_migrate.report import GroupFigures
 
-__all__ = ["run_enqueue", "run_export", "run_migrate", "run_report"]
+__all__ = [
+    "PIPELINE_COMMANDS",
+    "add_pipeline_commands",
+    "run_enqueue",
+    "run_export",
+    "run_migrate",
+    "run_report",
+]
 
 
 class ProgressObserver:
@@ -71,6 +81,53 @@ class ProgressObserver:
     ) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def queue_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected queue names separated by commas, got {text!r}")
+    return names
+
+
+def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """migrate / export / enqueue / report: the Spark pipeline (pip install 'psyq[spark]')."""
+    migrate = commands.add_parser("migrate", help="copy every job between two backends (Spark)")
+    migrate.add_argument("--from", dest="source", required=True, help="source backend URL")
+    migrate.add_argument("--to", dest="destination", required=True, help="destination URL")
+    migrate.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
+    migrate.add_argument("--dry-run", action="store_true", help="print what would move")
+    migrate.add_argument("--verify", action="store_true", help="compare counts and ids after")
+    migrate.add_argument("--overwrite", action="store_true", help="replace different jobs")
+    migrate.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+    migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
+    migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
+    migrate.add_argument(
+        "--read",
+        choices=("auto", "driver", "tasks"),
+        default="auto",
+        help="who reads the source (auto: Spark tasks for servers, the driver for files)",
+    )
+    migrate.add_argument(
+        "--wave-pages", type=positive_int, help="batches per task per wave (10; 50 into SQLite)"
+    )
+
+    export = commands.add_parser("export", help="write job history to Parquet (Spark)")
+    export.add_argument("url", help="backend URL")
+    export.add_argument("--out", required=True, help="a new folder for the Parquet files")
+    export.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
+
+    enqueue = commands.add_parser("enqueue", help="add the rows of a Parquet/CSV file as jobs")
+    enqueue.add_argument("--from", dest="source", required=True, help="FILE.parquet or FILE.csv")
+    enqueue.add_argument("--to", dest="destination", required=True, help="backend URL")
+    enqueue.add_argument("--queue", required=True, help="queue name")
+    enqueue.add_argument("--name", help="job name for rows without a 'name' column")
+
+    report = commands.add_parser("report", help="throughput, latency, failures of an export")
+    report.add_argument("history", help="folder written by psyq export")
+    report.add_argument("--chart", help="PNG file (default: HISTORY/report.png)")
+    for command in (export, enqueue, report):
+        command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
 
 
 def run_migrate(args: argparse.Namespace) -> int:
@@ -213,3 +270,11 @@ def print_report(out: Console, figures: list[GroupFigures]) -> None:
 
 def _triple(values: tuple[int, int, int] | None) -> str:
     return "-" if values is None else "/".join(str(value) for value in values)
+
+
+PIPELINE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "migrate": run_migrate,
+    "export": run_export,
+    "enqueue": run_enqueue,
+    "report": run_report,
+}
