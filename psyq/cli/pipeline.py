@@ -130,6 +130,12 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
         command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
 
 
+INTERRUPTED = (
+    "psyq migrate: interrupted; run the same command again to finish (jobs already copied "
+    "are skipped)"
+)
+
+
 def run_migrate(args: argparse.Namespace) -> int:
     from psyq_migrate import MigrateOptions, migrate
 
@@ -146,8 +152,12 @@ def run_migrate(args: argparse.Namespace) -> int:
         read_in_tasks={"auto": None, "driver": False, "tasks": True}[args.read],
     )
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    with ProgressObserver(Console(stderr=True, highlight=False)) as observer:
-        result = migrate(options, observer=observer, master=args.master)
+    try:
+        with ProgressObserver(Console(stderr=True, highlight=False)) as observer:
+            result = migrate(options, observer=observer, master=args.master)
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
     if args.dry_run:
         print_plan(out, result.plans, options.destination)
         return 0
