@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from psyq_migrate.errors import MigrateError
+from psyq_migrate.spark import first_line
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -48,18 +49,21 @@ class GroupFigures:
 
 def build_report(history_dir: str | os.PathLike[str], spark: SparkSession) -> list[GroupFigures]:
     """Figures per (queue, job name) of the Parquet history under `history_dir`."""
-    frame = _read(spark, Path(history_dir).resolve())  # the JVM's working folder may differ
-    reasons = _top_reasons(frame)
-    return [
-        _figures(row.asDict(), reasons.get((row["queue"], row["name"]), []))
-        for row in _aggregate(frame).orderBy("queue", "name").collect()
-    ]
+    folder = Path(history_dir).resolve()  # the JVM's working folder may differ from ours
+    frame = _read(spark, folder)
+    try:
+        reasons = _top_reasons(frame)
+        rows = _aggregate(frame).orderBy("queue", "name").collect()
+    except Exception as exc:  # Spark errors carry a JVM trace: keep the gist
+        raise MigrateError(f"cannot report on {str(folder)!r}: {first_line(exc)}") from None
+    return [_figures(row.asDict(), reasons.get((row["queue"], row["name"]), [])) for row in rows]
 
 
 def _read(spark: SparkSession, folder: Path) -> DataFrame:
     if not folder.is_dir():
         raise MigrateError(f"no history folder {str(folder)!r} (write one with psyq export)")
-    frame = spark.read.parquet(str(folder))
+    # only the Parquet parts: the default chart (report.png) lives in the same folder
+    frame = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(folder))
     missing = {"queue", "name", "state", "finished_on", "wait_ms", "run_ms"} - set(frame.columns)
     if missing:
         raise MigrateError(f"{str(folder)!r} is not a psyq history export: no {sorted(missing)}")

@@ -83,6 +83,9 @@ def test_export_then_report_gives_the_known_figures(
     chart = tmp_path / "chart.png"
     assert main(["report", str(out), "--chart", str(chart)]) == 0
     assert chart.read_bytes().startswith(b"\x89PNG")
+    assert main(["report", str(out)]) == 0  # the default chart goes into the folder ...
+    assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+    assert main(["report", str(out)]) == 0  # ... and is not read as history next time
     printed = capsys.readouterr().out
     assert "50/95/99" in printed and "timeout (6)" in printed and "10.0%" in printed
 
