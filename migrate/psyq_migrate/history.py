@@ -180,12 +180,15 @@ def enqueue_file(
     if not source.exists():
         raise MigrateError(f"no such file: {str(source)!r}")
     kind = source.suffix.lower()
-    if kind == ".parquet":
-        frame = spark.read.parquet(str(source))
-    elif kind == ".csv":
-        frame = spark.read.csv(str(source), header=True, inferSchema=True)
-    else:
+    if kind not in (".parquet", ".csv"):
         raise MigrateError(f"cannot read {str(source)!r}: expected a .parquet or .csv file")
+    try:
+        if kind == ".parquet":
+            frame = spark.read.parquet(str(source))
+        else:
+            frame = spark.read.csv(str(source), header=True, inferSchema=True)
+    except Exception as exc:  # Spark errors carry a JVM trace: keep the gist
+        raise MigrateError(f"cannot read {str(source)!r}: {first_line(exc)}") from None
     return enqueue_dataframe(frame, url, queue, name)
 
 

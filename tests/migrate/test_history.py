@@ -150,6 +150,7 @@ def test_enqueue_a_dataframe_with_a_data_column(spark: SparkSession, tmp_path: P
         ),
         (["enqueue", "--from", "rows.txt", "--to", "sqlite:///j.db", "--queue", "q"], "rows.txt"),
         (["report", "no-such-folder"], "no-such-folder"),
+        (["enqueue", "--from", "fake.parquet", "--to", "sqlite:///j.db", "--queue", "q"], "fake"),
         (["enqueue", "--from", "rows.csv", "--to", "memory://", "--queue", "q"], "memory://"),
         (["export", "sqlite:///nope.db", "--out", "history"], "nope.db"),
     ],
@@ -165,5 +166,6 @@ def test_pipeline_bad_input_exits_2_naming_the_value(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "rows.txt").write_text("name\nx\n")
     (tmp_path / "rows.csv").write_text("name\nx\n")
+    (tmp_path / "fake.parquet").write_text("not parquet")
     assert main(argv) == 2
     assert named in capsys.readouterr().err
