@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -101,6 +102,13 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="psyq-bench-migrate-"))
+    try:
+        run(args, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, folder: Path) -> None:
     source, destination = f"sqlite:///{folder}/src.db", f"sqlite:///{folder}/dst.db"
     started = time.perf_counter()
     asyncio.run(fill(source, args.jobs, args.queues))
