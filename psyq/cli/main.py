@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
     add_server_parser(commands)
+    from psyq.cli.pipeline import add_pipeline_commands
+
+    add_pipeline_commands(commands)
     return parser
 
 
@@ -75,6 +78,10 @@ def add_server_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from psyq.cli.pipeline import PIPELINE_COMMANDS
+
+        if args.command in PIPELINE_COMMANDS:
+            return PIPELINE_COMMANDS[args.command](args)
         if args.command == "demo":
             from psyq.cli.demo import run_demo
 

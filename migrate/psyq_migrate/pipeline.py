@@ -1,0 +1,317 @@
+"""`migrate()`: copy every queue of one backend into another with Spark.
+
+The driver plans (queues, counts, conflicts), then reads the source in waves through
+`export_jobs`; each wave becomes one Spark job whose tasks import their slices through the
+destination's `import_jobs` (idempotent by job id, so a rerun after a crash writes only what
+is missing). A slice holds one queue's pages in line order and waves run one after another,
+so every queue keeps its order. A single-owner destination (a SQLite file) gets one task per
+wave: one process writes it at a time, and the driver opens it only between waves. Queue
+metadata (paused flag, id counter, limits, schedulers, dedup keys) follows the jobs.
+
+A server source can instead be read by the tasks themselves (`read_in_tasks`, the default
+for sources that are not single-owner): one Spark job whose tasks each export their queues
+and import them page by page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import JOB_STATES, BackendAdapter
+from psyq.errors import PsyqError
+from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
+from psyq_migrate.errors import MigrateError
+from psyq_migrate.reading import WaveReader
+from psyq_migrate.spark import run_job, spark_session
+from psyq_migrate.verify import VerifyReport, compare, find_conflict
+from psyq_migrate.writing import BatchResult, copy_partition, write_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "MigrateOptions",
+    "MigrationResult",
+    "Observer",
+    "QueuePlan",
+    "migrate",
+    "plan_migration",
+    "verify_backends",
+]
+
+
+# Pages each task imports per wave. A task opens the destination for its wave; a SQLite file
+# rebuilds its memory from disk on open, so single-owner destinations get fewer, larger waves.
+PAGES = 10
+SINGLE_OWNER_PAGES = 50
+
+
+@dataclass(frozen=True)
+class MigrateOptions:
+    source: str
+    destination: str
+    queues: Sequence[str] | None = None  # None: every queue of the source
+    overwrite: bool = False
+    dry_run: bool = False
+    verify: bool = False
+    partitions: int | None = None  # parallel writers; None: Spark's default parallelism
+    batch_size: int = 1000  # jobs per export page / import call
+    pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
+    read_in_tasks: bool | None = None  # None: tasks read server sources, the driver the rest
+
+
+@dataclass
+class QueuePlan:
+    name: str
+    counts: dict[str, int]  # per export state
+    meta: dict[str, Any]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class MigrationResult:
+    plans: list[QueuePlan]
+    moved: dict[str, int] = field(default_factory=dict)  # jobs sent, per queue
+    written: dict[str, int] = field(default_factory=dict)  # jobs the destination lacked
+    waves: int = 0
+    writers: int = 0
+    seconds: float = 0.0
+    verify: VerifyReport | None = None
+
+    @property
+    def total(self) -> int:
+        return sum(plan.total for plan in self.plans)
+
+
+class Observer(Protocol):
+    """Told the plan, then every batch moved (the command line draws its progress bar)."""
+
+    def planned(self, plans: list[QueuePlan]) -> None: ...
+
+    def moved(self, queue: str, jobs: int) -> None: ...
+
+
+def migrate(
+    options: MigrateOptions,
+    spark: SparkSession | None = None,
+    observer: Observer | None = None,
+    master: str = "local[*]",
+) -> MigrationResult:
+    """Run a migration (with dry_run, only its plan). The plan comes first (it checks both
+    backends and refuses conflicts); Spark starts after it, on `master`, unless `spark` is
+    given."""
+    check_pair(options.source, options.destination)
+    in_tasks = reads_in_tasks(options)
+    started = time.monotonic()
+    with asyncio.Runner() as runner:
+        source = runner.run(open_backend(options.source))
+        try:
+            result = MigrationResult(runner.run(plan_migration(source, options)))
+            if observer is not None:
+                observer.planned(result.plans)
+            if not options.dry_run:
+                with _session(spark, master) as session:
+                    if in_tasks:  # the tasks open the source: let go of it meanwhile
+                        runner.run(release_backend(source))
+                        copy_in_tasks(options, session, result, observer)
+                        source = runner.run(open_backend(options.source))
+                    else:
+                        _move_jobs(runner, source, options, session, result, observer)
+                runner.run(_finish(source, options, result))
+        finally:
+            runner.run(release_backend(source))  # a no-op if already let go
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def reads_in_tasks(options: MigrateOptions) -> bool:
+    """Whether Spark tasks read the source (default: for server sources, which any process
+    can read) rather than the driver."""
+    if options.read_in_tasks is None:
+        return not is_single_owner(options.source)
+    if options.read_in_tasks and scheme(options.source) == "memory":
+        raise MigrateError(
+            f"{options.source!r} lives in this process: Spark tasks cannot read it (read it "
+            "in the driver)"
+        )
+    return options.read_in_tasks
+
+
+def copy_in_tasks(
+    options: MigrateOptions,
+    spark: SparkSession,
+    result: MigrationResult,
+    observer: Observer | None,
+) -> None:
+    """One Spark job; each task exports its queues from the source and imports them. A
+    single-owner source or destination gets one task for every queue."""
+    names = [plan.name for plan in result.plans]
+    single = is_single_owner(options.source) or is_single_owner(options.destination)
+    wanted = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
+    result.writers = max(1, min(wanted, len(names)))
+    if not names:
+        return
+    task = functools.partial(
+        copy_partition, options.source, options.destination, options.overwrite, options.batch_size
+    )
+    rdd = spark.sparkContext.parallelize(names, result.writers).mapPartitions(task)
+    outcomes: list[BatchResult] = run_job(rdd, "migrate")
+    result.waves = 1
+    _account(outcomes, None, result, observer)
+
+
+@contextmanager
+def _session(spark: SparkSession | None, master: str) -> Iterator[SparkSession]:
+    if spark is not None:
+        yield spark
+        return
+    with spark_session(master) as session:
+        yield session
+
+
+async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> list[QueuePlan]:
+    """The queues to move with their counts and metadata; refuses unknown queue names and (without
+    overwrite) a destination holding different jobs under the same ids."""
+    names = await _queue_names(source, options)
+    plans = [
+        QueuePlan(
+            name,
+            await source.get_job_counts(name, list(JOB_STATES)),
+            await source.get_queue_meta(name),
+        )
+        for name in names
+    ]
+    if _destination_exists(options.destination):
+        await _check_destination(source, options, names)
+    return plans
+
+
+async def _queue_names(source: BackendAdapter, options: MigrateOptions) -> list[str]:
+    try:
+        present = await source.list_queues()
+    except PsyqError as exc:
+        raise MigrateError(f"cannot list the queues of {options.source!r}: {exc}") from None
+    if options.queues is None:
+        return present
+    unknown = [name for name in options.queues if name not in present]
+    if unknown:
+        raise MigrateError(f"no queue {unknown[0]!r} in {options.source!r} (it has {present})")
+    return list(options.queues)
+
+
+def _destination_exists(url: str) -> bool:
+    """False for a SQLite file not created yet (a dry run must not create it)."""
+    path = sqlite_path(url)
+    return path is None or os.path.exists(path)
+
+
+async def _check_destination(
+    source: BackendAdapter, options: MigrateOptions, names: list[str]
+) -> None:
+    """Open the destination (a bad URL or an unreachable server fails here, before Spark
+    starts) and, without overwrite, refuse different jobs under ids the source uses."""
+    destination = await open_backend(options.destination)
+    try:
+        present = set(await destination.list_queues())
+        for name in names:
+            if options.overwrite or name not in present:
+                continue
+            job_id = await find_conflict(source, destination, name, options.batch_size)
+            if job_id is not None:
+                raise MigrateError(
+                    f"{options.destination!r} already holds a different job {job_id!r} in queue "
+                    f"{name!r}; nothing was written (use --overwrite to replace such jobs)"
+                )
+    finally:
+        await release_backend(destination)
+
+
+def _move_jobs(
+    runner: asyncio.Runner,
+    source: BackendAdapter,
+    options: MigrateOptions,
+    spark: SparkSession,
+    result: MigrationResult,
+    observer: Observer | None,
+) -> None:
+    single = is_single_owner(options.destination)
+    writers = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
+    result.writers = writers
+    pages = options.pages_per_task or (SINGLE_OWNER_PAGES if single else PAGES)
+    names = [plan.name for plan in result.plans]
+    reader = WaveReader(source, names, options.batch_size, writers, pages)
+    task = functools.partial(write_partition, options.destination, options.overwrite)
+    while wave := runner.run(reader.next_wave()):
+        slices = [[batch for part in wave for batch in part]] if single else wave
+        rdd = spark.sparkContext.parallelize(slices, len(slices))
+        outcomes: list[BatchResult] = run_job(rdd.mapPartitions(task), "migrate")
+        result.waves += 1
+        _account(
+            outcomes, sum(len(page.jobs) for part in wave for _, page in part), result, observer
+        )
+
+
+def _account(
+    outcomes: list[BatchResult],
+    sent: int | None,  # None: the tasks read the source themselves
+    result: MigrationResult,
+    observer: Observer | None,
+) -> None:
+    failed = next((outcome for outcome in outcomes if outcome.error), None)
+    for outcome in outcomes:
+        if outcome.error is None:
+            result.moved[outcome.queue] = result.moved.get(outcome.queue, 0) + outcome.jobs
+            result.written[outcome.queue] = result.written.get(outcome.queue, 0) + outcome.written
+            if observer is not None:
+                observer.moved(outcome.queue, outcome.jobs)
+    if failed is not None:
+        raise MigrateError(f"writing queue {failed.queue!r} failed: {failed.error}")
+    reported = sum(outcome.jobs for outcome in outcomes)
+    if sent is not None and sent != reported:
+        raise MigrateError(f"Spark tasks reported {reported} of the {sent} jobs they were sent")
+
+
+async def _finish(source: BackendAdapter, options: MigrateOptions, result: MigrationResult) -> None:
+    """Queue metadata last (after the jobs it refers to), then the optional verification."""
+    destination = await open_backend(options.destination)
+    try:
+        for plan in result.plans:
+            await destination.set_queue_meta(plan.name, plan.meta)
+        if options.verify:
+            names = [plan.name for plan in result.plans]
+            result.verify = await compare(source, destination, names, options.batch_size)
+    finally:
+        await release_backend(destination)
+
+
+def verify_backends(
+    source: str, destination: str, queues: Sequence[str] | None = None, batch_size: int = 1000
+) -> VerifyReport:
+    """Compare two backends queue by queue and state by state (counts and id checksums)."""
+    return asyncio.run(_verify(source, destination, queues, batch_size))
+
+
+async def _verify(
+    source_url: str, destination_url: str, queues: Sequence[str] | None, batch_size: int
+) -> VerifyReport:
+    source = await open_backend(source_url)
+    try:
+        names = list(queues) if queues is not None else await source.list_queues()
+        destination = await open_backend(destination_url)
+        try:
+            return await compare(source, destination, names, batch_size)
+        finally:
+            await release_backend(destination)
+    finally:
+        await release_backend(source)

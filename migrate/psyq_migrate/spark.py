@@ -1,0 +1,124 @@
+"""Starting Spark: Java is checked first (a clear message beats a JVM stack trace), workers run
+this interpreter, and a session already running in the process is reused, not stopped."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from psyq_migrate.errors import MigrateError
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+
+__all__ = [
+    "JAVA_HINT",
+    "check_java",
+    "find_java",
+    "first_line",
+    "java_major_version",
+    "run_job",
+    "spark_session",
+]
+
+JAVA_HINT = (
+    "install Java 17 (e.g. `apt-get install openjdk-17-jre-headless` or `brew install "
+    "openjdk@17`) and put `java` on PATH or set JAVA_HOME"
+)
+MIN_JAVA = 17
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")  # errors only
+
+
+def find_java() -> str:
+    """The java binary Spark will start: $JAVA_HOME/bin/java, else `java` on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        if os.access(candidate, os.X_OK):
+            return candidate
+        raise MigrateError(f"JAVA_HOME={home!r} holds no bin/java: Spark needs Java; {JAVA_HINT}")
+    found = shutil.which("java")
+    if found is None:
+        raise MigrateError(f"Java is missing: Spark needs Java {MIN_JAVA}; {JAVA_HINT}")
+    return found
+
+
+def java_major_version(java: str) -> int:
+    """The major version `java -version` reports (8 for "1.8.0_x")."""
+    try:
+        shown = subprocess.run(
+            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
+        ).stderr
+    except OSError as exc:
+        raise MigrateError(f"cannot run {java!r}: {exc}; {JAVA_HINT}") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', shown)
+    if match is None:
+        raise MigrateError(f"cannot read the version of {java!r} ({shown.strip()!r}); {JAVA_HINT}")
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def check_java() -> None:
+    java = find_java()
+    major = java_major_version(java)
+    if major < MIN_JAVA:
+        raise MigrateError(
+            f"{java} is Java {major}; Spark needs Java {MIN_JAVA} or newer: {JAVA_HINT}"
+        )
+
+
+@contextmanager
+def spark_session(master: str, app_name: str = "psyq") -> Iterator[SparkSession]:
+    """A Spark session on `master`; one already active in this process is reused as is (and
+    left running), so tests and notebooks share theirs."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise MigrateError("PySpark is not installed: pip install 'psyq[spark]'") from None
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        yield active
+        return
+    check_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need psyq installed
+    quiet = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.extraJavaOptions", quiet)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.task.maxFailures", "1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def first_line(error: BaseException) -> str:
+    """The gist of a Spark error (the Python error raised in a task, not the JVM trace)."""
+    text = str(error).strip()
+    lines = [line for line in text.splitlines() if line.strip()]
+    python_errors = [line for line in lines if "Error:" in line and not line.startswith("\tat ")]
+    return (python_errors[-1] if python_errors else lines[0] if lines else repr(error)).strip()
+
+
+def run_job(rdd: RDD[T], what: str) -> list[T]:
+    """collect() an RDD; a failed Spark job becomes a MigrateError saying what failed."""
+    try:
+        return rdd.collect()
+    except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the gist
+        raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None

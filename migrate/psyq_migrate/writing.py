@@ -1,0 +1,107 @@
+"""The Spark task's side: import a partition's batches through the destination adapter.
+
+Runs in a Spark Python worker. It opens the destination, imports every batch in order
+(idempotent by job id), closes it (a SQLite destination flushes and releases its lock before
+the task ends) and returns one result per batch. Errors come back as results rather than
+exceptions, so the driver can name them instead of showing a JVM stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import BackendAdapter
+from psyq.errors import PsyqError
+from psyq_migrate.reading import Batch, export_pages
+
+__all__ = ["BatchResult", "copy_partition", "copy_queues", "import_batches", "write_partition"]
+
+
+class BatchResult(NamedTuple):
+    queue: str
+    jobs: int  # jobs in the batch
+    written: int  # jobs the destination did not hold yet
+    error: str | None = None
+
+
+def write_partition(
+    destination: str, overwrite: bool, slices: Iterable[list[Batch]]
+) -> Iterator[BatchResult]:
+    """mapPartitions body: every batch of every slice of this partition, in order."""
+    batches = [batch for slice_ in slices for batch in slice_]
+    if not batches:
+        return iter(())
+    return iter(asyncio.run(import_batches(destination, overwrite, batches)))
+
+
+async def import_batches(
+    destination: str, overwrite: bool, batches: list[Batch]
+) -> list[BatchResult]:
+    try:
+        backend = await open_backend(destination)
+    except PsyqError as exc:
+        return [BatchResult(batches[0][0], 0, 0, f"cannot open the destination: {exc}")]
+    results = []
+    try:
+        for queue, page in batches:
+            try:
+                written = await backend.import_jobs(queue, page, overwrite)
+            except PsyqError as exc:
+                results.append(BatchResult(queue, len(page.jobs), 0, str(exc)))
+                break  # later batches of this partition are not written
+            results.append(BatchResult(queue, len(page.jobs), written))
+    finally:
+        await release_backend(backend)
+    return results
+
+
+def copy_partition(
+    source: str, destination: str, overwrite: bool, batch_size: int, queues: Iterable[str]
+) -> Iterator[BatchResult]:
+    """mapPartitions body when tasks read: export each queue of the partition from the
+    source and import it, page by page, in line order."""
+    names = list(queues)
+    if not names:
+        return iter(())
+    return iter(asyncio.run(copy_queues(source, destination, overwrite, batch_size, names)))
+
+
+async def copy_queues(
+    source_url: str, destination_url: str, overwrite: bool, batch_size: int, queues: list[str]
+) -> list[BatchResult]:
+    try:
+        source = await open_backend(source_url)
+    except PsyqError as exc:
+        return [BatchResult(queues[0], 0, 0, f"cannot open the source: {exc}")]
+    try:
+        destination = await open_backend(destination_url)
+    except PsyqError as exc:
+        await release_backend(source)
+        return [BatchResult(queues[0], 0, 0, f"cannot open the destination: {exc}")]
+    try:
+        return await _copy(source, destination, overwrite, batch_size, queues)
+    finally:
+        await release_backend(destination)
+        await release_backend(source)
+
+
+async def _copy(
+    source: BackendAdapter,
+    destination: BackendAdapter,
+    overwrite: bool,
+    batch_size: int,
+    queues: list[str],
+) -> list[BatchResult]:
+    results: list[BatchResult] = []
+    for queue in queues:
+        try:
+            async for page in export_pages(source, queue, batch_size):
+                written = await destination.import_jobs(queue, page, overwrite)
+                results.append(BatchResult(queue, len(page.jobs), written))
+        except PsyqError as exc:
+            results.append(BatchResult(queue, 0, 0, str(exc)))
+            break
+    return results

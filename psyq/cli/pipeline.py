@@ -1,0 +1,290 @@
+"""`psyq migrate / export / enqueue / report`: the command-line face of psyq_migrate.
+
+psyq_migrate ships with psyq; it needs the `spark` extra (PySpark, PyArrow, matplotlib),
+imported only when a pipeline command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from psyq.cli.main import positive_int
+
+if TYPE_CHECKING:
+    from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
+    from psyq_migrate.report import GroupFigures
+
+__all__ = [
+    "PIPELINE_COMMANDS",
+    "add_pipeline_commands",
+    "run_enqueue",
+    "run_export",
+    "run_migrate",
+    "run_report",
+]
+
+
+class ProgressObserver:
+    """A rich progress bar on a terminal; one plain line per queue update elsewhere (logs)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.total = 0
+        self.done = 0
+        self.bar: Progress | None = None
+        self.task_id: TaskID | None = None
+
+    def planned(self, plans: list[QueuePlan]) -> None:
+        self.total = sum(plan.total for plan in plans)
+        if self.console.is_terminal:
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+            )
+            self.bar.start()
+            self.task_id = self.bar.add_task("migrating", total=self.total)
+
+    def moved(self, queue: str, jobs: int) -> None:
+        self.done += jobs
+        if self.bar is not None and self.task_id is not None:
+            self.bar.update(self.task_id, completed=self.done, description=queue)
+        else:
+            self.console.print(f"moved {self.done}/{self.total} jobs ({queue})", highlight=False)
+
+    def __enter__(self) -> ProgressObserver:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def queue_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected queue names separated by commas, got {text!r}")
+    return names
+
+
+def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """migrate / export / enqueue / report: the Spark pipeline (pip install 'psyq[spark]')."""
+    migrate = commands.add_parser("migrate", help="copy every job between two backends (Spark)")
+    migrate.add_argument("--from", dest="source", required=True, help="source backend URL")
+    migrate.add_argument("--to", dest="destination", required=True, help="destination URL")
+    migrate.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
+    migrate.add_argument("--dry-run", action="store_true", help="print what would move")
+    migrate.add_argument("--verify", action="store_true", help="compare counts and ids after")
+    migrate.add_argument("--overwrite", action="store_true", help="replace different jobs")
+    migrate.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+    migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
+    migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
+    migrate.add_argument(
+        "--read",
+        choices=("auto", "driver", "tasks"),
+        default="auto",
+        help="who reads the source (auto: Spark tasks for servers, the driver for files)",
+    )
+    migrate.add_argument(
+        "--wave-pages", type=positive_int, help="batches per task per wave (10; 50 into SQLite)"
+    )
+
+    export = commands.add_parser("export", help="write job history to Parquet (Spark)")
+    export.add_argument("url", help="backend URL")
+    export.add_argument("--out", required=True, help="a new folder for the Parquet files")
+    export.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
+
+    enqueue = commands.add_parser("enqueue", help="add the rows of a Parquet/CSV file as jobs")
+    enqueue.add_argument("--from", dest="source", required=True, help="FILE.parquet or FILE.csv")
+    enqueue.add_argument("--to", dest="destination", required=True, help="backend URL")
+    enqueue.add_argument("--queue", required=True, help="queue name")
+    enqueue.add_argument("--name", help="job name for rows without a 'name' column")
+
+    report = commands.add_parser("report", help="throughput, latency, failures of an export")
+    report.add_argument("history", help="folder written by psyq export")
+    report.add_argument("--chart", help="PNG file (default: HISTORY/report.png)")
+    for command in (export, enqueue, report):
+        command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
+
+
+INTERRUPTED = (
+    "psyq migrate: interrupted; run the same command again to finish (jobs already copied "
+    "are skipped)"
+)
+
+
+def run_migrate(args: argparse.Namespace) -> int:
+    from psyq_migrate import MigrateOptions, migrate
+
+    options = MigrateOptions(
+        source=args.source,
+        destination=args.destination,
+        queues=args.queues,
+        overwrite=args.overwrite,
+        dry_run=args.dry_run,
+        verify=args.verify,
+        partitions=args.partitions,
+        batch_size=args.batch_size,
+        pages_per_task=args.wave_pages,
+        read_in_tasks={"auto": None, "driver": False, "tasks": True}[args.read],
+    )
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    try:
+        with ProgressObserver(Console(stderr=True, highlight=False)) as observer:
+            result = migrate(options, observer=observer, master=args.master)
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+    if args.dry_run:
+        print_plan(out, result.plans, options.destination)
+        return 0
+    print_summary(out, result)
+    if result.verify is not None:
+        print_verify(out, result.verify)
+        return 0 if result.verify.ok else 1
+    return 0
+
+
+def print_plan(out: Console, plans: list[QueuePlan], destination: str) -> None:
+    table = Table(title=f"dry run: would move into {destination} (nothing written)")
+    for column in ("queue", "state", "jobs"):
+        table.add_column(column, justify="right" if column == "jobs" else "left")
+    for plan in plans:
+        for state, count in plan.counts.items():
+            if count:
+                table.add_row(plan.name, state, str(count))
+        meta = plan.meta
+        extras = (
+            f"paused={meta['paused']} last_id={meta['last_id']} "
+            f"schedulers={len(meta['schedulers'])} dedup_keys={len(meta['dedup'])}"
+        )
+        table.add_row(plan.name, "meta", extras)
+    out.print(table)
+    out.print(f"total: {sum(plan.total for plan in plans)} jobs in {len(plans)} queues")
+
+
+def print_summary(out: Console, result: MigrationResult) -> None:
+    table = Table(title="migrated")
+    for column in ("queue", "jobs", "written", "already there"):
+        table.add_column(column, justify="left" if column == "queue" else "right")
+    for plan in result.plans:
+        moved, written = result.moved.get(plan.name, 0), result.written.get(plan.name, 0)
+        table.add_row(plan.name, str(moved), str(written), str(moved - written))
+    out.print(table)
+    rate = result.total / result.seconds if result.seconds else 0.0
+    out.print(
+        f"{result.total} jobs in {len(result.plans)} queues, {result.waves} waves, "
+        f"{result.writers} writer(s), {result.seconds:.1f} s ({rate:,.0f} jobs/s)"
+    )
+
+
+def print_verify(out: Console, report: VerifyReport) -> None:
+    table = Table(title="verify")
+    columns = ("queue", "state", "source", "destination", "source ids", "destination ids", "")
+    for column in columns:
+        table.add_column(column)
+    for row in report.rows:
+        if not (row.source.count or row.destination.count):
+            continue
+        table.add_row(
+            row.queue,
+            row.state,
+            str(row.source.count),
+            str(row.destination.count),
+            f"{row.source.checksum:016x}",
+            f"{row.destination.checksum:016x}",
+            "ok" if row.ok else "DIFFERENT",
+        )
+    out.print(table)
+    if report.ok:
+        out.print("verify: source and destination hold the same jobs")
+    else:
+        out.print(f"verify: {len(report.differences)} difference(s)")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from psyq_migrate.history import export_history
+    from psyq_migrate.spark import spark_session
+
+    with spark_session(args.master) as spark:
+        count = export_history(args.url, args.out, spark, args.queues)
+    Console(highlight=False).print(f"exported {count} jobs to {args.out}")
+    return 0
+
+
+def run_enqueue(args: argparse.Namespace) -> int:
+    from psyq_migrate.history import enqueue_file
+    from psyq_migrate.spark import spark_session
+
+    with spark_session(args.master) as spark:
+        count = enqueue_file(args.source, args.destination, args.queue, spark, args.name)
+    Console(highlight=False).print(f"enqueued {count} rows into {args.queue}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from psyq_migrate.report import build_report, write_chart
+    from psyq_migrate.spark import spark_session
+
+    with spark_session(args.master) as spark:
+        figures = build_report(args.history, spark)
+    chart = args.chart or os.path.join(args.history, "report.png")
+    write_chart(figures, chart)
+    print_report(Console(highlight=False, width=None if sys.stdout.isatty() else 160), figures)
+    Console(highlight=False).print(f"chart: {chart}")
+    return 0
+
+
+def print_report(out: Console, figures: list[GroupFigures]) -> None:
+    table = Table(title="report")
+    columns = ("queue", "name", "jobs", "per min", "wait p50/p95/p99 ms")
+    for column in (*columns, "run p50/p95/p99 ms", "failed", "top failure reasons"):
+        table.add_column(column)
+    for group in figures:
+        rate = group.failure_rate
+        table.add_row(
+            group.queue,
+            group.name,
+            str(group.jobs),
+            f"{group.throughput_per_minute:.1f}",
+            _triple(group.wait_ms),
+            _triple(group.run_ms),
+            "-" if rate is None else f"{rate:.1%}",
+            "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
+        )
+    out.print(table)
+
+
+def _triple(values: tuple[int, int, int] | None) -> str:
+    return "-" if values is None else "/".join(str(value) for value in values)
+
+
+PIPELINE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "migrate": run_migrate,
+    "export": run_export,
+    "enqueue": run_enqueue,
+    "report": run_report,
+}

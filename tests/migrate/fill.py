@@ -1,0 +1,97 @@
+"""A source holding every state, a flow across two queues, a scheduler, logs, a deduplication
+key and a paused queue; and helpers that read a backend back for comparison."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Any
+
+import psyq
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import Completed, Failed, FetchRequest
+from psyq_migrate.reading import export_pages
+from psyq_migrate.verify import compared_state
+from tests.conftest import fresh_name
+
+LONG_LOCK = 600_000  # the active job keeps its lock for the whole test
+
+
+async def fill_every_state(url: str) -> list[str]:
+    """Two fresh queues on `url`; returns their names (main first)."""
+    main, side = fresh_name("main"), fresh_name("side")
+    async with psyq.Queue(main, connection=url) as queue:
+        for name in ("done", "broken", "busy"):
+            await queue.add(name, {"n": name})
+        await settle_three(url, main)
+        await queue.add("w1", {"i": 1})
+        await queue.add("w2", {"i": 2}, job_id="custom-id")
+        await queue.add("urgent", None, priority=3)
+        await queue.add("later", {"x": [1, 2]}, delay=60_000)
+        await queue.add("once", {"d": 1}, deduplication={"id": "dedup-1"})
+        await queue.upsert_job_scheduler("tick", {"every": 60_000}, {"name": "tick"})
+        async with psyq.FlowProducer(connection=url) as producer:
+            await producer.add(
+                {
+                    "name": "parent",
+                    "queue_name": main,
+                    "children": [{"name": "kid", "queue_name": side}],
+                }
+            )
+    async with psyq.Queue(side, connection=url) as other:
+        await other.add_bulk([{"name": "bulk", "data": {"i": i}} for i in range(5)])
+        await other.pause()
+    return [main, side]
+
+
+async def settle_three(url: str, queue: str) -> None:
+    """Take the three first jobs: complete one (with a log), fail one, keep one active."""
+    backend = await open_backend(url)
+    try:
+        request = FetchRequest(tokens=["t1", "t2", "t3"], lock_duration=LONG_LOCK)
+        done, broken, _busy = await backend.move_to_active(queue, request)
+        await backend.add_log(queue, done.id, "first row", None)
+        await backend.add_log(queue, done.id, "second row", None)
+        await backend.move_to_finished(queue, done.id, "t1", Completed('{"ok": 1}'))
+        await backend.move_to_finished(queue, broken.id, "t2", Failed("boom", ["at line 1"]))
+    finally:
+        await release_backend(backend)
+
+
+async def read_queue(url: str, queue: str) -> dict[str, Any]:
+    """Everything migration moves of one queue, in a comparable form: jobs (fields, state as
+    compared, order within each state), logs, due times, flow links, and queue meta."""
+    backend = await open_backend(url)
+    try:
+        jobs: dict[str, dict[str, Any]] = {}
+        order: dict[str, list[str]] = {}
+        logs: dict[str, list[str]] = {}
+        due: dict[str, int] = {}
+        deps: dict[str, Any] = {}
+        async for page in export_pages(backend, queue, 4):
+            for record in page.jobs:
+                fields = asdict(record)
+                fields["state"] = compared_state(record.state)
+                fields["stacktrace"] = list(record.stacktrace)
+                for volatile in ("lock_token", "queue"):
+                    fields.pop(volatile)
+                jobs[record.id] = fields
+                order.setdefault(fields["state"], []).append(record.id)
+            logs.update(page.logs)
+            due.update(page.due)
+            deps.update(page.deps)
+        meta = await backend.get_queue_meta(queue)
+        return {"jobs": jobs, "order": order, "logs": logs, "due": due, "deps": deps, "meta": meta}
+    finally:
+        await release_backend(backend)
+
+
+def read_queues(url: str, queues: list[str]) -> dict[str, dict[str, Any]]:
+    async def read_all() -> dict[str, dict[str, Any]]:
+        return {queue: await read_queue(url, queue) for queue in queues}
+
+    return asyncio.run(read_all())
+
+
+def state_counts(snapshot: dict[str, Any]) -> dict[str, int]:
+    return {state: len(ids) for state, ids in snapshot["order"].items()}

@@ -1,0 +1,171 @@
+"""Export to Parquet -> report on a known history; enqueue from files and DataFrames."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+import psyq
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import ExportPage, JobRecord
+from psyq.cli.main import main
+from psyq_migrate import MigrateError
+from psyq_migrate.history import enqueue_dataframe, export_history
+from psyq_migrate.report import build_report
+
+T0 = 1_700_000_000_000
+
+
+def charge(i: int) -> JobRecord:
+    """Job i of 100: finished at an even step over exactly two minutes, waited i ms, ran 10*i
+    ms; every tenth failed (the first six for a timeout, the last four declined)."""
+    finished = T0 + round((i - 1) * 120_000 / 99)
+    started = finished - 10 * i
+    failed = i % 10 == 0
+    return JobRecord(
+        id=str(i),
+        queue="shop",
+        name="charge",
+        data="{}",
+        opts={},
+        timestamp=started - i,
+        processed_on=started,
+        finished_on=finished,
+        attempts_made=1,
+        attempts_started=1,
+        failed_reason=("timeout" if i <= 60 else "card declined") if failed else None,
+        returnvalue=None if failed else "null",
+        state="failed" if failed else "completed",
+    )
+
+
+def waiting(i: int) -> JobRecord:
+    return JobRecord(str(i), "shop", "email", "{}", {}, T0, state="waiting")
+
+
+async def write_history(url: str) -> None:
+    backend = await open_backend(url)
+    try:
+        jobs = [charge(i) for i in range(1, 101)] + [waiting(i) for i in range(101, 104)]
+        await backend.import_jobs("shop", ExportPage(jobs=jobs, logs={}, next_cursor=None))
+    finally:
+        await release_backend(backend)
+
+
+def test_export_then_report_gives_the_known_figures(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/history.db"
+    asyncio.run(write_history(url))
+    out = tmp_path / "history"
+    assert export_history(url, out, spark) == 103
+    columns = spark.read.parquet(str(out)).columns
+    assert {"id", "queue", "name", "state", "wait_ms", "run_ms", "failed_reason"} <= set(columns)
+
+    charge_figures, email = build_report(out, spark)
+    assert (charge_figures.queue, charge_figures.name, charge_figures.jobs) == (
+        "shop",
+        "charge",
+        100,
+    )
+    assert (charge_figures.completed, charge_figures.failed) == (90, 10)
+    assert charge_figures.throughput_per_minute == 50.0  # 100 finished over two minutes
+    assert charge_figures.wait_ms == (50, 95, 99)
+    assert charge_figures.run_ms == (500, 950, 990)
+    assert charge_figures.failure_rate == 0.1
+    assert charge_figures.top_reasons == [("timeout", 6), ("card declined", 4)]
+    assert (email.name, email.jobs, email.wait_ms, email.run_ms) == ("email", 3, None, None)
+    assert email.failure_rate is None and email.throughput_per_minute == 0.0
+
+    chart = tmp_path / "chart.png"
+    assert main(["report", str(out), "--chart", str(chart)]) == 0
+    assert chart.read_bytes().startswith(b"\x89PNG")
+    assert main(["report", str(out)]) == 0  # the default chart goes into the folder ...
+    assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+    assert main(["report", str(out)]) == 0  # ... and is not read as history next time
+    printed = capsys.readouterr().out
+    assert "50/95/99" in printed and "timeout (6)" in printed and "10.0%" in printed
+
+
+def test_export_refuses_an_existing_folder_and_leaves_nothing_half_written(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path}/history.db"
+    asyncio.run(write_history(url))
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(MigrateError, match="taken"):
+        export_history(url, tmp_path / "taken", spark)
+    with pytest.raises(psyq.PsyqError, match="bogus"):
+        export_history("bogus://x", tmp_path / "new", spark)
+    assert not (tmp_path / "new").exists()
+    assert not any(p.name.endswith(".partial") for p in tmp_path.iterdir())
+
+
+async def jobs_of(url: str, queue: str) -> list[psyq.Job]:
+    async with psyq.Queue(queue, connection=url) as target:
+        return await target.get_jobs(["waiting"], asc=True)
+
+
+def test_enqueue_a_csv_file_twice_adds_each_row_once(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = tmp_path / "orders.csv"
+    rows.write_text("id,name,amount,customer\no-1,bill,12.5,ann\no-2,bill,3,bob\no-3,refund,7,cy\n")
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    argv = ["enqueue", "--from", str(rows), "--to", url, "--queue", "orders"]
+    assert main(argv) == 0
+    assert main(argv) == 0  # ids make a rerun skip what is there
+    assert "enqueued 3 rows" in capsys.readouterr().out
+    jobs = asyncio.run(jobs_of(url, "orders"))
+    assert [(job.id, job.name, job.data) for job in jobs] == [
+        ("o-1", "bill", {"amount": 12.5, "customer": "ann"}),
+        ("o-2", "bill", {"amount": 3.0, "customer": "bob"}),
+        ("o-3", "refund", {"amount": 7.0, "customer": "cy"}),
+    ]
+
+
+def test_enqueue_a_dataframe_with_a_data_column(spark: SparkSession, tmp_path: Path) -> None:
+    frame = spark.createDataFrame(
+        [(f'{{"n": {i}}}', '{"priority": 2}') for i in range(40)], "data string, opts string"
+    )
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    assert enqueue_dataframe(frame, url, "batch", name="work") == 40
+
+    async def counts() -> dict[str, int]:
+        async with psyq.Queue("batch", connection=url) as target:
+            return await target.get_job_counts("waiting", "prioritized")
+
+    assert asyncio.run(counts()) == {"waiting": 0, "prioritized": 40}
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (
+            ["enqueue", "--from", "missing.csv", "--to", "sqlite:///j.db", "--queue", "q"],
+            "missing.csv",
+        ),
+        (["enqueue", "--from", "rows.txt", "--to", "sqlite:///j.db", "--queue", "q"], "rows.txt"),
+        (["report", "no-such-folder"], "no-such-folder"),
+        (["enqueue", "--from", "fake.parquet", "--to", "sqlite:///j.db", "--queue", "q"], "fake"),
+        (["enqueue", "--from", "rows.csv", "--to", "memory://", "--queue", "q"], "memory://"),
+        (["export", "sqlite:///nope.db", "--out", "history"], "nope.db"),
+    ],
+)
+def test_pipeline_bad_input_exits_2_naming_the_value(
+    spark: SparkSession,
+    argv: list[str],
+    named: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.txt").write_text("name\nx\n")
+    (tmp_path / "rows.csv").write_text("name\nx\n")
+    (tmp_path / "fake.parquet").write_text("not parquet")
+    assert main(argv) == 2
+    assert named in capsys.readouterr().err
