@@ -23,8 +23,8 @@ import asyncio
 import dataclasses
 import struct
 import threading
-from collections.abc import Callable
-from operator import attrgetter
+from collections.abc import Callable, Container
+from operator import attrgetter, contains
 from typing import Any
 
 import msgpack
@@ -165,6 +165,9 @@ def _optional(check: Check) -> Check:
 
 
 def _list_of(check: Check) -> Check:
+    if type(check) is tuple and check:
+        allowed = check
+        return lambda v: type(v) is list and (not v or all(type(x) in allowed for x in v))
     return lambda v: type(v) is list and all(_fits(check, item) for item in v)
 
 
@@ -181,6 +184,21 @@ class ExtSpec:
     fields: tuple[tuple[str, Check], ...]
     required: int  # fields without a default: a payload may omit the trailing others
     getter: Callable[[Any], Any]  # the field values, as a tuple (one field: the value)
+    # The fast form of the checks: per field, the exact types allowed (any type: a set that
+    # holds them all); then the fields whose check is a function, by index.
+    types: tuple[Container[type], ...] = ()
+    deep: tuple[tuple[int, Callable[[Any], bool]], ...] = ()
+
+    def bad_field(self, fields: list[Any]) -> int:
+        """The index of the first field that fails its check, or -1."""
+        if not all(map(contains, self.types, map(type, fields))):  # the fast, C-level pass
+            for index, (value, allowed) in enumerate(zip(fields, self.types, strict=False)):
+                if type(value) not in allowed:
+                    return index
+        for index, check in self.deep:
+            if index < len(fields) and not check(fields[index]):
+                return index
+        return -1
 
     def pack(self, obj: Any) -> list[Any]:
         values = self.getter(obj)
@@ -194,7 +212,20 @@ def _spec(code: int, cls: type, *fields: tuple[str, Check]) -> ExtSpec:
         if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
     }
     required = sum(1 for name, _ in fields if name not in defaults)
-    return ExtSpec(code, cls, fields, required, attrgetter(*(name for name, _ in fields)))
+    getter = attrgetter(*(name for name, _ in fields))
+    types = tuple(check if type(check) is tuple and check else _EVERY_TYPE for _, check in fields)
+    deep = tuple((i, check) for i, (_, check) in enumerate(fields) if callable(check))
+    return ExtSpec(code, cls, fields, required, getter, types, deep)
+
+
+class _EveryType:
+    """The allowed types of a field that takes any type (or is checked by a function)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERY_TYPE = _EveryType()
 
 
 _str_list = _list_of(STR)
@@ -341,9 +372,10 @@ def _ext_hook(code: int, payload: bytes) -> Any:
         raise ProtocolError(
             f"a {spec.cls.__name__} is a list of {len(spec.fields)} fields, got {fields!r:.80}"
         )
-    for value, (name, check) in zip(fields, spec.fields, strict=False):
-        if not (type(value) in check if type(check) is tuple and check else _fits(check, value)):
-            raise ProtocolError(f"bad {spec.cls.__name__}.{name}: {value!r:.80}")
+    bad = spec.bad_field(fields)
+    if bad >= 0:
+        name = spec.fields[bad][0]
+        raise ProtocolError(f"bad {spec.cls.__name__}.{name}: {fields[bad]!r:.80}")
     return spec.cls(*fields)
 
 

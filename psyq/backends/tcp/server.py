@@ -134,6 +134,7 @@ class ServerConnection(asyncio.Protocol):
             return
         self._backlog.extend(bodies)
         self._run_backlog()
+        self.outbox.flush()  # the answers of calls that finished at once leave together, now
         self._watch_partial_frame(progress=bool(bodies))
 
     def pause_writing(self) -> None:
