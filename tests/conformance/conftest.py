@@ -12,8 +12,10 @@ import asyncio
 import inspect
 import os
 import shutil
+import socket
+import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -37,8 +39,55 @@ def sqlite_url(durability: str) -> UrlFactory:
 
 # id -> factory. Next: "tcp" (psyq://), "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL",
 # ...)), "postgres".
+def redis_url(request: pytest.FixtureRequest) -> str:
+    return service_url(
+        "redis",
+        "PSYQ_TEST_REDIS_URL",
+        ("redis-server",),
+        lambda binary: request.getfixturevalue("redis_server")(binary),
+        "apt install redis-server",
+    )
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
+    """Start one redis-server from PATH for the whole run (on first use), on a free port."""
+    started: list[tuple[subprocess.Popen[bytes], str]] = []
+
+    def start(binary: str) -> str:
+        if not started:
+            folder = tmp_path_factory.mktemp("redis")
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
+            args += ["--save", "", "--appendonly", "no"]
+            proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            started.append((proc, f"redis://127.0.0.1:{port}/0"))
+            wait_port(port)
+        return started[0][1]
+
+    yield start
+    for proc, _ in started:
+        proc.kill()
+        proc.wait()
+
+
+def wait_port(port: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
+    "redis": redis_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
 }

@@ -1,0 +1,541 @@
+"""`redis://` / `rediss://`: queues stored exactly as BullMQ 5/6 stores them.
+
+Every state transition is one Lua script (see `lua/`), so it is atomic; queries read keys
+directly. Workers blocked on an empty queue wait with BZPOPMIN on the queue's marker on a
+dedicated connection (BullMQ's wake-up), never polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from psyq.backends.base import (
+    JOB_STATES,
+    BackendAdapter,
+    Completed,
+    ErrorCode,
+    Failed,
+    FetchRequest,
+    JobRecord,
+    NewJob,
+    Retry,
+    Settlement,
+    StalledResult,
+    raise_for_code,
+)
+from psyq.backends.redis.jobs import (
+    add_meta,
+    encode_opts,
+    record_from_fields,
+    record_from_hash,
+)
+from psyq.backends.redis.scripts import Script, load_scripts
+from psyq.core import codec
+from psyq.errors import ConnectionError, InvalidURLError, PsyqError
+
+__all__ = ["RedisBackend", "open_redis_backend", "parse_redis_url"]
+
+log = logging.getLogger("psyq.redis")
+
+DEFAULT_PREFIX = "bull"
+MIN_VERSION = (5, 0, 0)
+ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
+_SCRIPTS: dict[str, Script] = {}
+# Structures that hold each state (lists count with LLEN, sorted sets with ZCARD).
+_LISTS = {"waiting": "wait", "paused": "paused", "active": "active"}
+_SETS = {"completed", "failed", "delayed", "prioritized", "waiting-children"}
+_NUMERIC_EVENT_FIELDS = ("attemptsMade", "delay")
+
+
+def parse_redis_url(url: str) -> tuple[str, str]:
+    """(URL for redis-py, key prefix): psyq's own `prefix` parameter is taken out."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss"):
+        raise InvalidURLError(url, "a Redis backend URL starts with redis:// or rediss://")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [value for key, value in query if key == "prefix"]
+    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
+    if not prefix or ":" in prefix:
+        raise InvalidURLError(url, f"prefix must be non-empty without ':', got {prefix!r}")
+    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
+    return urlunsplit(parts._replace(query=rest)), prefix
+
+
+def _scripts() -> dict[str, Script]:
+    if not _SCRIPTS:
+        _SCRIPTS.update(load_scripts())
+    return _SCRIPTS
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+class RedisBackend(BackendAdapter):
+    """BullMQ's Redis layout. One client for commands and scripts, one for blocking reads."""
+
+    kind = "redis"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._redis_url, self.prefix = parse_redis_url(url)
+        # redis-py's asyncio stubs type replies as bytes | str (and commands as maybe-awaitable);
+        # with decode_responses=True they are str: the clients are typed Any here.
+        self._client: Any = None
+        self._blocking: Any = None
+        self._scripts = _scripts()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def open(self) -> None:
+        client = Redis.from_url(self._redis_url, decode_responses=True)
+        try:
+            info = await client.info("server")
+            policy = await client.config_get("maxmemory-policy")
+        except RedisError as exc:
+            await client.aclose()
+            raise ConnectionError(self.url, str(exc)) from None
+        self._check_server(info, policy.get("maxmemory-policy"))
+        self._client = client
+        self._blocking = Redis.from_url(self._redis_url, decode_responses=True)
+
+    def _check_server(self, info: Mapping[str, Any], policy: str | None) -> None:
+        version = str(info.get("redis_version", "0"))
+        numbers = tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
+        if numbers < MIN_VERSION:
+            raise ConnectionError(self.url, f"Redis {version} is too old: psyq needs >= 5.0.0")
+        if policy not in (None, "noeviction"):
+            log.warning(
+                "Redis at %s has maxmemory-policy %r: set it to 'noeviction', or Redis may "
+                "evict job keys under memory pressure",
+                self.url,
+                policy,
+            )
+
+    async def close(self) -> None:
+        for client in (self._client, self._blocking):
+            if client is not None:
+                await client.aclose()
+        self._client = self._blocking = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        return self._client
+
+    async def now_ms(self) -> int:
+        seconds, micros = await self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # ------------------------------------------------------------------ plumbing
+    def queue_key(self, queue: str) -> str:
+        return f"{self.prefix}:{queue}"
+
+    async def _run(self, name: str, queue: str, *args: Any) -> Any:
+        try:
+            return await self._scripts[name].run(self.client, self.queue_key(queue), *args)
+        except RedisError as exc:
+            raise PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}") from exc
+
+    async def _run_code(
+        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+    ) -> int:
+        code = int(await self._run(name, queue, job_id, *args))
+        raise_for_code(code, queue, job_id, operation)
+        return code
+
+    # ------------------------------------------------------------------ adding
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        chunks = [jobs[i : i + ADD_CHUNK] for i in range(0, len(jobs), ADD_CHUNK)]
+        if len(chunks) == 1 or any("parent" in new.opts for new in jobs):
+            results = [await self._run("addJobs", queue, *self._add_args(jobs))]
+        else:
+            results = await self._add_pipelined(queue, chunks)
+        records: list[JobRecord] = []
+        offset = 0
+        for result in results:
+            records += await self._added(queue, jobs, offset, result)
+            offset += (len(result) - 1) // 2
+        return records
+
+    def _add_args(self, jobs: Sequence[NewJob]) -> list[str]:
+        args: list[str] = []
+        for new in jobs:
+            args += (add_meta(new), new.data, encode_opts(new.opts))
+        return args
+
+    async def _add_pipelined(self, queue: str, chunks: list[Sequence[NewJob]]) -> list[Any]:
+        """Big bulks: one addJobs call per chunk, all in one MULTI/EXEC round trip."""
+        script = self._scripts["addJobs"]
+        queue_key = self.queue_key(queue)
+        keys = script.keys(queue_key)
+        await self.client.script_load(script.source)
+        async with self.client.pipeline(transaction=True) as pipe:
+            for chunk in chunks:
+                pipe.evalsha(script.sha, len(keys), *keys, f"{queue_key}:", *self._add_args(chunk))
+            return list(await pipe.execute())
+
+    async def _added(
+        self, queue: str, jobs: Sequence[NewJob], offset: int, result: list[Any]
+    ) -> list[JobRecord]:
+        if int(result[0]) == ErrorCode.PARENT_MISSING:
+            parent = jobs[offset + int(result[1]) - 1].opts["parent"]
+            raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
+        now = int(result[0])
+        records = []
+        for i, new in enumerate(jobs[offset : offset + (len(result) - 1) // 2]):
+            job_id, status = str(result[1 + 2 * i]), int(result[2 + 2 * i])
+            if status == 1:
+                records.append(self._new_record(queue, job_id, new, now))
+            else:
+                existing = await self.get_job(queue, job_id)
+                if existing is None:
+                    raise PsyqError(f"job {job_id!r} of {queue!r} vanished while adding")
+                records.append(existing)
+        return records
+
+    @staticmethod
+    def _new_record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
+        opts = new.opts
+        parent = opts.get("parent")
+        record = JobRecord(
+            job_id,
+            queue,
+            new.name,
+            new.data,
+            opts,
+            now if new.timestamp is None else new.timestamp,
+            opts.get("delay", 0),
+            opts.get("priority", 0),
+            parent_key=None if parent is None else f"{parent['queue']}:{parent['id']}",
+        )
+        if record.delay > 0:
+            record.state = "delayed"
+        else:
+            record.state = "prioritized" if record.priority > 0 else "waiting"
+        return record
+
+    # ------------------------------------------------------------------ fetching
+    @staticmethod
+    def _fetch_arg(request: FetchRequest) -> dict[str, Any]:
+        arg: dict[str, Any] = {
+            "tokens": list(request.tokens),
+            "lockDuration": request.lock_duration,
+            "worker": request.worker_name or "",
+        }
+        if request.limiter is not None:
+            arg["max"] = request.limiter.max
+            arg["duration"] = request.limiter.duration
+        return arg
+
+    def _records(
+        self, queue: str, hashes: Sequence[Sequence[str]], tokens: Sequence[str]
+    ) -> list[JobRecord]:
+        records = []
+        for flat, token in zip(hashes, tokens, strict=False):
+            record = record_from_fields(queue, flat)
+            record.lock_token = token
+            record.state = "active"
+            records.append(record)
+        return records
+
+    async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
+        if not request.tokens:
+            return []
+        arg = json.dumps(self._fetch_arg(request))
+        hashes = await self._run("moveToActive", queue, arg)
+        return self._records(queue, hashes, request.tokens)
+
+    async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
+        hint = int(await self._run("getWaitHint", queue))
+        if hint == 0:
+            return
+        wait_ms = timeout_ms if hint < 0 else min(timeout_ms, hint)
+        blocking = self._blocking
+        if blocking is None:
+            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        popped = await blocking.bzpopmin(self.queue_key(queue) + ":marker", max(wait_ms, 1) / 1000)
+        if popped is None:
+            return
+        _key, member, score = popped
+        if member != "0" and float(score) > 0:  # a delayed job's marker: sleep until it is due
+            due_in = int(float(score)) - await self.now_ms()
+            if due_in > 0:
+                await asyncio.sleep(min(due_in, timeout_ms) / 1000)
+
+    # ------------------------------------------------------------------ settling
+    @staticmethod
+    def _settle_item(
+        job_id: str, token: str, outcome: Completed | Failed | Retry
+    ) -> dict[str, Any]:
+        if isinstance(outcome, Completed):
+            return {"id": job_id, "token": token, "kind": "completed", "value": outcome.returnvalue}
+        item: dict[str, Any] = {
+            "id": job_id,
+            "token": token,
+            "kind": "retry" if isinstance(outcome, Retry) else "failed",
+            "value": outcome.reason,
+            "stack": json.dumps(list(outcome.stacktrace)),
+        }
+        if isinstance(outcome, Retry):
+            item["delay"] = outcome.delay
+        return item
+
+    async def _settle(
+        self, queue: str, items: list[dict[str, Any]], fetch: FetchRequest | None
+    ) -> tuple[list[int], list[JobRecord]]:
+        arg: dict[str, Any] = {"settle": items}
+        if fetch is not None and fetch.tokens:
+            arg["fetch"] = self._fetch_arg(fetch)
+        codes, hashes = await self._run("moveToFinished", queue, json.dumps(arg))
+        fetched = self._records(queue, hashes, fetch.tokens) if fetch is not None else []
+        return [int(code) for code in codes], fetched
+
+    async def move_to_finished(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        outcome: Completed | Failed,
+        fetch: FetchRequest | None = None,
+    ) -> list[JobRecord]:
+        items = [self._settle_item(job_id, token, outcome)]
+        [code], fetched = await self._settle(queue, items, fetch)
+        operation = "complete" if isinstance(outcome, Completed) else "fail"
+        raise_for_code(code, queue, job_id, operation, "not active")
+        return fetched
+
+    async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
+        [code], _ = await self._settle(queue, [self._settle_item(job_id, token, outcome)], None)
+        raise_for_code(code, queue, job_id, "retry", "not active")
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        items = [self._settle_item(s.job_id, s.token, s.outcome) for s in settlements]
+        codes, fetched = await self._settle(queue, items, fetch)
+        errors: list[PsyqError | None] = []
+        for settlement, code in zip(settlements, codes, strict=True):
+            try:
+                raise_for_code(code, queue, settlement.job_id, "settle", "not active")
+                errors.append(None)
+            except PsyqError as exc:
+                errors.append(exc)
+        return errors, fetched
+
+    async def move_to_delayed(
+        self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
+    ) -> None:
+        await self._run_code("moveToDelayed", queue, job_id, "delay", timestamp_ms, token or "")
+
+    async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
+        await self._run_code("moveJobFromActiveToWait", queue, job_id, "hand back", token)
+
+    async def extend_locks(
+        self, queue: str, locks: Mapping[str, str], duration_ms: int
+    ) -> list[str]:
+        pairs = [part for job_id, token in locks.items() for part in (job_id, token)]
+        lost = await self._run("extendLocks", queue, duration_ms, *pairs)
+        return [str(job_id) for job_id in lost]
+
+    async def move_stalled_jobs_to_wait(
+        self, queue: str, max_stalled_count: int, stalled_interval_ms: int
+    ) -> StalledResult:
+        moved, failed = await self._run("moveStalledJobsToWait", queue, max_stalled_count)
+        return StalledResult([str(i) for i in moved], [str(i) for i in failed])
+
+    # ------------------------------------------------------------------ queries
+    async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
+        flat = await self._run("getJob", queue, job_id)
+        if not flat:
+            return None
+        return record_from_fields(queue, [*flat, "__id", job_id])
+
+    async def get_state(self, queue: str, job_id: str) -> str:
+        record = await self.get_job(queue, job_id)
+        return "unknown" if record is None or record.state is None else record.state
+
+    async def _ids(self, queue: str, state: str, asc: bool) -> list[str]:
+        key = self.queue_key(queue)
+        if state in _LISTS:
+            ids: list[str] = await self.client.lrange(f"{key}:{_LISTS[state]}", 0, -1)
+            return ids[::-1] if asc else ids  # the next to be taken is at the right end
+        if state == "waiting-children" or state in _SETS:
+            found: list[str] = await self.client.zrange(f"{key}:{state}", 0, -1)
+            return found if asc else found[::-1]
+        return []
+
+    async def get_jobs(
+        self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
+    ) -> list[JobRecord]:
+        ids: list[tuple[str, str]] = []
+        for state in states:
+            ids += [(job_id, state) for job_id in await self._ids(queue, state, asc)]
+        stop = None if end == -1 else end + 1
+        chosen = ids[start:stop]
+        key = self.queue_key(queue)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for job_id, _ in chosen:
+                pipe.hgetall(f"{key}:{job_id}")
+            hashes = await pipe.execute()
+        records = []
+        for (job_id, state), fields in zip(chosen, hashes, strict=True):
+            if fields:
+                record = record_from_hash(queue, job_id, fields)
+                record.state = "waiting" if state == "paused" else state
+                records.append(record)
+        return records
+
+    async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:
+        key = self.queue_key(queue)
+        wanted = list(states or JOB_STATES)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for state in wanted:
+                if state in _LISTS:
+                    pipe.llen(f"{key}:{_LISTS[state]}")
+                else:
+                    pipe.zcard(f"{key}:{state}")
+            counts = await pipe.execute()
+        return {state: int(count) for state, count in zip(wanted, counts, strict=True)}
+
+    async def get_job_logs(
+        self, queue: str, job_id: str, start: int, end: int, asc: bool
+    ) -> tuple[list[str], int]:
+        key = f"{self.queue_key(queue)}:{job_id}:logs"
+        rows: list[str] = await self.client.lrange(key, 0, -1)
+        ordered = rows if asc else rows[::-1]
+        stop = None if end == -1 else end + 1
+        return ordered[start:stop], len(rows)
+
+    async def is_paused(self, queue: str) -> bool:
+        return bool(await self.client.hexists(self.queue_key(queue) + ":meta", "paused"))
+
+    async def list_queues(self) -> list[str]:
+        pattern = f"{_glob_escape(self.prefix)}:*:meta"
+        names = set()
+        async for key in self.client.scan_iter(match=pattern, count=1000):
+            names.add(key[len(self.prefix) + 1 : -len(":meta")])
+        async for key in self.client.scan_iter(
+            match=f"{_glob_escape(self.prefix)}:*:id", count=1000
+        ):
+            names.add(key[len(self.prefix) + 1 : -len(":id")])
+        return sorted(name for name in names if ":" not in name)
+
+    # ------------------------------------------------------------------ job mutations
+    async def update_progress(self, queue: str, job_id: str, progress: Any) -> None:
+        text = codec.dumps(progress, "progress", job_id)
+        await self._run_code("updateProgress", queue, job_id, "update progress of", text)
+
+    async def add_log(self, queue: str, job_id: str, row: str, keep_logs: int | None) -> int:
+        keep = "" if keep_logs is None else keep_logs
+        return await self._run_code("addLog", queue, job_id, "log to", row, keep)
+
+    async def clear_logs(self, queue: str, job_id: str, keep: int) -> None:
+        key = f"{self.queue_key(queue)}:{job_id}:logs"
+        if keep <= 0:
+            await self.client.delete(key)
+        else:
+            await self.client.ltrim(key, -keep, -1)
+
+    async def update_data(self, queue: str, job_id: str, data: str) -> None:
+        await self._run_code("updateData", queue, job_id, "update data of", data)
+
+    async def change_priority(
+        self, queue: str, job_id: str, priority: int, lifo: bool = False
+    ) -> None:
+        await self._run_code(
+            "changePriority", queue, job_id, "change priority of", priority, int(lifo)
+        )
+
+    async def change_delay(self, queue: str, job_id: str, delay_ms: int) -> None:
+        code = int(await self._run("changeDelay", queue, job_id, delay_ms))
+        raise_for_code(code, queue, job_id, "change the delay of", "not delayed")
+
+    async def promote(self, queue: str, job_id: str) -> None:
+        code = int(await self._run("promote", queue, job_id, 0))
+        raise_for_code(code, queue, job_id, "promote", "not delayed")
+
+    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
+        code = int(await self._run("reprocessJob", queue, state, job_id, 0, 0))
+        raise_for_code(code, queue, job_id, "retry", f"not {state}")
+
+    async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
+        return bool(await self._run("removeJob", queue, job_id, int(remove_children)))
+
+    # ------------------------------------------------------------------ queue admin
+    async def pause(self, queue: str) -> None:
+        await self._run("pause", queue, "pause")
+
+    async def resume(self, queue: str) -> None:
+        await self._run("pause", queue, "resume")
+
+    async def drain(self, queue: str, delayed: bool) -> None:
+        await self._run("drain", queue, int(delayed))
+
+    async def clean(self, queue: str, grace_ms: int, limit: int, state: str) -> list[str]:
+        cutoff = await self.now_ms() - grace_ms
+        return [str(i) for i in await self._run("clean", queue, state, cutoff, limit)]
+
+    async def obliterate(self, queue: str, force: bool) -> None:
+        pattern = _glob_escape(self.queue_key(queue)) + ":*"
+        code, active = await self._run("obliterate", queue, int(force), pattern)
+        if int(code) < 0:
+            raise PsyqError(
+                f"cannot obliterate queue {queue!r}: {active} jobs are active "
+                "(close their workers first, or pass force=True)"
+            )
+
+    async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
+        return int(await self._run("reprocessJob", queue, state, "", timestamp_ms, count))
+
+    async def promote_jobs(self, queue: str, count: int) -> int:
+        return int(await self._run("promote", queue, "", count))
+
+    # ------------------------------------------------------------------ events
+    async def read_events(
+        self, queue: str, last_id: str, count: int, block_ms: int
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        key = self.queue_key(queue) + ":events"
+        start = "0-0" if last_id in ("0", "") else last_id
+        client = self._blocking if block_ms > 0 else self._client
+        if client is None:
+            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        reply = await client.xread({key: start}, count=count, block=block_ms or None)
+        return [
+            _event(entry_id, fields)
+            for _stream, entries in reply or ()
+            for entry_id, fields in entries
+        ]
+
+    async def set_max_len_events(self, queue: str, max_len: int) -> None:
+        key = self.queue_key(queue)
+        await self.client.hset(key + ":meta", "opts.maxLenEvents", max_len)
+        await self.client.xtrim(key + ":events", maxlen=max_len, approximate=False)
+
+    # ------------------------------------------------------------------ workers
+    def worker_client_name(self, queue: str) -> str:
+        """BullMQ's CLIENT SETNAME for workers: `<prefix>:<base64(queue)>`."""
+        return f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
+
+
+def _event(entry_id: str, fields: Mapping[str, str]) -> tuple[str, str, dict[str, Any]]:
+    args: dict[str, Any] = dict(fields)
+    event = str(args.pop("event", ""))
+    for name in _NUMERIC_EVENT_FIELDS:
+        if name in args:
+            args[name] = int(float(args[name]))
+    return entry_id, event, args
+
+
+def open_redis_backend(url: str) -> RedisBackend:
+    """Entry point of the `redis` and `rediss` schemes."""
+    return RedisBackend(url)
