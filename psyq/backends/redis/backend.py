@@ -11,8 +11,8 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import Redis
@@ -45,6 +45,7 @@ from psyq.errors import ConnectionError, InvalidURLError, PsyqError
 __all__ = ["RedisBackend", "open_redis_backend", "parse_redis_url"]
 
 log = logging.getLogger("psyq.redis")
+T = TypeVar("T")
 
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
@@ -95,8 +96,13 @@ class RedisBackend(BackendAdapter):
         self._scripts = _scripts()
 
     # ------------------------------------------------------------------ lifecycle
+    def _new_client(self) -> Any:
+        # No automatic retries: redis-py would retry a command whose task is being
+        # cancelled (a worker closing), swallowing the cancellation.
+        return Redis.from_url(self._redis_url, decode_responses=True, retry=None)
+
     async def open(self) -> None:
-        client = Redis.from_url(self._redis_url, decode_responses=True)
+        client = self._new_client()
         try:
             info = await client.info("server")
             policy = await client.config_get("maxmemory-policy")
@@ -105,7 +111,7 @@ class RedisBackend(BackendAdapter):
             raise ConnectionError(self.url, str(exc)) from None
         self._check_server(info, policy.get("maxmemory-policy"))
         self._client = client
-        self._blocking = Redis.from_url(self._redis_url, decode_responses=True)
+        self._blocking = self._new_client()
 
     def _check_server(self, info: Mapping[str, Any], policy: str | None) -> None:
         version = str(info.get("redis_version", "0"))
@@ -142,7 +148,9 @@ class RedisBackend(BackendAdapter):
 
     async def _run(self, name: str, queue: str, *args: Any) -> Any:
         try:
-            return await self._scripts[name].run(self.client, self.queue_key(queue), *args)
+            return await _uncancelled(
+                self._scripts[name].run(self.client, self.queue_key(queue), *args)
+            )
         except RedisError as exc:
             raise PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}") from exc
 
@@ -263,7 +271,8 @@ class RedisBackend(BackendAdapter):
         blocking = self._blocking
         if blocking is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
-        popped = await blocking.bzpopmin(self.queue_key(queue) + ":marker", max(wait_ms, 1) / 1000)
+        marker = self.queue_key(queue) + ":marker"
+        popped = await _uncancelled(blocking.bzpopmin(marker, max(wait_ms, 1) / 1000))
         if popped is None:
             return
         _key, member, score = popped
@@ -509,7 +518,7 @@ class RedisBackend(BackendAdapter):
         client = self._blocking if block_ms > 0 else self._client
         if client is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
-        reply = await client.xread({key: start}, count=count, block=block_ms or None)
+        reply = await _uncancelled(client.xread({key: start}, count=count, block=block_ms or None))
         return [
             _event(entry_id, fields)
             for _stream, entries in reply or ()
@@ -521,10 +530,40 @@ class RedisBackend(BackendAdapter):
         await self.client.hset(key + ":meta", "opts.maxLenEvents", max_len)
         await self.client.xtrim(key + ":events", maxlen=max_len, approximate=False)
 
+    # ------------------------------------------------------------------ deduplication
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        owner: str | None = await self.client.get(f"{self.queue_key(queue)}:de:{dedup_id}")
+        return owner
+
+    async def remove_deduplication_key(
+        self, queue: str, dedup_id: str, job_id: str | None = None
+    ) -> bool:
+        return bool(await self._run("removeDeduplicationKey", queue, dedup_id, job_id or ""))
+
     # ------------------------------------------------------------------ workers
     def worker_client_name(self, queue: str) -> str:
         """BullMQ's CLIENT SETNAME for workers: `<prefix>:<base64(queue)>`."""
         return f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
+
+
+async def _uncancelled(call: Awaitable[T]) -> T:
+    """Await a Redis command so that cancelling the caller never cancels the command.
+
+    redis-py can lose a cancellation that arrives while a command is in flight (the call
+    then returns normally, and a closing worker never stops). The command runs in its own
+    task, shielded; a cancelled caller gets CancelledError at once and the command
+    finishes by itself (a blocking one within its timeout), returning its connection."""
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_drop_result)
+        raise
+
+
+def _drop_result(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it
 
 
 def _event(entry_id: str, fields: Mapping[str, str]) -> tuple[str, str, dict[str, Any]]:
