@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import logging
+import re
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -26,6 +27,7 @@ from psyq.backends.base import (
     Failed,
     FetchRequest,
     JobRecord,
+    Limiter,
     NewJob,
     Retry,
     Settlement,
@@ -40,7 +42,7 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.backends.redis.scripts import Script, load_scripts
 from psyq.core import codec
-from psyq.errors import ConnectionError, InvalidURLError, PsyqError
+from psyq.errors import ConnectionError, InvalidOptionsError, InvalidURLError, PsyqError
 
 __all__ = ["RedisBackend", "open_redis_backend", "parse_redis_url"]
 
@@ -49,6 +51,7 @@ T = TypeVar("T")
 
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
+MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER, as BullMQ's rateLimit(ms) sets it
 ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
 _SCRIPTS: dict[str, Script] = {}
 # Structures that hold each state (lists count with LLEN, sorted sets with ZCARD).
@@ -514,7 +517,7 @@ class RedisBackend(BackendAdapter):
         self, queue: str, last_id: str, count: int, block_ms: int
     ) -> list[tuple[str, str, dict[str, Any]]]:
         key = self.queue_key(queue) + ":events"
-        start = "0-0" if last_id in ("0", "") else last_id
+        start = _stream_id(last_id)
         client = self._blocking if block_ms > 0 else self._client
         if client is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
@@ -529,6 +532,35 @@ class RedisBackend(BackendAdapter):
         key = self.queue_key(queue)
         await self.client.hset(key + ":meta", "opts.maxLenEvents", max_len)
         await self.client.xtrim(key + ":events", maxlen=max_len, approximate=False)
+
+    # ------------------------------------------------------------------ rate limits
+    async def rate_limit(self, queue: str, delay_ms: int) -> None:
+        """BullMQ's manual limit: the limiter key holds MAX_SAFE_INTEGER for delay_ms."""
+        if delay_ms > 0:
+            await self.client.set(self.queue_key(queue) + ":limiter", MANUAL_LIMIT, px=delay_ms)
+
+    async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
+        key = self.queue_key(queue) + ":limiter"
+        async with self.client.pipeline(transaction=False) as pipe:
+            used, ttl = await pipe.get(key).pttl(key).execute()
+        if max_jobs is not None and int(used or 0) < max_jobs:
+            return 0
+        return max(0, int(ttl))
+
+    async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
+        meta = self.queue_key(queue) + ":meta"
+        if limiter is None:
+            await self.client.hdel(meta, "max", "duration")
+        else:
+            await self.client.hset(meta, mapping={"max": limiter.max, "duration": limiter.duration})
+
+    async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
+        meta = self.queue_key(queue) + ":meta"
+        if concurrency is None:
+            await self.client.hdel(meta, "concurrency")
+        else:
+            await self.client.hset(meta, "concurrency", concurrency)
+        await self.client.zadd(self.queue_key(queue) + ":marker", {"0": 0})
 
     # ------------------------------------------------------------------ deduplication
     async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
@@ -564,6 +596,21 @@ async def _uncancelled(call: Awaitable[T]) -> T:
 def _drop_result(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved, so asyncio does not log it
+
+
+_STREAM_ID = re.compile(r"\d+(-\d+)?")
+
+
+def _stream_id(event_id: str) -> str:
+    """XREAD's start id for QueueEvents' last_event_id ("$", "0" or a seen id)."""
+    if event_id == "$":
+        return "$"
+    if not isinstance(event_id, str) or not _STREAM_ID.fullmatch(event_id):
+        raise InvalidOptionsError(
+            f"event id must be '$', '0' or an id like '1700000000000-5', got {event_id!r}",
+            option="last_event_id",
+        )
+    return "0-0" if event_id == "0" else event_id
 
 
 def _event(entry_id: str, fields: Mapping[str, str]) -> tuple[str, str, dict[str, Any]]:

@@ -13,8 +13,14 @@ local function maxEvents()
   return tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
 end
 
+-- MAXLEN ~ trims whole stream nodes (100 entries): a small bound is kept exactly instead.
 local function emit(event, ...)
-  rcall("XADD", P .. "events", "MAXLEN", "~", maxEvents(), "*", "event", event, ...)
+  local maxLen = maxEvents()
+  if maxLen < 1000 then
+    rcall("XADD", P .. "events", "MAXLEN", maxLen, "*", "event", event, ...)
+  else
+    rcall("XADD", P .. "events", "MAXLEN", "~", maxLen, "*", "event", event, ...)
+  end
 end
 
 local function isPaused()
