@@ -52,7 +52,11 @@ T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER, as BullMQ's rateLimit(ms) sets it
-ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
+ADD_CHUNK = 1000
+PRIORITY_SPAN = 2**32  # prioritized score = priority * 2^32 + counter
+MAX_METRICS_POINTS = (
+    7 * 24 * 60
+)  # one week of minutes, as BullMQ keeps  # jobs per addJobs call when a bulk add is pipelined
 _SCRIPTS: dict[str, Script] = {}
 # Structures that hold each state (lists count with LLEN, sorted sets with ZCARD).
 _LISTS = {"waiting": "wait", "paused": "paused", "active": "active"}
@@ -572,7 +576,61 @@ class RedisBackend(BackendAdapter):
     ) -> bool:
         return bool(await self._run("removeDeduplicationKey", queue, dedup_id, job_id or ""))
 
+    # ------------------------------------------------------------------ metrics
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+        """BullMQ's shape, newest minute first; the current minute is counted too."""
+        key = f"{self.queue_key(queue)}:metrics:{kind}"
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(key, "count", "prevTS", "prevCount").lrange(key + ":data", 0, -1).time()
+            (count, prev_ts, prev_count), stored, (seconds, micros) = await pipe.execute()
+        total = int(count or 0)
+        points: list[int] = []
+        if prev_ts is not None:
+            now = int(seconds) * 1000 + int(micros) // 1000
+            quiet = max(0, now // 60_000 - int(prev_ts) // 60_000)
+            current = total - int(prev_count or 0)
+            points = [0] * min(quiet, MAX_METRICS_POINTS) + [current] + [int(p) for p in stored]
+            points = points[:MAX_METRICS_POINTS]
+        stop = None if end == -1 else end + 1
+        return {"meta": {"count": total}, "data": points[start:stop], "count": len(points)}
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        key = self.queue_key(queue)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for priority in priorities:
+                if priority == 0:
+                    pipe.llen(key + ":wait")
+                else:
+                    low = priority * PRIORITY_SPAN
+                    pipe.zcount(key + ":prioritized", low, low + PRIORITY_SPAN - 1)
+            counts = await pipe.execute()
+        return {str(p): int(n) for p, n in zip(priorities, counts, strict=True)}
+
     # ------------------------------------------------------------------ workers
+    async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
+        entry = {"name": worker_name, "started": await self.now_ms(), **info}
+        await self.client.hset(self.queue_key(queue) + ":workers", worker_name, json.dumps(entry))
+
+    async def unregister_worker(self, queue: str, worker_name: str) -> None:
+        await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
+
+    async def get_workers(self, queue: str) -> list[dict[str, Any]]:
+        entries = await self.client.hvals(self.queue_key(queue) + ":workers")
+        return [json.loads(entry) for entry in entries]
+
+    # ------------------------------------------------------------------ cancellation
+    async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
+        return bool(await self._run("cancelJob", queue, job_id, reason))
+
+    async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
+        if not job_ids:
+            return {}
+        reasons = await self.client.hmget(self.queue_key(queue) + ":cancelled", list(job_ids))
+        return {job_id: r for job_id, r in zip(job_ids, reasons, strict=True) if r is not None}
+
+    # ------------------------------------------------------------------ client names
     def worker_client_name(self, queue: str) -> str:
         """BullMQ's CLIENT SETNAME for workers: `<prefix>:<base64(queue)>`."""
         return f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"

@@ -18,6 +18,7 @@ local function leaveActive(jobId)
   if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
   rcall("DEL", P .. jobId .. ":lock")
   rcall("SREM", P .. "stalled", jobId)
+  rcall("HDEL", P .. "cancelled", jobId)
   return 0
 end
 
