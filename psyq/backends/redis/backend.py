@@ -26,6 +26,7 @@ from psyq.backends.base import (
     ErrorCode,
     Failed,
     FetchRequest,
+    FlowNode,
     JobRecord,
     Limiter,
     NewJob,
@@ -515,6 +516,118 @@ class RedisBackend(BackendAdapter):
 
     async def promote_jobs(self, queue: str, count: int) -> int:
         return int(await self._run("promote", queue, "", count))
+
+    # ------------------------------------------------------------------ flows
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        nodes: list[tuple[FlowNode, int]] = []  # pre-order, with 1-based parent index
+
+        def walk(node: FlowNode, parent: int) -> None:
+            nodes.append((node, parent))
+            index = len(nodes)
+            for child in node.children:
+                walk(child, index)
+
+        for root in roots:
+            walk(root, 0)
+        args: list[Any] = []
+        for node, parent in nodes:
+            new = node.job
+            meta = add_meta(new, hold=bool(node.children), parent_flags=parent > 0)
+            args += (
+                self.queue_key(node.queue) + ":",
+                parent,
+                meta,
+                new.data,
+                encode_opts(new.opts),
+            )
+        result = await self._run("addFlow", nodes[0][0].queue, *args)
+        return await self._flow_records(nodes, result)
+
+    async def _flow_records(
+        self, nodes: list[tuple[FlowNode, int]], result: list[Any]
+    ) -> list[JobRecord]:
+        now = int(result[0])
+        records: list[JobRecord] = []
+        for i, (node, parent) in enumerate(nodes):
+            job_id, status = str(result[1 + 2 * i]), int(result[2 + 2 * i])
+            if status == 1:
+                record = self._new_record(node.queue, job_id, node.job, now)
+                if node.children:
+                    record.state = "waiting-children"
+            else:
+                found = await self.get_job(node.queue, job_id)
+                if found is None:
+                    raise PsyqError(f"job {job_id!r} of {node.queue!r} vanished while adding")
+                record = found
+            if parent > 0:
+                parent_node = nodes[parent - 1][0]
+                parent_id = records[parent - 1].id
+                record.parent_key = f"{self.queue_key(parent_node.queue)}:{parent_id}"
+            records.append(record)
+        return records
+
+    async def get_flow(
+        self, queue: str, job_id: str, depth: int, max_children: int
+    ) -> dict[str, Any] | None:
+        record = await self.get_job(queue, job_id)
+        if record is None:
+            return None
+        children: list[dict[str, Any]] = []
+        if depth != 1:
+            keys = await self._children_keys(f"{self.queue_key(queue)}:{job_id}")
+            for child_key in keys[: max_children or None]:
+                child_queue, child_id = self._split_key(child_key)
+                node = await self.get_flow(child_queue, child_id, max(0, depth - 1), max_children)
+                if node is not None:
+                    children.append(node)
+        return {"job": record, "children": children}
+
+    def _split_key(self, job_key: str) -> tuple[str, str]:
+        """(queue name, id) of a job key "<prefix>:<queue>:<id>"."""
+        _prefix, queue, job_id = job_key.split(":", 2)
+        return queue, job_id
+
+    async def _children_keys(self, job_key: str) -> list[str]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.smembers(job_key + ":dependencies").hkeys(job_key + ":processed")
+            pipe.zrange(job_key + ":unsuccessful", 0, -1).hkeys(job_key + ":failed")
+            pending, processed, failed, ignored = await pipe.execute()
+        return [*sorted(pending), *processed, *failed, *ignored]
+
+    async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
+        code = await self._run_code(
+            "moveToWaitingChildren", queue, job_id, "move to waiting-children", token
+        )
+        return code == 1
+
+    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+        job_key = f"{self.queue_key(queue)}:{job_id}"
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(job_key + ":processed").smembers(job_key + ":dependencies")
+            pipe.hgetall(job_key + ":failed")
+            processed, pending, ignored = await pipe.execute()
+        return {
+            "processed": dict(processed),
+            "unprocessed": sorted(pending),
+            "failed": await self.get_failed_children_values(queue, job_id),
+            "ignored": dict(ignored),
+        }
+
+    async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        values: dict[str, str] = await self.client.hgetall(
+            f"{self.queue_key(queue)}:{job_id}:processed"
+        )
+        return values
+
+    async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        keys = await self.client.zrange(f"{self.queue_key(queue)}:{job_id}:unsuccessful", 0, -1)
+        if not keys:
+            return {}
+        async with self.client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hget(key, "failedReason")
+            reasons = await pipe.execute()
+        return {key: reason or "" for key, reason in zip(keys, reasons, strict=True)}
 
     # ------------------------------------------------------------------ events
     async def read_events(

@@ -37,8 +37,9 @@ def decode_opts(text: str | None) -> dict[str, Any]:
     return {_DECODE.get(str(k), str(k)): v for k, v in raw.items()}
 
 
-def add_meta(new: NewJob, hold: bool = False) -> str:
-    """The per-job header the addJobs / addFlow scripts read (JSON)."""
+def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str:
+    """The per-job header the addJobs / addFlow scripts read (JSON). `parent_flags`: a flow
+    child whose parent link (id, queue) the script fills in; only its policy flags here."""
     opts = new.opts
     meta: dict[str, Any] = {"name": new.name}
     if new.timestamp is not None:
@@ -55,6 +56,8 @@ def add_meta(new: NewJob, hold: bool = False) -> str:
         link: dict[str, Any] = {"id": parent["id"], "queue": parent["queue"]}
         link.update({_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True})
         meta["parent"] = link
+    elif parent_flags:
+        meta["parent"] = {_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True}
     if "deduplication" in opts:
         meta["dedup"] = opts["deduplication"]
     if "repeatJobKey" in opts:
