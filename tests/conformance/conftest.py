@@ -12,15 +12,14 @@ import asyncio
 import inspect
 import os
 import shutil
-import socket
-import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
 
 import psyq
+from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 
 UrlFactory = Callable[[pytest.FixtureRequest], str]
 
@@ -47,42 +46,6 @@ def redis_url(request: pytest.FixtureRequest) -> str:
         lambda binary: request.getfixturevalue("redis_server")(binary),
         "apt install redis-server",
     )
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
-    """Start one redis-server from PATH for the whole run (on first use), on a free port."""
-    started: list[tuple[subprocess.Popen[bytes], str]] = []
-
-    def start(binary: str) -> str:
-        if not started:
-            folder = tmp_path_factory.mktemp("redis")
-            with socket.socket() as probe:
-                probe.bind(("127.0.0.1", 0))
-                port = probe.getsockname()[1]
-            args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder)]
-            args += ["--save", "", "--appendonly", "no"]
-            proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            started.append((proc, f"redis://127.0.0.1:{port}/0"))
-            wait_port(port)
-        return started[0][1]
-
-    yield start
-    for proc, _ in started:
-        proc.kill()
-        proc.wait()
-
-
-def wait_port(port: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 BACKENDS: dict[str, UrlFactory] = {
