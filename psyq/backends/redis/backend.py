@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.exceptions import RedisError
 
 from psyq.backends.base import (
@@ -56,6 +56,7 @@ DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER, as BullMQ's rateLimit(ms) sets it
 ADD_CHUNK = 1000
+POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 PRIORITY_SPAN = 2**32  # prioritized score = priority * 2^32 + counter
 MAX_METRICS_POINTS = (
     7 * 24 * 60
@@ -106,10 +107,18 @@ class RedisBackend(BackendAdapter):
         self._scripts = _scripts()
 
     # ------------------------------------------------------------------ lifecycle
-    def _new_client(self) -> Any:
-        # No automatic retries: redis-py would retry a command whose task is being
-        # cancelled (a worker closing), swallowing the cancellation.
-        return Redis.from_url(self._redis_url, decode_responses=True, retry=None)
+    def _new_client(self, blocking: bool = False) -> Any:
+        """Commands share a bounded pool (callers wait for a free connection); blocking reads
+        (BZPOPMIN, XREAD BLOCK) hold a connection each, from their own unbounded pool.
+        No automatic retries: redis-py would retry a command whose task is being cancelled."""
+        options: dict[str, Any] = {"decode_responses": True, "retry": None}
+        if blocking:
+            pool = ConnectionPool.from_url(self._redis_url, max_connections=2**20, **options)
+        else:
+            pool = BlockingConnectionPool.from_url(
+                self._redis_url, max_connections=POOL_SIZE, timeout=None, **options
+            )
+        return Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
 
     async def open(self) -> None:
         client = self._new_client()
@@ -121,7 +130,7 @@ class RedisBackend(BackendAdapter):
             raise ConnectionError(self.url, str(exc)) from None
         self._check_server(info, policy.get("maxmemory-policy"))
         self._client = client
-        self._blocking = self._new_client()
+        self._blocking = self._new_client(blocking=True)
 
     def _check_server(self, info: Mapping[str, Any], policy: str | None) -> None:
         version = str(info.get("redis_version", "0"))
