@@ -1,7 +1,7 @@
 """psyq benchmarks, side by side with a peer measured in the same run on the same machine.
 
     python bench/run.py [--backend memory|sqlite|sqlite-durable|URL ...] [--jobs 20000]
-                        [--peers bunqueue|none] [--quick]
+                        [--peers bunqueue|bullmq|none] [--quick]
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
@@ -29,7 +29,12 @@ from typing import Any
 import psyq
 
 HERE = Path(__file__).resolve().parent
-PEERS = {"bunqueue": HERE / "peers" / "bunqueue"}
+PEERS = {"bunqueue": HERE / "peers" / "bunqueue", "bullmq": HERE / "peers" / "bullmq"}
+# How each peer runs, and the file whose presence says it is installed.
+PEER_COMMANDS = {
+    "bunqueue": (["node_modules/.bin/bun", "bench.ts"], "node_modules/.bin/bun"),
+    "bullmq": (["node", "bench.mjs"], "node_modules/bullmq/package.json"),
+}
 BATCH = 1000
 
 
@@ -154,7 +159,27 @@ async def flows(url: str, trees: int) -> dict[str, float]:
     return {"added": added, "processed": processed}
 
 
+async def redis_used_memory(url: str) -> int:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url.split("?")[0])
+    try:
+        info = await client.info("memory")
+        return int(info["used_memory"])
+    finally:
+        await client.aclose()
+
+
 async def memory_per_job(url: str, count: int) -> float:
+    """Resident memory of this process per waiting job; on Redis, the server's used_memory
+    (the jobs live there)."""
+    if url.startswith(("redis://", "rediss://")):
+        before = await redis_used_memory(url)
+        async with psyq.Queue(fresh("memory"), connection=url) as queue:
+            await fill(queue, count)
+            per_job = (await redis_used_memory(url) - before) / count
+            await queue.obliterate()
+        return per_job
     gc.collect()
     before = rss_bytes()
     async with psyq.Queue(fresh("memory"), connection=url) as queue:
@@ -177,20 +202,39 @@ async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def drop_bench_queues(url: str) -> None:
+    """Remove every queue this run made on a shared Redis (their names start with bench-)."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url.split("?")[0])
+    try:
+        batch: list[bytes] = []
+        async for key in client.scan_iter(match="bull:bench-*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                await client.delete(*batch)
+                batch.clear()
+        if batch:
+            await client.delete(*batch)
+    finally:
+        await client.aclose()
+
+
 def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
     """The peer's figures, or the reason it could not run."""
     folder = PEERS[name]
-    bun = folder / "node_modules" / ".bin" / "bun"
-    if not bun.exists():
+    command, marker = PEER_COMMANDS[name]
+    if not (folder / marker).exists():
         npm = shutil.which("npm")
         if npm is None:
             return "npm is not installed"
         install = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
         subprocess.run(install, cwd=folder, check=False, capture_output=True)
-    if not bun.exists():
+    if not (folder / marker).exists():
         return f"could not install {name} with npm in {folder}"
+    program = str(folder / command[0]) if "/" in command[0] else command[0]
     proc = subprocess.run(
-        [str(bun), "bench.ts", json.dumps(cfg)],
+        [program, *command[1:], json.dumps(cfg)],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -213,6 +257,8 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
         return f"sqlite:///{folder}/psyq-{mode}.db?durability={mode}", "embedded, SQLite", data
     if name.startswith("sqlite:"):
         return name, "embedded, SQLite", {"DATA_PATH": str(folder / "bunqueue.db")}
+    if name.startswith(("redis://", "rediss://")):
+        return name, "the same Redis server", {"REDIS_URL": name}
     return name, "embedded, in memory", {}
 
 
@@ -262,7 +308,7 @@ def main() -> int:
         help="memory, sqlite, sqlite-durable or a URL; repeat for several (default: memory)",
     )
     parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
-    parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "none"])
+    parser.add_argument("--peers", default="bunqueue", choices=[*PEERS, "none"])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args()
     cfg = {
@@ -290,6 +336,8 @@ def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peer: str) -> No
     url, mode, env = resolve_backend(name, folder)
     print(f"\n## {url}", flush=True)
     mine = asyncio.run(run_psyq(url, cfg))
+    if url.startswith(("redis://", "rediss://")):
+        asyncio.run(drop_bench_queues(url))
     peer_figures: dict[str, Any] | str = "not run (--peers none)"
     if peer != "none":
         peer_figures = run_peer(peer, cfg, env)
