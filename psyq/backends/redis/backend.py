@@ -12,6 +12,7 @@ import base64
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -285,22 +286,22 @@ class RedisBackend(BackendAdapter):
         return records
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
-        hint = int(await self._run("getWaitHint", queue))
-        if hint == 0:
-            return
-        wait_ms = timeout_ms if hint < 0 else min(timeout_ms, hint)
-        blocking = self._blocking
-        if blocking is None:
+        """Block on the queue's marker until work may be ready. A popped delay marker (member
+        "1", scored with a future due time) only shortens the next block: other markers
+        (an add, a promotion) may come first."""
+        if self._blocking is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
         marker = self.queue_key(queue) + ":marker"
-        popped = await _uncancelled(blocking.bzpopmin(marker, max(wait_ms, 1) / 1000))
-        if popped is None:
-            return
-        _key, member, score = popped
-        if member != "0" and float(score) > 0:  # a delayed job's marker: sleep until it is due
-            due_in = int(float(score)) - await self.now_ms()
-            if due_in > 0:
-                await asyncio.sleep(min(due_in, timeout_ms) / 1000)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            hint = int(await self._run("getWaitHint", queue))
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if hint == 0 or left_ms <= 0:
+                return
+            block_ms = left_ms if hint < 0 else min(left_ms, hint)
+            popped = await _uncancelled(self._blocking.bzpopmin(marker, max(block_ms, 1) / 1000))
+            if popped is None or popped[1] != "1":
+                return
 
     # ------------------------------------------------------------------ settling
     @staticmethod

@@ -28,5 +28,7 @@ for _, jobId in ipairs(rcall("LRANGE", P .. "active", 0, -1)) do
 end
 local active = rcall("LRANGE", P .. "active", 0, -1)
 rcall("DEL", P .. "stalled")
-if #active > 0 then rcall("SADD", P .. "stalled", unpack(active)) end
+for i = 1, #active, 1000 do -- unpack has a stack limit: add in slices
+  rcall("SADD", P .. "stalled", unpack(active, i, math.min(i + 999, #active)))
+end
 return {moved, failed}

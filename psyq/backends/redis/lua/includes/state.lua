@@ -1,6 +1,14 @@
 -- The state of a job, from the structure that holds it. Needs base.lua.
+-- LPOS needs Redis 6.0.6; older servers scan the list.
 local function inList(key, jobId)
-  return rcall("LPOS", key, jobId) ~= false
+  local found = redis.pcall("LPOS", key, jobId)
+  if type(found) == "table" and found.err then
+    for _, id in ipairs(rcall("LRANGE", key, 0, -1)) do
+      if id == jobId then return true end
+    end
+    return false
+  end
+  return found ~= false
 end
 
 local function jobState(jobId)
