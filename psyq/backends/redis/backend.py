@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from psyq.backends.base import (
     JOB_STATES,
@@ -125,11 +125,10 @@ class RedisBackend(BackendAdapter):
         client = self._new_client()
         try:
             info = await client.info("server")
-            policy = await client.config_get("maxmemory-policy")
         except RedisError as exc:
             await client.aclose()
             raise ConnectionError(self.url, str(exc)) from None
-        self._check_server(info, policy.get("maxmemory-policy"))
+        self._check_server(info, await _maxmemory_policy(client))
         self._client = client
         self._blocking = self._new_client(blocking=True)
 
@@ -827,6 +826,15 @@ class RedisBackend(BackendAdapter):
     def worker_client_name(self, queue: str) -> str:
         """BullMQ's CLIENT SETNAME for workers: `<prefix>:<base64(queue)>`."""
         return f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
+
+
+async def _maxmemory_policy(client: Any) -> str | None:
+    """The server's maxmemory-policy, or None where CONFIG is not allowed (managed Redis)."""
+    try:
+        policy: dict[str, str] = await client.config_get("maxmemory-policy")
+    except ResponseError:
+        return None
+    return policy.get("maxmemory-policy")
 
 
 async def _uncancelled(call: Awaitable[T]) -> T:
