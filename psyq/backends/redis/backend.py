@@ -43,7 +43,7 @@ from psyq.backends.redis.jobs import (
     record_from_fields,
     record_from_hash,
 )
-from psyq.backends.redis.scripts import Script, load_scripts
+from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts
 from psyq.core import codec
 from psyq.core.schedule import first_run, next_run
 from psyq.errors import ConnectionError, InvalidOptionsError, InvalidURLError, PsyqError
@@ -106,6 +106,7 @@ class RedisBackend(BackendAdapter):
         self._client: Any = None
         self._blocking: Any = None
         self._scripts = _scripts()
+        self._pipeline = ScriptPipeline()
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False) -> Any:
@@ -146,6 +147,7 @@ class RedisBackend(BackendAdapter):
             )
 
     async def close(self) -> None:
+        await self._pipeline.wait_idle()
         for client in (self._client, self._blocking):
             if client is not None:
                 await client.aclose()
@@ -167,9 +169,8 @@ class RedisBackend(BackendAdapter):
 
     async def _run(self, name: str, queue: str, *args: Any) -> Any:
         try:
-            return await _uncancelled(
-                self._scripts[name].run(self.client, self.queue_key(queue), *args)
-            )
+            script = self._scripts[name]
+            return await self._pipeline.call(self.client, script, self.queue_key(queue), args)
         except RedisError as exc:
             raise PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}") from exc
 
