@@ -8,7 +8,6 @@ dedicated connection (BullMQ's wake-up), never polling.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import re
@@ -822,11 +821,6 @@ class RedisBackend(BackendAdapter):
             return {}
         reasons = await self.client.hmget(self.queue_key(queue) + ":cancelled", list(job_ids))
         return {job_id: r for job_id, r in zip(job_ids, reasons, strict=True) if r is not None}
-
-    # ------------------------------------------------------------------ client names
-    def worker_client_name(self, queue: str) -> str:
-        """BullMQ's CLIENT SETNAME for workers: `<prefix>:<base64(queue)>`."""
-        return f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
 
 
 async def _maxmemory_policy(client: Any) -> str | None:

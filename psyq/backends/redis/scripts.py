@@ -32,15 +32,6 @@ class Script:
     def keys(self, queue_key: str) -> list[str]:
         return [f"{queue_key}:{suffix}" for suffix in self.key_suffixes]
 
-    async def run(self, client: Any, queue_key: str, *args: Any) -> Any:
-        keys = self.keys(queue_key)
-        argv = (f"{queue_key}:", *args)
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *argv)
-        except NoScriptError:
-            await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *argv)
-
 
 def _read(folder: Any, name: str) -> str:
     text: str = folder.joinpath(name).read_text(encoding="utf-8")
