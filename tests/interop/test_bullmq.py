@@ -98,3 +98,50 @@ async def test_psyq_adds_node_processes(node: Any, interop_redis_url: str) -> No
         assert failed.failed_reason == "node says no" and failed.attempts_made == 2
         counts = await queue.get_job_counts()
         assert counts["completed"] == 4 and counts["failed"] == 1 and counts["active"] == 0
+
+
+async def test_a_node_flow_runs_on_psyq_workers(node: Any, interop_redis_url: str) -> None:
+    parents, children = fresh_name("interop-parents"), fresh_name("interop-children")
+    added = node("flow.js", parents, children, interop_redis_url)
+    url = interop_redis_url
+    done = asyncio.Event()
+
+    async def parent(job: psyq.Job) -> dict[str, Any]:
+        values = await job.get_children_values()
+        done.set()
+        return {"sum": sum(v["doubled"] for v in values.values())}
+
+    kids = psyq.Worker(children, process, connection=url)
+    tops = psyq.Worker(parents, parent, connection=url)
+    try:
+        await asyncio.wait_for(done.wait(), 20)
+    finally:
+        await kids.close()
+        await tops.close()
+    seen = node("inspect.js", parents, url, json.dumps([added["parent"]]))
+    assert seen[added["parent"]]["state"] == "completed"
+    assert seen[added["parent"]]["returnvalue"] == {"sum": 12}
+
+
+async def test_node_queue_events_read_psyq_events(node: Any, interop_redis_url: str) -> None:
+    name = fresh_name("interop")
+    async with psyq.Queue(name, connection=interop_redis_url) as queue:
+        job = await queue.add("send", {"n": 4})
+
+        async def with_progress(job: psyq.Job) -> dict[str, Any]:
+            await job.update_progress({"half": 50})
+            return await process(job)
+
+        worker = psyq.Worker(name, with_progress, connection=interop_redis_url)
+        try:
+            seen = await asyncio.to_thread(node, "events.js", name, interop_redis_url)
+        finally:
+            await worker.close()
+    assert seen["added"][0] == {"jobId": job.id, "name": "send"}
+    assert seen["active"][0] == {"jobId": job.id, "prev": "waiting"}
+    assert seen["progress"][0] == {"jobId": job.id, "data": {"half": 50}}
+    assert seen["completed"][0] == {
+        "jobId": job.id,
+        "returnvalue": {"doubled": 8, "name": "send"},
+        "prev": "active",
+    }
