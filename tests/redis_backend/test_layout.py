@@ -96,3 +96,23 @@ async def test_a_prefix_in_the_url(url: str, queue_name: str, raw: Any) -> None:
     async with psyq.Queue(queue_name, connection=url, prefix="myapp") as queue:
         job = await queue.add("a")
     assert await raw.hget(f"myapp:{queue_name}:{job.id}", "name") == "a"
+
+
+async def test_waiting_workers_are_named_as_bullmq_names_them(
+    queue: psyq.Queue, raw: Any, url: str
+) -> None:
+    import asyncio
+    import base64
+
+    worker = psyq.Worker(queue.name, lambda job: None, connection=url)
+    expected = f"bull:{base64.b64encode(queue.name.encode()).decode()}"
+    try:
+        for _ in range(500):
+            names = [client.get("name") for client in await raw.client_list()]
+            if expected in names:
+                break
+            await asyncio.sleep(0.01)
+        assert expected in names
+        assert await raw.hget(f"bull:{queue.name}:meta", "version") == f"psyq:{psyq.__version__}"
+    finally:
+        await worker.close()

@@ -8,6 +8,7 @@ dedicated connection (BullMQ's wake-up), never polling.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import re
@@ -19,6 +20,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.exceptions import RedisError, ResponseError
 
+from psyq import __version__ as psyq_version
 from psyq.backends.base import (
     JOB_STATES,
     BackendAdapter,
@@ -104,17 +106,21 @@ class RedisBackend(BackendAdapter):
         # with decode_responses=True they are str: the clients are typed Any here.
         self._client: Any = None
         self._blocking: Any = None
+        self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
         self._scripts = _scripts()
         self._pipeline = ScriptPipeline()
 
     # ------------------------------------------------------------------ lifecycle
-    def _new_client(self, blocking: bool = False) -> Any:
+    def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
         """Commands share a bounded pool (callers wait for a free connection); blocking reads
-        (BZPOPMIN, XREAD BLOCK) hold a connection each, from their own unbounded pool.
+        (BZPOPMIN, XREAD BLOCK) hold a connection each, from their own unbounded pool,
+        named `name` (CLIENT SETNAME) when given.
         No automatic retries: redis-py would retry a command whose task is being cancelled."""
         options: dict[str, Any] = {"decode_responses": True, "retry": None}
         if blocking:
-            pool = ConnectionPool.from_url(self._redis_url, max_connections=2**20, **options)
+            pool = ConnectionPool.from_url(
+                self._redis_url, max_connections=2**20, client_name=name, **options
+            )
         else:
             pool = BlockingConnectionPool.from_url(
                 self._redis_url, max_connections=POOL_SIZE, timeout=None, **options
@@ -147,10 +153,11 @@ class RedisBackend(BackendAdapter):
 
     async def close(self) -> None:
         await self._pipeline.wait_idle()
-        for client in (self._client, self._blocking):
+        for client in (self._client, self._blocking, *self._waiting.values()):
             if client is not None:
                 await client.aclose()
         self._client = self._blocking = None
+        self._waiting.clear()
 
     @property
     def client(self) -> Any:
@@ -284,12 +291,22 @@ class RedisBackend(BackendAdapter):
         await self._schedule_next(queue, records)
         return records
 
+    def _waiting_client(self, queue: str) -> Any:
+        """The connections workers of `queue` block on, named as BullMQ names a worker's
+        (`<prefix>:<base64(queue)>`), so BullMQ's getWorkers (CLIENT LIST) sees them."""
+        if self._client is None:
+            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        client = self._waiting.get(queue)
+        if client is None:
+            name = f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
+            client = self._waiting[queue] = self._new_client(blocking=True, name=name)
+        return client
+
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
         """Block on the queue's marker until work may be ready. A popped delay marker (member
         "1", scored with a future due time) only shortens the next block: other markers
         (an add, a promotion) may come first."""
-        if self._blocking is None:
-            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        blocking = self._waiting_client(queue)
         marker = self.queue_key(queue) + ":marker"
         deadline = time.monotonic() + timeout_ms / 1000
         while True:
@@ -298,7 +315,7 @@ class RedisBackend(BackendAdapter):
             if hint == 0 or left_ms <= 0:
                 return
             block_ms = left_ms if hint < 0 else min(left_ms, hint)
-            popped = await _uncancelled(self._blocking.bzpopmin(marker, max(block_ms, 1) / 1000))
+            popped = await _uncancelled(blocking.bzpopmin(marker, max(block_ms, 1) / 1000))
             if popped is None or popped[1] != "1":
                 return
 
@@ -803,7 +820,11 @@ class RedisBackend(BackendAdapter):
     # ------------------------------------------------------------------ workers
     async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
         entry = {"name": worker_name, "started": await self.now_ms(), **info}
-        await self.client.hset(self.queue_key(queue) + ":workers", worker_name, json.dumps(entry))
+        key = self.queue_key(queue)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hset(key + ":workers", worker_name, json.dumps(entry))
+            pipe.hsetnx(key + ":meta", "version", f"psyq:{psyq_version}")
+            await pipe.execute()
 
     async def unregister_worker(self, queue: str, worker_name: str) -> None:
         await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
