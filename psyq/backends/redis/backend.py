@@ -58,6 +58,7 @@ DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER, as BullMQ's rateLimit(ms) sets it
 ADD_CHUNK = 1000
+SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 PRIORITY_SPAN = 2**32  # prioritized score = priority * 2^32 + counter
 MAX_METRICS_POINTS = (
@@ -383,7 +384,8 @@ class RedisBackend(BackendAdapter):
     async def move_to_delayed(
         self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
     ) -> None:
-        await self._run_code("moveToDelayed", queue, job_id, "delay", timestamp_ms, token or "")
+        held = SKIP_LOCK_TOKEN if token is None else token
+        await self._run_code("moveToDelayed", queue, job_id, "delay", timestamp_ms, held)
 
     async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
         await self._run_code("moveJobFromActiveToWait", queue, job_id, "hand back", token)

@@ -1,4 +1,4 @@
--- moveToDelayed: an active job (held with the token, "" = any) waits until a time; no
+-- moveToDelayed: an active job (held with the token, "0" = any) waits until a time; no
 -- attempt is counted.
 -- KEYS: active delayed marker meta events stalled wait
 -- ARGV: [1] queue key prefix; [2] job id; [3] due timestamp ms; [4] token

@@ -6,7 +6,7 @@ local MAX_METRICS_POINTS = 60 * 24 * 7
 local function checkLock(jobId, token)
   local jobKey = P .. jobId
   if rcall("EXISTS", jobKey) == 0 then return -1 end
-  if token == SKIP_LOCK or token == "" then return 0 end
+  if token == SKIP_LOCK then return 0 end
   local held = rcall("GET", jobKey .. ":lock")
   if not held then return -2 end
   if held ~= token then return -6 end
