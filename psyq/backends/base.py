@@ -205,11 +205,16 @@ class StalledResult:
 
 @dataclass(slots=True)
 class ExportPage:
-    """One page of `export_jobs`: records with `state` set, and the cursor of the next page."""
+    """One page of `export_jobs`: records with `state` set, and the cursor of the next page
+    (None on the last page). `due`: the due time (ms) of delayed jobs; `deps`: per parent,
+    its children as {"pending": [child keys], "processed": {key: JSON}, "failed": {key:
+    reason}, "ignored": {key: reason}}."""
 
     jobs: list[JobRecord]
     logs: dict[str, list[str]]
     next_cursor: str | None
+    due: dict[str, int] = field(default_factory=dict)
+    deps: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class BackendAdapter(ABC):
@@ -510,15 +515,26 @@ class BackendAdapter(ABC):
 
     # Export / import (migration and the Spark pipeline use only these)
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
+        """Up to `limit` jobs of every state, in line order (waiting as they would be taken,
+        prioritized, delayed by due time, active, waiting-children, completed and failed by
+        finish time). Start with `cursor=None`, then pass each page's `next_cursor`."""
         raise self._unsupported("export")
 
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
-        """Write exported jobs idempotently by id; returns how many were written."""
+        """Write exported jobs idempotently by id, in their states (active ones arrive as
+        waiting), without events; returns how many were written. A job already there with
+        the same name, data and timestamp is skipped; a different job under the same id
+        makes the whole page fail (nothing written) unless `overwrite`."""
         raise self._unsupported("import")
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:
-        """Paused flag, id counter, limits, schedulers, dedup keys: what migration moves."""
+        """Paused flag, id counter, limits, schedulers, dedup keys: what migration moves
+        besides jobs, as JSON values: {"paused", "last_id", "limited_until",
+        "global_limiter": [max, duration] | None, "global_concurrency", "dedup": {id:
+        [job id, expiry ms | None]}, "schedulers": {id: {...spec, "template": [name, data,
+        opts, timestamp], "iterationCount", "next", "pending"}}, "max_len_events"}."""
         raise self._unsupported("queue metadata")
 
     async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+        """Apply what `get_queue_meta` gave (the id counter only moves up)."""
         raise self._unsupported("queue metadata")

@@ -286,3 +286,21 @@ async def test_the_durable_option_commits_before_add_returns(tmp_path: Path) -> 
         assert job.id in stored_ids(path)
         lazy = await q.add("y")
         assert lazy.id not in stored_ids(path)  # buffered: still in the write buffer
+
+
+async def test_a_durable_flow_is_committed_before_add_returns(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    connection = url(path, "durable", flush_ms=60_000, flush_changes=10_000)
+    async with psyq.FlowProducer(connection=connection) as flows:
+        tree = await flows.add(
+            {"name": "parent", "queue_name": "q", "children": [{"name": "c", "queue_name": "q"}]}
+        )
+        assert {tree.job.id, tree.children[0].job.id} <= stored_ids(path)
+
+
+async def test_a_bulk_add_counts_every_job_against_the_buffer(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    async with psyq.Queue("q", connection=url(path, flush_ms=60_000, flush_changes=100)) as q:
+        jobs = await q.add_bulk([{"name": "x"} for _ in range(150)])
+        # 150 job changes fill a 100-change window: they are written before add_bulk returns.
+        assert {job.id for job in jobs} <= stored_ids(path)

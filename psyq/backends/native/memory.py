@@ -9,6 +9,9 @@ by polling; event readers wait the same way for the next event.
 from __future__ import annotations
 
 import asyncio
+import copy
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -17,6 +20,7 @@ from psyq.backends.base import (
     JOB_STATES,
     BackendAdapter,
     Completed,
+    ExportPage,
     Failed,
     FetchRequest,
     FlowNode,
@@ -26,18 +30,19 @@ from psyq.backends.base import (
     Retry,
     StalledResult,
 )
-from psyq.backends.native import flows, schedulers
+from psyq.backends.native import flows, schedulers, transfer
 from psyq.backends.native.engine import Engine, named_engine, wake_futures
 from psyq.backends.native.eventlog import parse_event_id
 from psyq.backends.native.store import CrossQueue, QueueStore
 from psyq.core import codec
 from psyq.core.clock import Clock
-from psyq.errors import InvalidURLError
+from psyq.errors import InvalidURLError, PsyqError
 
 __all__ = ["MemoryBackend", "open_memory_backend"]
 
 T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
+MAX_OPEN_EXPORTS = 16  # export snapshots kept for cursors; the oldest goes first
 
 
 def parse_memory_url(url: str) -> tuple[str, str]:
@@ -66,6 +71,7 @@ class MemoryBackend(BackendAdapter):
         self.engine = named_engine(name) if clock is None else Engine(clock)
         self._clock = self.engine.clock
         self._prefix = prefix + ":"
+        self._exports: OrderedDict[str, list[str]] = OrderedDict()  # token -> ids
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
@@ -451,6 +457,44 @@ class MemoryBackend(BackendAdapter):
             return {job_id: marks[job_id] for job_id in job_ids if job_id in marks}
 
         return self._run(queue, cancelled)
+
+    # ------------------------------------------------------------------ export / import
+    async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
+        if limit < 1:
+            raise PsyqError(f"export limit must be >= 1, got {limit!r}")
+        token, start = self._export_cursor(queue, cursor)
+        ids = self._exports[token]
+        page = self._run(queue, lambda s: transfer.export_page(s, ids, start, limit))
+        if start + limit < len(ids):
+            page.next_cursor = f"{token}:{start + limit}"
+        else:
+            del self._exports[token]
+        return page
+
+    def _export_cursor(self, queue: str, cursor: str | None) -> tuple[str, int]:
+        """(snapshot token, offset): a new export snapshots the queue's ids in export order,
+        so later pages are exact however the queue changes meanwhile."""
+        if cursor is None:
+            token = uuid.uuid4().hex
+            self._exports[token] = self._run(queue, transfer.export_ids)
+            while len(self._exports) > MAX_OPEN_EXPORTS:
+                self._exports.popitem(last=False)
+            return token, 0
+        token, _, offset = cursor.partition(":")
+        if token not in self._exports or not offset.isdigit():
+            raise PsyqError(
+                f"export cursor {cursor!r} is unknown or expired; start again with cursor=None"
+            )
+        return token, int(offset)
+
+    async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        return self._run(queue, lambda s: transfer.import_page(s, page, overwrite), notify=True)
+
+    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+        return copy.deepcopy(self._run(queue, transfer.queue_meta))
+
+    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+        self._run(queue, lambda s: transfer.apply_meta(s, meta), notify=True)
 
 
 def _wake(store: QueueStore, notify: bool) -> None:

@@ -2,14 +2,15 @@
 
     sqlite:///jobs.db                      relative path; sqlite:////abs/jobs.db absolute
     ?durability=buffered|durable           buffered (default): a crash loses at most the
-                                           changes not yet committed (bounded: calls wait
-                                           once 4 x flush_changes are pending); durable:
-                                           calls return after their commit
+                                           job changes not yet committed (one window in
+                                           normal running; calls wait once 4 x
+                                           flush_changes are pending); durable: calls
+                                           return after their commit
     ?flush_changes=100&flush_ms=10         when the write buffer flushes
     ?prefix=bull                           key prefix, as everywhere
 
 Every call runs on the in-memory engine (so reads cost what memory:// costs); changes reach
-the file through the Database's writer thread. A job added with the `durable` option is
+the file through the Database's write buffer. A job added with the `durable` option is
 committed before `add` returns, whatever the URL says.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.base import FlowNode, JobRecord, NewJob
 from psyq.backends.native.memory import MemoryBackend
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite.database import Database, open_database, release_database
@@ -86,18 +87,19 @@ class SqliteBackend(MemoryBackend):
             release_database(db)
 
     def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
-        seen: list[int] = []
+        changed: list[int] = []
 
         def tracked(store: QueueStore) -> T:
-            before = (store.version, store.events.next_seq)
+            assert store.dirty is not None
+            before = (store.version, store.events.next_seq, len(store.dirty))
             result = action(store)
-            if (store.version, store.events.next_seq) != before:
-                seen.append(1)
+            if (store.version, store.events.next_seq) != before[:2]:
+                changed.append(max(1, len(store.dirty) - before[2]))  # jobs it touched
             return result
 
         result = super()._run(queue, tracked, notify)
-        if seen and self._db is not None:
-            _TICKET.set(self._db.note_change())
+        if changed and self._db is not None:
+            _TICKET.set(self._db.note_change(sum(changed)))
         return result
 
     async def _commit(self, ticket: int) -> None:
@@ -120,6 +122,14 @@ class SqliteBackend(MemoryBackend):
         _TICKET.set(0)
         records = await super().add_jobs(queue, jobs)
         await self._settle_writes(self.durable or any(new.opts.get("durable") for new in jobs))
+        return records
+
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """Flows change several queues under every lock, outside `_run`: count them here."""
+        records = await super().add_flow(roots)
+        if self._db is not None:
+            _TICKET.set(self._db.note_change(len(records)))
+        await self._settle_writes(self.durable or any(r.opts.get("durable") for r in records))
         return records
 
     async def obliterate(self, queue: str, force: bool) -> None:
@@ -165,7 +175,6 @@ _MUTATIONS = (
     "clean",
     "retry_jobs",
     "promote_jobs",
-    "add_flow",
     "move_to_waiting_children",
     "upsert_job_scheduler",
     "remove_job_scheduler",
@@ -174,6 +183,8 @@ _MUTATIONS = (
     "set_global_concurrency",
     "remove_deduplication_key",
     "set_max_len_events",
+    "import_jobs",
+    "set_queue_meta",
 )
 for _name in _MUTATIONS:
     setattr(SqliteBackend, _name, _durable(getattr(MemoryBackend, _name)))

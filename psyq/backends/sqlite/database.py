@@ -123,19 +123,20 @@ class Database:
         rows.restore_events(store, chunks, last + 1)
 
     # ------------------------------------------------------------------ changes
-    def note_change(self) -> int:
-        """A call changed something; returns its ticket."""
+    def note_change(self, jobs: int = 1) -> int:
+        """A call changed `jobs` jobs (or queue settings: 1); returns its ticket."""
         ticket = next(self.tickets)
         with self._cond:
-            self._pending += 1
-            if self._pending == 1:  # the timer thread starts its flush_ms countdown
+            first = not self._pending
+            self._pending += jobs
+            if first:  # the timer thread starts its flush_ms countdown
                 self._first_pending = time.monotonic()
                 self._cond.notify()
         return ticket
 
     @property
     def backlog(self) -> int:
-        """Changes made but not yet committed (what a crash would lose now)."""
+        """Job changes made but not yet committed (what a crash would lose now)."""
         return self._pending
 
     async def flushed(self, ticket: int) -> None:
@@ -237,14 +238,9 @@ class Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for batch in batches:
-                for table in ("jobs", "queues", "events"):
-                    column = "key" if table == "queues" else "queue"
-                    conn.executemany(f"DELETE FROM {table} WHERE {column} = ?", batch.drops)
-                conn.executemany(rows.UPSERT_JOB, batch.upserts)
-                conn.executemany("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes)
-                conn.executemany("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas)
-                conn.executemany("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events)
-                conn.executemany("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims)
+                for statement, params in _statements(batch):
+                    if params:  # an empty executemany still costs a statement step
+                        conn.executemany(statement, params)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -287,6 +283,20 @@ class Database:
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
         _disown(self._lock_file)
+
+
+def _statements(batch: Batch) -> list[tuple[str, Sequence[Any]]]:
+    """What a batch writes, in order: dropped queues first, then rows."""
+    return [
+        ("DELETE FROM jobs WHERE queue = ?", batch.drops),
+        ("DELETE FROM queues WHERE key = ?", batch.drops),
+        ("DELETE FROM events WHERE queue = ?", batch.drops),
+        (rows.UPSERT_JOB, batch.upserts),
+        ("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes),
+        ("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas),
+        ("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events),
+        ("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims),
+    ]
 
 
 def _merge(batches: Sequence[Batch | None]) -> Batch:

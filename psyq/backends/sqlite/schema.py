@@ -14,7 +14,8 @@ from psyq.errors import PsyqError
 __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "migrate"]
 
 # One row per queue: its settings (paused, id counter, limits, schedulers, dedup keys, ...).
-# One row per job, with its place in its line (`rank`, `due`), its children (`deps`) and logs.
+# One row per job: its place in its line (`rank`, `due`), finish time, the rest of the record
+# as a MessagePack array (rows.BODY lists its fields), its children (`deps`) and logs.
 # The event feed in chunks (one per flush: a JSON list of [ms, name, jobId, extra]),
 # bounded per queue like the in-memory log.
 SCHEMA = """
@@ -25,27 +26,11 @@ CREATE TABLE queues (
 CREATE TABLE jobs (
     queue TEXT NOT NULL,
     id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    data TEXT NOT NULL,
-    opts TEXT NOT NULL,
-    timestamp INTEGER NOT NULL,
-    delay INTEGER NOT NULL,
-    priority INTEGER NOT NULL,
-    progress TEXT NOT NULL,
-    attempts_made INTEGER NOT NULL,
-    attempts_started INTEGER NOT NULL,
-    stalled_counter INTEGER NOT NULL,
-    processed_on INTEGER,
-    finished_on INTEGER,
-    returnvalue TEXT,
-    failed_reason TEXT,
-    stacktrace TEXT NOT NULL,
-    parent_key TEXT,
-    processed_by TEXT,
-    lock_token TEXT,
     state TEXT NOT NULL,
     rank INTEGER,
     due INTEGER,
+    finished_on INTEGER,
+    body BLOB NOT NULL,
     deps TEXT,
     logs TEXT,
     PRIMARY KEY (queue, id)
