@@ -26,6 +26,7 @@ from psyq.backends.base import (
     BackendAdapter,
     Completed,
     ErrorCode,
+    ExportPage,
     Failed,
     FetchRequest,
     FlowNode,
@@ -37,6 +38,7 @@ from psyq.backends.base import (
     StalledResult,
     raise_for_code,
 )
+from psyq.backends.redis import transfer
 from psyq.backends.redis.jobs import (
     add_meta,
     decode_opts,
@@ -786,6 +788,19 @@ class RedisBackend(BackendAdapter):
         self, queue: str, dedup_id: str, job_id: str | None = None
     ) -> bool:
         return bool(await self._run("removeDeduplicationKey", queue, dedup_id, job_id or ""))
+
+    # ------------------------------------------------------------------ export / import
+    async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
+        return await transfer.export_jobs(self, queue, cursor, limit)
+
+    async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        return await transfer.import_jobs(self, queue, page, overwrite)
+
+    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+        return await transfer.get_queue_meta(self, queue)
+
+    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+        await transfer.set_queue_meta(self, queue, meta)
 
     # ------------------------------------------------------------------ metrics
     async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
