@@ -40,9 +40,13 @@ from psyq.backends.base import (
 )
 from psyq.backends.redis import transfer
 from psyq.backends.redis.jobs import (
+    MANUAL_LIMIT,
+    PRIORITY_SPAN,
+    SKIP_LOCK_TOKEN,
     add_meta,
     decode_opts,
     encode_opts,
+    glob_escape,
     record_from_fields,
     record_from_hash,
 )
@@ -58,11 +62,8 @@ T = TypeVar("T")
 
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
-MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER, as BullMQ's rateLimit(ms) sets it
 ADD_CHUNK = 1000
-SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
-PRIORITY_SPAN = 2**32  # prioritized score = priority * 2^32 + counter
 MAX_METRICS_POINTS = (
     7 * 24 * 60
 )  # one week of minutes, as BullMQ keeps  # jobs per addJobs call when a bulk add is pipelined
@@ -91,10 +92,6 @@ def _scripts() -> dict[str, Script]:
     if not _SCRIPTS:
         _SCRIPTS.update(load_scripts())
     return _SCRIPTS
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 class RedisBackend(BackendAdapter):
@@ -472,12 +469,12 @@ class RedisBackend(BackendAdapter):
         return bool(await self.client.hexists(self.queue_key(queue) + ":meta", "paused"))
 
     async def list_queues(self) -> list[str]:
-        pattern = f"{_glob_escape(self.prefix)}:*:meta"
+        pattern = f"{glob_escape(self.prefix)}:*:meta"
         names = set()
         async for key in self.client.scan_iter(match=pattern, count=1000):
             names.add(key[len(self.prefix) + 1 : -len(":meta")])
         async for key in self.client.scan_iter(
-            match=f"{_glob_escape(self.prefix)}:*:id", count=1000
+            match=f"{glob_escape(self.prefix)}:*:id", count=1000
         ):
             names.add(key[len(self.prefix) + 1 : -len(":id")])
         return sorted(name for name in names if ":" not in name)
@@ -538,7 +535,7 @@ class RedisBackend(BackendAdapter):
         return [str(i) for i in await self._run("clean", queue, state, cutoff, limit)]
 
     async def obliterate(self, queue: str, force: bool) -> None:
-        pattern = _glob_escape(self.queue_key(queue)) + ":*"
+        pattern = glob_escape(self.queue_key(queue)) + ":*"
         code, active = await self._run("obliterate", queue, int(force), pattern)
         if int(code) < 0:
             raise PsyqError(

@@ -8,7 +8,30 @@ from typing import Any
 
 from psyq.backends.base import JobRecord, NewJob
 
-__all__ = ["add_meta", "decode_opts", "encode_opts", "record_from_fields", "record_from_hash"]
+__all__ = [
+    "DELAY_SPAN",
+    "MANUAL_LIMIT",
+    "PRIORITY_SPAN",
+    "SKIP_LOCK_TOKEN",
+    "add_meta",
+    "decode_opts",
+    "encode_opts",
+    "glob_escape",
+    "record_from_fields",
+    "record_from_hash",
+]
+
+# Score encodings and sentinels of BullMQ's layout (the Lua side has the same in base.lua).
+PRIORITY_SPAN = 2**32  # prioritized score = priority * 2^32 + counter
+DELAY_SPAN = 0x1000  # delayed score = due ms * 4096 + sequence
+MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER: BullMQ's rateLimit(ms) sets it
+SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a literal in a SCAN MATCH pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
 
 # BullMQ's optsEncodeMap (utils/index.ts): long option names stored under short keys.
 _ENCODE = {

@@ -9,7 +9,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from psyq.backends.base import ExportPage, JobRecord
-from psyq.backends.redis.jobs import encode_opts, record_from_hash
+from psyq.backends.redis.jobs import (
+    DELAY_SPAN,
+    MANUAL_LIMIT,
+    encode_opts,
+    glob_escape,
+    record_from_hash,
+)
 from psyq.errors import PsyqError
 
 if TYPE_CHECKING:
@@ -28,8 +34,6 @@ _LINES = (
     ("completed", "completed", "zset"),
     ("failed", "failed", "zset"),
 )
-DELAY_SPAN = 0x1000
-MANUAL_LIMIT = 2**53 - 1
 
 
 def _parse_cursor(cursor: str | None) -> tuple[int, int]:
@@ -206,15 +210,11 @@ async def get_queue_meta(backend: RedisBackend, queue: str) -> dict[str, Any]:
 async def _dedup_keys(backend: RedisBackend, queue: str, now: int) -> dict[str, Any]:
     prefix = f"{backend.queue_key(queue)}:de:"
     found: dict[str, Any] = {}
-    async for key in backend.client.scan_iter(match=_escape(prefix) + "*", count=1000):
+    async for key in backend.client.scan_iter(match=glob_escape(prefix) + "*", count=1000):
         owner, ttl = await backend.client.get(key), await backend.client.pttl(key)
         if owner is not None:
             found[key[len(prefix) :]] = [owner, now + ttl if ttl > 0 else None]
     return found
-
-
-def _escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 async def _schedulers(backend: RedisBackend, queue: str) -> dict[str, Any]:
