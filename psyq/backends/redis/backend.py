@@ -106,6 +106,7 @@ class RedisBackend(BackendAdapter):
         # with decode_responses=True they are str: the clients are typed Any here.
         self._client: Any = None
         self._blocking: Any = None
+        self._whole_second_timeouts = False
         self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
         self._scripts = _scripts()
         self._pipeline = ScriptPipeline()
@@ -143,6 +144,7 @@ class RedisBackend(BackendAdapter):
         numbers = tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
         if numbers < MIN_VERSION:
             raise ConnectionError(self.url, f"Redis {version} is too old: psyq needs >= 5.0.0")
+        self._whole_second_timeouts = numbers < (6, 0, 0)  # BZPOPMIN takes decimals from 6.0
         if policy not in (None, "noeviction"):
             log.warning(
                 "Redis at %s has maxmemory-policy %r: set it to 'noeviction', or Redis may "
@@ -291,6 +293,12 @@ class RedisBackend(BackendAdapter):
         await self._schedule_next(queue, records)
         return records
 
+    def _block_timeout(self, block_ms: int) -> float:
+        """BZPOPMIN's timeout in seconds (never 0, which would block forever)."""
+        if self._whole_second_timeouts:
+            return float(max(1, -(-block_ms // 1000)))
+        return max(block_ms, 1) / 1000
+
     def _waiting_client(self, queue: str) -> Any:
         """The connections workers of `queue` block on, named as BullMQ names a worker's
         (`<prefix>:<base64(queue)>`), so BullMQ's getWorkers (CLIENT LIST) sees them."""
@@ -315,7 +323,7 @@ class RedisBackend(BackendAdapter):
             if hint == 0 or left_ms <= 0:
                 return
             block_ms = left_ms if hint < 0 else min(left_ms, hint)
-            popped = await _uncancelled(blocking.bzpopmin(marker, max(block_ms, 1) / 1000))
+            popped = await _uncancelled(blocking.bzpopmin(marker, self._block_timeout(block_ms)))
             if popped is None or popped[1] != "1":
                 return
 
