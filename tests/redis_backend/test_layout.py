@@ -116,3 +116,15 @@ async def test_waiting_workers_are_named_as_bullmq_names_them(
         assert await raw.hget(f"bull:{queue.name}:meta", "version") == f"psyq:{psyq.__version__}"
     finally:
         await worker.close()
+
+
+async def test_obliterate_in_batches_leaves_no_key(queue: psyq.Queue, raw: Any) -> None:
+    await queue.add_bulk([{"name": "j", "data": i} for i in range(2100)])
+    await queue.add("later", delay=60_000)
+    await queue.add("urgent", priority=2)
+    await queue.upsert_job_scheduler("tick", {"every": 60_000})
+    job = await queue.add("logged")
+    await job.log("row")
+    await queue.obliterate()
+    left = [key async for key in raw.scan_iter(match=f"bull:{queue.name}:*")]
+    assert left == []

@@ -63,6 +63,7 @@ T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 ADD_CHUNK = 1000
+OBLITERATE_BATCH = 1000  # jobs deleted per obliterate script call
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 MAX_METRICS_POINTS = (
     7 * 24 * 60
@@ -543,13 +544,15 @@ class RedisBackend(BackendAdapter):
         return [str(i) for i in await self._run("clean", queue, state, cutoff, limit)]
 
     async def obliterate(self, queue: str, force: bool) -> None:
-        pattern = glob_escape(self.queue_key(queue)) + ":*"
-        code, active = await self._run("obliterate", queue, int(force), pattern)
-        if int(code) < 0:
-            raise PsyqError(
-                f"cannot obliterate queue {queue!r}: {active} jobs are active "
-                "(close their workers first, or pass force=True)"
-            )
+        while True:  # one batch of jobs per script call, so Redis is never held for long
+            code, count = await self._run("obliterate", queue, int(force), OBLITERATE_BATCH)
+            if int(code) < 0:
+                raise PsyqError(
+                    f"cannot obliterate queue {queue!r}: {count} jobs are active "
+                    "(close their workers first, or pass force=True)"
+                )
+            if int(code) == 0:
+                return
 
     async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
         return int(await self._run("reprocessJob", queue, state, "", timestamp_ms, count))
