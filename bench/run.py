@@ -1,7 +1,11 @@
 """psyq benchmarks, side by side with a peer measured in the same run on the same machine.
 
-    python bench/run.py [--backend memory|sqlite|sqlite-durable|URL ...] [--jobs 20000]
+    python bench/run.py [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
                         [--peers bunqueue|bullmq|none] [--quick]
+
+`--backend psyq` starts a `psyq server` (memory data) and measures the psyq:// client against
+it, side by side with a bunqueue TCP server (memory, its per-client rate limit turned off)
+started the same way; memory per job is then the server's resident memory.
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
@@ -13,16 +17,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
+import math
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +38,6 @@ import psyq
 
 HERE = Path(__file__).resolve().parent
 PEERS = {"bunqueue": HERE / "peers" / "bunqueue", "bullmq": HERE / "peers" / "bullmq"}
-# How each peer runs, and the file whose presence says it is installed.
-PEER_COMMANDS = {
-    "bunqueue": (["node_modules/.bin/bun", "bench.ts"], "node_modules/.bin/bun"),
-    "bullmq": (["node", "bench.mjs"], "node_modules/bullmq/package.json"),
-}
 BATCH = 1000
 
 
@@ -42,8 +45,8 @@ def fresh(label: str) -> str:
     return f"bench-{label}-{uuid.uuid4().hex[:8]}"
 
 
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
+def rss_bytes(pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
@@ -170,9 +173,9 @@ async def redis_used_memory(url: str) -> int:
         await client.aclose()
 
 
-async def memory_per_job(url: str, count: int) -> float:
-    """Resident memory of this process per waiting job; on Redis, the server's used_memory
-    (the jobs live there)."""
+async def memory_per_job(url: str, count: int, pid: int | str = "self") -> float:
+    """RSS growth per waiting job of process `pid` (this one, or the server's); on Redis,
+    the server's used_memory (the jobs live there)."""
     if url.startswith(("redis://", "rediss://")):
         before = await redis_used_memory(url)
         async with psyq.Queue(fresh("memory"), connection=url) as queue:
@@ -181,16 +184,16 @@ async def memory_per_job(url: str, count: int) -> float:
             await queue.obliterate()
         return per_job
     gc.collect()
-    before = rss_bytes()
+    before = rss_bytes(pid)
     async with psyq.Queue(fresh("memory"), connection=url) as queue:
         await fill(queue, count)
         gc.collect()
-        per_job = (rss_bytes() - before) / count
+        per_job = (rss_bytes(pid) - before) / count
         await queue.obliterate()
     return per_job
 
 
-async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
+async def run_psyq(url: str, cfg: dict[str, Any], server_pid: int | None) -> dict[str, Any]:
     return {
         "add_single": await add_single(url, cfg["single"]),
         "add_bulk": await add_bulk(url, cfg["jobs"]),
@@ -198,8 +201,56 @@ async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
         "c100": await processing(url, cfg["jobs"], 100),
         "latency": await latency(url, cfg["rate"], cfg["seconds"]),
         "flows": await flows(url, cfg["trees"]),
-        "bytes_per_waiting_job": await memory_per_job(url, cfg["memoryJobs"]),
+        "bytes_per_waiting_job": await memory_per_job(url, cfg["memoryJobs"], server_pid or "self")
+        if server_pid or "://" not in url or url.startswith(("memory:", "sqlite:", "redis"))
+        else math.nan,
     }
+
+
+def peer_bun(name: str) -> Path | str:
+    """The peer folder's bun binary (installing the peer with npm on first use), or why not."""
+    folder = PEERS[name]
+    bun = folder / "node_modules" / ".bin" / "bun"
+    if not bun.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            return "npm is not installed"
+        install = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
+        subprocess.run(install, cwd=folder, check=False, capture_output=True)
+    if not bun.exists():
+        return f"could not install {name} with npm in {folder}"
+    return bun
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[Any], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"no server answered on port {port} (exit code {proc.poll()})")
+
+
+@contextlib.contextmanager
+def server_process(command: list[str], port: int, **kwargs: Any) -> Iterator[int]:
+    """Run a server until the block ends; yields its pid once its port answers."""
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
+    try:
+        wait_for_port(port, proc)
+        yield proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 async def drop_bench_queues(url: str) -> None:
@@ -220,22 +271,57 @@ async def drop_bench_queues(url: str) -> None:
         await client.aclose()
 
 
-def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
-    """The peer's figures, or the reason it could not run."""
+def run_node_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
+    """A Node peer (`node bench.mjs`), installed with npm on first use."""
     folder = PEERS[name]
-    command, marker = PEER_COMMANDS[name]
-    if not (folder / marker).exists():
+    if not (folder / "node_modules" / name / "package.json").exists():
         npm = shutil.which("npm")
         if npm is None:
             return "npm is not installed"
         install = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
         subprocess.run(install, cwd=folder, check=False, capture_output=True)
-    if not (folder / marker).exists():
+    if not (folder / "node_modules" / name / "package.json").exists():
         return f"could not install {name} with npm in {folder}"
-    program = str(folder / command[0]) if "/" in command[0] else command[0]
     proc = subprocess.run(
-        [program, *command[1:], json.dumps(cfg)],
+        ["node", "bench.mjs", json.dumps(cfg)],
         cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    if proc.returncode != 0:
+        return f"{name} failed: {proc.stderr.strip()[-300:]}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
+    """The peer's figures, or the reason it could not run. With env["PEER_TCP"], against the
+    peer's own TCP server (memory, started here, its per-client rate limit turned off)."""
+    if name == "bullmq":
+        return run_node_peer(name, cfg, env)
+    bun = peer_bun(name)
+    if isinstance(bun, str):
+        return bun
+    if not env.get("PEER_TCP"):
+        return run_peer_script(name, bun, cfg, env)
+    port = free_port()
+    command = [str(bun), "node_modules/bunqueue/dist/cli/index.js", "start"]
+    command += ["--host", "127.0.0.1", "--tcp-port", str(port), "--http-port", str(free_port())]
+    limits = {"RATE_LIMIT_MAX_REQUESTS": str(2**31 - 1)}
+    try:
+        with server_process(command, port, cwd=PEERS[name], env={**os.environ, **limits}) as pid:
+            return run_peer_script(name, bun, {**cfg, "port": port, "serverPid": pid}, {})
+    except RuntimeError as exc:
+        return f"{name} TCP server: {exc}"
+
+
+def run_peer_script(
+    name: str, bun: Path, cfg: dict[str, Any], env: dict[str, str]
+) -> dict[str, Any] | str:
+    proc = subprocess.run(
+        [str(bun), "bench.ts", json.dumps(cfg)],
+        cwd=PEERS[name],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -259,7 +345,21 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
         return name, "embedded, SQLite", {"DATA_PATH": str(folder / "bunqueue.db")}
     if name.startswith(("redis://", "rediss://")):
         return name, "the same Redis server", {"REDIS_URL": name}
+    if name == "psyq" or name.startswith(("psyq:", "psyqs:")):
+        return name, "TCP server, in memory", {"PEER_TCP": "1"}
     return name, "embedded, in memory", {}
+
+
+@contextlib.contextmanager
+def psyq_server(name: str) -> Iterator[tuple[str, int | None]]:
+    """For --backend psyq: a `psyq server` (memory data) on a free port, as (URL, pid)."""
+    if name != "psyq":
+        yield name, None
+        return
+    port = free_port()
+    command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
+    with server_process(command, port) as pid:
+        yield f"psyq://127.0.0.1:{port}", pid
 
 
 ROWS = [
@@ -283,6 +383,8 @@ def pick(figures: dict[str, Any], key: str) -> float:
 
 
 def fmt(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
     return f"{value:,.0f}" if value >= 100 else f"{value:.3f}"
 
 
@@ -334,8 +436,9 @@ def main() -> int:
 
 def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peer: str) -> None:
     url, mode, env = resolve_backend(name, folder)
-    print(f"\n## {url}", flush=True)
-    mine = asyncio.run(run_psyq(url, cfg))
+    with psyq_server(url) as (url, server_pid):
+        print(f"\n## {url}", flush=True)
+        mine = asyncio.run(run_psyq(url, cfg, server_pid))
     if url.startswith(("redis://", "rediss://")):
         asyncio.run(drop_bench_queues(url))
     peer_figures: dict[str, Any] | str = "not run (--peers none)"

@@ -43,7 +43,33 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--connection", help="backend URL (default: PSYQ_URL or the default)")
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    add_server_parser(commands)
     return parser
+
+
+def add_server_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    server = commands.add_parser("server", help="serve the native engine to psyq:// clients")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    server.add_argument("--port", type=int, default=6789, help="port (6789; 0 = a free one)")
+    server.add_argument(
+        "--data", default="psyq.db", help="SQLite file, memory, or a sqlite:/// URL (psyq.db)"
+    )
+    server.add_argument(
+        "--durability",
+        choices=["buffered", "durable"],
+        default="buffered",
+        help="SQLite durability when --data is a file (buffered)",
+    )
+    server.add_argument("--token", help="clients must send this token (or PSYQ_SERVER_TOKEN)")
+    server.add_argument("--tls-cert", help="TLS certificate (PEM); needs --tls-key")
+    server.add_argument("--tls-key", help="TLS private key (PEM)")
+    server.add_argument("--max-frame", type=positive_int, help="largest frame in bytes (64 MiB)")
+    server.add_argument(
+        "--max-in-flight", type=positive_int, help="requests in flight per connection (1024)"
+    )
+    server.add_argument(
+        "--frame-timeout", type=float, help="seconds a frame may stay incomplete (30)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from psyq.cli.demo import run_demo
 
             return asyncio.run(run_demo(args.jobs, args.concurrency, args.connection))
+        if args.command == "server":
+            from psyq.cli.server import run_server, server_options
+
+            return run_server(server_options(args))
         from psyq.cli.worker import run_worker
 
         return run_worker(

@@ -20,6 +20,7 @@ import pytest
 
 import psyq
 from tests.redis_service import redis_server  # noqa: F401 - the session fixture
+from tests.tcp.server_proc import psyq_server_url  # noqa: F401 - the "tcp" backend's server
 
 UrlFactory = Callable[[pytest.FixtureRequest], str]
 
@@ -53,6 +54,7 @@ BACKENDS: dict[str, UrlFactory] = {
     "redis": redis_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
+    "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
 }
 
 

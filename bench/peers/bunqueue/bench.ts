@@ -1,8 +1,14 @@
-// The peer side of bench/run.py: bunqueue in embedded (in-process, in-memory) mode running the
-// same workloads. Prints one JSON object of figures. Usage: bun bench.ts '{"jobs":20000,...}'
+// The peer side of bench/run.py: bunqueue running the same workloads, in embedded (in-process)
+// mode, or with {"port": P, "serverPid": N} against a bunqueue TCP server on 127.0.0.1:P that
+// run.py started (memory is then the server's resident memory). Prints one JSON object of
+// figures. Usage: bun bench.ts '{"jobs":20000,...}'
 import { FlowProducer, Queue, Worker } from "bunqueue/client";
 
 const cfg = JSON.parse(process.argv[2] ?? "{}");
+const TCP: boolean = typeof cfg.port === "number";
+const conn: Record<string, unknown> = TCP
+  ? { connection: { host: "127.0.0.1", port: cfg.port } }
+  : { embedded: true };
 const JOBS: number = cfg.jobs ?? 20000;
 const SINGLE: number = cfg.single ?? 5000;
 const BATCH: number = cfg.batch ?? 1000;
@@ -16,7 +22,7 @@ const fresh = (label: string) => `${label}-${process.pid}-${serial++}`;
 const now = () => performance.now();
 
 async function addOne(): Promise<number> {
-  const q = new Queue(fresh("single"), { embedded: true });
+  const q = new Queue(fresh("single"), conn);
   const t = now();
   for (let i = 0; i < SINGLE; i++) await q.add("x", { i });
   return SINGLE / ((now() - t) / 1000);
@@ -33,17 +39,17 @@ async function fill(q: Queue, n: number): Promise<number> {
 }
 
 async function addBulk(): Promise<number> {
-  return fill(new Queue(fresh("bulk"), { embedded: true }), JOBS);
+  return fill(new Queue(fresh("bulk"), conn), JOBS);
 }
 
 async function processing(concurrency: number): Promise<number> {
   const name = fresh(`c${concurrency}`);
-  const q = new Queue(name, { embedded: true });
+  const q = new Queue(name, conn);
   await fill(q, JOBS);
   let done = 0;
   const t = now();
   await new Promise<void>((resolve) => {
-    const w = new Worker(name, async () => null, { embedded: true, concurrency });
+    const w = new Worker(name, async () => null, { ...conn, concurrency });
     w.on("completed", () => {
       if (++done === JOBS) {
         w.close();
@@ -56,7 +62,7 @@ async function processing(concurrency: number): Promise<number> {
 
 async function latency(): Promise<{ p50: number; p99: number }> {
   const name = fresh("latency");
-  const q = new Queue(name, { embedded: true });
+  const q = new Queue(name, conn);
   const samples: number[] = [];
   const w = new Worker(
     name,
@@ -64,7 +70,7 @@ async function latency(): Promise<{ p50: number; p99: number }> {
       samples.push(now() - job.data.t);
       return null;
     },
-    { embedded: true, concurrency: 10 },
+    { ...conn, concurrency: 10 },
   );
   const total = RATE * SECONDS;
   const start = now();
@@ -84,7 +90,7 @@ async function latency(): Promise<{ p50: number; p99: number }> {
 async function flows(): Promise<{ added: number; processed: number }> {
   const parents = fresh("parents");
   const children = fresh("children");
-  const producer = new FlowProducer({ embedded: true });
+  const producer = new FlowProducer(conn);
   const tree = (i: number) => ({
     name: "parent",
     queueName: parents,
@@ -100,9 +106,9 @@ async function flows(): Promise<{ added: number; processed: number }> {
   const added = TREES / ((now() - t) / 1000);
   let finished = 0;
   t = now();
-  const kids = new Worker(children, async () => null, { embedded: true, concurrency: 100 });
+  const kids = new Worker(children, async () => null, { ...conn, concurrency: 100 });
   await new Promise<void>((resolve) => {
-    const tops = new Worker(parents, async () => null, { embedded: true, concurrency: 100 });
+    const tops = new Worker(parents, async () => null, { ...conn, concurrency: 100 });
     tops.on("completed", () => {
       if (++finished === TREES) {
         tops.close();
@@ -115,12 +121,18 @@ async function flows(): Promise<{ added: number; processed: number }> {
   return { added, processed };
 }
 
+async function rss(): Promise<number> {
+  if (!TCP) return process.memoryUsage().rss;
+  const statm = await Bun.file(`/proc/${cfg.serverPid}/statm`).text();
+  return Number(statm.split(" ")[1]) * 4096;
+}
+
 async function memory(): Promise<number> {
   Bun.gc(true);
-  const before = process.memoryUsage().rss;
-  await fill(new Queue(fresh("memory"), { embedded: true }), MEMORY_JOBS);
+  const before = await rss();
+  await fill(new Queue(fresh("memory"), conn), MEMORY_JOBS);
   Bun.gc(true);
-  return (process.memoryUsage().rss - before) / MEMORY_JOBS;
+  return ((await rss()) - before) / MEMORY_JOBS;
 }
 
 const result = {

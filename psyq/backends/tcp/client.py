@@ -1,0 +1,530 @@
+"""`psyq://host:6789`: the BackendAdapter of a `psyq server`, over its wire protocol.
+
+    psyq://host:6789                 plain TCP (6789 when the port is left out)
+    psyqs://host:6789                TLS (the system's CAs unless ?ca=)
+    ?token=SECRET                    the server's auth token
+    ?ca=/path/ca.pem                 CA file that signs the server's certificate (psyqs://)
+    ?pool=2                          connections per backend object (requests are pipelined
+                                     on each: one is enough for most processes)
+    ?connect_timeout=10              seconds a call keeps reconnecting before it raises
+
+Every adapter method is one request (settle_many and multi-slot fetches included: one round
+trip each). A connection that drops fails its pending calls with `psyq.ConnectionError`; the
+next call reconnects with capped, jittered exponential backoff. Errors raised on the server
+come back as the same psyq exception type with the same message. wait_for_job and
+read_events block on the server, which answers when the engine wakes them (no polling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+from urllib.parse import parse_qs, urlsplit, urlunsplit
+
+from psyq.backends.base import (
+    BackendAdapter,
+    Completed,
+    ExportPage,
+    Failed,
+    FetchRequest,
+    FlowNode,
+    JobRecord,
+    Limiter,
+    NewJob,
+    Retry,
+    Settlement,
+    StalledResult,
+)
+from psyq.backends.tcp.protocol import (
+    BLOCKING_COMMANDS,
+    DEFAULT_PORT,
+    MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    FrameBuffer,
+    Outbox,
+    ProtocolError,
+    decode,
+    frame,
+)
+from psyq.errors import ClosedError, ConnectionError, InvalidURLError, PsyqError
+
+__all__ = ["PsyqSettings", "TcpBackend", "open_tcp_backend", "parse_psyq_url"]
+
+BACKOFF_BASE = 0.05
+BACKOFF_CAP = 2.0
+SETTINGS = ("token", "ca", "pool", "connect_timeout")
+
+
+class PsyqSettings:
+    """What a psyq:// URL says."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("psyq", "psyqs"):
+            raise InvalidURLError(url, "a psyq server URL starts with psyq:// or psyqs://")
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        unknown = sorted(set(query) - set(SETTINGS))
+        if unknown:
+            raise InvalidURLError(url, f"unknown parameters {unknown}; known: {list(SETTINGS)}")
+        try:
+            port = parts.port or DEFAULT_PORT
+        except ValueError:
+            raise InvalidURLError(url, "the port is not a number from 0 to 65535") from None
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = port
+        self.tls = parts.scheme == "psyqs"
+        self.token = query.get("token")
+        self.ca = query.get("ca")
+        self.pool = _number(url, query, "pool", "2", int)
+        self.connect_timeout = _number(url, query, "connect_timeout", "10", float)
+        self.safe_url = urlunsplit(parts._replace(query=""))
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        if not self.tls:
+            return None
+        return ssl.create_default_context(cafile=self.ca)
+
+
+def _number(url: str, query: dict[str, str], name: str, default: str, kind: type) -> Any:
+    text = query.get(name, default)
+    try:
+        value = kind(text)
+    except ValueError:
+        raise InvalidURLError(url, f"{name} must be a number, got {text!r}") from None
+    if value <= 0:
+        raise InvalidURLError(url, f"{name} must be > 0, got {text!r}")
+    return value
+
+
+def parse_psyq_url(url: str) -> PsyqSettings:
+    return PsyqSettings(url)
+
+
+class ClientConnection(asyncio.Protocol):
+    """One connection to the server: requests out, answers matched to futures by id."""
+
+    def __init__(self, url: str, max_frame: int = MAX_FRAME_BYTES) -> None:
+        self.url = url
+        self.frames = FrameBuffer(max_frame)
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.transport: asyncio.Transport | None = None
+        self._ids = itertools.count(1)
+        self._loop = asyncio.get_running_loop()
+        self._reason = "the connection was closed"
+
+    @property
+    def alive(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.outbox = Outbox(self._write)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        reason = f"{self._reason} ({exc})" if exc else self._reason
+        pending, self.pending = self.pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionError(self.url, reason))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for body in self.frames.feed(data):
+                self._deliver(decode(body))
+        except ProtocolError as exc:
+            self._reason = f"the server sent a bad frame: {exc}"
+            self.close()
+
+    def _deliver(self, message: dict[str, Any]) -> None:
+        future = self.pending.pop(message.get("id"), None)  # type: ignore[arg-type]
+        if "err" in message:
+            error = message["err"]
+            if not isinstance(error, PsyqError):
+                error = ProtocolError(f"the server sent a bad error value: {error!r:.80}")
+            if future is None:  # the server refused the connection as a whole
+                self._reason = f"the server closed the connection: {error}"
+            elif not future.done():
+                future.set_exception(error)
+        elif future is not None and not future.done():
+            future.set_result(message.get("ok"))
+
+    def request(self, op: str, args: list[Any]) -> tuple[int, asyncio.Future[Any]]:
+        if not self.alive:
+            raise ConnectionError(self.url, self._reason)
+        request_id = next(self._ids)
+        try:
+            data = frame({"id": request_id, "op": op, "args": args})
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ProtocolError(f"{op}: cannot encode the arguments: {exc}") from None
+        future: asyncio.Future[Any] = self._loop.create_future()
+        self.pending[request_id] = future
+        self._send(data)
+        return request_id, future
+
+    def cancel(self, request_id: int) -> None:
+        if self.pending.pop(request_id, None) is not None and self.alive:
+            self._send(frame({"id": 0, "op": "cancel", "args": [request_id]}))
+
+    def _send(self, data: bytes) -> None:
+        self.outbox.add(data)
+
+    def _write(self, data: bytes) -> None:
+        if self.alive:
+            assert self.transport is not None
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class TcpBackend(BackendAdapter):
+    """The adapter of a remote `psyq server`; see the module docstring for the URL."""
+
+    kind = "psyq"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.settings = PsyqSettings(url)
+        self._conns: list[ClientConnection | None] = [None] * self.settings.pool
+        self._locks = [asyncio.Lock() for _ in self._conns]
+        self._turn = 0
+        self._failures = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ connections
+    async def open(self) -> None:
+        await self._connection()
+
+    async def close(self) -> None:
+        self._closed = True
+        conns, self._conns = self._conns, [None] * len(self._conns)
+        for conn in conns:
+            if conn is not None:
+                conn.close()
+
+    async def _connection(self) -> ClientConnection:
+        if self._closed:
+            raise ClosedError(f"the psyq backend for {self.settings.safe_url} is closed")
+        self._turn = slot = (self._turn + 1) % len(self._conns)
+        conn = self._conns[slot]
+        if conn is not None and conn.alive:
+            return conn
+        async with self._locks[slot]:
+            conn = self._conns[slot]
+            if conn is None or not conn.alive:
+                conn = await self._reconnect()
+                self._conns[slot] = conn
+        return conn
+
+    async def _reconnect(self) -> ClientConnection:
+        """Connect, retrying with capped jittered backoff until connect_timeout passes."""
+        deadline = time.monotonic() + self.settings.connect_timeout
+        while True:
+            try:
+                conn = await self._connect_once(deadline)
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                reason = str(exc) or type(exc).__name__
+            else:
+                self._failures = 0
+                return conn
+            self._failures += 1
+            delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(self._failures, 16))
+            delay *= 0.5 + random.random() / 2
+            if self._closed or time.monotonic() + delay > deadline:
+                raise ConnectionError(self.settings.safe_url, reason)
+            await asyncio.sleep(delay)
+
+    async def _connect_once(self, deadline: float) -> ClientConnection:
+        s = self.settings
+        loop = asyncio.get_running_loop()
+        timeout = max(0.1, deadline - time.monotonic())
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: ClientConnection(s.safe_url), s.host, s.port, ssl=s.ssl_context()
+            ),
+            timeout,
+        )
+        try:
+            _, answer = conn.request("hello", [PROTOCOL_VERSION, s.token])
+            await asyncio.wait_for(answer, timeout)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def _call(self, op: str, *args: Any) -> Any:
+        conn = await self._connection()
+        request_id, future = conn.request(op, list(args))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if op in BLOCKING_COMMANDS:
+                conn.cancel(request_id)
+            else:
+                conn.pending.pop(request_id, None)
+            raise
+
+    # ------------------------------------------------------------------ the contract
+    async def now_ms(self) -> int:
+        return cast(int, await self._call("now_ms"))
+
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        return cast("list[JobRecord]", await self._call("add_jobs", queue, list(jobs)))
+
+    async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
+        return cast("list[JobRecord]", await self._call("move_to_active", queue, request))
+
+    async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
+        try:
+            await self._call("wait_for_job", queue, timeout_ms)
+        except ConnectionError:
+            return  # may return early: the caller's next fetch reconnects (or raises)
+
+    async def move_to_finished(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        outcome: Completed | Failed,
+        fetch: FetchRequest | None = None,
+    ) -> list[JobRecord]:
+        records = await self._call("move_to_finished", queue, job_id, token, outcome, fetch)
+        return cast("list[JobRecord]", records)
+
+    async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
+        await self._call("retry_job", queue, job_id, token, outcome)
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        errors, fetched = await self._call("settle_many", queue, list(settlements), fetch)
+        return cast("list[PsyqError | None]", errors), cast("list[JobRecord]", fetched)
+
+    async def move_to_delayed(
+        self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
+    ) -> None:
+        await self._call("move_to_delayed", queue, job_id, timestamp_ms, token)
+
+    async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
+        await self._call("move_job_from_active_to_wait", queue, job_id, token)
+
+    async def extend_locks(
+        self, queue: str, locks: Mapping[str, str], duration_ms: int
+    ) -> list[str]:
+        return cast("list[str]", await self._call("extend_locks", queue, dict(locks), duration_ms))
+
+    async def move_stalled_jobs_to_wait(
+        self, queue: str, max_stalled_count: int, stalled_interval_ms: int
+    ) -> StalledResult:
+        result = await self._call(
+            "move_stalled_jobs_to_wait", queue, max_stalled_count, stalled_interval_ms
+        )
+        return cast(StalledResult, result)
+
+    async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
+        return cast("JobRecord | None", await self._call("get_job", queue, job_id))
+
+    async def get_state(self, queue: str, job_id: str) -> str:
+        return cast(str, await self._call("get_state", queue, job_id))
+
+    async def get_jobs(
+        self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
+    ) -> list[JobRecord]:
+        records = await self._call("get_jobs", queue, list(states), start, end, asc)
+        return cast("list[JobRecord]", records)
+
+    async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:
+        return cast("dict[str, int]", await self._call("get_job_counts", queue, list(states)))
+
+    async def get_job_logs(
+        self, queue: str, job_id: str, start: int, end: int, asc: bool
+    ) -> tuple[list[str], int]:
+        rows, total = await self._call("get_job_logs", queue, job_id, start, end, asc)
+        return cast("list[str]", rows), cast(int, total)
+
+    async def is_paused(self, queue: str) -> bool:
+        return cast(bool, await self._call("is_paused", queue))
+
+    async def list_queues(self) -> list[str]:
+        return cast("list[str]", await self._call("list_queues"))
+
+    async def update_progress(self, queue: str, job_id: str, progress: Any) -> None:
+        await self._call("update_progress", queue, job_id, progress)
+
+    async def add_log(self, queue: str, job_id: str, row: str, keep_logs: int | None) -> int:
+        return cast(int, await self._call("add_log", queue, job_id, row, keep_logs))
+
+    async def clear_logs(self, queue: str, job_id: str, keep: int) -> None:
+        await self._call("clear_logs", queue, job_id, keep)
+
+    async def update_data(self, queue: str, job_id: str, data: str) -> None:
+        await self._call("update_data", queue, job_id, data)
+
+    async def change_priority(
+        self, queue: str, job_id: str, priority: int, lifo: bool = False
+    ) -> None:
+        await self._call("change_priority", queue, job_id, priority, lifo)
+
+    async def change_delay(self, queue: str, job_id: str, delay_ms: int) -> None:
+        await self._call("change_delay", queue, job_id, delay_ms)
+
+    async def promote(self, queue: str, job_id: str) -> None:
+        await self._call("promote", queue, job_id)
+
+    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
+        await self._call("reprocess_job", queue, job_id, state)
+
+    async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
+        return cast(bool, await self._call("remove_job", queue, job_id, remove_children))
+
+    async def pause(self, queue: str) -> None:
+        await self._call("pause", queue)
+
+    async def resume(self, queue: str) -> None:
+        await self._call("resume", queue)
+
+    async def drain(self, queue: str, delayed: bool) -> None:
+        await self._call("drain", queue, delayed)
+
+    async def clean(self, queue: str, grace_ms: int, limit: int, state: str) -> list[str]:
+        return cast("list[str]", await self._call("clean", queue, grace_ms, limit, state))
+
+    async def obliterate(self, queue: str, force: bool) -> None:
+        await self._call("obliterate", queue, force)
+
+    async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
+        return cast(int, await self._call("retry_jobs", queue, state, count, timestamp_ms))
+
+    async def promote_jobs(self, queue: str, count: int) -> int:
+        return cast(int, await self._call("promote_jobs", queue, count))
+
+    # Flows
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        return cast("list[JobRecord]", await self._call("add_flow", list(roots)))
+
+    async def get_flow(
+        self, queue: str, job_id: str, depth: int, max_children: int
+    ) -> dict[str, Any] | None:
+        tree = await self._call("get_flow", queue, job_id, depth, max_children)
+        return cast("dict[str, Any] | None", tree)
+
+    async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
+        return cast(bool, await self._call("move_to_waiting_children", queue, job_id, token))
+
+    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", await self._call("get_dependencies", queue, job_id))
+
+    async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        return cast("dict[str, str]", await self._call("get_children_values", queue, job_id))
+
+    async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        values = await self._call("get_failed_children_values", queue, job_id)
+        return cast("dict[str, str]", values)
+
+    # Events
+    async def read_events(
+        self, queue: str, last_id: str, count: int, block_ms: int
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        rows = await self._call("read_events", queue, last_id, count, block_ms)
+        return [(row[0], row[1], row[2]) for row in rows]
+
+    async def set_max_len_events(self, queue: str, max_len: int) -> None:
+        await self._call("set_max_len_events", queue, max_len)
+
+    # Job schedulers
+    async def upsert_job_scheduler(
+        self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
+    ) -> JobRecord | None:
+        record = await self._call(
+            "upsert_job_scheduler", queue, scheduler_id, dict(repeat), template
+        )
+        return cast("JobRecord | None", record)
+
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+        entry = await self._call("get_job_scheduler", queue, scheduler_id)
+        return cast("dict[str, Any] | None", entry)
+
+    async def get_job_schedulers(
+        self, queue: str, start: int, end: int, asc: bool
+    ) -> list[dict[str, Any]]:
+        entries = await self._call("get_job_schedulers", queue, start, end, asc)
+        return cast("list[dict[str, Any]]", entries)
+
+    async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
+        return cast(bool, await self._call("remove_job_scheduler", queue, scheduler_id))
+
+    # Rate limits and global concurrency
+    async def rate_limit(self, queue: str, delay_ms: int) -> None:
+        await self._call("rate_limit", queue, delay_ms)
+
+    async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
+        return cast(int, await self._call("get_rate_limit_ttl", queue, max_jobs))
+
+    async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
+        await self._call("set_global_rate_limit", queue, limiter)
+
+    async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
+        await self._call("set_global_concurrency", queue, concurrency)
+
+    # Deduplication
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        return cast("str | None", await self._call("get_deduplication_job_id", queue, dedup_id))
+
+    async def remove_deduplication_key(
+        self, queue: str, dedup_id: str, job_id: str | None = None
+    ) -> bool:
+        removed = await self._call("remove_deduplication_key", queue, dedup_id, job_id)
+        return cast(bool, removed)
+
+    # Metrics and workers
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+        return cast("dict[str, Any]", await self._call("get_metrics", queue, kind, start, end))
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        counts = await self._call("get_counts_per_priority", queue, list(priorities))
+        return cast("dict[str, int]", counts)
+
+    async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
+        await self._call("register_worker", queue, worker_name, dict(info))
+
+    async def unregister_worker(self, queue: str, worker_name: str) -> None:
+        await self._call("unregister_worker", queue, worker_name)
+
+    async def get_workers(self, queue: str) -> list[dict[str, Any]]:
+        return cast("list[dict[str, Any]]", await self._call("get_workers", queue))
+
+    # Cancellation
+    async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
+        return cast(bool, await self._call("cancel_job", queue, job_id, reason))
+
+    async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
+        marks = await self._call("get_cancelled", queue, list(job_ids))
+        return cast("dict[str, str]", marks)
+
+    # Export / import
+    async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
+        return cast(ExportPage, await self._call("export_jobs", queue, cursor, limit))
+
+    async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        return cast(int, await self._call("import_jobs", queue, page, overwrite))
+
+    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+        return cast("dict[str, Any]", await self._call("get_queue_meta", queue))
+
+    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+        await self._call("set_queue_meta", queue, dict(meta))
+
+
+def open_tcp_backend(url: str) -> TcpBackend:
+    """Entry point of the `psyq` and `psyqs` schemes."""
+    return TcpBackend(url)

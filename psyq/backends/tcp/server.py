@@ -1,0 +1,352 @@
+"""`psyq server`: one native engine (memory or SQLite) shared over TCP.
+
+Each connection is a `ServerConnection` (an asyncio protocol): it splits the byte stream
+into frames, checks the hello, then runs every request as its own task, so many are in
+flight at once and answers leave in the order they finish. Answers written in one event-loop
+turn go out in one write. A blocked request (wait_for_job, read_events) waits on the engine's
+future, so its answer is pushed the moment work or an event arrives.
+
+Limits, per connection: frames over `max_frame` bytes close it; a frame left half-sent for
+`frame_timeout` seconds closes it; past `max_in_flight` requests the server stops reading
+from it until answers drain. Bad requests (unknown command, wrong arguments, a value that is
+not valid MessagePack) are answered with an error naming the value when the request id can
+be read, else the connection is closed. Other connections never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hmac
+import logging
+import ssl
+from collections import deque
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from psyq.backends.base import BackendAdapter
+from psyq.backends.tcp.commands import check_args, signatures
+from psyq.backends.tcp.protocol import (
+    MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    FrameBuffer,
+    Outbox,
+    ProtocolError,
+    decode,
+    frame,
+)
+from psyq.errors import PsyqError
+
+__all__ = ["Server", "ServerLimits", "serve"]
+
+log = logging.getLogger("psyq.server")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    max_frame: int = MAX_FRAME_BYTES
+    max_in_flight: int = 1024
+    frame_timeout: float = 30.0
+
+
+class Server:
+    """The engine `backend` behind a TCP listener. `start()`, then `close()`."""
+
+    def __init__(
+        self,
+        backend: BackendAdapter,
+        *,
+        token: str | None = None,
+        limits: ServerLimits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.backend = backend
+        self.token = token
+        self.limits = limits or ServerLimits()
+        self.ssl_context = ssl_context
+        self.signatures = signatures()
+        self.connections: set[ServerConnection] = set()
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on host:port (0 = a free port); returns the bound address."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ServerConnection(self), host, port, ssl=self.ssl_context
+        )
+        address = self._server.sockets[0].getsockname()
+        return str(address[0]), int(address[1])
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def check_token(self, given: Any) -> bool:
+        if self.token is None:
+            return True
+        if type(given) is not str:
+            return False
+        return hmac.compare_digest(given.encode(), self.token.encode())
+
+
+class ServerConnection(asyncio.Protocol):
+    """One client connection: frames in, requests as tasks, answers out."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.limits = server.limits
+        self.frames = FrameBuffer(server.limits.max_frame)
+        self.transport: asyncio.Transport | None = None
+        self.greeted = False
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+        self._backlog: deque[bytes] = deque()  # frames read, not started (in-flight limit)
+        self._reading_paused = False
+        self._writing_paused = False
+        self._stall_timer: asyncio.TimerHandle | None = None
+        self._loop = asyncio.get_running_loop()
+        self.peer = "?"
+
+    # ------------------------------------------------------------------ transport events
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.outbox = Outbox(self._write)
+        self.peer = str(transport.get_extra_info("peername"))
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self._cancel_stall_timer()
+        for task in self.tasks.values():
+            task.cancel()
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            bodies = self.frames.feed(data)
+        except ProtocolError as exc:
+            self.fail(exc)
+            return
+        self._backlog.extend(bodies)
+        self._run_backlog()
+        self._watch_partial_frame(progress=bool(bodies))
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # ------------------------------------------------------------------ requests
+    def handle(self, body: bytes) -> None:
+        try:
+            message = decode(body)
+        except ProtocolError as exc:
+            self.fail(exc)
+            return
+        request_id = message.get("id")
+        if type(request_id) is not int:
+            self.fail(ProtocolError(f"a request needs an integer id, got {request_id!r:.80}"))
+            return
+        op = message.get("op")
+        if not self.greeted:
+            self.hello(request_id, op, message.get("args"))
+        elif op == "cancel":
+            self.cancel(message.get("args"))
+        else:
+            self.start_request(request_id, op, message.get("args"))
+
+    def hello(self, request_id: int, op: Any, args: Any) -> None:
+        if op != "hello" or type(args) is not list or len(args) != 2:
+            self.fail(ProtocolError(f"the first request must be hello, got {op!r:.80}"), request_id)
+        elif args[0] != PROTOCOL_VERSION:
+            self.fail(
+                ProtocolError(
+                    f"protocol version {args[0]!r:.20} is not supported; "
+                    f"this server speaks {PROTOCOL_VERSION}"
+                ),
+                request_id,
+            )
+        elif not self.server.check_token(args[1]):
+            self.fail(PsyqError("authentication failed: wrong or missing token"), request_id)
+        else:
+            self.greeted = True
+            self.answer(request_id, {"server": "psyq", "version": PROTOCOL_VERSION})
+
+    def cancel(self, args: Any) -> None:
+        if type(args) is list and len(args) == 1 and type(args[0]) is int:
+            task = self.tasks.get(args[0])
+            if task is not None:
+                task.cancel()
+
+    def start_request(self, request_id: int, op: Any, args: Any) -> None:
+        if request_id in self.tasks:
+            self.reply_error(request_id, ProtocolError(f"request id {request_id} is in use"))
+            return
+        sig = self.server.signatures.get(op) if type(op) is str else None
+        if sig is None:
+            self.reply_error(request_id, ProtocolError(f"unknown command {op!r:.80}"))
+            return
+        try:
+            check_args(sig, args)
+        except ProtocolError as exc:
+            self.reply_error(request_id, exc)
+            return
+        self.run_eagerly(request_id, sig.op, getattr(self.server.backend, sig.op)(*args))
+
+    def run_eagerly(self, request_id: int, op: str, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run the call's first step now, in its own context: most engine calls finish there
+        and are answered without a task. One that suspends (a blocked wait, a durable
+        commit) goes on in a task, resumed when the future it waits on is done."""
+        context = contextvars.copy_context()
+        try:
+            waiting = context.run(coro.send, None)
+        except StopIteration as done:
+            self.answer(request_id, done.value)
+        except BaseException as exc:
+            self.reply_failure(request_id, op, exc)
+        else:
+            resume = self._resume(request_id, op, coro, waiting)
+            self.tasks[request_id] = asyncio.Task(resume, loop=self._loop, context=context)
+
+    async def _resume(
+        self, request_id: int, op: str, coro: Coroutine[Any, Any, Any], waiting: Any
+    ) -> None:
+        try:
+            result = await _drive(coro, waiting)
+        except BaseException as exc:
+            self.reply_failure(request_id, op, exc)
+        else:
+            self.answer(request_id, result)
+        finally:
+            self.tasks.pop(request_id, None)
+            self._run_backlog()
+
+    def reply_failure(self, request_id: int, op: str, exc: BaseException) -> None:
+        if isinstance(exc, asyncio.CancelledError):
+            return  # cancelled by the client or a lost connection: nobody waits for it
+        if isinstance(exc, PsyqError):
+            self.reply_error(request_id, exc)
+        elif isinstance(exc, Exception):
+            log.error("%s from %s failed", op, self.peer, exc_info=exc)
+            self.reply_error(request_id, PsyqError(f"{op} failed on the server: {exc!r}"))
+        else:
+            raise exc
+
+    # ------------------------------------------------------------------ answers
+    def answer(self, request_id: int, result: Any) -> None:
+        try:
+            data = frame({"id": request_id, "ok": result})
+        except (TypeError, ValueError, OverflowError) as exc:
+            error = PsyqError(f"cannot encode the answer: {exc}")
+            data = frame({"id": request_id, "err": error})
+        self.send(data)
+
+    def reply_error(self, request_id: int, exc: PsyqError) -> None:
+        self.send(frame({"id": request_id, "err": exc}))
+
+    def send(self, data: bytes) -> None:
+        self.outbox.add(data)
+
+    def _write(self, data: bytes) -> None:
+        if self._open():
+            assert self.transport is not None
+            self.transport.write(data)
+
+    def fail(self, exc: PsyqError, request_id: int = 0) -> None:
+        """Answer `exc` (to `request_id`, 0 when it is unknown) and close the connection."""
+        log.info("closing %s: %s", self.peer, exc)
+        self.reply_error(request_id, exc)
+        self.outbox.flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    # ------------------------------------------------------------------ limits
+    def _run_backlog(self) -> None:
+        """Start the frames read so far, up to max_in_flight running requests."""
+        backlog, limit = self._backlog, self.limits.max_in_flight
+        while backlog and len(self.tasks) < limit and self._open():
+            self.handle(backlog.popleft())
+        self._update_reading()
+
+    def _open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        busy = self._writing_paused or bool(self._backlog)
+        if busy and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not busy and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    def _watch_partial_frame(self, progress: bool) -> None:
+        """Time a frame that stays incomplete; any complete frame restarts the clock."""
+        if progress or not self.frames.partial:
+            self._cancel_stall_timer()
+        if self.frames.partial and self._stall_timer is None:
+            self._stall_timer = self._loop.call_later(
+                self.limits.frame_timeout, self._partial_frame_timed_out
+            )
+
+    def _cancel_stall_timer(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def _partial_frame_timed_out(self) -> None:
+        self._stall_timer = None
+        seconds = self.limits.frame_timeout
+        self.fail(ProtocolError(f"a frame stayed incomplete for {seconds}s"))
+
+
+async def _drive(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
+    """Finish a coroutine that was started by hand and is suspended on `waiting` (the
+    future it awaits, or None after a bare yield), as a task would: wait for the future,
+    then resume the coroutine, which reads the future's outcome itself."""
+    while True:
+        throw: BaseException | None = None
+        try:
+            if waiting is None:
+                await asyncio.sleep(0)
+            else:
+                waiting._asyncio_future_blocking = False  # as a task does before waiting
+                await waiting
+        except asyncio.CancelledError as exc:
+            if waiting is None or not waiting.cancelled():
+                throw = exc  # cancelled here, not through the future: pass it on
+        except BaseException:
+            pass  # the future's own error: the coroutine raises it when resumed
+        try:
+            waiting = coro.send(None) if throw is None else coro.throw(throw)
+        except StopIteration as done:
+            return done.value
+
+
+async def serve(
+    backend: BackendAdapter,
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    limits: ServerLimits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> tuple[Server, tuple[str, int]]:
+    """Start a server for `backend`; returns it and its bound address."""
+    server = Server(backend, token=token, limits=limits, ssl_context=ssl_context)
+    return server, await server.start(host, port)

@@ -1,0 +1,43 @@
+"""`psyq server` on the command line: bad options, and sharing an SQLite file through it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import psyq
+from psyq.cli.main import main
+from tests.tcp.server_proc import start_server
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["server", "--data", "redis://x"], "redis://x"),
+        (["server", "--data", "memory", "--tls-cert", "c.pem"], "--tls-key"),
+        (["server", "--data", "memory", "--tls-cert", "no.pem", "--tls-key", "no.key"], "no.pem"),
+    ],
+)
+def test_bad_options_exit_2_naming_the_value(
+    argv: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert named in capsys.readouterr().err
+
+
+async def test_the_server_owns_its_sqlite_file_and_shares_it(
+    tmp_path: Path, queue_name: str
+) -> None:
+    db = tmp_path / "jobs.db"
+    server = start_server(tmp_path / "server.log", "--data", str(db))
+    try:
+        with pytest.raises(psyq.PsyqError, match="psyq server --data"):
+            async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
+                await queue.add("x", {})
+        async with psyq.Queue(queue_name, connection=server.url) as queue:
+            job = await queue.add("x", {"kept": True})
+    finally:
+        assert server.stop() == 0  # SIGTERM: a clean exit that flushes the file
+    async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
+        assert (await queue.get_job(job.id)).data == {"kept": True}
