@@ -215,11 +215,15 @@ class RedisBackend(BackendAdapter):
         script = self._scripts["addJobs"]
         queue_key = self.queue_key(queue)
         keys = script.keys(queue_key)
-        await self.client.script_load(script.source)
-        async with self.client.pipeline(transaction=True) as pipe:
-            for chunk in chunks:
-                pipe.evalsha(script.sha, len(keys), *keys, f"{queue_key}:", *self._add_args(chunk))
-            return list(await pipe.execute())
+        try:
+            await self.client.script_load(script.source)
+            async with self.client.pipeline(transaction=True) as pipe:
+                for chunk in chunks:
+                    args = self._add_args(chunk)
+                    pipe.evalsha(script.sha, len(keys), *keys, f"{queue_key}:", *args)
+                return list(await pipe.execute())
+        except RedisError as exc:
+            raise PsyqError(f"Redis bulk add failed on queue {queue!r}: {exc}") from exc
 
     async def _added(
         self, queue: str, jobs: Sequence[NewJob], offset: int, result: list[Any]
