@@ -1,7 +1,7 @@
 """psyq benchmarks, side by side with a peer measured in the same run on the same machine.
 
     python bench/run.py [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
-                        [--peers bunqueue|none] [--quick]
+                        [--peers bunqueue|bullmq|none] [--quick]
 
 `--backend psyq` starts a `psyq server` (memory data) and measures the psyq:// client against
 it, side by side with a bunqueue TCP server (memory, its per-client rate limit turned off)
@@ -37,7 +37,7 @@ from typing import Any
 import psyq
 
 HERE = Path(__file__).resolve().parent
-PEERS = {"bunqueue": HERE / "peers" / "bunqueue"}
+PEERS = {"bunqueue": HERE / "peers" / "bunqueue", "bullmq": HERE / "peers" / "bullmq"}
 BATCH = 1000
 
 
@@ -162,8 +162,27 @@ async def flows(url: str, trees: int) -> dict[str, float]:
     return {"added": added, "processed": processed}
 
 
+async def redis_used_memory(url: str) -> int:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url.split("?")[0])
+    try:
+        info = await client.info("memory")
+        return int(info["used_memory"])
+    finally:
+        await client.aclose()
+
+
 async def memory_per_job(url: str, count: int, pid: int | str = "self") -> float:
-    """RSS growth per waiting job of process `pid` (this one, or the server's)."""
+    """RSS growth per waiting job of process `pid` (this one, or the server's); on Redis,
+    the server's used_memory (the jobs live there)."""
+    if url.startswith(("redis://", "rediss://")):
+        before = await redis_used_memory(url)
+        async with psyq.Queue(fresh("memory"), connection=url) as queue:
+            await fill(queue, count)
+            per_job = (await redis_used_memory(url) - before) / count
+            await queue.obliterate()
+        return per_job
     gc.collect()
     before = rss_bytes(pid)
     async with psyq.Queue(fresh("memory"), connection=url) as queue:
@@ -183,7 +202,7 @@ async def run_psyq(url: str, cfg: dict[str, Any], server_pid: int | None) -> dic
         "latency": await latency(url, cfg["rate"], cfg["seconds"]),
         "flows": await flows(url, cfg["trees"]),
         "bytes_per_waiting_job": await memory_per_job(url, cfg["memoryJobs"], server_pid or "self")
-        if server_pid or "://" not in url or url.startswith(("memory:", "sqlite:"))
+        if server_pid or "://" not in url or url.startswith(("memory:", "sqlite:", "redis"))
         else math.nan,
     }
 
@@ -234,9 +253,53 @@ def server_process(command: list[str], port: int, **kwargs: Any) -> Iterator[int
             proc.wait()
 
 
+async def drop_bench_queues(url: str) -> None:
+    """Remove every queue this run made on a shared Redis (their names start with bench-)."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url.split("?")[0])
+    try:
+        batch: list[bytes] = []
+        async for key in client.scan_iter(match="bull:bench-*", count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                await client.delete(*batch)
+                batch.clear()
+        if batch:
+            await client.delete(*batch)
+    finally:
+        await client.aclose()
+
+
+def run_node_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
+    """A Node peer (`node bench.mjs`), installed with npm on first use."""
+    folder = PEERS[name]
+    if not (folder / "node_modules" / name / "package.json").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            return "npm is not installed"
+        install = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
+        subprocess.run(install, cwd=folder, check=False, capture_output=True)
+    if not (folder / "node_modules" / name / "package.json").exists():
+        return f"could not install {name} with npm in {folder}"
+    proc = subprocess.run(
+        ["node", "bench.mjs", json.dumps(cfg)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    if proc.returncode != 0:
+        return f"{name} failed: {proc.stderr.strip()[-300:]}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
     """The peer's figures, or the reason it could not run. With env["PEER_TCP"], against the
     peer's own TCP server (memory, started here, its per-client rate limit turned off)."""
+    if name == "bullmq":
+        return run_node_peer(name, cfg, env)
     bun = peer_bun(name)
     if isinstance(bun, str):
         return bun
@@ -280,6 +343,8 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
         return f"sqlite:///{folder}/psyq-{mode}.db?durability={mode}", "embedded, SQLite", data
     if name.startswith("sqlite:"):
         return name, "embedded, SQLite", {"DATA_PATH": str(folder / "bunqueue.db")}
+    if name.startswith(("redis://", "rediss://")):
+        return name, "the same Redis server", {"REDIS_URL": name}
     if name == "psyq" or name.startswith(("psyq:", "psyqs:")):
         return name, "TCP server, in memory", {"PEER_TCP": "1"}
     return name, "embedded, in memory", {}
@@ -345,7 +410,7 @@ def main() -> int:
         help="memory, sqlite, sqlite-durable or a URL; repeat for several (default: memory)",
     )
     parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
-    parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "none"])
+    parser.add_argument("--peers", default="bunqueue", choices=[*PEERS, "none"])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args()
     cfg = {
@@ -374,6 +439,8 @@ def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peer: str) -> No
     with psyq_server(url) as (url, server_pid):
         print(f"\n## {url}", flush=True)
         mine = asyncio.run(run_psyq(url, cfg, server_pid))
+    if url.startswith(("redis://", "rediss://")):
+        asyncio.run(drop_bench_queues(url))
     peer_figures: dict[str, Any] | str = "not run (--peers none)"
     if peer != "none":
         peer_figures = run_peer(peer, cfg, env)

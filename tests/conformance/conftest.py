@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import psyq
+from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 from tests.tcp.server_proc import psyq_server_url  # noqa: F401 - the "tcp" backend's server
 
 UrlFactory = Callable[[pytest.FixtureRequest], str]
@@ -38,8 +39,19 @@ def sqlite_url(durability: str) -> UrlFactory:
 
 # id -> factory. Next: "tcp" (psyq://), "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL",
 # ...)), "postgres".
+def redis_url(request: pytest.FixtureRequest) -> str:
+    return service_url(
+        "redis",
+        "PSYQ_TEST_REDIS_URL",
+        ("redis-server",),
+        lambda binary: request.getfixturevalue("redis_server")(binary),
+        "apt install redis-server",
+    )
+
+
 BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
+    "redis": redis_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
     "tcp": lambda request: request.getfixturevalue("psyq_server_url"),

@@ -1,0 +1,141 @@
+"""Job hashes as BullMQ stores them <-> `JobRecord`, and BullMQ's opts key compression."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psyq.backends.base import JobRecord, NewJob
+
+__all__ = [
+    "DELAY_SPAN",
+    "MANUAL_LIMIT",
+    "PRIORITY_SPAN",
+    "SKIP_LOCK_TOKEN",
+    "add_meta",
+    "decode_opts",
+    "encode_opts",
+    "glob_escape",
+    "record_from_fields",
+    "record_from_hash",
+]
+
+# Score encodings and sentinels of BullMQ's layout (the Lua side has the same in base.lua).
+PRIORITY_SPAN = 2**32  # prioritized score = priority * 2^32 + counter
+DELAY_SPAN = 0x1000  # delayed score = due ms * 4096 + sequence
+MANUAL_LIMIT = 2**53 - 1  # JavaScript's MAX_SAFE_INTEGER: BullMQ's rateLimit(ms) sets it
+SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
+
+
+def glob_escape(text: str) -> str:
+    """`text` as a literal in a SCAN MATCH pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+# BullMQ's optsEncodeMap (utils/index.ts): long option names stored under short keys.
+_ENCODE = {
+    "deduplication": "de",
+    "failParentOnFailure": "fpof",
+    "continueParentOnFailure": "cpof",
+    "ignoreDependencyOnFailure": "idof",
+    "removeDependencyOnFailure": "rdof",
+    "keepLogs": "kl",
+    "telemetryMetadata": "tm",
+    "omitContext": "omc",
+}
+_DECODE = {short: long for long, short in _ENCODE.items()}
+
+
+def encode_opts(opts: Mapping[str, Any]) -> str:
+    return json.dumps({_ENCODE.get(k, k): v for k, v in opts.items()}, separators=(",", ":"))
+
+
+def decode_opts(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    raw = json.loads(text)
+    if not isinstance(raw, dict):
+        return {}
+    return {_DECODE.get(str(k), str(k)): v for k, v in raw.items()}
+
+
+def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str:
+    """The per-job header the addJobs / addFlow scripts read (JSON). `parent_flags`: a flow
+    child whose parent link (id, queue) the script fills in; only its policy flags here."""
+    opts = new.opts
+    meta: dict[str, Any] = {"name": new.name}
+    if new.timestamp is not None:
+        meta["ts"] = new.timestamp
+    if "jobId" in opts:
+        meta["id"] = opts["jobId"]
+    for name in ("delay", "priority", "lifo"):
+        if opts.get(name):
+            meta[name] = opts[name]
+    if hold:
+        meta["hold"] = True
+    parent = opts.get("parent")
+    if parent is not None:
+        link: dict[str, Any] = {"id": parent["id"], "queue": parent["queue"]}
+        link.update({_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True})
+        meta["parent"] = link
+    elif parent_flags:
+        meta["parent"] = {_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True}
+    if "deduplication" in opts:
+        meta["dedup"] = opts["deduplication"]
+    if "repeatJobKey" in opts:
+        meta["rjk"] = opts["repeatJobKey"]
+    return json.dumps(meta, separators=(",", ":"))
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    if value is None or value == "":
+        return default
+    return int(float(value))
+
+
+def _opt_int(value: str | None) -> int | None:
+    return None if value is None or value == "" else int(float(value))
+
+
+def _json(value: str | None, default: Any) -> Any:
+    if value is None:
+        return default
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def record_from_hash(queue: str, job_id: str, fields: Mapping[str, str]) -> JobRecord:
+    """A JobRecord from a job hash (HGETALL as a dict)."""
+    stack = _json(fields.get("stacktrace"), ())
+    return JobRecord(
+        id=job_id,
+        queue=queue,
+        name=fields.get("name", ""),
+        data=fields.get("data", "null"),
+        opts=decode_opts(fields.get("opts")),
+        timestamp=_int(fields.get("timestamp")),
+        delay=_int(fields.get("delay")),
+        priority=_int(fields.get("priority")),
+        progress=_json(fields.get("progress"), 0),
+        attempts_made=_int(fields.get("atm") or fields.get("attemptsMade")),
+        attempts_started=_int(fields.get("ats")),
+        stalled_counter=_int(fields.get("stc")),
+        processed_on=_opt_int(fields.get("processedOn")),
+        finished_on=_opt_int(fields.get("finishedOn")),
+        returnvalue=fields.get("returnvalue"),
+        failed_reason=fields.get("failedReason"),
+        stacktrace=list(stack) if isinstance(stack, list) else (),
+        parent_key=fields.get("parentKey"),
+        processed_by=fields.get("pb"),
+    )
+
+
+def record_from_fields(queue: str, flat: Sequence[str]) -> JobRecord:
+    """A JobRecord from a script's flat field/value list with `__id` (and `__state`)."""
+    fields = dict(zip(flat[::2], flat[1::2], strict=True))
+    record = record_from_hash(queue, fields.pop("__id", ""), fields)
+    record.state = fields.get("__state")
+    return record

@@ -1,0 +1,79 @@
+-- importJobs: write exported jobs idempotently by id, in their states (active ones arrive
+-- as waiting), with logs and flow links, without events. A job already there with the same
+-- name, data and timestamp is skipped; a different one makes the whole call write nothing
+-- unless overwrite.
+-- KEYS: wait paused prioritized delayed completed failed waiting-children marker meta id
+-- ARGV: [1] queue key prefix; [2] overwrite (1/0); then one JSON per job:
+--       {id, state, fields = {hash field = value}, logs = [...], due?, deps?}
+-- Events: none
+-- Returns: {"ok", written} or {"conflict", job id}
+--@include base settle parent state remove
+local overwrite = ARGV[2] == "1"
+local jobs, skip = {}, {}
+for i = 3, #ARGV do
+  local job = cjson.decode(ARGV[i])
+  jobs[#jobs + 1] = job
+  local jobKey = P .. job.id
+  if rcall("EXISTS", jobKey) == 1 then
+    local stored = rcall("HMGET", jobKey, "name", "data", "timestamp")
+    local same = stored[1] == job.fields.name and stored[2] == job.fields.data
+      and stored[3] == job.fields.timestamp
+    if same then
+      skip[job.id] = true
+    elseif not overwrite then
+      return {"conflict", job.id}
+    end
+  end
+end
+
+local function place(job)
+  local state, jobId = job.state, job.id
+  if state == "waiting" or state == "active" or state == "paused" then
+    rcall("LPUSH", waitKey(), jobId)
+  elseif state == "prioritized" then
+    rcall("ZADD", P .. "prioritized", priorityScore(tonumber(job.fields.priority) or 1), jobId)
+  elseif state == "delayed" then
+    rcall("ZADD", P .. "delayed", delayedScore(job.due), jobId)
+  elseif state == "completed" or state == "failed" then
+    rcall("ZADD", P .. state, tonumber(job.fields.finishedOn) or 0, jobId)
+  elseif state == "waiting-children" then
+    rcall("ZADD", P .. "waiting-children", tonumber(job.fields.timestamp) or 0, jobId)
+  end
+end
+
+local function link(jobKey, deps)
+  if deps == nil then return end
+  for _, key in ipairs(deps.pending or {}) do rcall("SADD", jobKey .. ":dependencies", key) end
+  for key, value in pairs(deps.processed or {}) do rcall("HSET", jobKey .. ":processed", key, value) end
+  for key, reason in pairs(deps.ignored or {}) do rcall("HSET", jobKey .. ":failed", key, reason) end
+  for key, _ in pairs(deps.failed or {}) do rcall("ZADD", jobKey .. ":unsuccessful", 0, key) end
+end
+
+local written, lastId = 0, tonumber(rcall("GET", P .. "id")) or 0
+for _, job in ipairs(jobs) do
+  if not skip[job.id] then
+    local jobKey = P .. job.id
+    if rcall("EXISTS", jobKey) == 1 then -- overwrite: the old job goes, without events
+      detach(job.id, jobState(job.id))
+      rcall("LREM", P .. "active", 0, job.id)
+      removeJobKeys(job.id)
+    end
+    rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
+    local fields = {}
+    for name, value in pairs(job.fields) do
+      fields[#fields + 1] = name
+      fields[#fields + 1] = value
+    end
+    rcall("HSET", jobKey, unpack(fields))
+    for _, row in ipairs(job.logs or {}) do rcall("RPUSH", jobKey .. ":logs", row) end
+    link(jobKey, job.deps)
+    place(job)
+    written = written + 1
+  end
+  local numeric = tonumber(job.id)
+  if numeric and numeric > lastId then lastId = numeric end
+end
+rcall("SET", P .. "id", lastId)
+if rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0 then addBaseMarker() end
+addDelayMarker()
+return {"ok", written}

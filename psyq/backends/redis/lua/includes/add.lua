@@ -1,0 +1,80 @@
+-- Adding one job (standard, delayed, prioritized, held for children). Needs base.lua,
+-- settle.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
+
+-- The job that makes this add a duplicate under meta.dedup, or nil.
+local function deduplicated(dedup, customId, now)
+  local key = P .. "de:" .. dedup.id
+  local owner = rcall("GET", key)
+  if not owner then return nil end
+  if rcall("EXISTS", P .. owner) == 0 then
+    rcall("DEL", key)
+    return nil
+  end
+  if dedup.replace and rcall("ZSCORE", P .. "delayed", owner) then
+    rcall("ZREM", P .. "delayed", owner)
+    removeJobKeys(owner)
+    emit("removed", "jobId", owner, "prev", "delayed")
+    return nil
+  end
+  if dedup.extend and dedup.ttl then rcall("PEXPIRE", key, dedup.ttl) end
+  emit("deduplicated", "jobId", owner, "deduplicationId", dedup.id,
+    "deduplicatedJobId", customId or "")
+  return owner
+end
+
+local function parentExists(meta)
+  return meta.parent == nil or rcall("EXISTS", meta.parent.queue .. ":" .. meta.parent.id) == 1
+end
+
+local function storeJob(jobId, meta, data, opts, ts)
+  local jobKey = P .. jobId
+  local fields = {"name", meta.name, "data", data, "opts", opts, "timestamp", ts,
+    "delay", meta.delay or 0, "priority", meta.priority or 0}
+  if meta.parent then
+    local link = meta.parent
+    local parentKey = link.queue .. ":" .. link.id
+    local parentJson = cjson.encode({id = link.id, queueKey = link.queue, fpof = link.fpof,
+      cpof = link.cpof, idof = link.idof, rdof = link.rdof})
+    fields[#fields + 1] = "parentKey"; fields[#fields + 1] = parentKey
+    fields[#fields + 1] = "parent"; fields[#fields + 1] = parentJson
+    rcall("SADD", parentKey .. ":dependencies", jobKey)
+  end
+  if meta.dedup then
+    fields[#fields + 1] = "deid"; fields[#fields + 1] = meta.dedup.id
+    if meta.dedup.ttl then
+      rcall("SET", P .. "de:" .. meta.dedup.id, jobId, "PX", meta.dedup.ttl)
+    else
+      rcall("SET", P .. "de:" .. meta.dedup.id, jobId)
+    end
+  end
+  if meta.rjk then fields[#fields + 1] = "rjk"; fields[#fields + 1] = meta.rjk end
+  rcall("HSET", jobKey, unpack(fields))
+end
+
+-- Returns jobId, status (1 added, 0 a job with that id exists, 2 deduplicated).
+local function addJob(meta, data, opts, now)
+  local jobId = meta.id
+  if jobId and rcall("EXISTS", P .. jobId) == 1 then
+    emit("duplicated", "jobId", jobId)
+    return jobId, 0
+  end
+  if meta.dedup then
+    local owner = deduplicated(meta.dedup, jobId, now)
+    if owner then return owner, 2 end
+  end
+  if not jobId then jobId = tostring(rcall("INCR", P .. "id")) end
+  local ts = meta.ts or now
+  storeJob(jobId, meta, data, opts, ts)
+  emit("added", "jobId", jobId, "name", meta.name)
+  local delay = meta.delay or 0
+  if meta.hold then
+    rcall("ZADD", P .. "waiting-children", ts, jobId)
+    emit("waiting-children", "jobId", jobId)
+  elseif delay > 0 then
+    delayJob(jobId, ts + delay)
+  else
+    enqueue(jobId, meta.priority or 0, meta.lifo)
+    emit("waiting", "jobId", jobId)
+  end
+  return jobId, 1
+end

@@ -1,0 +1,104 @@
+-- Shared helpers: clock, events, markers, score encodings and placing a job in a line.
+-- Expects `K` (queue keys by suffix) and `P` (the queue key prefix "<prefix>:<queue>:").
+local rcall = redis.call
+local PRIORITY_SPAN = 0x100000000 -- prioritized score = priority * 2^32 + counter
+local DELAY_SPAN = 0x1000 -- delayed score = due * 4096 + seq
+
+local function nowMs()
+  local t = rcall("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function maxEvents()
+  return tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+end
+
+-- MAXLEN ~ trims whole stream nodes (100 entries): a small bound is kept exactly instead.
+local function emit(event, ...)
+  local maxLen = maxEvents()
+  if maxLen < 1000 then
+    rcall("XADD", P .. "events", "MAXLEN", maxLen, "*", "event", event, ...)
+  else
+    rcall("XADD", P .. "events", "MAXLEN", "~", maxLen, "*", "event", event, ...)
+  end
+end
+
+local function isPaused()
+  return rcall("HEXISTS", P .. "meta", "paused") == 1
+end
+
+local function waitKey()
+  if isPaused() then return P .. "paused" end
+  return P .. "wait"
+end
+
+local function isMaxed()
+  local limit = tonumber(rcall("HGET", P .. "meta", "concurrency"))
+  return limit ~= nil and rcall("LLEN", P .. "active") >= limit
+end
+
+-- Wake one blocked worker (BullMQ's base marker), unless nothing could be taken.
+local function addBaseMarker()
+  if not isPaused() and not isMaxed() then
+    rcall("ZADD", P .. "marker", 0, "0")
+  end
+end
+
+-- Tell blocked workers when the next delayed job is due (BullMQ's delay marker).
+local function addDelayMarker()
+  if isPaused() then return end
+  local first = rcall("ZRANGE", P .. "delayed", 0, 0, "WITHSCORES")
+  if first[2] then
+    rcall("ZADD", P .. "marker", math.floor(tonumber(first[2]) / DELAY_SPAN), "1")
+  end
+end
+
+local function priorityScore(priority)
+  local counter = rcall("INCR", P .. "pc")
+  return priority * PRIORITY_SPAN + counter % PRIORITY_SPAN
+end
+
+local function delayedScore(due)
+  local low = due * DELAY_SPAN
+  local high = low + DELAY_SPAN - 1
+  local last = rcall("ZREVRANGEBYSCORE", P .. "delayed", high, low, "WITHSCORES", "LIMIT", 0, 1)
+  if last[2] then
+    return math.min(tonumber(last[2]) + 1, high)
+  end
+  return low
+end
+
+-- Make a job ready: prioritized by priority, else the wait (or paused) list.
+-- `front`: next to be taken (lifo jobs, jobs handed back).
+local function enqueue(jobId, priority, front)
+  if priority > 0 then
+    rcall("ZADD", P .. "prioritized", priorityScore(priority), jobId)
+  elseif front then
+    rcall("RPUSH", waitKey(), jobId)
+  else
+    rcall("LPUSH", waitKey(), jobId)
+  end
+  addBaseMarker()
+end
+
+local function jobPriority(jobKey)
+  return tonumber(rcall("HGET", jobKey, "priority")) or 0
+end
+
+local function isLifo(jobKey)
+  local opts = rcall("HGET", jobKey, "opts")
+  return opts ~= false and string.find(opts, '"lifo":true', 1, true) ~= nil
+end
+
+-- A detached job goes back in line (emits waiting with `prev`).
+local function toWait(jobId, prev, front)
+  local jobKey = P .. jobId
+  enqueue(jobId, jobPriority(jobKey), front or isLifo(jobKey))
+  emit("waiting", "jobId", jobId, "prev", prev)
+end
+
+local function delayJob(jobId, due)
+  rcall("ZADD", P .. "delayed", delayedScore(due), jobId)
+  emit("delayed", "jobId", jobId, "delay", due)
+  addDelayMarker()
+end

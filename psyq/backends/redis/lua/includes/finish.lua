@@ -1,0 +1,56 @@
+-- Finishing and retrying one active job. Needs base, settle, parent.
+
+local function finishJob(jobId, completed, value, stack, now)
+  local jobKey = P .. jobId
+  local atm = rcall("HINCRBY", jobKey, "atm", 1)
+  local kind = "failed"
+  if completed then kind = "completed" end
+  if completed then
+    rcall("HSET", jobKey, "finishedOn", now, "returnvalue", value)
+  else
+    rcall("HSET", jobKey, "finishedOn", now, "failedReason", value, "stacktrace", stack)
+  end
+  rcall("ZADD", P .. kind, now, jobId)
+  collectMetrics(kind, now)
+  local opts = jobOpts(jobKey)
+  if completed then
+    emit("completed", "jobId", jobId, "returnvalue", value, "prev", "active")
+  else
+    emit("failed", "jobId", jobId, "failedReason", value, "prev", "active")
+    if atm >= (tonumber(opts.attempts) or 1) then
+      emit("retries-exhausted", "jobId", jobId, "attemptsMade", atm)
+    end
+  end
+  childFinished(jobId, completed, value, now)
+  releaseDedup(jobId)
+  if completed then
+    retain(P .. kind, opts.removeOnComplete, jobId, now)
+  else
+    retain(P .. kind, opts.removeOnFail, jobId, now)
+  end
+end
+
+local function retryJob(jobId, reason, stack, delay, now)
+  local jobKey = P .. jobId
+  rcall("HINCRBY", jobKey, "atm", 1)
+  rcall("HSET", jobKey, "failedReason", reason, "stacktrace", stack)
+  if delay > 0 then
+    rcall("HSET", jobKey, "delay", delay)
+    delayJob(jobId, now + delay)
+  else
+    toWait(jobId, "failed")
+  end
+end
+
+-- item = {id, token, kind, value, stack, delay}; returns 0 or an ErrorCode.
+local function settleJob(item, now)
+  local code = checkLock(item.id, item.token)
+  if code == 0 then code = leaveActive(item.id) end
+  if code ~= 0 then return code end
+  if item.kind == "retry" then
+    retryJob(item.id, item.value, item.stack or "[]", tonumber(item.delay) or 0, now)
+  else
+    finishJob(item.id, item.kind == "completed", item.value, item.stack or "[]", now)
+  end
+  return 0
+end

@@ -1,0 +1,96 @@
+-- Settling active jobs: lock checks, retention, metrics, dedup keys, parents. Needs base.lua.
+local SKIP_LOCK = "0"
+local MAX_METRICS_POINTS = 60 * 24 * 7
+
+-- 0 when `token` holds the lock of active job `jobId`, else an ErrorCode.
+local function checkLock(jobId, token)
+  local jobKey = P .. jobId
+  if rcall("EXISTS", jobKey) == 0 then return -1 end
+  if token == SKIP_LOCK then return 0 end
+  local held = rcall("GET", jobKey .. ":lock")
+  if not held then return -2 end
+  if held ~= token then return -6 end
+  return 0
+end
+
+-- Take an active job out of the active list (after checkLock); -3 when it is not there.
+local function leaveActive(jobId)
+  if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
+  rcall("DEL", P .. jobId .. ":lock")
+  rcall("SREM", P .. "stalled", jobId)
+  rcall("HDEL", P .. "cancelled", jobId)
+  return 0
+end
+
+local function jobOpts(jobKey)
+  local raw = rcall("HGET", jobKey, "opts")
+  if not raw or raw == "" then return {} end
+  return cjson.decode(raw)
+end
+
+-- A job without a dedup ttl frees its key when it finishes or goes away.
+local function releaseDedup(jobId)
+  local dedupId = rcall("HGET", P .. jobId, "deid")
+  if not dedupId then return end
+  local key = P .. "de:" .. dedupId
+  if rcall("PTTL", key) == -1 and rcall("GET", key) == jobId then
+    rcall("DEL", key)
+  end
+end
+
+local function removeJobKeys(jobId)
+  local jobKey = P .. jobId
+  releaseDedup(jobId)
+  rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock", jobKey .. ":dependencies",
+    jobKey .. ":processed", jobKey .. ":failed", jobKey .. ":unsuccessful")
+end
+
+-- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first).
+local function collectMetrics(kind, now)
+  local key = P .. "metrics:" .. kind
+  local count = rcall("HINCRBY", key, "count", 1)
+  local prevTS = tonumber(rcall("HGET", key, "prevTS"))
+  if not prevTS then
+    rcall("HSET", key, "prevTS", now, "prevCount", 0)
+    return
+  end
+  local minutes = math.floor(now / 60000) - math.floor(prevTS / 60000)
+  if minutes <= 0 then return end
+  local prevCount = tonumber(rcall("HGET", key, "prevCount")) or 0
+  local points = {count - 1 - prevCount}
+  for _ = 2, math.min(minutes, MAX_METRICS_POINTS) do points[#points + 1] = 0 end
+  -- newest first: the zeros (minutes with nothing) are newer than the finished minute
+  for i = #points, 1, -1 do rcall("LPUSH", key .. ":data", points[i]) end
+  rcall("LTRIM", key .. ":data", 0, MAX_METRICS_POINTS - 1)
+  rcall("HSET", key, "prevTS", now, "prevCount", count - 1)
+end
+
+local function dropOldest(target, keepCount)
+  local doomed = rcall("ZRANGE", target, 0, -(keepCount + 1))
+  for _, jobId in ipairs(doomed) do
+    rcall("ZREM", target, jobId)
+    removeJobKeys(jobId)
+  end
+end
+
+local function dropOlder(target, cutoff, limit)
+  local doomed = rcall("ZRANGEBYSCORE", target, "-inf", "(" .. cutoff, "LIMIT", 0, limit)
+  for _, jobId in ipairs(doomed) do
+    rcall("ZREM", target, jobId)
+    removeJobKeys(jobId)
+  end
+end
+
+-- removeOnComplete / removeOnFail: true, N, or {age (s), count, limit}.
+local function retain(target, keep, jobId, now)
+  if keep == nil or keep == false then return end
+  if keep == true then
+    rcall("ZREM", target, jobId)
+    removeJobKeys(jobId)
+  elseif type(keep) == "number" then
+    dropOldest(target, keep)
+  elseif type(keep) == "table" then
+    if keep.count ~= nil then dropOldest(target, keep.count) end
+    if keep.age ~= nil then dropOlder(target, now - keep.age * 1000, keep.limit or 1000) end
+  end
+end

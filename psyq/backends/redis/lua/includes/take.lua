@@ -1,0 +1,90 @@
+-- Taking jobs: promote due delayed jobs, honour pause / rate limits / global concurrency,
+-- then lock up to #tokens jobs. Needs base.lua.
+
+-- Delayed jobs whose time has come go to waiting (at most 1000 per call).
+local function promoteDue(now)
+  local due = rcall("ZRANGEBYSCORE", P .. "delayed", 0, (now + 1) * DELAY_SPAN - 1, "LIMIT", 0, 1000)
+  for _, jobId in ipairs(due) do
+    rcall("ZREM", P .. "delayed", jobId)
+    rcall("HSET", P .. jobId, "delay", 0)
+    toWait(jobId, "delayed")
+  end
+  if #due > 0 then addDelayMarker() end
+end
+
+local MANUAL_LIMIT = 9007199254740991 -- rate_limit(ms) sets the limiter to this
+
+-- How many jobs the rate limiter lets through now, and the ms until it opens again.
+local function limiterAllows(wanted, max, duration)
+  local ttl = rcall("PTTL", P .. "limiter")
+  local used = tonumber(rcall("GET", P .. "limiter")) or 0
+  if max == nil then
+    if ttl > 0 and used >= MANUAL_LIMIT then return 0, ttl end -- a manual rate_limit(ms)
+    return wanted, 0
+  end
+  if ttl <= 0 then used = 0 end
+  if used >= max then return 0, math.max(ttl, 1) end
+  return math.min(wanted, max - used), 0
+end
+
+local function countTaken(n, max, duration)
+  if n == 0 or max == nil then return end
+  local used = rcall("INCRBY", P .. "limiter", n)
+  if used == n then rcall("PEXPIRE", P .. "limiter", duration) end
+end
+
+local function nextReady()
+  local jobId = rcall("RPOPLPUSH", P .. "wait", P .. "active")
+  if jobId then return jobId end
+  local top = rcall("ZPOPMIN", P .. "prioritized")
+  if top[1] then
+    rcall("LPUSH", P .. "active", top[1])
+    return top[1]
+  end
+  return nil
+end
+
+local function lockJob(jobId, token, lockDuration, worker, now)
+  local jobKey = P .. jobId
+  rcall("SET", jobKey .. ":lock", token, "PX", lockDuration)
+  rcall("HINCRBY", jobKey, "ats", 1)
+  if worker ~= "" then
+    rcall("HSET", jobKey, "processedOn", now, "pb", worker)
+  else
+    rcall("HSET", jobKey, "processedOn", now)
+  end
+  emit("active", "jobId", jobId, "prev", "waiting")
+  local fields = rcall("HGETALL", jobKey)
+  fields[#fields + 1] = "__id"
+  fields[#fields + 1] = jobId
+  return fields
+end
+
+-- Returns a list of job hashes (flat field/value arrays with "__id"), possibly empty.
+-- req = {tokens = {...}, lockDuration = ms, worker = name, max = n|nil, duration = ms|nil}
+local function takeJobs(req, now)
+  promoteDue(now)
+  if isPaused() then return {} end
+  local wanted = #req.tokens
+  local limit = tonumber(rcall("HGET", P .. "meta", "concurrency"))
+  if limit ~= nil then
+    wanted = math.min(wanted, limit - rcall("LLEN", P .. "active"))
+  end
+  local gmax = tonumber(rcall("HGET", P .. "meta", "max"))
+  local max, duration = req.max, req.duration
+  if gmax ~= nil then
+    max, duration = gmax, tonumber(rcall("HGET", P .. "meta", "duration"))
+  end
+  wanted = limiterAllows(wanted, max, duration)
+  local taken = {}
+  for i = 1, wanted do
+    local jobId = nextReady()
+    if not jobId then break end
+    taken[#taken + 1] = lockJob(jobId, req.tokens[i], req.lockDuration, req.worker or "", now)
+  end
+  countTaken(#taken, max, duration)
+  if #taken > 0 and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0) then
+    addBaseMarker() -- more work: wake the next blocked worker too
+  end
+  return taken
+end

@@ -1,0 +1,138 @@
+"""The Lua scripts: read from `lua/<name>-<numKeys>.lua`, includes spliced in, loaded once
+and run by EVALSHA (reloaded when the server answers NOSCRIPT, e.g. after a restart).
+
+A script's header names the keys it touches (`-- KEYS: wait active ...`, suffixes of the
+queue key); the loader passes exactly those as KEYS, so Redis Cluster and ACLs see them.
+Every script gets the queue key prefix `<prefix>:<queue>:` as ARGV[1], bound to `P`.
+`--@include a b` splices `lua/includes/a.lua` and `b.lua` in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+__all__ = ["Script", "ScriptPipeline", "load_scripts"]
+
+PRELUDE = "local P = ARGV[1]\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    name: str
+    key_suffixes: tuple[str, ...]
+    source: str
+    sha: str
+
+    def keys(self, queue_key: str) -> list[str]:
+        return [f"{queue_key}:{suffix}" for suffix in self.key_suffixes]
+
+
+def _read(folder: Any, name: str) -> str:
+    text: str = folder.joinpath(name).read_text(encoding="utf-8")
+    return text
+
+
+def _build(folder: Any, filename: str) -> Script:
+    stem = filename.removesuffix(".lua")
+    name, _, count = stem.rpartition("-")
+    text = _read(folder, filename)
+    suffixes: tuple[str, ...] = ()
+    parts = [PRELUDE]
+    for line in text.splitlines():
+        if line.startswith("-- KEYS:"):
+            listed = line.removeprefix("-- KEYS:").strip()
+            suffixes = () if listed.startswith("(") else tuple(listed.split())
+        elif line.startswith("--@include"):
+            for include in line.split()[1:]:
+                parts.append(_read(folder.joinpath("includes"), f"{include}.lua"))
+    if len(suffixes) != int(count):
+        raise RuntimeError(f"{filename}: header lists {len(suffixes)} keys, name says {count}")
+    parts.append(text)
+    source = "\n".join(parts)
+    return Script(name, suffixes, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+def load_scripts() -> dict[str, Script]:
+    """Every script of the package, by name (without the key count)."""
+    folder = resources.files("psyq.backends.redis").joinpath("lua")
+    scripts = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".lua"):
+            script = _build(folder, entry.name)
+            scripts[script.name] = script
+    return scripts
+
+
+Call = tuple[Script, list[str], tuple[Any, ...], "asyncio.Future[Any]"]
+
+
+class ScriptPipeline:
+    """Runs script calls made in the same event-loop turn as one pipeline (one round trip,
+    one connection), like ioredis' auto-pipelining: a worker at concurrency 100 settles its
+    jobs in a few round trips instead of 100.
+
+    The pipeline runs in its own task, so cancelling a caller never cancels a command in
+    flight (redis-py can lose such a cancellation); the caller just stops waiting."""
+
+    def __init__(self) -> None:
+        self._pending: list[Call] = []
+        self._flushing: set[asyncio.Task[None]] = set()
+
+    def call(self, client: Any, script: Script, queue_key: str, args: tuple[Any, ...]) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush_soon, client)
+        self._pending.append((script, script.keys(queue_key), (f"{queue_key}:", *args), future))
+        return future
+
+    def _flush_soon(self, client: Any) -> None:
+        batch, self._pending = self._pending, []
+        task = asyncio.ensure_future(self._flush(client, batch))
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush(self, client: Any, batch: list[Call]) -> None:
+        try:
+            results = await self._execute(client, batch)
+        except BaseException as exc:
+            error = exc if isinstance(exc, Exception) else RuntimeError("pipeline cancelled")
+            results = [error] * len(batch)
+        for (_, _, _, future), result in zip(batch, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, Exception):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+    async def _execute(self, client: Any, batch: list[Call]) -> list[Any]:
+        results = await self._send(client, batch)
+        missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
+        if missing:  # the server lost its scripts (restart, SCRIPT FLUSH): load and rerun
+            for script in {batch[i][0] for i in missing}:
+                await client.script_load(script.source)
+            rerun = await self._send(client, [batch[i] for i in missing])
+            for i, result in zip(missing, rerun, strict=True):
+                results[i] = result
+        return results
+
+    @staticmethod
+    async def _send(client: Any, batch: list[Call]) -> list[Any]:
+        async with client.pipeline(transaction=False) as pipe:
+            for script, keys, argv, _ in batch:
+                pipe.evalsha(script.sha, len(keys), *keys, *argv)
+            return list(await pipe.execute(raise_on_error=False))
+
+    async def wait_idle(self) -> None:
+        """Let pipelines in flight finish (before the connections close)."""
+        while self._flushing or self._pending:
+            await asyncio.gather(*self._flushing, return_exceptions=True)
+            if self._pending:
+                await asyncio.sleep(0)

@@ -1,0 +1,77 @@
+"""Interop with Node BullMQ: the npm registry's bullmq (5 and 6) installed into a temp dir
+once per test run, and a Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conformance.conftest import redis_url, services_required
+from tests.redis_service import redis_server  # noqa: F401 - the session fixture
+
+NODE_SCRIPTS = Path(__file__).parent / "node"
+BULLMQ_MAJORS = ("5", "6")
+
+
+def _missing(reason: str) -> None:
+    if services_required():
+        pytest.fail(f"{reason}; or set PSYQ_REQUIRE_SERVICES=0 to skip these tests")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """`install(major)` -> a node_modules folder holding bullmq@major (installed once)."""
+    installed: dict[str, Path] = {}
+    cache = tmp_path_factory.mktemp("npm-cache")
+
+    def install(major: str) -> Path:
+        if major not in installed:
+            npm = shutil.which("npm")
+            if npm is None or shutil.which("node") is None:
+                _missing(
+                    "node and npm are needed for the BullMQ interop tests (apt install nodejs npm)"
+                )
+            folder = tmp_path_factory.mktemp(f"bullmq{major}")
+            args = [str(npm), "install", "--prefix", str(folder), "--cache", str(cache)]
+            args += ["--no-audit", "--no-fund", "--loglevel=error", f"bullmq@{major}", "ioredis@5"]
+            done = subprocess.run(args, capture_output=True, text=True, timeout=240)
+            if done.returncode != 0:
+                _missing(f"npm install bullmq@{major} failed: {done.stderr.strip()[-500:]}")
+            installed[major] = folder / "node_modules"
+        return installed[major]
+
+    return install
+
+
+@pytest.fixture(params=BULLMQ_MAJORS, ids=lambda major: f"bullmq{major}")
+def node(request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path]) -> Any:
+    """`node(script, *args)` -> the JSON a script under node/ printed, run with bullmq@N."""
+    modules = bullmq_installs(request.param)
+
+    def run(script: str, *args: str) -> Any:
+        env = {**os.environ, "NODE_PATH": str(modules)}
+        done = subprocess.run(
+            ["node", str(NODE_SCRIPTS / script), *args],
+            capture_output=True,
+            text=True,
+            timeout=40,
+            env=env,
+        )
+        assert done.returncode == 0, f"node {script} failed: {done.stderr[-2000:]}"
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    run.version = request.param  # type: ignore[attr-defined]
+    return run
+
+
+@pytest.fixture
+def interop_redis_url(request: pytest.FixtureRequest) -> str:
+    return redis_url(request)

@@ -1,0 +1,52 @@
+"""The Redis fast paths: several jobs per fetch, settle_many with fetch in one call, big
+pipelined bulks, and concurrent calls sharing pipelines."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psyq
+from psyq.backends import open_backend, release_backend
+from psyq.backends.base import Completed, Failed, FetchRequest, Retry, Settlement
+
+
+async def test_one_fetch_takes_several_jobs_and_settle_many_fetches_more(
+    queue: psyq.Queue, url: str
+) -> None:
+    await queue.add_bulk([{"name": "j", "data": i} for i in range(6)])
+    backend = await open_backend(url)
+    try:
+        taken = await backend.move_to_active(queue.name, FetchRequest(["a", "b", "c"], 30_000))
+        assert [job.id for job in taken] == ["1", "2", "3"]
+        assert [job.lock_token for job in taken] == ["a", "b", "c"]
+        settlements = [
+            Settlement("1", "a", Completed('"one"')),
+            Settlement("2", "b", Failed("bad")),
+            Settlement("3", "c", Retry("again", delay=0)),
+            Settlement("3", "wrong", Completed("null")),  # no longer active: an error, alone
+        ]
+        errors, fetched = await backend.settle_many(
+            queue.name, settlements, FetchRequest(["d", "e"], 30_000)
+        )
+        assert [error is None for error in errors] == [True, True, True, False]
+        assert [job.id for job in fetched] == ["4", "5"]
+        counts = await queue.get_job_counts("completed", "failed", "waiting", "active")
+        assert counts == {"completed": 1, "failed": 1, "waiting": 2, "active": 2}
+    finally:
+        await release_backend(backend)
+
+
+async def test_a_bulk_bigger_than_one_script_call(queue: psyq.Queue) -> None:
+    jobs = await queue.add_bulk([{"name": "j", "data": i} for i in range(2500)])
+    assert [job.id for job in jobs[:2]] == ["1", "2"] and jobs[-1].id == "2500"
+    assert await queue.get_job_counts("waiting") == {"waiting": 2500}
+    waiting = await queue.get_waiting(0, 2)
+    assert [job.data for job in waiting] == [0, 1, 2]
+
+
+async def test_concurrent_calls_share_pipelines_and_keep_their_order(queue: psyq.Queue) -> None:
+    added: list[Any] = await asyncio.gather(*(queue.add("j", i) for i in range(200)))
+    assert sorted(int(job.id) for job in added) == list(range(1, 201))
+    states = await asyncio.gather(*(queue.get_job_state(job.id) for job in added))
+    assert set(states) == {"waiting"}

@@ -1,0 +1,130 @@
+"""What psyq stores is BullMQ's layout: keys, hash fields, score encodings, marker, locks,
+events, pause. (Interop with Node BullMQ itself is in tests/interop/.)"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psyq
+
+PRIORITY_SPAN = 2**32
+DELAY_SPAN = 0x1000
+
+
+async def test_a_plain_job_hash_and_wait_list(queue: psyq.Queue, raw: Any) -> None:
+    job = await queue.add("send", {"to": "a"}, attempts=3, keep_logs=5)
+    key = f"bull:{queue.name}"
+    stored = await raw.hgetall(f"{key}:{job.id}")
+    assert stored["name"] == "send" and json.loads(stored["data"]) == {"to": "a"}
+    assert json.loads(stored["opts"]) == {"attempts": 3, "kl": 5}  # BullMQ's compressed keys
+    assert stored["delay"] == "0" and stored["priority"] == "0"
+    assert int(stored["timestamp"]) == job.timestamp
+    assert await raw.lrange(f"{key}:wait", 0, -1) == [job.id]
+    assert await raw.get(f"{key}:id") == job.id
+    assert await raw.zrange(f"{key}:marker", 0, -1, withscores=True) == [("0", 0.0)]
+
+
+async def test_priority_and_delay_scores(queue: psyq.Queue, raw: Any) -> None:
+    key = f"bull:{queue.name}"
+    first = await queue.add("p", priority=7)
+    second = await queue.add("p", priority=7)
+    later = await queue.add("d", delay=60_000)
+    scores = dict(await raw.zrange(f"{key}:prioritized", 0, -1, withscores=True))
+    assert scores[first.id] == 7 * PRIORITY_SPAN + 1
+    assert scores[second.id] == 7 * PRIORITY_SPAN + 2
+    assert await raw.get(f"{key}:pc") == "2"
+    [(job_id, score)] = await raw.zrange(f"{key}:delayed", 0, -1, withscores=True)
+    assert job_id == later.id
+    assert int(score) // DELAY_SPAN == later.timestamp + 60_000
+    marker = dict(await raw.zrange(f"{key}:marker", 0, -1, withscores=True))
+    assert marker["1"] == later.timestamp + 60_000  # the delay marker: when the next is due
+
+
+async def test_fetch_sets_lock_and_counters_then_finish_fills_the_hash(
+    queue: psyq.Queue, raw: Any, url: str
+) -> None:
+    job = await queue.add("a", {"n": 1})
+    worker = psyq.Worker(queue.name, connection=url, autorun=False)
+    try:
+        taken = await worker.get_next_job("token-1", block=False)
+        assert taken is not None and taken.id == job.id
+        key = f"bull:{queue.name}"
+        assert await raw.get(f"{key}:{job.id}:lock") == "token-1"
+        assert 0 < await raw.pttl(f"{key}:{job.id}:lock") <= 30_000
+        assert await raw.lrange(f"{key}:active", 0, -1) == [job.id]
+        assert await raw.hget(f"{key}:{job.id}", "ats") == "1"
+        await taken.move_to_completed({"ok": True}, "token-1", fetch_next=False)
+        stored = await raw.hgetall(f"{key}:{job.id}")
+        assert json.loads(stored["returnvalue"]) == {"ok": True}
+        assert stored["atm"] == "1" and int(stored["finishedOn"]) >= int(stored["processedOn"])
+        assert await raw.zscore(f"{key}:completed", job.id) == int(stored["finishedOn"])
+        assert not await raw.exists(f"{key}:{job.id}:lock")
+        assert await raw.hget(f"{key}:metrics:completed", "count") == "1"
+    finally:
+        await worker.close()
+
+
+async def test_events_stream_fields(queue: psyq.Queue, raw: Any) -> None:
+    job = await queue.add("a", delay=5000)
+    entries = await raw.xrange(f"bull:{queue.name}:events")
+    events = [(fields.pop("event"), fields) for _, fields in entries]
+    assert events[0] == ("added", {"jobId": job.id, "name": "a"})
+    assert events[1] == ("delayed", {"jobId": job.id, "delay": str(job.timestamp + 5000)})
+
+
+async def test_pause_renames_wait_to_paused_and_sets_meta(queue: psyq.Queue, raw: Any) -> None:
+    job = await queue.add("a")
+    key = f"bull:{queue.name}"
+    await queue.pause()
+    assert await raw.hget(f"{key}:meta", "paused") == "1"
+    assert await raw.lrange(f"{key}:paused", 0, -1) == [job.id]
+    assert not await raw.exists(f"{key}:wait") and not await raw.exists(f"{key}:marker")
+    await queue.resume()
+    assert not await raw.hexists(f"{key}:meta", "paused")
+    assert await raw.lrange(f"{key}:wait", 0, -1) == [job.id]
+
+
+async def test_scripts_are_reloaded_after_a_script_flush(queue: psyq.Queue, raw: Any) -> None:
+    await queue.add("before")
+    await raw.script_flush()
+    job = await queue.add("after")
+    assert await queue.get_job_state(job.id) == "waiting"
+
+
+async def test_a_prefix_in_the_url(url: str, queue_name: str, raw: Any) -> None:
+    async with psyq.Queue(queue_name, connection=url, prefix="myapp") as queue:
+        job = await queue.add("a")
+    assert await raw.hget(f"myapp:{queue_name}:{job.id}", "name") == "a"
+
+
+async def test_waiting_workers_are_named_as_bullmq_names_them(
+    queue: psyq.Queue, raw: Any, url: str
+) -> None:
+    import asyncio
+    import base64
+
+    worker = psyq.Worker(queue.name, lambda job: None, connection=url)
+    expected = f"bull:{base64.b64encode(queue.name.encode()).decode()}"
+    try:
+        for _ in range(500):
+            names = [client.get("name") for client in await raw.client_list()]
+            if expected in names:
+                break
+            await asyncio.sleep(0.01)
+        assert expected in names
+        assert await raw.hget(f"bull:{queue.name}:meta", "version") == f"psyq:{psyq.__version__}"
+    finally:
+        await worker.close()
+
+
+async def test_obliterate_in_batches_leaves_no_key(queue: psyq.Queue, raw: Any) -> None:
+    await queue.add_bulk([{"name": "j", "data": i} for i in range(2100)])
+    await queue.add("later", delay=60_000)
+    await queue.add("urgent", priority=2)
+    await queue.upsert_job_scheduler("tick", {"every": 60_000})
+    job = await queue.add("logged")
+    await job.log("row")
+    await queue.obliterate()
+    left = [key async for key in raw.scan_iter(match=f"bull:{queue.name}:*")]
+    assert left == []
