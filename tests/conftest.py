@@ -6,6 +6,10 @@ import uuid
 
 import pytest
 
+# Session fixtures of the servers tests share (one per run), visible to every suite.
+from tests.redis_service import redis_server  # noqa: F401
+from tests.tcp.server_proc import psyq_server_url  # noqa: F401
+
 
 def fresh_name(prefix: str = "q") -> str:
     """A queue name nobody else uses: tests never flush a whole store."""

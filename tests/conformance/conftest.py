@@ -19,8 +19,6 @@ from typing import Any
 import pytest
 
 import psyq
-from tests.redis_service import redis_server  # noqa: F401 - the session fixture
-from tests.tcp.server_proc import psyq_server_url  # noqa: F401 - the "tcp" backend's server
 
 UrlFactory = Callable[[pytest.FixtureRequest], str]
 

@@ -38,6 +38,10 @@ PAIRS: dict[str, tuple[UrlFactory, UrlFactory]] = {
     "sqlite->sqlite-durable": (sqlite_file("source"), sqlite_file("destination", "durable")),
     # memory:// is read by the driver, in this process (never a destination: see endpoints.py)
     "memory->sqlite": (BACKENDS["memory"], sqlite_file("destination")),
+    "sqlite->redis": (sqlite_file("source"), BACKENDS["redis"]),
+    "redis->sqlite": (BACKENDS["redis"], sqlite_file("destination")),
+    "redis->tcp": (BACKENDS["redis"], BACKENDS["tcp"]),
+    "tcp->redis": (BACKENDS["tcp"], BACKENDS["redis"]),
 }
 
 

@@ -189,8 +189,10 @@ def queue_meta(store: QueueStore) -> dict[str, Any]:
 
 
 def _scheduler(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The neutral shape: the spec, template, iteration count, next run and pending job
+    (the id is the key of the mapping; the name is the template's)."""
     template: NewJob = entry["template"]
-    shown = dict(entry)
+    shown = {k: v for k, v in entry.items() if k not in ("key", "name")}
     shown["template"] = [template.name, template.data, template.opts, template.timestamp]
     return shown
 
@@ -206,6 +208,7 @@ def apply_meta(store: QueueStore, meta: Mapping[str, Any]) -> None:
     store.dedup.update({key: (value[0], value[1]) for key, value in meta["dedup"].items()})
     for key, entry in meta["schedulers"].items():
         name, data, opts, timestamp = entry["template"]
-        store.schedulers[key] = {**entry, "template": NewJob(name, data, opts, timestamp)}
+        template = NewJob(name, data, opts, timestamp)
+        store.schedulers[key] = {"key": key, "name": name, **entry, "template": template}
     store.events.max_len = int(meta["max_len_events"])
     store.changed()

@@ -482,14 +482,13 @@ class RedisBackend(BackendAdapter):
         return bool(await self.client.hexists(self.queue_key(queue) + ":meta", "paused"))
 
     async def list_queues(self) -> list[str]:
-        pattern = f"{glob_escape(self.prefix)}:*:meta"
+        """Queues with settings, an id counter or an event stream (every add writes an event,
+        so a queue holding only custom-id jobs is found too)."""
         names = set()
-        async for key in self.client.scan_iter(match=pattern, count=1000):
-            names.add(key[len(self.prefix) + 1 : -len(":meta")])
-        async for key in self.client.scan_iter(
-            match=f"{glob_escape(self.prefix)}:*:id", count=1000
-        ):
-            names.add(key[len(self.prefix) + 1 : -len(":id")])
+        for suffix in (":meta", ":id", ":events"):
+            pattern = f"{glob_escape(self.prefix)}:*{suffix}"
+            async for key in self.client.scan_iter(match=pattern, count=1000):
+                names.add(key[len(self.prefix) + 1 : -len(suffix)])
         return sorted(name for name in names if ":" not in name)
 
     # ------------------------------------------------------------------ job mutations
