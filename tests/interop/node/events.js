@@ -15,7 +15,7 @@ const { QueueEvents } = require('bullmq');
         if (name === 'completed') resolve();
       });
     }
-    setTimeout(() => reject(new Error('no completed event')), 20000);
+    setTimeout(() => reject(new Error('no completed event')), 20000).unref();  // never keeps node alive
   });
   console.log(JSON.stringify(seen));
   await events.close();

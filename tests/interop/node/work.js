@@ -21,7 +21,7 @@ const { Worker } = require('bullmq');
       }
     });
     worker.on('error', reject);
-    setTimeout(() => reject(new Error('timed out waiting for jobs')), 20000);
+    setTimeout(() => reject(new Error('timed out waiting for jobs')), 20000).unref();  // never keeps node alive
   });
   console.log(JSON.stringify(outcomes));
 })().catch((err) => { console.error(err); process.exit(1); });
