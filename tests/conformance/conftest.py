@@ -35,12 +35,23 @@ def sqlite_url(durability: str) -> UrlFactory:
     return factory
 
 
+def postgres_url(request: pytest.FixtureRequest) -> str:
+    from tests.postgres.server import postgres_binaries, session_schema, start_postgres
+
+    hint = "apt install postgresql, or set PSYQ_TEST_POSTGRES_URL"
+    server = service_url(
+        "postgres", "PSYQ_TEST_POSTGRES_URL", postgres_binaries(), start_postgres, hint
+    )
+    return session_schema(server)
+
+
 # id -> factory. Next: "tcp" (psyq://), "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL",
-# ...)), "postgres".
+# ...)).
 BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
+    "postgres": postgres_url,
 }
 
 
