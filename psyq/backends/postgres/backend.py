@@ -73,7 +73,8 @@ class PostgresBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ lifecycle
     def _server_settings(self) -> dict[str, str]:
-        return {"search_path": self.settings.schema, "application_name": "psyq"}
+        settings = self.settings
+        return {"search_path": settings.schema, "application_name": settings.application_name}
 
     async def _connect(self) -> asyncpg.Connection:
         conn: asyncpg.Connection = await asyncpg.connect(

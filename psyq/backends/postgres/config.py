@@ -2,6 +2,11 @@
 
     postgresql://user:password@host:5432/dbname?schema=psyq&prefix=bull&pool_min=1&pool_max=10
 
+    schema            the Postgres schema holding psyq's tables (created and migrated on open)
+    prefix            key prefix of queues (as everywhere in psyq)
+    pool_min/pool_max size of the asyncpg pool
+    application_name  shown in pg_stat_activity (default psyq)
+
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).
 """
@@ -17,7 +22,13 @@ from psyq.errors import InvalidURLError
 __all__ = ["PostgresSettings", "parse_postgres_url"]
 
 SCHEMES = ("postgres", "postgresql")
-DEFAULTS = {"schema": "psyq", "prefix": "bull", "pool_min": "1", "pool_max": "10"}
+DEFAULTS = {
+    "schema": "psyq",
+    "prefix": "bull",
+    "pool_min": "1",
+    "pool_max": "10",
+    "application_name": "psyq",
+}
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
@@ -28,6 +39,7 @@ class PostgresSettings:
     prefix: str
     pool_min: int
     pool_max: int
+    application_name: str = "psyq"
 
     @property
     def channel(self) -> str:
@@ -64,4 +76,6 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     if pool_min > pool_max:
         raise InvalidURLError(url, f"pool_min ({pool_min}) is above pool_max ({pool_max})")
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))
-    return PostgresSettings(dsn, ours["schema"], prefix, pool_min, pool_max)
+    return PostgresSettings(
+        dsn, ours["schema"], prefix, pool_min, pool_max, ours["application_name"]
+    )

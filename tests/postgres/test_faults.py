@@ -1,0 +1,97 @@
+"""Faults: a worker's connections are killed (pg_terminate_backend) while it runs jobs.
+
+Counted like Jepsen's queue checker: every job added is invoked; afterwards each is ok
+(completed), failed, or lost (neither). The test passes on lost == 0 and every job
+completed; duplicates (a job run twice after its lease was recovered) are reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import asyncpg
+
+import psyq
+from tests.conftest import fresh_name
+
+from .conftest import url_for
+
+JOBS = 300
+KILLS = 5
+
+
+async def kill_connections(admin: asyncpg.Connection, application_name: str) -> int:
+    rows = await admin.fetch(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        application_name,
+    )
+    return sum(1 for row in rows if row[0])
+
+
+async def completed_count(admin: asyncpg.Connection, schema: str, qkey: str) -> int:
+    query = "SELECT count(*) FROM " + schema + ".jobs WHERE qkey = $1 AND state = 'completed'"
+    return int(await admin.fetchval(query, qkey))
+
+
+async def test_killed_connections_lose_no_job(
+    pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str]
+) -> None:
+    schema, app = fresh_schema(), f"psyq_fault_{uuid.uuid4().hex[:8]}"
+    url = url_for(pg_server, schema, application_name=app)
+    name = fresh_name("fault")
+    runs: Counter[str] = Counter()
+
+    async def process(job: psyq.Job) -> str:
+        runs[job.id] += 1
+        await asyncio.sleep(0.002)  # the job's work
+        return job.id
+
+    async with psyq.Queue(name, connection=url) as queue:
+        added = [job.id for job in await queue.add_bulk([{"name": "x"}] * JOBS)]
+        worker = psyq.Worker(
+            name,
+            process,
+            connection=url,
+            concurrency=5,
+            lock_duration=1000,
+            stalled_interval=500,
+            drain_delay=0.5,
+        )
+        killed = 0
+        try:
+            for round_ in range(1, KILLS + 1):
+                await _wait_until(
+                    lambda r=round_: completed_count(admin, schema, f"bull:{name}"),
+                    JOBS * round_ // (KILLS + 1),
+                )
+                killed += await kill_connections(admin, app)
+            await _wait_until(lambda: completed_count(admin, schema, f"bull:{name}"), JOBS, 60)
+        finally:
+            await asyncio.wait_for(worker.close(), 20)
+        states = {job_id: await queue.get_job_state(job_id) for job_id in added}
+    ok = [job_id for job_id, state in states.items() if state == "completed"]
+    failed = [job_id for job_id, state in states.items() if state == "failed"]
+    lost = [job_id for job_id in added if job_id not in ok and job_id not in failed]
+    duplicated = [job_id for job_id, n in runs.items() if n > 1]
+    print(
+        f"\nfault: invoked={len(added)} ok={len(ok)} failed={len(failed)} lost={len(lost)} "
+        f"duplicated={len(duplicated)} connections killed={killed}"
+    )
+    assert killed >= KILLS  # the fault happened
+    assert lost == []
+    assert len(ok) == JOBS
+
+
+async def _wait_until(count: Callable[[], object], target: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = count()
+        reached = await value if asyncio.iscoroutine(value) else value
+        if int(reached) >= target:  # type: ignore[call-overload]
+            return
+        assert time.monotonic() < deadline, f"only {reached} of {target} jobs completed"
+        await asyncio.sleep(0.01)
