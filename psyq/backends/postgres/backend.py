@@ -38,7 +38,7 @@ from psyq.backends.postgres.migrate import migrate
 from psyq.backends.postgres.notifier import Notifier
 from psyq.backends.postgres.queries import load_queries
 from psyq.backends.postgres.records import to_record
-from psyq.backends.postgres.tx import Tx, json_text
+from psyq.backends.postgres.tx import Tx, json_text, queue_of
 from psyq.core import codec
 from psyq.errors import ConnectionError, JobNotFoundError, PsyqError
 
@@ -132,6 +132,8 @@ class PostgresBackend(BackendAdapter):
                     tx = Tx(conn, self._q, self.settings.channel)
                     result = await action(tx)
                     await tx.flush()
+                for qkey in tx.to_sequence:
+                    await self._sequence(qkey)
                 return result
             except RETRYABLE as exc:
                 if attempt == RETRIES - 1:
@@ -139,6 +141,22 @@ class PostgresBackend(BackendAdapter):
                 log.warning("psyq: postgres transaction retried after %r", exc)
                 await asyncio.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    async def _sequence(self, qkey: str) -> int:
+        """Number the queue's committed events (and trim past max_len); returns the newest
+        sequence number."""
+
+        async def sequence(tx: Tx) -> int:
+            await tx.execute("common.ensure_queue", qkey, queue_of(qkey))
+            queue = await tx.fetchrow("events.lock_queue", qkey)
+            assert queue is not None
+            newest = int(await tx.fetchval("events.number", qkey, queue["event_seq"]))
+            if newest != queue["event_seq"]:
+                trim = newest - queue["max_len_events"]
+                await tx.execute("events.store_seq", qkey, newest, trim)
+            return newest
+
+        return await self._transact(sequence)
 
     async def _read(self, name: str, *args: Any) -> list[asyncpg.Record]:
         async def read(tx: Tx) -> list[asyncpg.Record]:
@@ -518,12 +536,12 @@ class PostgresBackend(BackendAdapter):
         self, queue: str, last_id: str, count: int, block_ms: int
     ) -> list[tuple[str, str, dict[str, Any]]]:
         qkey = self._key(queue)
-        last_seq = await self._value("events.last_seq", qkey) if last_id == "$" else 0
-        after = parse_event_id(last_id, int(last_seq))
         key = "e:" + qkey
         future = self.notifier.register(key)
         try:
-            found = await self._events_after(qkey, after, count)
+            newest = await self._sequence(qkey)
+            after = parse_event_id(last_id, newest)
+            found = await self._events_after(qkey, after, count, sequence=False)
             if found or block_ms <= 0:
                 return found
             await self.notifier.wait(future, block_ms)
@@ -532,8 +550,10 @@ class PostgresBackend(BackendAdapter):
         return await self._events_after(qkey, after, count)
 
     async def _events_after(
-        self, qkey: str, after: int, count: int
+        self, qkey: str, after: int, count: int, sequence: bool = True
     ) -> list[tuple[str, str, dict[str, Any]]]:
+        if sequence:
+            await self._sequence(qkey)
         rows = await self._read("events.read", qkey, after, count)
         return [_event(row) for row in rows]
 

@@ -1,8 +1,8 @@
 """`Tx`: one transition's transaction — its connection, the store's clock, and the events
 and wake-ups it produces, written just before the commit (events.sql).
 
-Events are appended per queue in queue-key order, so two transactions that touch the same
-queues take the queue rows in the same order.
+Events are appended without a number (see sql/events.sql): writers of a queue share no lock
+for them; the sequencer numbers them before they are read.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from psyq.backends.postgres.queries import Queries
 __all__ = ["Tx", "queue_of"]
 
 Fields = dict[str, Any] | None
+# Writers number (and trim) a queue's events about once per this many events appended.
+SEQUENCE_EVERY = 1000
 
 
 def queue_of(qkey: str) -> str:
@@ -33,6 +35,7 @@ class Tx:
         self._now: int | None = None
         self._events: dict[str, list[tuple[str, str | None, str]]] = {}
         self._wakes: set[str] = set()
+        self.to_sequence: set[str] = set()  # queues whose unnumbered events piled up
 
     # ------------------------------------------------------------------ running statements
     async def fetch(self, name: str, *args: Any) -> list[asyncpg.Record]:
@@ -70,15 +73,16 @@ class Tx:
     async def flush(self) -> None:
         for qkey in sorted(self._events):
             events = self._events[qkey]
-            await self.execute(
+            last_id = await self.fetchval(
                 "events.append",
                 qkey,
-                queue_of(qkey),
                 [e[0] for e in events],
                 [e[1] for e in events],
                 [e[2] for e in events],
                 self.channel,
             )
+            if last_id // SEQUENCE_EVERY != (last_id - len(events)) // SEQUENCE_EVERY:
+                self.to_sequence.add(qkey)
         if self._wakes:
             await self.execute("events.wake", self.channel, sorted(self._wakes))
         self._events.clear()

@@ -1,33 +1,49 @@
 -- events: a queue's event feed, bounded like a stream (queues.max_len_events).
--- Effects: appends the events of one transaction with consecutive sequence numbers taken
--- from queues.event_seq (the row lock orders writers, so readers never skip an event),
--- trims the oldest past max_len every 100 events, and NOTIFYs readers.
--- Events: whatever the transition emitted. Returns: nothing.
+-- Writers append a transaction's events with no sequence number (append: no lock shared by
+-- the writers of a queue) and NOTIFY readers. Before reading, the sequencer numbers the
+-- committed events in insertion order under the queue row's lock (lock_queue, then
+-- number in a new statement, so it sees everything committed before the lock was
+-- granted); an event that commits late gets a later number, so a reader that resumes after
+-- a number never skips one. The sequencer also trims events past max_len.
+-- Events: whatever the transition emitted. Returns: per statement.
 
 -- name: append
--- $1 qkey, $2 queue name, $3 event names, $4 job ids, $5 fields (JSON text), $6 channel
-WITH q AS (
-    INSERT INTO queues (qkey, name, event_seq) VALUES ($1, $2, cardinality($3::text[]))
-    ON CONFLICT (qkey) DO UPDATE SET event_seq = queues.event_seq + EXCLUDED.event_seq
-    RETURNING event_seq, max_len_events
-), added AS (
-    INSERT INTO events (qkey, seq, ms, event, job_id, fields)
-    SELECT $1, q.event_seq - cardinality($3::text[]) + e.ord, now_ms(), e.name, e.job_id,
-           e.fields::jsonb
-    FROM q, unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS e(name, job_id, fields, ord)
-), trimmed AS (
-    DELETE FROM events d USING q
-    WHERE d.qkey = $1 AND d.seq <= q.event_seq - q.max_len_events
-      AND q.event_seq / 100 <> (q.event_seq - cardinality($3::text[])) / 100
+-- $1 qkey, $2 event names, $3 job ids, $4 fields (JSON text), $5 channel.
+-- Returns the id of the last event appended.
+WITH added AS (
+    INSERT INTO events (qkey, ms, event, job_id, fields)
+    SELECT $1, now_ms(), e.name, e.job_id, e.fields::jsonb
+    FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS e(name, job_id, fields, ord)
+    ORDER BY e.ord
+    RETURNING id
 )
-SELECT pg_notify($6::text, 'e:' || $1) FROM q;
+SELECT max(id), pg_notify($5::text, 'e:' || $1) FROM added;
 
 -- name: wake
 -- $1 channel, $2 payloads ("j:<qkey>": a job may be ready)
 SELECT pg_notify($1::text, p) FROM unnest($2::text[]) AS p;
 
--- name: last_seq
-SELECT COALESCE((SELECT event_seq FROM queues WHERE qkey = $1), 0);
+-- name: lock_queue
+-- $1 qkey (its row exists: common.ensure_queue). Returns the newest sequence number and
+-- the bound.
+SELECT event_seq, max_len_events FROM queues WHERE qkey = $1 FOR UPDATE;
+
+-- name: number
+-- $1 qkey, $2 the newest sequence number. Returns the new newest sequence number.
+WITH pending AS (
+    SELECT id, row_number() OVER (ORDER BY id) AS n
+    FROM events WHERE qkey = $1 AND seq IS NULL
+), numbered AS (
+    UPDATE events e SET seq = $2 + p.n FROM pending p WHERE e.id = p.id RETURNING e.seq
+)
+SELECT COALESCE(max(seq), $2) FROM numbered;
+
+-- name: store_seq
+-- $1 qkey, $2 newest sequence number, $3 trim events at or below this number
+WITH trimmed AS (
+    DELETE FROM events WHERE qkey = $1 AND seq <= $3
+)
+UPDATE queues SET event_seq = $2 WHERE qkey = $1;
 
 -- name: read
 -- $2 after this sequence number, $3 most events. Only the newest max_len are readable.
