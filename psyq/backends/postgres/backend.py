@@ -38,7 +38,7 @@ from psyq.backends.postgres.migrate import migrate
 from psyq.backends.postgres.notifier import Notifier
 from psyq.backends.postgres.queries import load_queries
 from psyq.backends.postgres.records import to_record
-from psyq.backends.postgres.tx import Tx, json_text, queue_of
+from psyq.backends.postgres.tx import SEQUENCE_EVERY, Tx, json_text, queue_of
 from psyq.core import codec
 from psyq.errors import ConnectionError, JobNotFoundError, PsyqError
 
@@ -154,6 +154,8 @@ class PostgresBackend(BackendAdapter):
             if newest != queue["event_seq"]:
                 trim = newest - queue["max_len_events"]
                 await tx.execute("events.store_seq", qkey, newest, trim)
+            if newest // SEQUENCE_EVERY != queue["event_seq"] // SEQUENCE_EVERY:
+                await tx.execute("common.fold_metrics", qkey)
             return newest
 
         return await self._transact(sequence)

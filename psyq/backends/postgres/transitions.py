@@ -263,10 +263,12 @@ async def job_in_state(
 
 # ---------------------------------------------------------------------- fetching
 async def move_to_active(tx: Tx, qkey: str, request: FetchRequest) -> list[JobRecord]:
-    for row in await tx.fetch("move_to_active.promote_due", qkey):
-        tx.emit(qkey, "waiting", row["id"], {"prev": "delayed"})
-    queue = await tx.fetchrow("common.queue", qkey)
-    if queue is None or queue["paused"]:
+    queue = await tx.fetchrow("move_to_active.promote_and_queue", qkey)
+    assert queue is not None
+    for job_id in queue["promoted"]:
+        tx.emit(qkey, "waiting", job_id, {"prev": "delayed"})
+        tx.wake(qkey)
+    if queue["qkey"] is None or queue["paused"]:
         return []
     tx.know_now(queue["now"])
     wanted = len(request.tokens)
@@ -368,11 +370,10 @@ async def finish_many(
     rows = await tx.fetch("move_to_finished.finish", qkey, *columns)
     done = {row["ord"] - 1: row for row in rows}
     errors = await _finish_errors(tx, qkey, items, done)
-    gc = rows and await tx.fetchval("move_to_finished.global_concurrency", qkey)
     for index in sorted(done):
-        await finished(tx, qkey, done[index])
-    if gc is not None and gc is not False and rows:
-        tx.wake(qkey)
+        await finished(tx, qkey, done[index], counted=True)
+    if rows and rows[0]["gc"] is not None:
+        tx.wake(qkey)  # a slot of the queue's global concurrency is free
     return errors
 
 
@@ -407,10 +408,12 @@ def _lock_error(
     return LockError(job_id, operation, "the lock is held by another token")
 
 
-async def finished(tx: Tx, qkey: str, row: asyncpg.Record) -> None:
-    """After a job completed or failed for good: events, metrics, dedup, retention, parent."""
+async def finished(tx: Tx, qkey: str, row: asyncpg.Record, counted: bool = False) -> None:
+    """After a job completed or failed for good: events, metrics (unless `counted`), dedup,
+    retention, parent."""
     job_id, state, opts = row["id"], row["state"], opts_of(row)
-    await tx.execute("common.count_metric", qkey, state, 1)
+    if not counted:
+        await tx.execute("common.count_metric", qkey, state, 1)
     if state == "completed":
         tx.emit(qkey, "completed", job_id, {"returnvalue": row["returnvalue"], "prev": "active"})
     else:

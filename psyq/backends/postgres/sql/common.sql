@@ -91,5 +91,14 @@ SELECT id FROM jobs WHERE qkey = $1 AND state = $2 AND finished_on < $3 ORDER BY
 
 -- name: count_metric
 -- $2 kind (completed | failed), $3 how many
-INSERT INTO metrics (qkey, kind, minute, count) VALUES ($1, $2, now_ms() / 60000, $3)
-ON CONFLICT (qkey, kind, minute) DO UPDATE SET count = metrics.count + EXCLUDED.count;
+INSERT INTO metrics (qkey, kind, minute, count) VALUES ($1, $2, now_ms() / 60000, $3);
+
+-- name: fold_metrics
+-- One row per past minute (the events sequencer runs it); a week of minutes is kept.
+WITH gone AS (
+    DELETE FROM metrics WHERE qkey = $1 AND minute < now_ms() / 60000 RETURNING *
+)
+INSERT INTO metrics (qkey, kind, minute, count)
+SELECT $1, kind, minute, sum(count) FROM gone
+WHERE minute > now_ms() / 60000 - 7 * 24 * 60
+GROUP BY kind, minute;

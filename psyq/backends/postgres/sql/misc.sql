@@ -13,8 +13,8 @@ RETURNING job_id;
 
 -- name: metrics
 -- $2 kind. Minutes newest first, with the total and the current minute.
-SELECT minute, count, now_ms() / 60000 AS now_minute FROM metrics
-WHERE qkey = $1 AND kind = $2 ORDER BY minute DESC;
+SELECT minute, sum(count) AS count, now_ms() / 60000 AS now_minute FROM metrics
+WHERE qkey = $1 AND kind = $2 GROUP BY minute ORDER BY minute DESC;
 
 -- name: register_worker
 -- $2 worker name, $3 info (JSON)

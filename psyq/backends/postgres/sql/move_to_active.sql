@@ -7,18 +7,25 @@
 -- Events: waiting (prev delayed), active, drained. Returns: the taken rows with rn, the
 -- index of each job's token.
 
--- name: promote_due
-UPDATE jobs
-SET state = CASE WHEN priority > 0 THEN 'prioritized' ELSE 'waiting' END,
-    delay = 0, due = NULL,
-    seq = CASE WHEN (opts->>'lifo')::boolean THEN -nextval('job_seq') ELSE nextval('job_seq') END
-WHERE qkey = $1 AND id IN (
-    SELECT id FROM jobs
-    WHERE qkey = $1 AND state = 'delayed' AND due <= now_ms()
-    ORDER BY due
-    LIMIT 1000
-    FOR UPDATE SKIP LOCKED)
-RETURNING id;
+-- name: promote_and_queue
+-- Due delayed jobs become ready; returns the queue row (qkey NULL: no row), the store's
+-- clock and the promoted ids.
+WITH promoted AS (
+    UPDATE jobs
+    SET state = CASE WHEN priority > 0 THEN 'prioritized' ELSE 'waiting' END,
+        delay = 0, due = NULL,
+        seq = CASE WHEN (opts->>'lifo')::boolean THEN -nextval('job_seq')
+                   ELSE nextval('job_seq') END
+    WHERE qkey = $1 AND id IN (
+        SELECT id FROM jobs
+        WHERE qkey = $1 AND state = 'delayed' AND due <= now_ms()
+        ORDER BY due
+        LIMIT 1000
+        FOR UPDATE SKIP LOCKED)
+    RETURNING id
+)
+SELECT q.*, now_ms() AS now, ARRAY(SELECT id FROM promoted) AS promoted
+FROM (SELECT 1) AS one LEFT JOIN queues q ON q.qkey = $1;
 
 -- name: queue_locked
 SELECT *, now_ms() AS now FROM queues WHERE qkey = $1 FOR UPDATE;

@@ -8,21 +8,25 @@
 -- JOB_MISSING, LOCK_MISSING (not active) or LOCK_MISMATCH (see lock_states).
 
 -- name: finish
-UPDATE jobs
-SET state = s.state, attempts_made = attempts_made + 1, finished_on = now_ms(),
-    returnvalue = CASE WHEN s.state = 'completed' THEN s.rv ELSE jobs.returnvalue END,
-    failed_reason = CASE WHEN s.state = 'failed' THEN s.reason ELSE jobs.failed_reason END,
-    stacktrace = CASE WHEN s.state = 'failed' THEN s.stack::jsonb ELSE jobs.stacktrace END,
-    lock_expires = NULL, cancel_reason = NULL, seq = nextval('job_seq')
-FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-     WITH ORDINALITY AS s(id, token, state, rv, reason, stack, ord)
-WHERE jobs.qkey = $1 AND jobs.id = s.id AND jobs.state = 'active'
-  AND (s.token = '0' OR jobs.lock_token = s.token)
-RETURNING jobs.*, s.ord;
+-- Also appends the metric counts, and returns the queue's global concurrency (gc).
+WITH done AS (
+    UPDATE jobs
+    SET state = s.state, attempts_made = attempts_made + 1, finished_on = now_ms(),
+        returnvalue = CASE WHEN s.state = 'completed' THEN s.rv ELSE jobs.returnvalue END,
+        failed_reason = CASE WHEN s.state = 'failed' THEN s.reason ELSE jobs.failed_reason END,
+        stacktrace = CASE WHEN s.state = 'failed' THEN s.stack::jsonb ELSE jobs.stacktrace END,
+        lock_expires = NULL, cancel_reason = NULL, seq = nextval('job_seq')
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+         WITH ORDINALITY AS s(id, token, state, rv, reason, stack, ord)
+    WHERE jobs.qkey = $1 AND jobs.id = s.id AND jobs.state = 'active'
+      AND (s.token = '0' OR jobs.lock_token = s.token)
+    RETURNING jobs.*, s.ord
+), counted AS (
+    INSERT INTO metrics (qkey, kind, minute, count)
+    SELECT $1, state, now_ms() / 60000, count(*) FROM done GROUP BY state
+)
+SELECT done.*, (SELECT global_concurrency FROM queues WHERE qkey = $1) AS gc FROM done;
 
 -- name: lock_states
 -- $2 ids. What the jobs a transition could not take are (for the error of each).
 SELECT id, state, lock_token FROM jobs WHERE qkey = $1 AND id = ANY($2::text[]);
-
--- name: global_concurrency
-SELECT global_concurrency FROM queues WHERE qkey = $1;
