@@ -1,7 +1,10 @@
 """psyq benchmarks, side by side with a peer measured in the same run on the same machine.
 
     python bench/run.py [--backend memory|sqlite|sqlite-durable|URL ...] [--jobs 20000]
-                        [--peers bunqueue|none] [--quick]
+                        [--peers bunqueue|pgqueuer|none] [--quick]
+
+pgqueuer (a Postgres job queue) is the peer for postgresql:// URLs: it runs on the same
+server, from its own virtualenv (bench/peers/pgqueuer/.venv, made on first use).
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
@@ -29,7 +32,7 @@ from typing import Any
 import psyq
 
 HERE = Path(__file__).resolve().parent
-PEERS = {"bunqueue": HERE / "peers" / "bunqueue"}
+PEERS = {"bunqueue": HERE / "peers" / "bunqueue", "pgqueuer": HERE / "peers" / "pgqueuer"}
 BATCH = 1000
 
 
@@ -177,8 +180,33 @@ async def run_psyq(url: str, cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def run_pgqueuer(cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
+    """pgqueuer's figures on the same Postgres server, or the reason it could not run."""
+    folder = PEERS["pgqueuer"]
+    if "PSYQ_BENCH_PG_DSN" not in env:
+        return "pgqueuer runs only against a postgresql:// backend"
+    python = folder / ".venv" / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(folder / ".venv")], check=False)
+        install = [str(python), "-m", "pip", "install", "-q", "-r", "requirements.txt"]
+        subprocess.run(install, cwd=folder, check=False, capture_output=True)
+    proc = subprocess.run(
+        [str(python), "bench.py", json.dumps(cfg)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    if proc.returncode != 0:
+        return f"pgqueuer failed: {proc.stderr.strip()[-300:]}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
     """The peer's figures, or the reason it could not run."""
+    if name == "pgqueuer":
+        return run_pgqueuer(cfg, env)
     folder = PEERS[name]
     bun = folder / "node_modules" / ".bin" / "bun"
     if not bun.exists():
@@ -213,6 +241,11 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
         return f"sqlite:///{folder}/psyq-{mode}.db?durability={mode}", "embedded, SQLite", data
     if name.startswith("sqlite:"):
         return name, "embedded, SQLite", {"DATA_PATH": str(folder / "bunqueue.db")}
+    if name.startswith(("postgres://", "postgresql://")):
+        from psyq.backends.postgres import parse_postgres_url
+
+        dsn = parse_postgres_url(name).dsn
+        return name, "same Postgres server", {"PSYQ_BENCH_PG_DSN": dsn}
     return name, "embedded, in memory", {}
 
 
@@ -229,9 +262,12 @@ ROWS = [
 ]
 
 
-def pick(figures: dict[str, Any], key: str) -> float:
+def pick(figures: dict[str, Any], key: str) -> float | None:
+    """The figure at `key` ("a.b"), or None when that side has no such row."""
     value: Any = figures
     for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
         value = value[part]
     return float(value)
 
@@ -245,10 +281,11 @@ def table(psyq_figures: dict[str, Any], peer: str, peer_figures: dict[str, Any] 
     lines = [f"| workload | psyq | {peer} | psyq vs {peer} |", "|---|---:|---:|---:|"]
     for label, key, higher_is_better in ROWS:
         mine = pick(psyq_figures, key)
-        if isinstance(peer_figures, str):
+        assert mine is not None
+        theirs = None if isinstance(peer_figures, str) else pick(peer_figures, key)
+        if theirs is None:
             lines.append(f"| {label} | {fmt(mine)} | n/a | n/a |")
             continue
-        theirs = pick(peer_figures, key)
         ratio = mine / theirs if higher_is_better else theirs / mine if mine else float("inf")
         lines.append(f"| {label} | {fmt(mine)} | {fmt(theirs)} | {ratio:.2f}x |")
     return "\n".join(lines)
@@ -262,7 +299,7 @@ def main() -> int:
         help="memory, sqlite, sqlite-durable or a URL; repeat for several (default: memory)",
     )
     parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
-    parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "none"])
+    parser.add_argument("--peers", default="bunqueue", choices=["bunqueue", "pgqueuer", "none"])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args()
     cfg = {
