@@ -49,33 +49,41 @@ def _free_port() -> int:
 
 
 def start_postgres(pg_ctl: str) -> str:
-    """A server URL: the local one when it answers, else a cluster started from `pg_ctl`."""
+    """A server URL: the local one when it answers (unless PSYQ_TEST_POSTGRES_LOCAL=0), else
+    a cluster started from `pg_ctl` (as the `postgres` user when we are root: initdb
+    refuses to run as root)."""
     if "url" in _started:
         return _started["url"]
-    if _answers("127.0.0.1", 5432):
+    if os.environ.get("PSYQ_TEST_POSTGRES_LOCAL", "1") != "0" and _answers("127.0.0.1", 5432):
         _started["url"] = LOCAL_URL
         return LOCAL_URL
     bin_dir = Path(pg_ctl).parent
     data = tempfile.mkdtemp(prefix="psyq-pg-")
+    as_user = _run_as(data)
     port = _free_port()
-    subprocess.run(
-        [str(bin_dir / "initdb"), "-D", data, "-A", "trust", "-U", "postgres"],
-        check=True,
-        capture_output=True,
-    )
+    initdb = [str(bin_dir / "initdb"), "-D", data, "-A", "trust", "-U", "postgres"]
+    subprocess.run([*as_user, *initdb], check=True, capture_output=True)
     options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1"
-    subprocess.run(
-        [pg_ctl, "-D", data, "-o", options, "-l", f"{data}/log", "-w", "start"],
-        check=True,
-        capture_output=True,
-    )
-    atexit.register(_stop, pg_ctl, data)
+    start = [pg_ctl, "-D", data, "-o", options, "-l", f"{data}/log", "-w", "start"]
+    subprocess.run([*as_user, *start], check=True, capture_output=True)
+    atexit.register(_stop, [*as_user, pg_ctl], data)
     _started["url"] = f"postgresql://postgres@127.0.0.1:{port}/postgres"
     return _started["url"]
 
 
-def _stop(pg_ctl: str, data: str) -> None:
-    subprocess.run([pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True)
+def _run_as(data: str) -> list[str]:
+    """The command prefix that runs the server's tools as a non-root user."""
+    if os.geteuid() != 0:
+        return []
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise RuntimeError("running as root: initdb needs runuser and a 'postgres' user")
+    shutil.chown(data, "postgres")
+    return [runuser, "-u", "postgres", "--"]
+
+
+def _stop(pg_ctl: list[str], data: str) -> None:
+    subprocess.run([*pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True)
     shutil.rmtree(data, ignore_errors=True)
 
 
