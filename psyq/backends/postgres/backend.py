@@ -20,6 +20,7 @@ from psyq.backends.base import (
     JOB_STATES,
     BackendAdapter,
     Completed,
+    ExportPage,
     Failed,
     FetchRequest,
     FlowNode,
@@ -32,6 +33,7 @@ from psyq.backends.base import (
 )
 from psyq.backends.native.eventlog import parse_event_id
 from psyq.backends.native.metrics import MAX_DATA_POINTS
+from psyq.backends.postgres import export
 from psyq.backends.postgres import transitions as t
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.migrate import migrate
@@ -40,7 +42,7 @@ from psyq.backends.postgres.queries import load_queries
 from psyq.backends.postgres.records import to_record
 from psyq.backends.postgres.tx import SEQUENCE_EVERY, Tx, json_text, queue_of
 from psyq.core import codec
-from psyq.errors import ConnectionError, JobNotFoundError, PsyqError
+from psyq.errors import ConnectionError, InvalidOptionsError, JobNotFoundError, PsyqError
 
 __all__ = ["PostgresBackend", "open_postgres_backend"]
 
@@ -660,6 +662,25 @@ class PostgresBackend(BackendAdapter):
     async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
         rows = await self._read("misc.cancelled", self._key(queue), list(job_ids))
         return {row["id"]: row["cancel_reason"] for row in rows}
+
+    # ------------------------------------------------------------------ export / import
+    async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
+        if limit < 1:
+            raise InvalidOptionsError(f"export limit must be >= 1, got {limit!r}", option="limit")
+        qkey = self._key(queue)
+        return await self._transact(lambda tx: export.export_page(tx, qkey, cursor, limit))
+
+    async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        qkey = self._key(queue)
+        return await self._transact(lambda tx: export.import_page(tx, qkey, page, overwrite))
+
+    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+        qkey = self._key(queue)
+        return await self._transact(lambda tx: export.queue_meta(tx, qkey))
+
+    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+        qkey = self._key(queue)
+        await self._transact(lambda tx: export.set_queue_meta(tx, qkey, dict(meta)))
 
 
 # ---------------------------------------------------------------------- helpers
