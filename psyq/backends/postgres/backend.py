@@ -126,23 +126,33 @@ class PostgresBackend(BackendAdapter):
         return self._prefix + queue
 
     # ------------------------------------------------------------------ running
-    async def _transact(self, action: Callable[[Tx], Awaitable[T]]) -> T:
-        """Run `action` in one transaction; retry it on deadlocks and lost connections."""
+    async def _retrying(self, run: Callable[[], Awaitable[T]]) -> T:
+        """Run `run`; run it again after a deadlock or a lost connection (up to RETRIES)."""
         for attempt in range(RETRIES):
             try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    tx = Tx(conn, self._q, self.settings.channel)
-                    result = await action(tx)
-                    await tx.flush()
-                for qkey in tx.to_sequence:
-                    await self._sequence(qkey)
-                return result
+                return await run()
             except RETRYABLE as exc:
                 if attempt == RETRIES - 1:
                     raise
-                log.warning("psyq: postgres transaction retried after %r", exc)
+                log.warning("psyq: postgres call retried after %r", exc)
                 await asyncio.sleep(0.05 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    async def _transact(self, action: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run `action` in one transaction (retried whole), then number the events of
+        queues whose unnumbered events piled up."""
+
+        async def run() -> tuple[T, set[str]]:
+            async with self.pool.acquire() as conn, conn.transaction():
+                tx = Tx(conn, self._q, self.settings.channel)
+                result = await action(tx)
+                await tx.flush()
+            return result, tx.to_sequence
+
+        result, to_sequence = await self._retrying(run)
+        for qkey in to_sequence:
+            await self._sequence(qkey)
+        return result
 
     async def _sequence(self, qkey: str) -> int:
         """Number the queue's committed events (and trim past max_len); returns the newest
@@ -163,16 +173,18 @@ class PostgresBackend(BackendAdapter):
         return await self._transact(sequence)
 
     async def _read(self, name: str, *args: Any) -> list[asyncpg.Record]:
-        async def read(tx: Tx) -> list[asyncpg.Record]:
-            return await tx.fetch(name, *args)
+        """Run one statement on its own (atomic by itself: no explicit transaction)."""
 
-        return await self._transact(read)
+        async def run() -> list[asyncpg.Record]:
+            async with self.pool.acquire() as conn:
+                rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
+                return rows
+
+        return await self._retrying(run)
 
     async def _value(self, name: str, *args: Any) -> Any:
-        async def read(tx: Tx) -> Any:
-            return await tx.fetchval(name, *args)
-
-        return await self._transact(read)
+        rows = await self._read(name, *args)
+        return rows[0][0] if rows else None
 
     async def now_ms(self) -> int:
         return int(await self._value("common.now"))
@@ -297,6 +309,8 @@ class PostgresBackend(BackendAdapter):
 
         async def read(tx: Tx) -> list[JobRecord]:
             paused = await tx.fetchval("get_jobs.is_paused", qkey)
+            if len(states) == 1 and states[0] not in ("waiting", "paused"):
+                return await _page(tx, qkey, states[0], start, end, asc)
             ids: list[str] = []
             for state in states:
                 ids += await _ids_in(tx, qkey, state, paused, asc)
@@ -321,7 +335,7 @@ class PostgresBackend(BackendAdapter):
     async def get_job_logs(
         self, queue: str, job_id: str, start: int, end: int, asc: bool
     ) -> tuple[list[str], int]:
-        rows = [row["row"] for row in await self._read("add_log.rows", self._key(queue), job_id)]
+        rows = [row["row"] for row in await self._read("get_job_logs", self._key(queue), job_id)]
         ordered = rows if asc else rows[::-1]
         stop = None if end == -1 else end + 1
         return ordered[start:stop], len(rows)
@@ -338,7 +352,7 @@ class PostgresBackend(BackendAdapter):
         text = codec.dumps(progress, "progress", job_id)
 
         async def update(tx: Tx) -> None:
-            if await tx.fetchval("update_job.progress", qkey, job_id, text) is None:
+            if await tx.fetchval("update_progress", qkey, job_id, text) is None:
                 raise JobNotFoundError(queue, job_id)
             tx.emit(qkey, "progress", job_id, {"data": text})
 
@@ -362,7 +376,7 @@ class PostgresBackend(BackendAdapter):
         await self._read("add_log.keep_newest", self._key(queue), job_id, keep)
 
     async def update_data(self, queue: str, job_id: str, data: str) -> None:
-        if await self._value("update_job.data", self._key(queue), job_id, data) is None:
+        if await self._value("update_data", self._key(queue), job_id, data) is None:
             raise JobNotFoundError(queue, job_id)
 
     async def change_priority(
@@ -371,7 +385,7 @@ class PostgresBackend(BackendAdapter):
         qkey = self._key(queue)
 
         async def change(tx: Tx) -> None:
-            row = await tx.fetchrow("update_job.priority", qkey, job_id, priority)
+            row = await tx.fetchrow("change_priority", qkey, job_id, priority)
             if row is None:
                 raise JobNotFoundError(queue, job_id)
             if row["state"] in t.READY:
@@ -407,7 +421,7 @@ class PostgresBackend(BackendAdapter):
 
         async def set_paused(tx: Tx) -> None:
             await tx.execute("common.ensure_queue", qkey, queue)
-            if await tx.fetchrow("queue_admin.set_paused", qkey, paused):
+            if await tx.fetchrow("pause", qkey, paused):
                 tx.emit(qkey, "paused" if paused else "resumed")
             if not paused:
                 tx.wake(qkey)
@@ -424,7 +438,7 @@ class PostgresBackend(BackendAdapter):
         qkey = self._key(queue)
 
         async def drain(tx: Tx) -> None:
-            ids = [row["id"] for row in await tx.fetch("queue_admin.ready_ids", qkey, delayed)]
+            ids = [row["id"] for row in await tx.fetch("drain", qkey, delayed)]
             if ids:
                 await tx.fetch("common.drop_jobs", qkey, ids)
 
@@ -439,7 +453,7 @@ class PostgresBackend(BackendAdapter):
             ids: list[str] = []
             if state not in ("waiting", "paused") or paused == (state == "paused"):
                 cutoff = await tx.now() - grace_ms
-                rows = await tx.fetch("queue_admin.cleanable", qkey, stored, cutoff, limit or None)
+                rows = await tx.fetch("clean", qkey, stored, cutoff, limit or None)
                 ids = [row["id"] for row in rows]
             if ids:
                 await tx.fetch("common.drop_jobs", qkey, ids)
@@ -452,13 +466,13 @@ class PostgresBackend(BackendAdapter):
         qkey = self._key(queue)
 
         async def obliterate(tx: Tx) -> None:
-            active = await tx.fetchval("queue_admin.active_count", qkey)
+            active = await tx.fetchval("obliterate.active_count", qkey)
             if active and not force:
                 raise PsyqError(
                     f"cannot obliterate queue {queue!r}: {active} jobs are active "
                     "(close their workers first, or pass force=True)"
                 )
-            await tx.execute("queue_admin.obliterate", qkey)
+            await tx.execute("obliterate.remove", qkey)
             tx.wake(qkey)
 
         await self._transact(obliterate)
@@ -467,9 +481,7 @@ class PostgresBackend(BackendAdapter):
         qkey = self._key(queue)
 
         async def retry(tx: Tx) -> int:
-            rows = await tx.fetch(
-                "queue_admin.finished_before", qkey, state, timestamp_ms, count or None
-            )
+            rows = await tx.fetch("retry_jobs", qkey, state, timestamp_ms, count or None)
             for row in rows:
                 await _reprocess(tx, qkey, row["id"], state)
             return len(rows)
@@ -480,7 +492,7 @@ class PostgresBackend(BackendAdapter):
         qkey = self._key(queue)
 
         async def promote(tx: Tx) -> int:
-            rows = await tx.fetch("queue_admin.delayed_ids", qkey, count or None)
+            rows = await tx.fetch("promote_jobs", qkey, count or None)
             for row in rows:
                 await _promote(tx, qkey, row["id"])
             return len(rows)
@@ -601,18 +613,18 @@ class PostgresBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ rate limits
     async def rate_limit(self, queue: str, delay_ms: int) -> None:
-        await self._read("queue_admin.rate_limit", self._key(queue), queue, delay_ms)
+        await self._read("rate_limit", self._key(queue), queue, delay_ms)
 
     async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
-        return int(await self._value("queue_admin.rate_limit_ttl", self._key(queue)))
+        return int(await self._value("get_rate_limit_ttl", self._key(queue)))
 
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         most = None if limiter is None else limiter.max
         duration = None if limiter is None else limiter.duration
-        await self._wake_after("queue_admin.global_rate_limit", queue, most, duration)
+        await self._wake_after("set_global_rate_limit", queue, most, duration)
 
     async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
-        await self._wake_after("queue_admin.global_concurrency", queue, concurrency)
+        await self._wake_after("set_global_concurrency", queue, concurrency)
 
     async def _wake_after(self, name: str, queue: str, *args: Any) -> None:
         qkey = self._key(queue)
@@ -625,17 +637,19 @@ class PostgresBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ deduplication
     async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
-        value = await self._value("misc.dedup_job", self._key(queue), dedup_id)
+        value = await self._value("get_deduplication_job_id", self._key(queue), dedup_id)
         return None if value is None else str(value)
 
     async def remove_deduplication_key(
         self, queue: str, dedup_id: str, job_id: str | None = None
     ) -> bool:
-        return bool(await self._read("misc.dedup_remove", self._key(queue), dedup_id, job_id))
+        return bool(
+            await self._read("remove_deduplication_key", self._key(queue), dedup_id, job_id)
+        )
 
     # ------------------------------------------------------------------ metrics and workers
     async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
-        rows = await self._read("misc.metrics", self._key(queue), kind)
+        rows = await self._read("get_metrics", self._key(queue), kind)
         return _metrics(rows, start, end)
 
     async def get_counts_per_priority(
@@ -646,21 +660,21 @@ class PostgresBackend(BackendAdapter):
 
     async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
         args = (self._key(queue), worker_name, json_text(dict(info)))
-        await self._read("misc.register_worker", *args)
+        await self._read("register_worker", *args)
 
     async def unregister_worker(self, queue: str, worker_name: str) -> None:
-        await self._read("misc.unregister_worker", self._key(queue), worker_name)
+        await self._read("unregister_worker", self._key(queue), worker_name)
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
-        rows = await self._read("misc.workers", self._key(queue))
+        rows = await self._read("get_workers", self._key(queue))
         return [{"name": r["name"], "started": r["started"], **json.loads(r["info"])} for r in rows]
 
     # ------------------------------------------------------------------ cancellation
     async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
-        return bool(await self._read("misc.cancel", self._key(queue), job_id, reason))
+        return bool(await self._read("cancel_job", self._key(queue), job_id, reason))
 
     async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
-        rows = await self._read("misc.cancelled", self._key(queue), list(job_ids))
+        rows = await self._read("get_cancelled", self._key(queue), list(job_ids))
         return {row["id"]: row["cancel_reason"] for row in rows}
 
     # ------------------------------------------------------------------ export / import
@@ -703,8 +717,15 @@ async def _promote(tx: Tx, qkey: str, job_id: str) -> None:
 
 async def _reprocess(tx: Tx, qkey: str, job_id: str, state: str) -> None:
     row = await t.job_in_state(tx, qkey, job_id, [state], "retry")
-    await tx.execute("queue_admin.reprocess", qkey, job_id)
+    await tx.execute("reprocess_job", qkey, job_id)
     await t.enqueue(tx, qkey, job_id, t.is_lifo(row), state)
+
+
+async def _page(tx: Tx, qkey: str, state: str, start: int, end: int, asc: bool) -> list[JobRecord]:
+    """One state's jobs [start, end] (end inclusive, -1 = last), sliced by the database."""
+    limit = None if end == -1 else max(0, end - start + 1)
+    name = "get_jobs.page_asc" if asc else "get_jobs.page_desc"
+    return [to_record(row) for row in await tx.fetch(name, qkey, state, start, limit)]
 
 
 async def _ids_in(tx: Tx, qkey: str, state: str, paused: bool, asc: bool) -> list[str]:

@@ -10,6 +10,24 @@ ORDER BY CASE WHEN $2 = 'prioritized' THEN priority ELSE 0 END,
          CASE WHEN $2 = 'delayed' THEN due ELSE 0 END,
          seq;
 
+-- name: page_asc
+-- $2 state, $3 offset, $4 limit (NULL: all). One state's jobs in the order of ids_in_state.
+SELECT * FROM jobs
+WHERE qkey = $1 AND state = $2
+ORDER BY CASE WHEN $2 = 'prioritized' THEN priority ELSE 0 END,
+         CASE WHEN $2 = 'delayed' THEN due ELSE 0 END,
+         seq
+OFFSET $3 LIMIT $4;
+
+-- name: page_desc
+-- As page_asc, newest (or last to run) first.
+SELECT * FROM jobs
+WHERE qkey = $1 AND state = $2
+ORDER BY CASE WHEN $2 = 'prioritized' THEN priority ELSE 0 END DESC,
+         CASE WHEN $2 = 'delayed' THEN due ELSE 0 END DESC,
+         seq DESC
+OFFSET $3 LIMIT $4;
+
 -- name: by_ids
 -- $2 ids
 SELECT * FROM jobs WHERE qkey = $1 AND id = ANY($2::text[]);
