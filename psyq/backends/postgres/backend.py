@@ -192,7 +192,20 @@ class PostgresBackend(BackendAdapter):
     # ------------------------------------------------------------------ adding
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         qkey = self._key(queue)
+        if jobs and all(t.is_plain(new) for new in jobs):
+            return await self._add_plain(queue, qkey, jobs)
         return await self._transact(lambda tx: t.add_jobs(tx, qkey, jobs))
+
+    async def _add_plain(self, queue: str, qkey: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        """Jobs without custom id, dedup key or parent: one statement does the whole add."""
+        rows = await self._read(
+            "add_jobs.insert_plain", qkey, queue, *t.plain_columns(jobs), self.settings.channel
+        )
+        rows = sorted(rows, key=lambda row: int(row["id"]))
+        last_event = rows[0]["last_event"]
+        if last_event // SEQUENCE_EVERY != (last_event - 2 * len(rows)) // SEQUENCE_EVERY:
+            await self._sequence(qkey)
+        return [to_record(row) for row in rows]
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:

@@ -117,6 +117,35 @@ async def _plan(
     batch.plans.append(_Plan(index, new, custom, dedup, parent))
 
 
+_NOT_PLAIN = ("jobId", "deduplication", "parent")
+
+
+def is_plain(new: NewJob) -> bool:
+    """A job add_jobs.insert_plain can add: no custom id, dedup key or parent."""
+    opts = new.opts
+    return not opts or not any(name in opts for name in _NOT_PLAIN)
+
+
+def plain_columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
+    """The arrays of add_jobs.insert_plain: names, data, opts, timestamps, delays,
+    priorities, lifo flags."""
+    columns: list[list[Any]] = [[] for _ in range(7)]
+    for new in jobs:
+        opts = new.opts or {}
+        values = (
+            new.name,
+            new.data,
+            json_text(opts) if opts else "{}",
+            new.timestamp,
+            int(opts.get("delay", 0)),
+            int(opts.get("priority", 0)),
+            bool(opts.get("lifo", False)),
+        )
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    return columns
+
+
 async def _check_parent(tx: Tx, parent: dict[str, Any]) -> None:
     """A child needs its parent (locked, so the parent cannot move meanwhile)."""
     if await tx.fetchrow("common.lock_job", parent["queue"], parent["id"]) is None:

@@ -47,3 +47,47 @@ ON CONFLICT (qkey, dedup_id) DO UPDATE SET job_id = EXCLUDED.job_id, expires = E
 
 -- name: dedup_delete
 DELETE FROM dedup WHERE qkey = $1 AND dedup_id = $2;
+
+-- name: insert_plain
+-- The whole add in one statement, for jobs without a custom id, dedup key or parent:
+-- auto ids, the rows, their events (added, then waiting | delayed) and the NOTIFYs.
+-- $2 queue name, $3 names, $4 data, $5 opts (JSON text), $6 timestamps (NULL: now),
+-- $7 delays, $8 priorities, $9 lifo flags, $10 channel.
+-- Returns the rows (ids increase in input order) and last_event, the newest event id.
+WITH ids AS (
+    INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, cardinality($3::text[]))
+    ON CONFLICT (qkey) DO UPDATE SET last_id = queues.last_id + EXCLUDED.last_id
+    RETURNING last_id
+), j AS (
+    SELECT (ids.last_id - cardinality($3::text[]) + u.n)::text AS id, u.name, u.data, u.opts,
+           COALESCE(u.ts, now_ms()) AS ts, u.delay, u.priority, u.lifo, u.n
+    FROM ids, unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                     $8::integer[], $9::boolean[])
+              WITH ORDINALITY AS u(name, data, opts, ts, delay, priority, lifo, n)
+), added AS (
+    INSERT INTO jobs (qkey, id, name, data, opts, timestamp, delay, priority, state, seq, due)
+    SELECT $1, j.id, j.name, j.data, j.opts::jsonb, j.ts, j.delay, j.priority,
+           CASE WHEN j.delay > 0 THEN 'delayed'
+                WHEN j.priority > 0 THEN 'prioritized'
+                ELSE 'waiting' END,
+           CASE WHEN j.lifo AND j.delay = 0 THEN -nextval('job_seq') ELSE nextval('job_seq') END,
+           CASE WHEN j.delay > 0 THEN j.ts + j.delay END
+    FROM j ORDER BY j.n
+    RETURNING *
+), events_added AS (
+    INSERT INTO events (qkey, ms, event, job_id, fields)
+    SELECT $1, now_ms(), e.event, j.id, e.fields
+    FROM j CROSS JOIN LATERAL (VALUES
+        (1, 'added', jsonb_build_object('name', j.name)),
+        (2, CASE WHEN j.delay > 0 THEN 'delayed' ELSE 'waiting' END,
+            CASE WHEN j.delay > 0 THEN jsonb_build_object('delay', j.ts + j.delay)
+                 ELSE '{}'::jsonb END)
+    ) AS e(k, event, fields)
+    ORDER BY j.n, e.k
+    RETURNING id
+)
+SELECT added.*,
+       (SELECT max(id) FROM events_added) AS last_event,
+       (SELECT pg_notify($10::text, 'e:' || $1)) AS events_notified,
+       (SELECT pg_notify($10::text, 'j:' || $1)) AS jobs_notified
+FROM added;
