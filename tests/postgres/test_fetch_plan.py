@@ -48,7 +48,7 @@ async def test_fetch_uses_the_ready_index(
     take = load_queries()["move_to_active.take"]
     async with admin.transaction():
         raw = await admin.fetchval(
-            "EXPLAIN (FORMAT JSON) " + take, "bull:busy", ["t1", "t2"], 1000, "w", 2
+            "EXPLAIN (FORMAT JSON) " + take, "bull:busy", ["t1", "t2"], 1000, "w", 2, "psyq_plan"
         )
     plan = json.loads(raw)
     assert "jobs_ready" in index_names(plan), json.dumps(plan, indent=1)

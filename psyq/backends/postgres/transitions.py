@@ -367,12 +367,17 @@ async def _count_window(
 async def _take(tx: Tx, qkey: str, request: FetchRequest, wanted: int) -> list[asyncpg.Record]:
     tokens = list(request.tokens[:wanted])
     rows = await tx.fetch(
-        "move_to_active.take", qkey, tokens, request.lock_duration, request.worker_name, wanted
+        "move_to_active.take",
+        qkey,
+        tokens,
+        request.lock_duration,
+        request.worker_name,
+        wanted,
+        tx.channel,
     )
-    rows = sorted(rows, key=lambda row: row["rn"])
-    for row in rows:
-        tx.emit(qkey, "active", row["id"], {"prev": "waiting"})
-    return rows
+    if rows:
+        tx.note_events(qkey, rows[0]["last_event"], len(rows))
+    return sorted(rows, key=lambda row: row["rn"])
 
 
 async def _drained(tx: Tx, qkey: str, queue: asyncpg.Record, took: bool) -> None:
@@ -396,7 +401,9 @@ async def finish_many(
         values = _finish_values(job_id, token, outcome)
         for column, value in zip(columns, values, strict=True):
             column.append(value)
-    rows = await tx.fetch("move_to_finished.finish", qkey, *columns)
+    rows = await tx.fetch("move_to_finished.finish", qkey, *columns, tx.channel)
+    if rows:
+        tx.note_events(qkey, rows[0]["last_event"], 2 * len(rows))
     done = {row["ord"] - 1: row for row in rows}
     errors = await _finish_errors(tx, qkey, items, done)
     for index in sorted(done):
@@ -438,17 +445,12 @@ def _lock_error(
 
 
 async def finished(tx: Tx, qkey: str, row: asyncpg.Record, counted: bool = False) -> None:
-    """After a job completed or failed for good: events, metrics (unless `counted`), dedup,
-    retention, parent."""
+    """After a job completed or failed for good: metrics and events (unless `counted`: the
+    finish statement wrote them), dedup, retention, parent."""
     job_id, state, opts = row["id"], row["state"], opts_of(row)
     if not counted:
         await tx.execute("common.count_metric", qkey, state, 1)
-    if state == "completed":
-        tx.emit(qkey, "completed", job_id, {"returnvalue": row["returnvalue"], "prev": "active"})
-    else:
-        tx.emit(qkey, "failed", job_id, {"failedReason": row["failed_reason"], "prev": "active"})
-        if row["attempts_made"] >= opts.get("attempts", 1):
-            tx.emit(qkey, "retries-exhausted", job_id, {"attemptsMade": row["attempts_made"]})
+        _emit_finished(tx, qkey, row, opts)
     if "deduplication" in opts:
         await tx.execute("common.release_dedup", qkey, job_id)
     keep = opts.get("removeOnComplete" if state == "completed" else "removeOnFail")
@@ -456,6 +458,16 @@ async def finished(tx: Tx, qkey: str, row: asyncpg.Record, counted: bool = False
         await _retain(tx, qkey, state, keep, job_id)
     if row["parent_key"] is not None:
         await child_finished(tx, row)
+
+
+def _emit_finished(tx: Tx, qkey: str, row: asyncpg.Record, opts: dict[str, Any]) -> None:
+    job_id = row["id"]
+    if row["state"] == "completed":
+        tx.emit(qkey, "completed", job_id, {"returnvalue": row["returnvalue"], "prev": "active"})
+        return
+    tx.emit(qkey, "failed", job_id, {"failedReason": row["failed_reason"], "prev": "active"})
+    if row["attempts_made"] >= opts.get("attempts", 1):
+        tx.emit(qkey, "retries-exhausted", job_id, {"attemptsMade": row["attempts_made"]})
 
 
 async def _retain(tx: Tx, qkey: str, state: str, keep: Any, job_id: str) -> None:

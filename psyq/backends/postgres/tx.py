@@ -70,6 +70,11 @@ class Tx:
         """Workers blocked on `qkey` should look again once this commits."""
         self._wakes.add("j:" + qkey)
 
+    def note_events(self, qkey: str, last_id: int | None, count: int) -> None:
+        """A statement appended `count` events itself (the newest has id `last_id`)."""
+        if last_id is not None and last_id // SEQUENCE_EVERY != (last_id - count) // SEQUENCE_EVERY:
+            self.to_sequence.add(qkey)
+
     async def flush(self) -> None:
         for qkey in sorted(self._events):
             events = self._events[qkey]

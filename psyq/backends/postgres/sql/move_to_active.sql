@@ -34,7 +34,8 @@ SELECT *, now_ms() AS now FROM queues WHERE qkey = $1 FOR UPDATE;
 SELECT count(*) FROM jobs WHERE qkey = $1 AND state = 'active';
 
 -- name: take
--- $2 tokens, $3 lock duration ms, $4 worker name, $5 how many
+-- $2 tokens, $3 lock duration ms, $4 worker name, $5 how many, $6 channel. Also appends
+-- the active events and NOTIFYs readers; last_event is the newest event id.
 WITH picked AS (
     SELECT id, row_number() OVER (ORDER BY priority, seq) AS rn
     FROM (
@@ -44,14 +45,24 @@ WITH picked AS (
         LIMIT $5
         FOR UPDATE SKIP LOCKED
     ) AS ready
+), taken AS (
+    UPDATE jobs
+    SET state = 'active', lock_token = ($2::text[])[picked.rn], lock_expires = now_ms() + $3,
+        processed_on = now_ms(), attempts_started = attempts_started + 1, processed_by = $4,
+        seq = nextval('job_seq')
+    FROM picked
+    WHERE jobs.qkey = $1 AND jobs.id = picked.id
+    RETURNING jobs.*, picked.rn
+), told AS (
+    INSERT INTO events (qkey, ms, event, job_id, fields)
+    SELECT $1, now_ms(), 'active', taken.id, '{"prev": "waiting"}'::jsonb
+    FROM taken ORDER BY taken.rn
+    RETURNING id
 )
-UPDATE jobs
-SET state = 'active', lock_token = ($2::text[])[picked.rn], lock_expires = now_ms() + $3,
-    processed_on = now_ms(), attempts_started = attempts_started + 1, processed_by = $4,
-    seq = nextval('job_seq')
-FROM picked
-WHERE jobs.qkey = $1 AND jobs.id = picked.id
-RETURNING jobs.*, picked.rn;
+SELECT taken.*,
+       (SELECT max(id) FROM told) AS last_event,
+       (SELECT pg_notify($6::text, 'e:' || $1)) AS notified
+FROM taken;
 
 -- name: count_window
 -- $2 window start, $3 jobs taken in the window, $4 limited until

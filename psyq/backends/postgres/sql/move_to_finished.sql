@@ -8,7 +8,9 @@
 -- JOB_MISSING, LOCK_MISSING (not active) or LOCK_MISMATCH (see lock_states).
 
 -- name: finish
--- Also appends the metric counts, and returns the queue's global concurrency (gc).
+-- Also appends the metric counts and the events (completed | failed, retries-exhausted),
+-- NOTIFYs readers, and returns the queue's global concurrency (gc) and the newest event
+-- id (last_event). $8 channel.
 WITH done AS (
     UPDATE jobs
     SET state = s.state, attempts_made = attempts_made + 1, finished_on = now_ms(),
@@ -24,8 +26,27 @@ WITH done AS (
 ), counted AS (
     INSERT INTO metrics (qkey, kind, minute, count)
     SELECT $1, state, now_ms() / 60000, count(*) FROM done GROUP BY state
+), told AS (
+    INSERT INTO events (qkey, ms, event, job_id, fields)
+    SELECT $1, now_ms(), e.event, done.id, e.fields
+    FROM done CROSS JOIN LATERAL (VALUES
+        (1, done.state, CASE WHEN done.state = 'completed'
+            THEN jsonb_build_object('returnvalue', done.returnvalue, 'prev', 'active')
+            ELSE jsonb_build_object('failedReason', done.failed_reason, 'prev', 'active') END),
+        (2, CASE WHEN done.state = 'failed'
+                  AND done.attempts_made >= COALESCE((done.opts->>'attempts')::integer, 1)
+            THEN 'retries-exhausted' END,
+            jsonb_build_object('attemptsMade', done.attempts_made))
+    ) AS e(k, event, fields)
+    WHERE e.event IS NOT NULL
+    ORDER BY done.ord, e.k
+    RETURNING id
 )
-SELECT done.*, (SELECT global_concurrency FROM queues WHERE qkey = $1) AS gc FROM done;
+SELECT done.*,
+       (SELECT global_concurrency FROM queues WHERE qkey = $1) AS gc,
+       (SELECT max(id) FROM told) AS last_event,
+       (SELECT pg_notify($8::text, 'e:' || $1)) AS notified
+FROM done;
 
 -- name: lock_states
 -- $2 ids. What the jobs a transition could not take are (for the error of each).
