@@ -44,7 +44,7 @@ from psyq.backends.postgres.tx import SEQUENCE_EVERY, Tx, json_text, queue_of
 from psyq.core import codec
 from psyq.errors import ConnectionError, InvalidOptionsError, JobNotFoundError, PsyqError
 
-__all__ = ["PostgresBackend", "open_postgres_backend"]
+__all__ = ["PostgresBackend"]
 
 T = TypeVar("T")
 log = logging.getLogger("psyq.postgres")
@@ -809,8 +809,3 @@ def _metrics(rows: Sequence[asyncpg.Record], start: int, end: int) -> dict[str, 
     stop = None if end == -1 else end + 1
     total = sum(row["count"] for row in rows)
     return {"meta": {"count": total}, "data": data[start:stop], "count": len(data)}
-
-
-def open_postgres_backend(url: str) -> PostgresBackend:
-    """Entry point of the `postgres` and `postgresql` schemes."""
-    return PostgresBackend(url)
