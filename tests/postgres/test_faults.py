@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import asyncpg
+import pytest
 
 import psyq
 from tests.conftest import fresh_name
@@ -37,11 +38,12 @@ async def finished_count(admin: asyncpg.Connection, schema: str, qkey: str) -> i
     return int(await admin.fetchval(query, qkey))
 
 
+@pytest.mark.timeout(120)
 async def test_killed_connections_lose_no_job(
     pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str]
 ) -> None:
     schema, app = fresh_schema(), f"psyq_fault_{uuid.uuid4().hex[:8]}"
-    url = url_for(pg_server, schema, application_name=app)
+    url = url_for(pg_server, schema, application_name=app, command_timeout=5)
     name = fresh_name("fault")
     runs: Counter[str] = Counter()
 
@@ -94,5 +96,8 @@ async def _wait_until(count: Callable[[], object], target: int, timeout: float =
         reached = await value if asyncio.iscoroutine(value) else value
         if int(reached) >= target:  # type: ignore[call-overload]
             return
-        assert time.monotonic() < deadline, f"only {reached} of {target} jobs finished"
+        if time.monotonic() > deadline:
+            for task in asyncio.all_tasks():
+                task.print_stack(limit=6)
+            raise AssertionError(f"only {reached} of {target} jobs finished")
         await asyncio.sleep(0.01)

@@ -49,7 +49,6 @@ __all__ = ["PostgresBackend"]
 T = TypeVar("T")
 log = logging.getLogger("psyq.postgres")
 
-RETRIES = 5
 RETRYABLE = (
     asyncpg.DeadlockDetectedError,
     asyncpg.SerializationError,
@@ -57,8 +56,8 @@ RETRYABLE = (
     asyncpg.AdminShutdownError,
     asyncpg.CannotConnectNowError,
     asyncpg.InterfaceError,
-    ConnectionResetError,
     OSError,
+    TimeoutError,  # a statement past command_timeout, or no pool connection in time
 )
 
 
@@ -97,6 +96,7 @@ class PostgresBackend(BackendAdapter):
             self.settings.dsn,
             min_size=self.settings.pool_min,
             max_size=self.settings.pool_max,
+            command_timeout=self.settings.command_timeout,
             server_settings=self._server_settings(),
         )
         self._notifier = Notifier(self._connect, self.settings.channel)
@@ -126,16 +126,25 @@ class PostgresBackend(BackendAdapter):
         return self._prefix + queue
 
     # ------------------------------------------------------------------ running
+    def _acquire(self) -> Any:
+        """A pool connection, waiting at most command_timeout for one."""
+        return self.pool.acquire(timeout=self.settings.command_timeout)
+
     async def _retrying(self, run: Callable[[], Awaitable[T]]) -> T:
-        """Run `run`; run it again after a deadlock or a lost connection (up to RETRIES)."""
-        for attempt in range(RETRIES):
+        """Run `run`; run it again after a deadlock or a lost connection. Every connection of
+        the pool may have died at once (a server restart), so there is one try more than
+        the pool has connections. What still fails is raised as a psyq error."""
+        tries = self.settings.pool_max + 3
+        for attempt in range(tries):
             try:
                 return await run()
             except RETRYABLE as exc:
-                if attempt == RETRIES - 1:
-                    raise
+                if attempt == tries - 1:
+                    raise ConnectionError(self.url, f"{type(exc).__name__}: {exc}") from exc
                 log.warning("psyq: postgres call retried after %r", exc)
-                await asyncio.sleep(0.05 * (attempt + 1))
+                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+            except asyncpg.PostgresError as exc:
+                raise PsyqError(f"postgres error in {self.url!r}: {exc}") from exc
         raise AssertionError("unreachable")
 
     async def _transact(self, action: Callable[[Tx], Awaitable[T]]) -> T:
@@ -143,7 +152,7 @@ class PostgresBackend(BackendAdapter):
         queues whose unnumbered events piled up."""
 
         async def run() -> tuple[T, set[str]]:
-            async with self.pool.acquire() as conn, conn.transaction():
+            async with self._acquire() as conn, conn.transaction():
                 tx = Tx(conn, self._q, self.settings.channel)
                 result = await action(tx)
                 await tx.flush()
@@ -176,7 +185,7 @@ class PostgresBackend(BackendAdapter):
         """Run one statement on its own (atomic by itself: no explicit transaction)."""
 
         async def run() -> list[asyncpg.Record]:
-            async with self.pool.acquire() as conn:
+            async with self._acquire() as conn:
                 rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
                 return rows
 

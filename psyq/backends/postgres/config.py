@@ -6,6 +6,7 @@
     prefix            key prefix of queues (as everywhere in psyq)
     pool_min/pool_max size of the asyncpg pool
     application_name  shown in pg_stat_activity (default psyq)
+    command_timeout   seconds a statement may take before the call fails (default 60)
 
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).
@@ -28,6 +29,7 @@ DEFAULTS = {
     "pool_min": "1",
     "pool_max": "10",
     "application_name": "psyq",
+    "command_timeout": "60",
 }
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -40,6 +42,7 @@ class PostgresSettings:
     pool_min: int
     pool_max: int
     application_name: str = "psyq"
+    command_timeout: int = 60
 
     @property
     def channel(self) -> str:
@@ -76,6 +79,7 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     if pool_min > pool_max:
         raise InvalidURLError(url, f"pool_min ({pool_min}) is above pool_max ({pool_max})")
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))
+    timeout = _whole(url, "command_timeout", ours["command_timeout"], 1)
     return PostgresSettings(
-        dsn, ours["schema"], prefix, pool_min, pool_max, ours["application_name"]
+        dsn, ours["schema"], prefix, pool_min, pool_max, ours["application_name"], timeout
     )
