@@ -64,6 +64,7 @@ async def test_killed_connections_lose_no_job(
             max_stalled_count=1000,  # a killed renewal may stall a job: it must come back
             drain_delay=0.5,
         )
+        escaped = _record_escapes(worker)
         killed = 0
         try:
             for round_ in range(1, KILLS + 1):
@@ -73,6 +74,8 @@ async def test_killed_connections_lose_no_job(
                 )
                 killed += await kill_connections(admin, app)
             await _wait_until(lambda: finished_count(admin, schema, f"bull:{name}"), JOBS, 60)
+        except AssertionError:
+            raise AssertionError(f"exceptions that left a worker slot: {escaped!r}") from None
         finally:
             await asyncio.wait_for(worker.close(), 20)
         states = {job_id: await queue.get_job_state(job_id) for job_id in added}
@@ -101,3 +104,19 @@ async def _wait_until(count: Callable[[], object], target: int, timeout: float =
                 task.print_stack(limit=6)
             raise AssertionError(f"only {reached} of {target} jobs finished")
         await asyncio.sleep(0.01)
+
+
+def _record_escapes(worker: psyq.Worker) -> list[BaseException]:
+    """Exceptions that leave the worker's per-job step (they would end its slot)."""
+    escaped: list[BaseException] = []
+    original = worker._process
+
+    async def recording(ref: object, job: psyq.Job) -> object:
+        try:
+            return await original(ref, job)  # type: ignore[arg-type]
+        except BaseException as exc:
+            escaped.append(exc)
+            raise
+
+    worker._process = recording  # type: ignore[method-assign, assignment]
+    return escaped
