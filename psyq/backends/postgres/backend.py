@@ -56,6 +56,7 @@ RETRYABLE = (
     asyncpg.AdminShutdownError,
     asyncpg.CannotConnectNowError,
     asyncpg.InterfaceError,
+    asyncpg.InternalClientError,  # a connection left mid-operation by a kill
     OSError,
     TimeoutError,  # a statement past command_timeout, or no pool connection in time
 )
