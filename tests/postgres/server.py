@@ -110,7 +110,7 @@ def _drop_schema(url: str, schema: str) -> None:
         conn = await asyncpg.connect(url)
         try:
             statement = await conn.fetchval(
-                "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', $1)", schema
+                "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', $1::text)", schema
             )
             await conn.execute(statement)
         finally:
