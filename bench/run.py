@@ -1,11 +1,14 @@
 """psyq benchmarks, side by side with a peer measured in the same run on the same machine.
 
     python bench/run.py [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
-                        [--peers bunqueue|bullmq|none] [--quick]
+                        [--peers bunqueue|bullmq|pgqueuer|none] [--quick]
 
 `--backend psyq` starts a `psyq server` (memory data) and measures the psyq:// client against
 it, side by side with a bunqueue TCP server (memory, its per-client rate limit turned off)
-started the same way; memory per job is then the server's resident memory.
+started the same way; memory per job is then the server's resident memory. Node BullMQ is
+the peer for redis:// URLs and pgqueuer (a Postgres job queue) for postgresql:// URLs, each
+on the same server (pgqueuer from its own virtualenv, bench/peers/pgqueuer/.venv, made on
+first use).
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
@@ -37,7 +40,11 @@ from typing import Any
 import psyq
 
 HERE = Path(__file__).resolve().parent
-PEERS = {"bunqueue": HERE / "peers" / "bunqueue", "bullmq": HERE / "peers" / "bullmq"}
+PEERS = {
+    "bunqueue": HERE / "peers" / "bunqueue",
+    "bullmq": HERE / "peers" / "bullmq",
+    "pgqueuer": HERE / "peers" / "pgqueuer",
+}
 BATCH = 1000
 
 
@@ -207,6 +214,29 @@ async def run_psyq(url: str, cfg: dict[str, Any], server_pid: int | None) -> dic
     }
 
 
+def run_pgqueuer(cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
+    """pgqueuer's figures on the same Postgres server, or the reason it could not run."""
+    folder = PEERS["pgqueuer"]
+    if "PSYQ_BENCH_PG_DSN" not in env:
+        return "pgqueuer runs only against a postgresql:// backend"
+    python = folder / ".venv" / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(folder / ".venv")], check=False)
+        install = [str(python), "-m", "pip", "install", "-q", "-r", "requirements.txt"]
+        subprocess.run(install, cwd=folder, check=False, capture_output=True)
+    proc = subprocess.run(
+        [str(python), "bench.py", json.dumps(cfg)],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+    )
+    if proc.returncode != 0:
+        return f"pgqueuer failed: {proc.stderr.strip()[-300:]}"
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def peer_bun(name: str) -> Path | str:
     """The peer folder's bun binary (installing the peer with npm on first use), or why not."""
     folder = PEERS[name]
@@ -300,6 +330,8 @@ def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, A
     peer's own TCP server (memory, started here, its per-client rate limit turned off)."""
     if name == "bullmq":
         return run_node_peer(name, cfg, env)
+    if name == "pgqueuer":
+        return run_pgqueuer(cfg, env)
     bun = peer_bun(name)
     if isinstance(bun, str):
         return bun
@@ -347,6 +379,11 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
         return name, "the same Redis server", {"REDIS_URL": name}
     if name == "psyq" or name.startswith(("psyq:", "psyqs:")):
         return name, "TCP server, in memory", {"PEER_TCP": "1"}
+    if name.startswith(("postgres://", "postgresql://")):
+        from psyq.backends.postgres import parse_postgres_url
+
+        dsn = parse_postgres_url(name).dsn
+        return name, "same Postgres server", {"PSYQ_BENCH_PG_DSN": dsn}
     return name, "embedded, in memory", {}
 
 
@@ -375,9 +412,12 @@ ROWS = [
 ]
 
 
-def pick(figures: dict[str, Any], key: str) -> float:
+def pick(figures: dict[str, Any], key: str) -> float | None:
+    """The figure at `key` ("a.b"), or None when that side has no such row."""
     value: Any = figures
     for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
         value = value[part]
     return float(value)
 
@@ -393,10 +433,11 @@ def table(psyq_figures: dict[str, Any], peer: str, peer_figures: dict[str, Any] 
     lines = [f"| workload | psyq | {peer} | psyq vs {peer} |", "|---|---:|---:|---:|"]
     for label, key, higher_is_better in ROWS:
         mine = pick(psyq_figures, key)
-        if isinstance(peer_figures, str):
+        assert mine is not None
+        theirs = None if isinstance(peer_figures, str) else pick(peer_figures, key)
+        if theirs is None:
             lines.append(f"| {label} | {fmt(mine)} | n/a | n/a |")
             continue
-        theirs = pick(peer_figures, key)
         ratio = mine / theirs if higher_is_better else theirs / mine if mine else float("inf")
         lines.append(f"| {label} | {fmt(mine)} | {fmt(theirs)} | {ratio:.2f}x |")
     return "\n".join(lines)

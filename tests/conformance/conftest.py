@@ -35,8 +35,16 @@ def sqlite_url(durability: str) -> UrlFactory:
     return factory
 
 
-# id -> factory. Next: "tcp" (psyq://), "redis" (service_url("redis", "PSYQ_TEST_REDIS_URL",
-# ...)), "postgres".
+def postgres_url(request: pytest.FixtureRequest) -> str:
+    from tests.postgres.server import postgres_binaries, session_schema, start_postgres
+
+    hint = "apt install postgresql, or set PSYQ_TEST_POSTGRES_URL"
+    server = service_url(
+        "postgres", "PSYQ_TEST_POSTGRES_URL", postgres_binaries(), start_postgres, hint
+    )
+    return session_schema(server)
+
+
 def redis_url(request: pytest.FixtureRequest) -> str:
     return service_url(
         "redis",
@@ -47,12 +55,14 @@ def redis_url(request: pytest.FixtureRequest) -> str:
     )
 
 
+# id -> factory: every backend the suite runs on.
 BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
     "redis": redis_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
     "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
+    "postgres": postgres_url,
 }
 
 

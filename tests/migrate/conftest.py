@@ -42,6 +42,9 @@ PAIRS: dict[str, tuple[UrlFactory, UrlFactory]] = {
     "redis->sqlite": (BACKENDS["redis"], sqlite_file("destination")),
     "redis->tcp": (BACKENDS["redis"], BACKENDS["tcp"]),
     "tcp->redis": (BACKENDS["tcp"], BACKENDS["redis"]),
+    "sqlite->postgres": (sqlite_file("source"), BACKENDS["postgres"]),
+    "redis->postgres": (BACKENDS["redis"], BACKENDS["postgres"]),
+    "postgres->sqlite": (BACKENDS["postgres"], sqlite_file("destination")),
 }
 
 

@@ -1,0 +1,119 @@
+"""pgqueuer side of bench/run.py: the same workloads on the same Postgres server.
+
+Run by bench/run.py in its own virtualenv (bench/peers/pgqueuer/.venv, made on first use
+from requirements.txt):  python bench.py '<config JSON>'  with PSYQ_BENCH_PG_DSN set.
+pgqueuer's tables go to a fresh schema (PGQUEUER_SCHEMA), dropped at the end. Prints one
+JSON line. Mapping of the rows: add one by one = `enqueue` per job; add_bulk = `enqueue`
+of lists of 1,000; processing cN = a QueueManager with a no-op entrypoint, batch_size N/2
+and max_concurrent_tasks N, in drain mode; add-to-start = enqueue at a steady rate while a
+QueueManager runs, latency from enqueue to handler start. Flows have no pgqueuer
+counterpart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+SCHEMA = f"pgqueuer_bench_{uuid.uuid4().hex[:8]}"
+os.environ["PGQUEUER_SCHEMA"] = SCHEMA
+
+import asyncpg  # noqa: E402
+import pgqueuer  # noqa: E402
+from pgqueuer import AsyncpgPoolDriver, Queries, QueueManager  # noqa: E402
+from pgqueuer.types import QueueExecutionMode  # noqa: E402
+
+BATCH = 1000
+
+
+async def add_single(queries: Queries, count: int) -> float:
+    started = time.perf_counter()
+    for i in range(count):
+        await queries.enqueue("single", json.dumps({"i": i}).encode())
+    return count / (time.perf_counter() - started)
+
+
+async def fill(queries: Queries, entrypoint: str, count: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, count, BATCH):
+        size = min(BATCH, count - start)
+        payloads = [json.dumps({"i": start + i}).encode() for i in range(size)]
+        await queries.enqueue([entrypoint] * size, payloads, [0] * size)
+    return count / (time.perf_counter() - started)
+
+
+async def processing(driver: Any, count: int, concurrency: int) -> float:
+    queries = Queries(driver)
+    name = f"c{concurrency}"
+    await fill(queries, name, count)
+    qm = QueueManager(queries)
+
+    @qm.entrypoint(name)
+    async def noop(job: Any) -> None:
+        return None
+
+    started = time.perf_counter()
+    await qm.run(
+        batch_size=max(1, concurrency // 2),
+        max_concurrent_tasks=max(concurrency, 2),
+        mode=QueueExecutionMode.drain,
+    )
+    return count / (time.perf_counter() - started)
+
+
+async def latency(driver: Any, rate: int, seconds: float) -> dict[str, float]:
+    queries = Queries(driver)
+    qm = QueueManager(queries)
+    seen: list[float] = []
+
+    @qm.entrypoint("latency")
+    async def record(job: Any) -> None:
+        seen.append(time.perf_counter() - json.loads(job.payload)["t"])
+
+    runner = asyncio.create_task(qm.run(batch_size=5, max_concurrent_tasks=10))
+    total = int(rate * seconds)
+    started = time.perf_counter()
+    for i in range(total):
+        await asyncio.sleep(max(0.0, started + i / rate - time.perf_counter()))
+        await queries.enqueue("latency", json.dumps({"t": time.perf_counter()}).encode())
+    deadline = time.perf_counter() + 30
+    while len(seen) < total and time.perf_counter() < deadline:
+        await asyncio.sleep(0.01)
+    qm.shutdown.set()
+    await runner
+    ordered = sorted(seen)
+    return {
+        "p50": ordered[len(ordered) // 2] * 1000,
+        "p99": ordered[int(len(ordered) * 0.99)] * 1000,
+    }
+
+
+async def main(cfg: dict[str, Any]) -> dict[str, Any]:
+    dsn = os.environ["PSYQ_BENCH_PG_DSN"]
+    pool = await asyncpg.create_pool(dsn, min_size=2, max_size=10)
+    driver = AsyncpgPoolDriver(pool)
+    queries = Queries(driver)
+    await queries.install()
+    try:
+        return {
+            "version": pgqueuer.__version__,
+            "add_single": await add_single(queries, cfg["single"]),
+            "add_bulk": await fill(queries, "bulk", cfg["jobs"]),
+            "c10": await processing(driver, cfg["jobs"], 10),
+            "c100": await processing(driver, cfg["jobs"], 100),
+            "latency": await latency(driver, cfg["rate"], cfg["seconds"]),
+        }
+    finally:
+        async with pool.acquire() as conn:
+            drop = "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', $1::text)"
+            await conn.execute(await conn.fetchval(drop, SCHEMA))
+        await pool.close()
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main(json.loads(sys.argv[1])))))

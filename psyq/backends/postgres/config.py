@@ -1,0 +1,85 @@
+"""The `postgresql://` URL: a libpq-style DSN plus psyq's own parameters.
+
+    postgresql://user:password@host:5432/dbname?schema=psyq&prefix=bull&pool_min=1&pool_max=10
+
+    schema            the Postgres schema holding psyq's tables (created and migrated on open)
+    prefix            key prefix of queues (as everywhere in psyq)
+    pool_min/pool_max size of the asyncpg pool
+    application_name  shown in pg_stat_activity (default psyq)
+    command_timeout   seconds a statement may take before the call fails (default 60)
+
+psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
+is passed on (asyncpg treats unknown ones as server settings).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from psyq.errors import InvalidURLError
+
+__all__ = ["PostgresSettings", "parse_postgres_url"]
+
+SCHEMES = ("postgres", "postgresql")
+DEFAULTS = {
+    "schema": "psyq",
+    "prefix": "bull",
+    "pool_min": "1",
+    "pool_max": "10",
+    "application_name": "psyq",
+    "command_timeout": "60",
+}
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+@dataclass(frozen=True)
+class PostgresSettings:
+    dsn: str
+    schema: str
+    prefix: str
+    pool_min: int
+    pool_max: int
+    application_name: str = "psyq"
+    command_timeout: int = 60
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel of this schema (wakes workers and event readers)."""
+        return f"psyq_{self.schema}"
+
+
+def _whole(url: str, name: str, value: str, minimum: int) -> int:
+    if not value.isdigit() or int(value) < minimum:
+        raise InvalidURLError(url, f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def parse_postgres_url(url: str) -> PostgresSettings:
+    parts = urlsplit(url)
+    if parts.scheme not in SCHEMES:
+        raise InvalidURLError(url, "a Postgres URL starts with postgresql:// or postgres://")
+    ours = {**DEFAULTS}
+    passed = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in DEFAULTS:
+            ours[key] = value
+        else:
+            passed.append((key, value))
+    if not _SCHEMA.fullmatch(ours["schema"]):
+        raise InvalidURLError(
+            url, f"schema must be a lower-case identifier [a-z_][a-z0-9_]*: {ours['schema']!r}"
+        )
+    prefix = ours["prefix"]
+    if not prefix or ":" in prefix:
+        raise InvalidURLError(url, f"prefix must be non-empty without ':', got {prefix!r}")
+    pool_min = _whole(url, "pool_min", ours["pool_min"], 0)
+    pool_max = _whole(url, "pool_max", ours["pool_max"], 1)
+    if pool_min > pool_max:
+        raise InvalidURLError(url, f"pool_min ({pool_min}) is above pool_max ({pool_max})")
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))
+    timeout = _whole(url, "command_timeout", ours["command_timeout"], 1)
+    return PostgresSettings(
+        dsn, ours["schema"], prefix, pool_min, pool_max, ours["application_name"], timeout
+    )

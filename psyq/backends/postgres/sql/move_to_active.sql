@@ -1,0 +1,79 @@
+-- move_to_active: promote due delayed jobs, then take up to n ready jobs and lock them.
+-- Parameters: per statement ($1 qkey). Effects: due delayed jobs become waiting/prioritized;
+-- taken jobs become active with a lease (token + expiry from now_ms()); rows are claimed
+-- with FOR UPDATE SKIP LOCKED, so concurrent workers never wait on each other nor take a
+-- job twice. Order: plain waiting (priority 0) before prioritized, then priority, then
+-- sequence (lifo jobs have negative sequences). Limits lock the queue row.
+-- Events: waiting (prev delayed), active, drained. Returns: the taken rows with rn, the
+-- index of each job's token.
+
+-- name: promote_and_queue
+-- Due delayed jobs become ready; returns the queue row (qkey NULL: no row), the store's
+-- clock and the promoted ids.
+WITH promoted AS (
+    UPDATE jobs
+    SET state = CASE WHEN priority > 0 THEN 'prioritized' ELSE 'waiting' END,
+        delay = 0, due = NULL,
+        seq = CASE WHEN (opts->>'lifo')::boolean THEN -nextval('job_seq')
+                   ELSE nextval('job_seq') END
+    WHERE qkey = $1 AND id IN (
+        SELECT id FROM jobs
+        WHERE qkey = $1 AND state = 'delayed' AND due <= now_ms()
+        ORDER BY due
+        LIMIT 1000
+        FOR UPDATE SKIP LOCKED)
+    RETURNING id
+)
+SELECT q.*, now_ms() AS now, ARRAY(SELECT id FROM promoted) AS promoted
+FROM (SELECT 1) AS one LEFT JOIN queues q ON q.qkey = $1;
+
+-- name: queue_locked
+SELECT *, now_ms() AS now FROM queues WHERE qkey = $1 FOR UPDATE;
+
+-- name: active_count
+SELECT count(*) FROM jobs WHERE qkey = $1 AND state = 'active';
+
+-- name: take
+-- $2 tokens, $3 lock duration ms, $4 worker name, $5 how many, $6 channel. Also appends
+-- the active events and NOTIFYs readers; last_event is the newest event id.
+WITH picked AS (
+    SELECT id, row_number() OVER (ORDER BY priority, seq) AS rn
+    FROM (
+        SELECT id, priority, seq FROM jobs
+        WHERE qkey = $1 AND state IN ('waiting', 'prioritized')
+        ORDER BY priority, seq
+        LIMIT $5
+        FOR UPDATE SKIP LOCKED
+    ) AS ready
+), taken AS (
+    UPDATE jobs
+    SET state = 'active', lock_token = ($2::text[])[picked.rn], lock_expires = now_ms() + $3,
+        processed_on = now_ms(), attempts_started = attempts_started + 1, processed_by = $4,
+        seq = nextval('job_seq')
+    FROM picked
+    WHERE jobs.qkey = $1 AND jobs.id = picked.id
+    RETURNING jobs.*, picked.rn
+), told AS (
+    INSERT INTO events (qkey, ms, event, job_id, fields)
+    SELECT $1, now_ms(), 'active', taken.id, '{"prev": "waiting"}'::jsonb
+    FROM taken ORDER BY taken.rn
+    RETURNING id
+)
+SELECT taken.*,
+       (SELECT max(id) FROM told) AS last_event,
+       (SELECT pg_notify($6::text, 'e:' || $1)) AS notified
+FROM taken;
+
+-- name: count_window
+-- $2 window start, $3 jobs taken in the window, $4 limited until
+UPDATE queues SET window_start = $2, window_count = $3, limited_until = $4 WHERE qkey = $1;
+
+-- name: mark_busy
+UPDATE queues SET drained = false WHERE qkey = $1 AND drained;
+
+-- name: mark_drained
+-- Returns a row only when the queue just became drained.
+UPDATE queues SET drained = true
+WHERE qkey = $1 AND NOT drained
+  AND NOT EXISTS (SELECT 1 FROM jobs WHERE qkey = $1 AND state IN ('waiting', 'prioritized'))
+RETURNING qkey;

@@ -1,0 +1,57 @@
+"""Fixtures of the Postgres-specific tests: a server (found as the conformance suite finds
+it) and fresh schemas, each dropped after its test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import asyncpg
+import pytest
+
+from tests.conformance.conftest import service_url
+from tests.postgres.server import postgres_binaries, start_postgres, with_schema
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    hint = "apt install postgresql, or set PSYQ_TEST_POSTGRES_URL"
+    return service_url(
+        "postgres", "PSYQ_TEST_POSTGRES_URL", postgres_binaries(), start_postgres, hint
+    )
+
+
+@pytest.fixture
+async def admin(pg_server: str) -> AsyncIterator[asyncpg.Connection]:
+    """A plain connection (no search_path) for looking at the catalog."""
+    conn = await asyncpg.connect(pg_server)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def fresh_schema(pg_server: str) -> AsyncIterator[Callable[[], str]]:
+    """`fresh_schema()` -> the name of a schema nobody uses; all are dropped afterwards."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(f"psyq_t_{uuid.uuid4().hex[:12]}")
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        conn = await asyncpg.connect(pg_server)
+        try:
+            for schema in made:
+                drop = "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', $1::text)"
+                await conn.execute(await conn.fetchval(drop, schema))
+        finally:
+            await conn.close()
+
+
+def url_for(server: str, schema: str, **params: str) -> str:
+    url = with_schema(server, schema)
+    return url + "".join(f"&{key}={value}" for key, value in params.items())

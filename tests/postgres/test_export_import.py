@@ -1,0 +1,100 @@
+"""Export / import between two schemas: every state, logs, flow links and queue metadata
+arrive; a second import writes nothing; auto ids continue after the imported ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psyq
+from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.postgres import PostgresBackend
+
+from .conftest import url_for
+
+
+async def export_all(backend: PostgresBackend, queue: str, size: int) -> list[Any]:
+    pages, cursor = [], None
+    while True:
+        page = await backend.export_jobs(queue, cursor, size)
+        pages.append(page)
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+
+
+def summary(record: JobRecord) -> tuple[Any, ...]:
+    state = "waiting" if record.state == "active" else record.state
+    return (
+        record.id,
+        record.name,
+        record.data,
+        state,
+        record.attempts_made,
+        record.returnvalue,
+        record.failed_reason,
+        record.priority,
+        record.delay,
+        record.parent_key,
+    )
+
+
+async def test_a_queue_moves_between_schemas(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    source_url = url_for(pg_server, fresh_schema())
+    target_url = url_for(pg_server, fresh_schema())
+    name = "moving"
+    async with psyq.Queue(name, connection=source_url) as queue:
+        flow = psyq.FlowProducer(connection=source_url)
+        node = await flow.add(
+            {
+                "name": "parent",
+                "queue_name": name,
+                "children": [{"name": "kid", "queue_name": name}],
+            }
+        )
+        await flow.close()
+        await queue.add_bulk([{"name": "plain", "data": i} for i in range(5)])
+        await queue.add("later", None, delay=60_000)
+        await queue.add("urgent", {"p": 1}, priority=3)
+        logged = await queue.add("logged", None, job_id="with-logs")
+        await logged.log("one")
+        await logged.log("two")
+        await queue.set_global_concurrency(3)
+        await queue.upsert_job_scheduler("tick", {"every": 60_000}, {"name": "tick"})
+        worker = psyq.Worker(name, connection=source_url)
+        taken = await worker.get_next_job("tok", block=False)
+        assert taken is not None
+        await taken.move_to_completed({"ok": True}, "tok")
+        await worker.close()
+    source = PostgresBackend(source_url)
+    target = PostgresBackend(target_url)
+    await source.open()
+    await target.open()
+    try:
+        pages = await export_all(source, name, 3)
+        assert len(pages) >= 4
+        written = [await target.import_jobs(name, page) for page in pages]
+        assert [await target.import_jobs(name, page) for page in pages] == [0] * len(pages)
+        await target.set_queue_meta(name, await source.get_queue_meta(name))
+        exported = [job for page in pages for job in page.jobs]
+        assert sum(written) == len(exported)
+        for job in exported:
+            copied = await target.get_job(name, job.id)
+            assert copied is not None
+            assert summary(copied) == summary(job)
+        assert await target.get_job_logs(name, "with-logs", 0, -1, True) == (["one", "two"], 2)
+        deps = await target.get_dependencies(name, node.job.id)
+        assert deps == await source.get_dependencies(name, node.job.id)
+        assert f"bull:{name}:{node.children[0].job.id}" in deps["processed"]
+        meta = await target.get_queue_meta(name)
+        assert meta["globalConcurrency"] == 3
+        assert [s["id"] for s in meta["schedulers"]] == ["tick"]
+        assert await target.get_job_counts(name, ["completed"]) == {"completed": 1}
+        [fresh] = await target.add_jobs(name, [NewJob("new", "null", {})])
+        numeric = [int(job.id) for job in exported if job.id.isdigit()]
+        assert int(fresh.id) > max(numeric)
+    finally:
+        await source.close()
+        await target.close()

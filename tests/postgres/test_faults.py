@@ -1,0 +1,122 @@
+"""Faults: a worker's connections are killed (pg_terminate_backend) while it runs jobs.
+
+Counted like Jepsen's queue checker: every job added is invoked; afterwards each is ok
+(completed), failed, or lost (neither). The test passes on lost == 0 and every job
+completed; duplicates (a job run twice after its lease was recovered) are reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+
+import asyncpg
+import pytest
+
+import psyq
+from tests.conftest import fresh_name
+
+from .conftest import url_for
+
+JOBS = 300
+KILLS = 5
+
+
+async def kill_connections(admin: asyncpg.Connection, application_name: str) -> int:
+    rows = await admin.fetch(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+        application_name,
+    )
+    return sum(1 for row in rows if row[0])
+
+
+async def finished_count(admin: asyncpg.Connection, schema: str, qkey: str) -> int:
+    query = "SELECT count(*) FROM " + schema + ".jobs WHERE qkey = $1 AND finished_on IS NOT NULL"
+    return int(await admin.fetchval(query, qkey))
+
+
+@pytest.mark.timeout(120)
+async def test_killed_connections_lose_no_job(
+    pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str]
+) -> None:
+    schema, app = fresh_schema(), f"psyq_fault_{uuid.uuid4().hex[:8]}"
+    url = url_for(pg_server, schema, application_name=app, command_timeout=5)
+    name = fresh_name("fault")
+    runs: Counter[str] = Counter()
+
+    async def process(job: psyq.Job) -> str:
+        runs[job.id] += 1
+        await asyncio.sleep(0.002)  # the job's work
+        return job.id
+
+    async with psyq.Queue(name, connection=url) as queue:
+        added = [job.id for job in await queue.add_bulk([{"name": "x"}] * JOBS)]
+        worker = psyq.Worker(
+            name,
+            process,
+            connection=url,
+            concurrency=5,
+            lock_duration=1000,
+            stalled_interval=500,
+            max_stalled_count=1000,  # a killed renewal may stall a job: it must come back
+            drain_delay=0.5,
+        )
+        escaped = _record_escapes(worker)
+        killed = 0
+        try:
+            for round_ in range(1, KILLS + 1):
+                await _wait_until(
+                    lambda r=round_: finished_count(admin, schema, f"bull:{name}"),
+                    JOBS * round_ // (KILLS + 1),
+                )
+                killed += await kill_connections(admin, app)
+            await _wait_until(lambda: finished_count(admin, schema, f"bull:{name}"), JOBS, 60)
+        except AssertionError:
+            raise AssertionError(f"exceptions that left a worker slot: {escaped!r}") from None
+        finally:
+            await asyncio.wait_for(worker.close(), 20)
+        states = {job_id: await queue.get_job_state(job_id) for job_id in added}
+    ok = [job_id for job_id, state in states.items() if state == "completed"]
+    failed = [job_id for job_id, state in states.items() if state == "failed"]
+    lost = [job_id for job_id in added if job_id not in ok and job_id not in failed]
+    duplicated = [job_id for job_id, n in runs.items() if n > 1]
+    print(
+        f"\nfault: invoked={len(added)} ok={len(ok)} failed={len(failed)} lost={len(lost)} "
+        f"duplicated={len(duplicated)} connections killed={killed}"
+    )
+    assert killed >= KILLS  # the fault happened
+    assert lost == []
+    assert len(ok) == JOBS
+
+
+async def _wait_until(count: Callable[[], object], target: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = count()
+        reached = await value if asyncio.iscoroutine(value) else value
+        if int(reached) >= target:  # type: ignore[call-overload]
+            return
+        if time.monotonic() > deadline:
+            for task in asyncio.all_tasks():
+                task.print_stack(limit=6)
+            raise AssertionError(f"only {reached} of {target} jobs finished")
+        await asyncio.sleep(0.01)
+
+
+def _record_escapes(worker: psyq.Worker) -> list[BaseException]:
+    """Exceptions that leave the worker's per-job step (they would end its slot)."""
+    escaped: list[BaseException] = []
+    original = worker._process
+
+    async def recording(ref: object, job: psyq.Job) -> object:
+        try:
+            return await original(ref, job)  # type: ignore[arg-type]
+        except BaseException as exc:
+            escaped.append(exc)
+            raise
+
+    worker._process = recording  # type: ignore[method-assign, assignment]
+    return escaped

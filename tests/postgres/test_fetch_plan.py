@@ -1,0 +1,54 @@
+"""The fetch uses its partial index (jobs_ready) once a queue holds >= 10,000 jobs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from psyq.backends.base import NewJob
+from psyq.backends.postgres import PostgresBackend
+from psyq.backends.postgres.queries import load_queries
+
+from .conftest import url_for
+
+ROWS = 12_000
+
+
+def index_names(plan: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(plan, dict):
+        if "Index Name" in plan:
+            found.add(plan["Index Name"])
+        for value in plan.values():
+            found |= index_names(value)
+    elif isinstance(plan, list):
+        for value in plan:
+            found |= index_names(value)
+    return found
+
+
+async def test_fetch_uses_the_ready_index(
+    pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str]
+) -> None:
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        jobs = [NewJob("x", "null", {"priority": i % 3} if i % 2 else {}) for i in range(ROWS)]
+        for queue in ("busy", "other"):
+            for start in range(0, ROWS, 4000):
+                await backend.add_jobs(queue, jobs[start : start + 4000])
+    finally:
+        await backend.close()
+    await admin.execute("SET search_path TO " + schema)
+    await admin.execute("ANALYZE jobs")
+    take = load_queries()["move_to_active.take"]
+    async with admin.transaction():
+        raw = await admin.fetchval(
+            "EXPLAIN (FORMAT JSON) " + take, "bull:busy", ["t1", "t2"], 1000, "w", 2, "psyq_plan"
+        )
+    plan = json.loads(raw)
+    assert "jobs_ready" in index_names(plan), json.dumps(plan, indent=1)
