@@ -222,6 +222,10 @@ class BackendAdapter(ABC):
 
     #: short name used in messages ("memory", "sqlite", "redis", ...)
     kind: str = "backend"
+    #: True when one `settle_many` costs less than several `move_to_finished` (a store
+    #: across the network): workers then settle the completions of one event-loop turn
+    #: together (psyq.core.settle)
+    batch_settles: bool = False
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -25,6 +25,7 @@ from psyq.backends.base import (
     FetchRequest,
     Limiter,
     Retry,
+    Settlement,
 )
 from psyq.core import codec
 from psyq.core.backoff import BackoffStrategy
@@ -32,6 +33,7 @@ from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.core.options import check_int
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
+from psyq.core.settle import SettleBatch
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
@@ -146,6 +148,7 @@ class Worker(_BackendUser, EventEmitter):
         self._ref: QueueRef | None = None
         self._drained = True
         self._forced = False
+        self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._run = self._plugins.wrap_processor(self._call_processor)
         if processor is not None:
             self._is_async = _is_async(processor)
@@ -494,19 +497,41 @@ class Worker(_BackendUser, EventEmitter):
     async def _complete(
         self, ref: QueueRef, job: Job, token: str, outcome: Completed
     ) -> Job | None:
-        fetch = None
-        if self._closing is not None and not self._closing.is_set():
-            fetch = self._fetch_request(self._new_tokens(1))
-        records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, fetch)
+        """Complete the job (fetching the next one unless closing); returns that next job."""
+        fetch = self._closing is not None and not self._closing.is_set()
+        error: PsyqError | None = None
+        if ref.backend.batch_settles:
+            settling = Settlement(job.id, token, outcome)
+            settled = await self._settle_batch(ref).settle(settling, fetch)
+            error, records = settled.error, [settled.next_job] if settled.next_job else []
+        else:
+            request = self._fetch_request(self._new_tokens(1)) if fetch else None
+            records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, request)
+        if error is None:
+            await self._completed(job, outcome)
+        else:
+            self.emit("error", error)
+        if records:
+            self._drained = False
+            return Job(ref, records[0])
+        return None
+
+    async def _completed(self, job: Job, outcome: Completed) -> None:
         job._returnvalue_json = outcome.returnvalue
         job.attempts_made += 1
         result = job.returnvalue
         self.emit("completed", job, result)
         await self._notify("psyq_job_completed", job=job, result=result)
-        if records:
-            self._drained = False
-            return Job(ref, records[0])
-        return None
+
+    def _settle_batch(self, ref: QueueRef) -> SettleBatch:
+        if self._batch is None:
+            self._batch = SettleBatch(
+                ref.backend,
+                self.name,
+                lambda n: self._fetch_request(self._new_tokens(n)),
+                lambda error: self.emit("error", error),
+            )
+        return self._batch
 
     async def _report_failure(
         self, job: Job, outcome: Failed | Retry, error: BaseException | None

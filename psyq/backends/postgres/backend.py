@@ -64,6 +64,7 @@ RETRYABLE = (
 
 class PostgresBackend(BackendAdapter):
     kind = "postgres"
+    batch_settles = True
 
     def __init__(self, url: str) -> None:
         super().__init__(url)

@@ -99,6 +99,7 @@ class RedisBackend(BackendAdapter):
     """BullMQ's Redis layout. One client for commands and scripts, one for blocking reads."""
 
     kind = "redis"
+    batch_settles = True
 
     def __init__(self, url: str) -> None:
         super().__init__(url)

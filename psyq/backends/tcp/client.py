@@ -189,6 +189,7 @@ class TcpBackend(BackendAdapter):
     """The adapter of a remote `psyq server`; see the module docstring for the URL."""
 
     kind = "psyq"
+    batch_settles = True
 
     def __init__(self, url: str) -> None:
         super().__init__(url)

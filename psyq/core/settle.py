@@ -1,0 +1,94 @@
+"""`SettleBatch`: a worker's completions of one event-loop turn, settled in one call.
+
+On a store across the network (Redis, Postgres, psyq://) every `move_to_finished` is a round
+trip. A worker with many slots finishes many jobs in the same turn of the event loop; the
+batch sends them as one `settle_many` call that also fetches the next job for every slot
+that wants one, and hands each slot its own outcome and next job. Backends that settle in
+process (memory, SQLite) gain nothing from it and are called directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from psyq.backends.base import BackendAdapter, FetchRequest, JobRecord, Settlement
+from psyq.errors import PsyqError
+
+__all__ = ["SettleBatch", "Settled"]
+
+
+@dataclass(slots=True)
+class Settled:
+    """One slot's share of a batch: the settle's error (None when it worked) and the job
+    fetched for the slot (None when it asked for none or none was ready)."""
+
+    error: PsyqError | None
+    next_job: JobRecord | None
+
+
+_Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
+
+
+class SettleBatch:
+    def __init__(
+        self,
+        backend: BackendAdapter,
+        queue: str,
+        fetch_request: Callable[[int], FetchRequest],
+        report: Callable[[BaseException], object],
+    ) -> None:
+        self._backend = backend
+        self._queue = queue
+        self._fetch_request = fetch_request  # n -> a request for n jobs with fresh tokens
+        self._report = report  # the worker's `error` event
+        self._pending: list[_Entry] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def settle(self, settlement: Settlement, fetch: bool) -> Settled:
+        """Settle one job with the others of this turn; `fetch`: also take a next job."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Settled] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._send_pending)
+        self._pending.append((settlement, fetch, future))
+        return await future
+
+    def _send_pending(self) -> None:
+        batch, self._pending = self._pending, []
+        task = asyncio.ensure_future(self._send(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: list[_Entry]) -> None:
+        wanted = sum(1 for _, fetch, _ in batch if fetch)
+        request = self._fetch_request(wanted) if wanted else None
+        try:
+            errors, fetched = await self._backend.settle_many(
+                self._queue, [settlement for settlement, _, _ in batch], request
+            )
+        except Exception as exc:  # the whole call failed: every slot of the batch sees it
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        records = iter(fetched)
+        unclaimed: list[JobRecord] = []
+        for (_, fetch, future), error in zip(batch, errors, strict=True):
+            record = next(records, None) if fetch else None
+            if future.done():  # the slot was cancelled (a forced close)
+                unclaimed += [record] if record is not None else []
+            else:
+                future.set_result(Settled(error, record))
+        await self._hand_back([*unclaimed, *records])
+
+    async def _hand_back(self, records: list[JobRecord]) -> None:
+        """Jobs fetched for slots that are gone go back to waiting at once."""
+        for record in records:
+            try:
+                await self._backend.move_job_from_active_to_wait(
+                    self._queue, record.id, record.lock_token or ""
+                )
+            except PsyqError as exc:  # it moved on (its lock expired): the stall check has it
+                self._report(exc)
