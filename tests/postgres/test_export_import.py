@@ -89,8 +89,9 @@ async def test_a_queue_moves_between_schemas(
         assert deps == await source.get_dependencies(name, node.job.id)
         assert f"bull:{name}:{node.children[0].job.id}" in deps["processed"]
         meta = await target.get_queue_meta(name)
-        assert meta["globalConcurrency"] == 3
-        assert [s["id"] for s in meta["schedulers"]] == ["tick"]
+        assert meta["global_concurrency"] == 3
+        assert list(meta["schedulers"]) == ["tick"]
+        assert meta["schedulers"]["tick"]["every"] == 60_000
         assert await target.get_job_counts(name, ["completed"]) == {"completed": 1}
         [fresh] = await target.add_jobs(name, [NewJob("new", "null", {})])
         numeric = [int(job.id) for job in exported if job.id.isdigit()]
