@@ -44,6 +44,7 @@ _CURSOR = "pg1"
 _STATES = {"waiting", "paused", "prioritized", "delayed", "active", "waiting-children"}
 _STATES |= {"completed", "failed"}
 _LINK_KINDS = ("processed", "failed", "ignored")
+_EMPTY = {"processed": "null", "failed": "", "ignored": ""}  # a link stored without value
 _BIGINT_DIGITS = 18  # numeric ids that surely fit the bigint id counter
 
 
@@ -113,7 +114,7 @@ async def export_page(tx: Tx, qkey: str, cursor: str | None, limit: int) -> Expo
         if row["status"] == "pending":
             links["pending"].append(row["child_key"])
         elif row["status"] in _LINK_KINDS:
-            links[row["status"]][row["child_key"]] = row["value"] or ""
+            links[row["status"]][row["child_key"]] = row["value"] or _EMPTY[row["status"]]
     if len(rows) == limit and last is not None:
         page.next_cursor = _encode(last)
     return page
