@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 import psyq
 from psyq.backends.base import JobRecord, NewJob
 from psyq.backends.postgres import PostgresBackend
@@ -89,8 +91,9 @@ async def test_a_queue_moves_between_schemas(
         assert deps == await source.get_dependencies(name, node.job.id)
         assert f"bull:{name}:{node.children[0].job.id}" in deps["processed"]
         meta = await target.get_queue_meta(name)
-        assert meta["globalConcurrency"] == 3
-        assert [s["id"] for s in meta["schedulers"]] == ["tick"]
+        assert meta["global_concurrency"] == 3
+        assert list(meta["schedulers"]) == ["tick"]
+        assert meta["schedulers"]["tick"]["every"] == 60_000
         assert await target.get_job_counts(name, ["completed"]) == {"completed": 1}
         [fresh] = await target.add_jobs(name, [NewJob("new", "null", {})])
         numeric = [int(job.id) for job in exported if job.id.isdigit()]
@@ -98,3 +101,32 @@ async def test_a_queue_moves_between_schemas(
     finally:
         await source.close()
         await target.close()
+
+
+async def test_pages_keep_line_order_and_import_is_silent(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """Waiting in fetch order (lifo first), ids holding ':' across page boundaries, delayed
+    by due time; the copy fetches in the same order and import writes no events."""
+    url = url_for(pg_server, fresh_schema())
+    backend = PostgresBackend(url)
+    await backend.open()
+    try:
+        jobs = [NewJob("a", "1", {"jobId": "x:1"}), NewJob("b", "2", {"jobId": "x:2"})]
+        jobs += [NewJob("c", "3", {"lifo": True}), NewJob("d", "4", {"delay": 90_000})]
+        jobs += [NewJob("e", "5", {"delay": 30_000}), NewJob("f", "6", {"priority": 2})]
+        await backend.add_jobs("src", jobs)
+        pages = await export_all(backend, "src", 1)
+        order = [job.name for page in pages for job in page.jobs]
+        assert order == ["c", "a", "b", "f", "e", "d"]
+        due = {k: v for page in pages for k, v in page.due.items()}
+        assert sorted(due.values()) == list(due.values()) and len(due) == 2
+        assert sum([await backend.import_jobs("dst", page) for page in pages]) == 6
+        copied = await export_all(backend, "dst", 4)
+        assert [job.name for page in copied for job in page.jobs] == order
+        assert {k: v for page in copied for k, v in page.due.items()} == due
+        assert await backend.read_events("dst", "0", 100, 0) == []
+        with pytest.raises(psyq.PsyqError, match="cursor"):
+            await backend.export_jobs("src", "pg1:99:0:0:x", 1)
+    finally:
+        await backend.close()

@@ -1,58 +1,184 @@
-"""Export / import of a queue (what `psyq migrate` and the Spark pipeline use).
+"""Export / import of a queue (what `psyq migrate` and the Spark pipeline use); the contract
+is in `psyq.backends.base` (`ExportPage`, `export_jobs`, `import_jobs`, queue meta).
 
-Pages follow the primary key (the cursor is the last id of a page). Import writes jobs
-idempotently by id: a job already there is left alone unless `overwrite`. Active jobs
-arrive waiting (no worker holds them here); flow links are rebuilt from the children's
-`parent` option; the auto-id counter is raised past imported integer ids.
+- Export pages follow the line order: waiting as taken, prioritized by priority, delayed by
+  due time, active, waiting-children, completed and failed by finish (each by sequence
+  after its key). The cursor is the position of the last row, `pg1:<line>:<key>:<seq>:<id>`:
+  a page resumes right after it, however the queue changed meanwhile.
+- Import writes a page in one transaction, idempotently by id: a job already there with the
+  same name, data and timestamp is skipped; a different one fails the page (nothing written)
+  unless `overwrite`. Jobs keep their state (active ones arrive waiting), line order, due
+  time and their children's links; no events (workers are woken by a NOTIFY); the auto-id
+  counter moves past every numeric id imported.
+- Queue meta is the neutral shape every backend shares (see `base.get_queue_meta`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
+
+import asyncpg
 
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.backends.postgres.records import to_record
 from psyq.backends.postgres.tx import Tx, json_text, queue_of
+from psyq.errors import PsyqError
 
 __all__ = ["export_page", "import_page", "queue_meta", "set_queue_meta"]
 
+# The lines of a queue in export order: (state, statement that pages it).
+_LINES = (
+    ("waiting", "export_jobs.page_by_seq"),
+    ("prioritized", "export_jobs.page_prioritized"),
+    ("delayed", "export_jobs.page_delayed"),
+    ("active", "export_jobs.page_by_seq"),
+    ("waiting-children", "export_jobs.page_by_seq"),
+    ("completed", "export_jobs.page_by_seq"),
+    ("failed", "export_jobs.page_by_seq"),
+)
+_LOWEST = -(2**63)  # below every key and sequence: the start of a line
+_CURSOR = "pg1"
+_STATES = {"waiting", "paused", "prioritized", "delayed", "active", "waiting-children"}
+_STATES |= {"completed", "failed"}
+_LINK_KINDS = ("processed", "failed", "ignored")
+_EMPTY = {"processed": "null", "failed": "", "ignored": ""}  # a link stored without value
+_BIGINT_DIGITS = 18  # numeric ids that surely fit the bigint id counter
+
+
+# ---------------------------------------------------------------------- export
+Position = tuple[int, int, int, str]  # line, key, sequence, id
+
+
+def _encode(position: Position) -> str:
+    line, key, seq, job_id = position
+    return f"{_CURSOR}:{line}:{key}:{seq}:{job_id}"
+
+
+def _decode(cursor: str | None) -> Position:
+    if cursor is None:
+        return 0, _LOWEST, _LOWEST, ""
+    parts = cursor.split(":", 4)
+    try:
+        if len(parts) != 5 or parts[0] != _CURSOR:
+            raise ValueError(cursor)
+        line, key, seq = int(parts[1]), int(parts[2]), int(parts[3])
+        if not 0 <= line < len(_LINES):
+            raise ValueError(cursor)
+    except ValueError:
+        raise PsyqError(f"unknown export cursor {cursor!r}: start again with cursor=None") from None
+    return line, key, seq, parts[4]
+
+
+def _key_of(state: str, row: asyncpg.Record) -> int:
+    if state == "prioritized":
+        return int(row["priority"])
+    if state == "delayed":
+        return int(row["due"] or 0)
+    return 0
+
 
 async def export_page(tx: Tx, qkey: str, cursor: str | None, limit: int) -> ExportPage:
-    rows = await tx.fetch("export_jobs.page", qkey, cursor or "", limit)
-    jobs = [to_record(row) for row in rows]
-    logs: dict[str, list[str]] = {}
-    if jobs:
-        for row in await tx.fetch("export_jobs.logs", qkey, [job.id for job in jobs]):
-            logs.setdefault(row["job_id"], []).append(row["row"])
-    next_cursor = jobs[-1].id if len(jobs) == limit else None
-    return ExportPage(jobs, logs, next_cursor)
+    line, key, seq, after = _decode(cursor)
+    rows: list[asyncpg.Record] = []
+    last: Position | None = None
+    while line < len(_LINES) and len(rows) < limit:
+        state, statement = _LINES[line]
+        want = limit - len(rows)
+        if statement == "export_jobs.page_by_seq":
+            found = await tx.fetch(statement, qkey, state, seq, after, want)
+        else:
+            found = await tx.fetch(statement, qkey, key, seq, after, want)
+        rows += found
+        if found:
+            tail = found[-1]
+            last = (line, _key_of(state, tail), int(tail["seq"]), str(tail["id"]))
+        if len(found) < want:
+            line, key, seq, after = line + 1, _LOWEST, _LOWEST, ""
+    page = ExportPage([], {}, None)
+    if not rows:
+        return page
+    page.jobs = [to_record(row) for row in rows]
+    for record in page.jobs:
+        record.lock_token = None
+    ids = [record.id for record in page.jobs]
+    for row in await tx.fetch("export_jobs.logs", qkey, ids):
+        page.logs.setdefault(row["job_id"], []).append(row["row"])
+    page.due = {row["id"]: int(row["due"]) for row in rows if row["state"] == "delayed"}
+    for row in await tx.fetch("export_jobs.links", qkey, ids):
+        links = page.deps.setdefault(
+            row["parent_id"], {"pending": [], "processed": {}, "failed": {}, "ignored": {}}
+        )
+        if row["status"] == "pending":
+            links["pending"].append(row["child_key"])
+        elif row["status"] in _LINK_KINDS:
+            links[row["status"]][row["child_key"]] = row["value"] or _EMPTY[row["status"]]
+    if len(rows) == limit and last is not None:
+        page.next_cursor = _encode(last)
+    return page
 
 
+# ---------------------------------------------------------------------- import
 async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> int:
-    ids = [job.id for job in page.jobs]
-    present = (
-        set()
-        if overwrite
-        else {row["id"] for row in await tx.fetch("export_jobs.existing_ids", qkey, ids)}
-    )
-    written = [job for job in page.jobs if job.id not in present]
-    for job in written:
-        await _write(tx, qkey, job)
+    written = await _to_write(tx, qkey, page, overwrite)
+    await tx.execute("common.ensure_queue", qkey, queue_of(qkey))
+    rows = await tx.fetch("add_jobs.next_seqs", len(written)) if written else []
+    for job, row in zip(written, rows, strict=True):
+        await _write(tx, qkey, job, int(row[0]), page.due.get(job.id))
         await tx.execute("export_jobs.replace_logs", qkey, job.id, page.logs.get(job.id, []))
-        await _link(tx, qkey, job)
-    numbers = [int(job.id) for job in written if job.id.isdigit()]
+        await _restore_links(tx, qkey, job.id, page.deps.get(job.id))
+    numbers = [int(job.id) for job in page.jobs if _is_number(job.id)]
     if numbers:
         await tx.execute("export_jobs.raise_last_id", qkey, queue_of(qkey), max(numbers))
+    if any(job.state in ("waiting", "prioritized") for job in written):
+        tx.wake(qkey)
     return len(written)
 
 
-async def _write(tx: Tx, qkey: str, job: JobRecord) -> None:
-    state = "waiting" if job.state in (None, "active", "paused") else job.state
+def _is_number(job_id: str) -> bool:
+    return job_id.isascii() and job_id.isdigit() and len(job_id) <= _BIGINT_DIGITS
+
+
+async def _to_write(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> list[JobRecord]:
+    """The page's jobs to write, with the state they arrive in; refuses (before anything is
+    written) a different job under an id that is taken."""
+    for job in page.jobs:
+        if (job.state or "waiting") not in _STATES:
+            raise PsyqError(f"cannot import job {job.id!r}: unknown state {job.state!r}")
+    existing = {}
+    if not overwrite:
+        rows = await tx.fetch("export_jobs.existing", qkey, [job.id for job in page.jobs])
+        existing = {row["id"]: row for row in rows}
+    written: list[JobRecord] = []
+    for job in page.jobs:
+        old = existing.get(job.id)
+        if old is None:
+            written.append(_arriving(job))
+        elif (old["name"], old["data"], old["timestamp"]) != (job.name, job.data, job.timestamp):
+            raise PsyqError(
+                f"cannot import job {job.id!r} into {queue_of(qkey)!r}: a different job holds "
+                "that id there (import with overwrite to replace it)"
+            )
+    return written
+
+
+def _arriving(job: JobRecord) -> JobRecord:
+    """The job as it arrives: active ones (their worker is gone) and paused ones wait."""
+    state = job.state or "waiting"
+    if state in ("active", "paused"):
+        state = "waiting"
     if state == "waiting" and job.priority > 0:
         state = "prioritized"
-    seq = int(await tx.fetchval("add_jobs.next_seqs", 1))
-    due = job.timestamp + job.delay if state == "delayed" else None
+    return replace(job, state=state)
+
+
+async def _write(tx: Tx, qkey: str, job: JobRecord, seq: int, due: int | None) -> None:
+    if job.state != "delayed":
+        due = None
+    elif due is None:
+        due = job.timestamp + job.delay
     await tx.execute(
         "export_jobs.upsert",
         qkey,
@@ -74,84 +200,103 @@ async def _write(tx: Tx, qkey: str, job: JobRecord) -> None:
         json_text(list(job.stacktrace)),
         job.parent_key,
         job.processed_by,
-        state,
+        job.state,
         seq,
         due,
     )
-    if state in ("waiting", "prioritized"):
-        tx.emit(qkey, "waiting", job.id)
-        tx.wake(qkey)
 
 
-async def _link(tx: Tx, qkey: str, job: JobRecord) -> None:
-    parent = job.opts.get("parent")
-    if not parent:
+async def _restore_links(tx: Tx, qkey: str, job_id: str, links: Mapping[str, Any] | None) -> None:
+    """A parent's children links become those of the page (child keys kept as they are)."""
+    if not links:
+        await tx.execute("export_jobs.drop_links", qkey, job_id)
         return
-    status, value = "pending", None
-    if job.state == "completed":
-        status, value = "processed", job.returnvalue or "null"
-    elif job.state == "failed":
-        value = job.failed_reason or ""
-    child_key = f"{qkey}:{job.id}"
-    await tx.execute("export_jobs.link", parent["queue"], parent["id"], child_key, status, value)
+    keys: list[str] = []
+    statuses: list[str] = []
+    values: list[str | None] = []
+    for key in links.get("pending") or ():
+        keys.append(str(key))
+        statuses.append("pending")
+        values.append(None)
+    for kind in _LINK_KINDS:
+        for key, value in (links.get(kind) or {}).items():
+            keys.append(str(key))
+            statuses.append(kind)
+            values.append(None if value is None else str(value))
+    await tx.execute("export_jobs.replace_links", qkey, job_id, keys, statuses, values)
 
 
+# ---------------------------------------------------------------------- queue meta
 async def queue_meta(tx: Tx, qkey: str) -> dict[str, Any]:
     queue = await tx.fetchrow("common.queue", qkey)
+    now = await tx.now()
     schedulers = await tx.fetch("schedulers.all", qkey)
     dedup = await tx.fetch("export_jobs.dedup_keys", qkey)
-    limit = None
-    if queue is not None and queue["global_max"] is not None:
-        limit = {"max": queue["global_max"], "duration": queue["global_duration"]}
+    limiter = None
+    if queue is not None and queue["global_max"] is not None and queue["global_duration"]:
+        limiter = [int(queue["global_max"]), int(queue["global_duration"])]
+    limited = 0 if queue is None else int(queue["limited_until"])
     return {
-        "paused": bool(queue and queue["paused"]),
-        "lastId": 0 if queue is None else queue["last_id"],
-        "maxLenEvents": 10_000 if queue is None else queue["max_len_events"],
-        "globalConcurrency": None if queue is None else queue["global_concurrency"],
-        "globalRateLimit": limit,
-        "schedulers": [_scheduler(row) for row in schedulers],
-        "dedup": {r["dedup_id"]: {"jobId": r["job_id"], "expires": r["expires"]} for r in dedup},
+        "paused": bool(queue is not None and queue["paused"]),
+        "last_id": 0 if queue is None else int(queue["last_id"]),
+        "limited_until": limited if limited > now else 0,
+        "global_limiter": limiter,
+        "global_concurrency": None if queue is None else queue["global_concurrency"],
+        "dedup": {row["dedup_id"]: [row["job_id"], row["expires"]] for row in dedup},
+        "schedulers": {row["id"]: _scheduler(row) for row in schedulers},
+        "max_len_events": 10_000 if queue is None else int(queue["max_len_events"]),
     }
 
 
-def _scheduler(row: Any) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "spec": json.loads(row["spec"]),
-        "name": row["template_name"],
-        "data": row["template_data"],
-        "opts": json.loads(row["template_opts"]),
-        "iterationCount": row["iteration_count"],
-        "next": row["next_ms"],
-        "pending": row["pending"],
-    }
+def _scheduler(row: asyncpg.Record) -> dict[str, Any]:
+    """The neutral shape: the spec as given to upsert_job_scheduler, the template, the
+    iteration count, the next run and the pending job."""
+    shown: dict[str, Any] = json.loads(row["spec"])
+    shown["template"] = [
+        row["template_name"],
+        row["template_data"],
+        json.loads(row["template_opts"]),
+        None,
+    ]
+    shown["iterationCount"] = row["iteration_count"]
+    shown["next"] = row["next_ms"]
+    shown["pending"] = row["pending"]
+    return shown
 
 
-async def set_queue_meta(tx: Tx, qkey: str, meta: dict[str, Any]) -> None:
-    limit = meta.get("globalRateLimit") or {}
+_NOT_SPEC = ("template", "iterationCount", "next", "pending", "key", "name")
+
+
+async def set_queue_meta(tx: Tx, qkey: str, meta: Mapping[str, Any]) -> None:
+    limiter = meta.get("global_limiter")
+    concurrency = meta.get("global_concurrency")
     await tx.execute(
         "export_jobs.set_meta",
         qkey,
         queue_of(qkey),
         bool(meta.get("paused", False)),
-        int(meta.get("lastId", 0)),
-        int(meta.get("maxLenEvents", 10_000)),
-        meta.get("globalConcurrency"),
-        limit.get("max"),
-        limit.get("duration"),
+        int(meta.get("last_id") or 0),
+        int(meta.get("max_len_events") or 10_000),
+        None if concurrency is None else int(concurrency),
+        int(limiter[0]) if limiter else None,
+        int(limiter[1]) if limiter else None,
+        int(meta.get("limited_until") or 0),
     )
-    for entry in meta.get("schedulers", []):
+    for scheduler_id, entry in (meta.get("schedulers") or {}).items():
+        name, data, opts, _timestamp = entry["template"]
+        spec = {k: v for k, v in entry.items() if k not in _NOT_SPEC}
         await tx.execute(
             "export_jobs.scheduler_row",
             qkey,
-            entry["id"],
-            json_text(entry["spec"]),
-            entry["name"],
-            entry["data"],
-            json_text(entry["opts"]),
-            entry["iterationCount"],
-            entry["next"],
-            entry["pending"],
+            scheduler_id,
+            json_text(spec),
+            name,
+            data,
+            json_text(opts),
+            int(entry.get("iterationCount") or 0),
+            entry.get("next"),
+            entry.get("pending"),
         )
-    for dedup_id, entry in meta.get("dedup", {}).items():
-        await tx.execute("add_jobs.dedup_set", qkey, dedup_id, entry["jobId"], entry["expires"])
+    for dedup_id, (job_id, expires) in (meta.get("dedup") or {}).items():
+        await tx.execute("add_jobs.dedup_set", qkey, dedup_id, job_id, expires)
+    tx.wake(qkey)  # resumed or limits changed: workers look again

@@ -1,20 +1,49 @@
 -- export_jobs / import_jobs / get_queue_meta / set_queue_meta: what `psyq migrate` moves.
--- Parameters: $1 qkey, others per statement. Effects: import writes jobs idempotently by
--- id (an existing id is kept unless overwrite), replaces their logs, rebuilds flow links
--- from the children's parent option and raises the auto-id counter past imported ids.
--- Events: waiting (jobs imported ready). Return codes: none.
+-- Parameters: $1 qkey, others per statement. Effects: export reads pages in line order
+-- (waiting as taken, prioritized by priority, delayed by due time, active,
+-- waiting-children, completed, failed: each by sequence after its key), resuming after the
+-- (key, seq, id) of the cursor. Import writes jobs by id in one transaction (the caller
+-- refuses a different job under a taken id before writing), replaces their logs and their
+-- children's links, and raises the auto-id counter past imported ids.
+-- Events: none (import wakes workers with a NOTIFY only). Return codes: none.
 
--- name: page
--- $2 after this id ('' = from the start), $3 page size. Pages follow the primary key.
-SELECT * FROM jobs WHERE qkey = $1 AND id > $2 ORDER BY id LIMIT $3;
+-- name: page_by_seq
+-- $2 state, $3 seq, $4 id: rows of one state after (seq, id), $5 page size.
+SELECT * FROM jobs
+WHERE qkey = $1 AND state = $2 AND (seq, id) > ($3::bigint, $4::text)
+ORDER BY seq, id
+LIMIT $5;
+
+-- name: page_prioritized
+-- $2 priority, $3 seq, $4 id: prioritized rows after (priority, seq, id), $5 page size.
+SELECT * FROM jobs
+WHERE qkey = $1 AND state = 'prioritized'
+  AND (priority::bigint, seq, id) > ($2::bigint, $3::bigint, $4::text)
+ORDER BY priority, seq, id
+LIMIT $5;
+
+-- name: page_delayed
+-- $2 due, $3 seq, $4 id: delayed rows after (due, seq, id), $5 page size.
+SELECT * FROM jobs
+WHERE qkey = $1 AND state = 'delayed' AND (due, seq, id) > ($2::bigint, $3::bigint, $4::text)
+ORDER BY due, seq, id
+LIMIT $5;
 
 -- name: logs
 -- $2 job ids
 SELECT job_id, row FROM logs WHERE qkey = $1 AND job_id = ANY($2::text[]) ORDER BY job_id, seq;
 
--- name: existing_ids
--- $2 ids
-SELECT id FROM jobs WHERE qkey = $1 AND id = ANY($2::text[]);
+-- name: links
+-- $2 parent ids: their children's links.
+SELECT parent_id, child_key, status, value FROM deps
+WHERE parent_qkey = $1 AND parent_id = ANY($2::text[])
+ORDER BY parent_id, child_key;
+
+-- name: existing
+-- $2 ids: the rows already under those ids, locked for the import.
+SELECT id, name, data, timestamp FROM jobs WHERE qkey = $1 AND id = ANY($2::text[])
+ORDER BY id
+FOR UPDATE;
 
 -- name: upsert
 -- $2.. every column of one job (state, seq and due computed by the caller)
@@ -43,31 +72,41 @@ WITH gone AS (
 INSERT INTO logs (qkey, job_id, row) SELECT $1, $2, r FROM unnest($3::text[]) WITH ORDINALITY AS l(r, n)
 ORDER BY n;
 
+-- name: replace_links
+-- $2 parent id, $3 child keys, $4 statuses, $5 values: the parent's links become these.
+WITH gone AS (
+    DELETE FROM deps WHERE parent_qkey = $1 AND parent_id = $2
+)
+INSERT INTO deps (parent_qkey, parent_id, child_key, status, value)
+SELECT $1, $2, k, s, v FROM unnest($3::text[], $4::text[], $5::text[]) AS l(k, s, v);
+
+-- name: drop_links
+-- $2 parent id
+DELETE FROM deps WHERE parent_qkey = $1 AND parent_id = $2;
+
 -- name: raise_last_id
--- $2 queue name, $3 the largest numeric id imported
+-- $2 queue name, $3 the largest numeric id imported (0: none)
 INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
 ON CONFLICT (qkey) DO UPDATE SET last_id = greatest(queues.last_id, EXCLUDED.last_id);
 
--- name: link
--- $1 parent qkey, $2 parent id, $3 child key, $4 status, $5 value
-INSERT INTO deps (parent_qkey, parent_id, child_key, status, value) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (parent_qkey, parent_id, child_key) DO UPDATE
-SET status = EXCLUDED.status, value = EXCLUDED.value;
-
 -- name: dedup_keys
-SELECT dedup_id, job_id, expires FROM dedup WHERE qkey = $1 ORDER BY dedup_id;
+-- Live keys only.
+SELECT dedup_id, job_id, expires FROM dedup
+WHERE qkey = $1 AND (expires IS NULL OR expires > now_ms())
+ORDER BY dedup_id;
 
 -- name: set_meta
 -- $2 queue name, $3 paused, $4 last id, $5 max events, $6 global concurrency,
--- $7 global max, $8 global duration
+-- $7 global max, $8 global duration, $9 limited until
 INSERT INTO queues (qkey, name, paused, last_id, max_len_events, global_concurrency,
-                    global_max, global_duration)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                    global_max, global_duration, limited_until)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (qkey) DO UPDATE
 SET paused = EXCLUDED.paused, last_id = greatest(queues.last_id, EXCLUDED.last_id),
     max_len_events = EXCLUDED.max_len_events,
     global_concurrency = EXCLUDED.global_concurrency, global_max = EXCLUDED.global_max,
-    global_duration = EXCLUDED.global_duration;
+    global_duration = EXCLUDED.global_duration,
+    limited_until = greatest(queues.limited_until, EXCLUDED.limited_until);
 
 -- name: scheduler_row
 -- $2 id, $3 spec, $4 template name, $5 template data, $6 template opts, $7 iterations,
