@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from psyq import __version__ as psyq_version
 from psyq.backends.base import (
@@ -52,6 +54,7 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts
 from psyq.core import codec
+from psyq.core.backoff import Reconnect
 from psyq.core.schedule import first_run, next_run
 from psyq.errors import ConnectionError, InvalidOptionsError, InvalidURLError, PsyqError
 
@@ -73,6 +76,9 @@ _SCRIPTS: dict[str, Script] = {}
 _LISTS = {"waiting": "wait", "paused": "paused", "active": "active"}
 _SETS = {"completed", "failed", "delayed", "prioritized", "waiting-children"}
 _NUMERIC_EVENT_FIELDS = ("attemptsMade", "delay")
+# What a lost connection raises (redis-py's BusyLoadingError, a server still loading its
+# data after a restart, is one of its ConnectionErrors).
+_CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def parse_redis_url(url: str) -> tuple[str, str]:
@@ -111,6 +117,7 @@ class RedisBackend(BackendAdapter):
         self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
         self._scripts = _scripts()
         self._pipeline = ScriptPipeline()
+        self._reconnect = Reconnect()  # paces calls while the server does not answer
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -177,11 +184,23 @@ class RedisBackend(BackendAdapter):
         return f"{self.prefix}:{queue}"
 
     async def _run(self, name: str, queue: str, *args: Any) -> Any:
+        """Run a script. While the server does not answer, calls are paced by one shared
+        capped, jittered backoff, and each failure raises psyq's ConnectionError (redis-py
+        reconnects the broken connections on their next use)."""
+        await self._reconnect.wait()
         try:
             script = self._scripts[name]
-            return await self._pipeline.call(self.client, script, self.queue_key(queue), args)
+            result = await self._pipeline.call(self.client, script, self.queue_key(queue), args)
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(f"script {name} on queue {queue!r}", exc) from exc
         except RedisError as exc:
             raise PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}") from exc
+        self._reconnect.succeeded()
+        return result
+
+    def _lost(self, what: str, exc: BaseException) -> ConnectionError:
+        self._reconnect.failed()
+        return ConnectionError(self.url, f"{what}: {exc or type(exc).__name__}")
 
     async def _run_code(
         self, name: str, queue: str, job_id: str, operation: str, *args: Any
@@ -328,7 +347,12 @@ class RedisBackend(BackendAdapter):
             if hint == 0 or left_ms <= 0:
                 return
             block_ms = left_ms if hint < 0 else min(left_ms, hint)
-            popped = await _uncancelled(blocking.bzpopmin(marker, self._block_timeout(block_ms)))
+            try:
+                popped = await _uncancelled(
+                    blocking.bzpopmin(marker, self._block_timeout(block_ms))
+                )
+            except _CONNECTION_ERRORS as exc:
+                raise self._lost(f"waiting on {marker!r}", exc) from exc
             if popped is None or popped[1] != "1":
                 return
 
