@@ -14,6 +14,7 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -66,6 +67,9 @@ T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 ADD_CHUNK = 1000
+# Settles of one loop turn go in script calls of at most this many jobs, each in its own
+# round trip: Redis runs the next call while the worker handles the jobs of the first.
+SETTLE_CHUNK = 25
 OBLITERATE_BATCH = 1000  # jobs deleted per obliterate script call
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 MAX_METRICS_POINTS = (
@@ -118,6 +122,7 @@ class RedisBackend(BackendAdapter):
         self._scripts = _scripts()
         self._pipeline = ScriptPipeline()
         self._reconnect = Reconnect()  # paces calls while the server does not answer
+        self._batches: dict[tuple[str, Any], _SettleBatch] = {}  # settles of this loop turn
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -162,6 +167,8 @@ class RedisBackend(BackendAdapter):
             )
 
     async def close(self) -> None:
+        while self._batches:  # settles of this loop turn not sent yet
+            await asyncio.sleep(0)
         await self._pipeline.wait_idle()
         for client in (self._client, self._blocking, *self._waiting.values()):
             if client is not None:
@@ -191,12 +198,15 @@ class RedisBackend(BackendAdapter):
         try:
             script = self._scripts[name]
             result = await self._pipeline.call(self.client, script, self.queue_key(queue), args)
-        except _CONNECTION_ERRORS as exc:
-            raise self._lost(f"script {name} on queue {queue!r}", exc) from exc
         except RedisError as exc:
-            raise PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}") from exc
+            raise self._script_error(name, queue, exc) from exc
         self._reconnect.succeeded()
         return result
+
+    def _script_error(self, name: str, queue: str, exc: BaseException) -> PsyqError:
+        if isinstance(exc, _CONNECTION_ERRORS):
+            return self._lost(f"script {name} on queue {queue!r}", exc)
+        return PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}")
 
     def _lost(self, what: str, exc: BaseException) -> ConnectionError:
         self._reconnect.failed()
@@ -393,11 +403,69 @@ class RedisBackend(BackendAdapter):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
-        items = [self._settle_item(job_id, token, outcome)]
-        [code], fetched = await self._settle(queue, items, fetch)
+        """Settles made in the same event-loop turn (a worker's slots finishing together)
+        go to Redis as one moveToFinished call that settles them all and fetches the next
+        job for each (the script takes the jobs in token order)."""
+        await self._reconnect.wait()
+        item = self._settle_item(job_id, token, outcome)
+        code, fetched = await self._settle_later(queue, item, fetch)
         operation = "complete" if isinstance(outcome, Completed) else "fail"
         raise_for_code(code, queue, job_id, operation, "not active")
+        await self._schedule_next(queue, fetched)
         return fetched
+
+    def _settle_later(
+        self, queue: str, item: dict[str, Any], fetch: FetchRequest | None
+    ) -> asyncio.Future[tuple[int, list[JobRecord]]]:
+        loop = asyncio.get_running_loop()
+        shape = None
+        if fetch is not None and fetch.tokens:
+            shape = (fetch.lock_duration, fetch.worker_name, fetch.limiter)
+        key = (queue, shape)
+        batch = self._batches.get(key)
+        if batch is None or len(batch.items) >= SETTLE_CHUNK:
+            batch = self._batches[key] = _SettleBatch(queue, shape, fetch if shape else None)
+            loop.call_soon(self._send_batch, batch)
+        future: asyncio.Future[tuple[int, list[JobRecord]]] = loop.create_future()
+        batch.items.append(item)
+        batch.tokens.append(list(fetch.tokens) if fetch is not None and shape else [])
+        batch.futures.append(future)
+        return future
+
+    def _send_batch(self, batch: _SettleBatch) -> None:
+        key = (batch.queue, batch.shape)
+        if self._batches.get(key) is batch:
+            del self._batches[key]
+        tokens = [token for mine in batch.tokens for token in mine]
+        arg: dict[str, Any] = {"settle": batch.items}
+        if batch.fetch is not None:
+            arg["fetch"] = self._fetch_arg(replace(batch.fetch, tokens=tokens))
+        try:
+            script = self._scripts["moveToFinished"]
+            reply = self._pipeline.call_alone(
+                self.client, script, self.queue_key(batch.queue), (json.dumps(arg),)
+            )
+        except Exception as exc:
+            batch.fail(exc)
+            return
+        reply.add_done_callback(lambda done: self._batch_done(batch, tokens, done))
+
+    def _batch_done(
+        self, batch: _SettleBatch, tokens: list[str], reply: asyncio.Future[Any]
+    ) -> None:
+        if reply.cancelled():
+            batch.fail(asyncio.CancelledError())
+            return
+        exc = reply.exception()
+        if exc is not None:
+            batch.fail(self._script_error("moveToFinished", batch.queue, exc))
+            return
+        self._reconnect.succeeded()
+        codes, hashes = reply.result()
+        records = {r.lock_token: r for r in self._records(batch.queue, hashes, tokens)}
+        for code, mine, future in zip(codes, batch.tokens, batch.futures, strict=True):
+            if not future.done():
+                future.set_result((int(code), [records[t] for t in mine if t in records]))
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         [code], _ = await self._settle(queue, [self._settle_item(job_id, token, outcome)], None)
@@ -894,6 +962,25 @@ class RedisBackend(BackendAdapter):
             return {}
         reasons = await self.client.hmget(self.queue_key(queue) + ":cancelled", list(job_ids))
         return {job_id: r for job_id, r in zip(job_ids, reasons, strict=True) if r is not None}
+
+
+class _SettleBatch:
+    """moveToFinished calls of one loop turn for one queue (and one fetch shape)."""
+
+    __slots__ = ("fetch", "futures", "items", "queue", "shape", "tokens")
+
+    def __init__(self, queue: str, shape: Any, fetch: FetchRequest | None) -> None:
+        self.queue = queue
+        self.shape = shape
+        self.fetch = fetch
+        self.items: list[dict[str, Any]] = []
+        self.tokens: list[list[str]] = []  # each caller's fetch tokens
+        self.futures: list[asyncio.Future[tuple[int, list[JobRecord]]]] = []
+
+    def fail(self, exc: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(exc)
 
 
 async def _maxmemory_policy(client: Any) -> str | None:
