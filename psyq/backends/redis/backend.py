@@ -67,9 +67,12 @@ T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 ADD_CHUNK = 1000
-# Settles of one loop turn go in script calls of at most this many jobs, each in its own
-# round trip: Redis runs the next call while the worker handles the jobs of the first.
-SETTLE_CHUNK = 25
+# Settles go in script calls of SETTLE_MIN to SETTLE_MAX jobs, about 1/SETTLE_SPLIT of the
+# settles in progress (a worker at concurrency 100: 25; at 10: 5), each in its own round
+# trip: Redis runs the next call while the worker handles the jobs of the previous one.
+SETTLE_SPLIT = 4
+SETTLE_MIN = 5
+SETTLE_MAX = 50
 OBLITERATE_BATCH = 1000  # jobs deleted per obliterate script call
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 MAX_METRICS_POINTS = (
@@ -123,6 +126,7 @@ class RedisBackend(BackendAdapter):
         self._pipeline = ScriptPipeline()
         self._reconnect = Reconnect()  # paces calls while the server does not answer
         self._batches: dict[tuple[str, Any], _SettleBatch] = {}  # settles of this loop turn
+        self._settling = 0  # move_to_finished calls in progress
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -408,7 +412,11 @@ class RedisBackend(BackendAdapter):
         job for each (the script takes the jobs in token order)."""
         await self._reconnect.wait()
         item = self._settle_item(job_id, token, outcome)
-        code, fetched = await self._settle_later(queue, item, fetch)
+        self._settling += 1
+        try:
+            code, fetched = await self._settle_later(queue, item, fetch)
+        finally:
+            self._settling -= 1
         operation = "complete" if isinstance(outcome, Completed) else "fail"
         raise_for_code(code, queue, job_id, operation, "not active")
         await self._schedule_next(queue, fetched)
@@ -423,19 +431,22 @@ class RedisBackend(BackendAdapter):
             shape = (fetch.lock_duration, fetch.worker_name, fetch.limiter)
         key = (queue, shape)
         batch = self._batches.get(key)
-        if batch is None or len(batch.items) >= SETTLE_CHUNK:
+        if batch is None:
             batch = self._batches[key] = _SettleBatch(queue, shape, fetch if shape else None)
-            loop.call_soon(self._send_batch, batch)
+            loop.call_soon(self._send_batch, key)
         future: asyncio.Future[tuple[int, list[JobRecord]]] = loop.create_future()
         batch.items.append(item)
         batch.tokens.append(list(fetch.tokens) if fetch is not None and shape else [])
         batch.futures.append(future)
         return future
 
-    def _send_batch(self, batch: _SettleBatch) -> None:
-        key = (batch.queue, batch.shape)
-        if self._batches.get(key) is batch:
-            del self._batches[key]
+    def _send_batch(self, key: tuple[str, Any]) -> None:
+        batch = self._batches.pop(key)
+        size = min(SETTLE_MAX, max(SETTLE_MIN, -(-self._settling // SETTLE_SPLIT)))
+        for start in range(0, len(batch.items), size):
+            self._send_chunk(batch.chunk(start, start + size))
+
+    def _send_chunk(self, batch: _SettleBatch) -> None:
         tokens = [token for mine in batch.tokens for token in mine]
         arg: dict[str, Any] = {"settle": batch.items}
         if batch.fetch is not None:
@@ -976,6 +987,15 @@ class _SettleBatch:
         self.items: list[dict[str, Any]] = []
         self.tokens: list[list[str]] = []  # each caller's fetch tokens
         self.futures: list[asyncio.Future[tuple[int, list[JobRecord]]]] = []
+
+    def chunk(self, start: int, stop: int) -> _SettleBatch:
+        if start == 0 and stop >= len(self.items):
+            return self
+        part = _SettleBatch(self.queue, self.shape, self.fetch)
+        part.items = self.items[start:stop]
+        part.tokens = self.tokens[start:stop]
+        part.futures = self.futures[start:stop]
+        return part
 
     def fail(self, exc: BaseException) -> None:
         for future in self.futures:
