@@ -108,7 +108,8 @@ class ScriptPipeline:
 
     def _flush_soon(self, client: Any) -> None:
         batch, self._pending = self._pending, []
-        task = asyncio.ensure_future(self._flush(client, batch))
+        send = self._send_one if len(batch) == 1 else self._send  # one call: no pipeline
+        task = asyncio.ensure_future(self._flush(client, batch, send))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
 
