@@ -151,7 +151,10 @@ class ScriptPipeline:
         and queue prefix of a script and queue are packed once), no redis-py pipeline."""
         [(script, keys, argv, _)] = batch
         pool = client.connection_pool
-        conn = await pool.get_connection()
+        try:
+            conn = await pool.get_connection()
+        except TypeError:  # redis-py < 5.3 wants a command name (deprecated since)
+            conn = await pool.get_connection("EVALSHA")
         try:
             await conn.send_packed_command(_pack(script, keys, argv), check_health=False)
             try:
