@@ -787,7 +787,12 @@ class RedisBackend(BackendAdapter):
         client = self._blocking if block_ms > 0 else self._client
         if client is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
-        reply = await _uncancelled(client.xread({key: start}, count=count, block=block_ms or None))
+        try:
+            reply = await _uncancelled(
+                client.xread({key: start}, count=count, block=block_ms or None)
+            )
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(f"reading {key!r}", exc) from exc
         return [
             _event(entry_id, fields)
             for _stream, entries in reply or ()
