@@ -4,7 +4,8 @@
 The test starts its own redis-server (append-only file, so the jobs survive the restart),
 stops it with SIGTERM mid-run and starts it again on the same port and directory. Outcomes are
 counted like Jepsen's queue checker: lost must be 0; a job may run twice only when its lock
-expired during the outage (at-least-once delivery), and such duplicates are printed."""
+expired during the outage (at-least-once delivery), and such duplicates are printed. A
+QueueEvents reading the queue's events through the restart sees every job's `completed`."""
 
 from __future__ import annotations
 
@@ -99,7 +100,12 @@ async def test_worker_resumes_after_redis_restarts(
         return int(job.data)
 
     queue = psyq.Queue(queue_name, connection=redis_process.url)
-    await queue.add_bulk([{"name": "j", "data": i} for i in range(JOBS)])
+    events = psyq.QueueEvents(queue_name, connection=redis_process.url, last_event_id="0")
+    announced: set[str] = set()
+    event_errors: list[BaseException] = []
+    events.on("completed", lambda args, event_id: announced.add(args["jobId"]))
+    events.on("error", event_errors.append)
+    added = await queue.add_bulk([{"name": "j", "data": i} for i in range(JOBS)])
     worker = psyq.Worker(
         queue_name,
         process,
@@ -116,8 +122,13 @@ async def test_worker_resumes_after_redis_restarts(
         redis_process.start()
         await _wait_completed(queue, JOBS, 60)
         assert worker.is_running()
+        deadline = time.monotonic() + 30  # QueueEvents resumes from its last event id
+        while len(announced) < JOBS:
+            assert time.monotonic() < deadline, f"{len(announced)} completed events seen"
+            await asyncio.sleep(0.05)
     finally:
         await worker.close()
+        await events.close()
         await queue.close()
 
     queue = psyq.Queue(queue_name, connection=redis_process.url)
@@ -132,3 +143,5 @@ async def test_worker_resumes_after_redis_restarts(
     assert lost == set()
     assert counts["completed"] == JOBS and counts["failed"] == 0 and counts["active"] == 0
     assert any(isinstance(error, psyq.errors.ConnectionError) for error in errors), errors
+    assert announced == {job.id for job in added}
+    assert all(isinstance(error, psyq.errors.ConnectionError) for error in event_errors)
