@@ -390,14 +390,15 @@ class RedisBackend(BackendAdapter):
 
     async def _settle(
         self, queue: str, items: list[dict[str, Any]], fetch: FetchRequest | None
-    ) -> tuple[list[int], list[JobRecord]]:
+    ) -> tuple[list[Any], list[JobRecord]]:
+        """(each job's code, as the script returned it: see _settle_code), fetched jobs."""
         arg: dict[str, Any] = {"settle": items}
         if fetch is not None and fetch.tokens:
             arg["fetch"] = self._fetch_arg(fetch)
         codes, hashes = await self._run("moveToFinished", queue, json.dumps(arg))
         fetched = self._records(queue, hashes, fetch.tokens) if fetch is not None else []
         await self._schedule_next(queue, fetched)
-        return [int(code) for code in codes], fetched
+        return list(codes), fetched
 
     async def move_to_finished(
         self,
@@ -475,12 +476,18 @@ class RedisBackend(BackendAdapter):
         codes, hashes = reply.result()
         records = {r.lock_token: r for r in self._records(batch.queue, hashes, tokens)}
         for code, mine, future in zip(codes, batch.tokens, batch.futures, strict=True):
-            if not future.done():
-                future.set_result((int(code), [records[t] for t in mine if t in records]))
+            if future.done():
+                continue
+            try:
+                future.set_result(
+                    (_settle_code(code, batch.queue), [records[t] for t in mine if t in records])
+                )
+            except PsyqError as error:
+                future.set_exception(error)
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         [code], _ = await self._settle(queue, [self._settle_item(job_id, token, outcome)], None)
-        raise_for_code(code, queue, job_id, "retry", "not active")
+        raise_for_code(_settle_code(code, queue), queue, job_id, "retry", "not active")
 
     async def settle_many(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
@@ -490,6 +497,7 @@ class RedisBackend(BackendAdapter):
         errors: list[PsyqError | None] = []
         for settlement, code in zip(settlements, codes, strict=True):
             try:
+                code = _settle_code(code, queue)
                 raise_for_code(code, queue, settlement.job_id, "settle", "not active")
                 errors.append(None)
             except PsyqError as exc:
@@ -978,6 +986,13 @@ class RedisBackend(BackendAdapter):
             return {}
         reasons = await self.client.hmget(self.queue_key(queue) + ":cancelled", list(job_ids))
         return {job_id: r for job_id, r in zip(job_ids, reasons, strict=True) if r is not None}
+
+
+def _settle_code(code: Any, queue: str) -> int:
+    """A moveToFinished code: an int, or the message of an error raised settling that job."""
+    if isinstance(code, str) and code.startswith("ERR "):
+        raise PsyqError(f"Redis script moveToFinished failed on queue {queue!r}: {code[4:]}")
+    return int(code)
 
 
 class _SettleBatch:
