@@ -19,6 +19,7 @@ from typing import Any
 
 from psyq.backends.base import BackendAdapter
 from psyq.core import codec
+from psyq.core.backoff import Reconnect
 from psyq.core.events import EventEmitter
 from psyq.core.options import check_int
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
@@ -73,6 +74,7 @@ class QueueEvents(_BackendUser, EventEmitter):
     async def run(self) -> None:
         """Read events until `close()`, emitting each to its listeners."""
         backend = await self._open()
+        backoff = Reconnect()  # capped, jittered: 50 ms doubling to 2 s while reads fail
         while not self._closed:
             try:
                 batch = await backend.read_events(
@@ -80,8 +82,10 @@ class QueueEvents(_BackendUser, EventEmitter):
                 )
             except Exception as exc:
                 self.emit("error", exc)
-                await asyncio.sleep(1)
+                backoff.failed()
+                await backoff.wait()
                 continue
+            backoff.succeeded()
             for event_id, event, fields in batch:
                 self.last_event_id = event_id
                 self._dispatch(event, _decode(event, fields), event_id)

@@ -14,6 +14,7 @@ import asyncio
 import inspect
 import itertools
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -28,13 +29,14 @@ from psyq.backends.base import (
     Settlement,
 )
 from psyq.core import codec
-from psyq.core.backoff import BackoffStrategy
+from psyq.core.backoff import BackoffStrategy, Reconnect
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.core.options import check_int
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
 from psyq.core.settle import SettleBatch
 from psyq.errors import (
+    ConnectionError,
     DelayedError,
     InvalidOptionsError,
     JobCancelledError,
@@ -149,6 +151,7 @@ class Worker(_BackendUser, EventEmitter):
         self._drained = True
         self._forced = False
         self._batch: SettleBatch | None = None  # completions batched per loop turn
+        self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
         if processor is not None:
             self._is_async = _is_async(processor)
@@ -363,6 +366,7 @@ class Worker(_BackendUser, EventEmitter):
             except Exception as exc:
                 await self._backend_trouble(exc)
                 continue
+            self._fetch_backoff.succeeded()
             if jobs:
                 self._drained = False
                 self._idle -= len(jobs)
@@ -381,8 +385,11 @@ class Worker(_BackendUser, EventEmitter):
             await self._backend_trouble(exc)
 
     async def _backend_trouble(self, exc: Exception) -> None:
+        """Report the error and wait before the next try: capped, jittered backoff
+        (50 ms doubling to 2 s), reset by the next fetch that works."""
         self.emit("error", exc)
-        await asyncio.sleep(1.0)
+        self._fetch_backoff.failed()
+        await self._fetch_backoff.wait()
 
     # ------------------------------------------------------------------ one slot
     async def _slot(self, ref: QueueRef) -> None:
@@ -483,14 +490,31 @@ class Worker(_BackendUser, EventEmitter):
     async def _settle(
         self, ref: QueueRef, job: Job, outcome: Outcome, error: BaseException | None
     ) -> Job | None:
+        """Settle the job; while the backend cannot be reached the job stays active (its
+        lock renewed) and the settle is retried with backoff, for at most one lock
+        duration, after which the stall check hands the job out again."""
+        give_up = time.monotonic() + self.lock_duration / 1000
+        backoff = Reconnect()
+        while True:
+            try:
+                return await self._settle_once(ref, job, outcome, error)
+            except ConnectionError as exc:
+                self.emit("error", exc)
+                if self._forced or time.monotonic() >= give_up:
+                    return None
+                backoff.failed()
+                await backoff.wait()
+            except PsyqError as exc:
+                self.emit("error", exc)
+                return None
+
+    async def _settle_once(
+        self, ref: QueueRef, job: Job, outcome: Outcome, error: BaseException | None
+    ) -> Job | None:
         token = job.token or ""
-        try:
-            if isinstance(outcome, Completed):
-                return await self._complete(ref, job, token, outcome)
-            await settle_failure(job, token, outcome)
-        except PsyqError as exc:
-            self.emit("error", exc)
-            return None
+        if isinstance(outcome, Completed):
+            return await self._complete(ref, job, token, outcome)
+        await settle_failure(job, token, outcome)
         await self._report_failure(job, outcome, error)
         return None
 

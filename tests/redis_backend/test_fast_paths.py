@@ -50,3 +50,28 @@ async def test_concurrent_calls_share_pipelines_and_keep_their_order(queue: psyq
     assert sorted(int(job.id) for job in added) == list(range(1, 201))
     states = await asyncio.gather(*(queue.get_job_state(job.id) for job in added))
     assert set(states) == {"waiting"}
+
+
+async def test_settles_merged_in_one_call_fail_alone(queue: psyq.Queue, url: str, raw: Any) -> None:
+    """Settles of one loop turn share a script call; a job whose settle raises in Lua (opts
+    that another client wrote as bad JSON) fails alone, and the others complete."""
+    await queue.add_bulk([{"name": "j", "data": i} for i in range(4)])
+    backend = await open_backend(url)
+    try:
+        taken = await backend.move_to_active(queue.name, FetchRequest(list("abcd"), 30_000))
+        await raw.hset(f"bull:{queue.name}:2", "opts", "{not json")
+        results = await asyncio.gather(
+            *(
+                backend.move_to_finished(queue.name, job.id, job.lock_token or "", Completed("1"))
+                for job in taken
+            ),
+            return_exceptions=True,
+        )
+    finally:
+        await release_backend(backend)
+    assert [isinstance(result, psyq.PsyqError) for result in results] == [0, 1, 0, 0]
+    assert "moveToFinished" in str(results[1])
+    # job 2 keeps what its settle wrote before the error (Redis does not roll a script back,
+    # as with a call of its own); the others are settled in full
+    for job_id in ("1", "3", "4"):
+        assert await queue.get_job_state(job_id) == "completed"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from psyq.core.backoff import backoff_delay, register_backoff_strategy
+from psyq.core.backoff import Reconnect, backoff_delay, register_backoff_strategy
 from psyq.errors import InvalidOptionsError
 
 
@@ -112,3 +112,27 @@ def test_unknown_strategy_is_named() -> None:
 def test_built_in_names_cannot_be_replaced(name: str) -> None:
     with pytest.raises(InvalidOptionsError, match=name):
         register_backoff_strategy(name, lambda *_: 1)
+
+
+def test_reconnect_delays_double_with_jitter_up_to_the_cap() -> None:
+    reconnect = Reconnect(first_s=0.05, cap_s=2.0, rng=random.Random(7))
+    assert reconnect.delay() == 0.0
+    ceilings = []
+    for _ in range(10):
+        reconnect.failures += 1
+        delay = reconnect.delay()
+        ceiling = min(2.0, 0.05 * 2 ** (reconnect.failures - 1))
+        assert ceiling / 2 <= delay <= ceiling
+        ceilings.append(ceiling)
+    assert ceilings[-1] == 2.0
+    reconnect.succeeded()
+    assert reconnect.delay() == 0.0
+
+
+async def test_reconnect_counts_one_failure_per_due_attempt() -> None:
+    reconnect = Reconnect(first_s=10.0, cap_s=10.0)
+    reconnect.failed()
+    reconnect.failed()  # a call that was already in flight: no longer delay
+    assert reconnect.failures == 1
+    reconnect.succeeded()
+    await reconnect.wait()  # nothing failed since: returns at once

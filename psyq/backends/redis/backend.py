@@ -14,11 +14,14 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from psyq import __version__ as psyq_version
 from psyq.backends.base import (
@@ -52,6 +55,7 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts
 from psyq.core import codec
+from psyq.core.backoff import Reconnect
 from psyq.core.schedule import first_run, next_run
 from psyq.errors import ConnectionError, InvalidOptionsError, InvalidURLError, PsyqError
 
@@ -63,6 +67,12 @@ T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 ADD_CHUNK = 1000
+# Settles go in script calls of SETTLE_MIN to SETTLE_MAX jobs, about 1/SETTLE_SPLIT of the
+# settles in progress (a worker at concurrency 100: 25; at 10: 5), each in its own round
+# trip: Redis runs the next call while the worker handles the jobs of the previous one.
+SETTLE_SPLIT = 4
+SETTLE_MIN = 5
+SETTLE_MAX = 50
 OBLITERATE_BATCH = 1000  # jobs deleted per obliterate script call
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 MAX_METRICS_POINTS = (
@@ -73,6 +83,9 @@ _SCRIPTS: dict[str, Script] = {}
 _LISTS = {"waiting": "wait", "paused": "paused", "active": "active"}
 _SETS = {"completed", "failed", "delayed", "prioritized", "waiting-children"}
 _NUMERIC_EVENT_FIELDS = ("attemptsMade", "delay")
+# What a lost connection raises (redis-py's BusyLoadingError, a server still loading its
+# data after a restart, is one of its ConnectionErrors).
+_CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def parse_redis_url(url: str) -> tuple[str, str]:
@@ -112,6 +125,9 @@ class RedisBackend(BackendAdapter):
         self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
         self._scripts = _scripts()
         self._pipeline = ScriptPipeline()
+        self._reconnect = Reconnect()  # paces calls while the server does not answer
+        self._batches: dict[tuple[str, Any], _SettleBatch] = {}  # settles of this loop turn
+        self._settling = 0  # move_to_finished calls in progress
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -156,6 +172,8 @@ class RedisBackend(BackendAdapter):
             )
 
     async def close(self) -> None:
+        while self._batches:  # settles of this loop turn not sent yet
+            await asyncio.sleep(0)
         await self._pipeline.wait_idle()
         for client in (self._client, self._blocking, *self._waiting.values()):
             if client is not None:
@@ -178,11 +196,26 @@ class RedisBackend(BackendAdapter):
         return f"{self.prefix}:{queue}"
 
     async def _run(self, name: str, queue: str, *args: Any) -> Any:
+        """Run a script. While the server does not answer, calls are paced by one shared
+        capped, jittered backoff, and each failure raises psyq's ConnectionError (redis-py
+        reconnects the broken connections on their next use)."""
+        await self._reconnect.wait()
         try:
             script = self._scripts[name]
-            return await self._pipeline.call(self.client, script, self.queue_key(queue), args)
+            result = await self._pipeline.call(self.client, script, self.queue_key(queue), args)
         except RedisError as exc:
-            raise PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}") from exc
+            raise self._script_error(name, queue, exc) from exc
+        self._reconnect.succeeded()
+        return result
+
+    def _script_error(self, name: str, queue: str, exc: BaseException) -> PsyqError:
+        if isinstance(exc, _CONNECTION_ERRORS):
+            return self._lost(f"script {name} on queue {queue!r}", exc)
+        return PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}")
+
+    def _lost(self, what: str, exc: BaseException) -> ConnectionError:
+        self._reconnect.failed()
+        return ConnectionError(self.url, f"{what}: {exc or type(exc).__name__}")
 
     async def _run_code(
         self, name: str, queue: str, job_id: str, operation: str, *args: Any
@@ -329,7 +362,12 @@ class RedisBackend(BackendAdapter):
             if hint == 0 or left_ms <= 0:
                 return
             block_ms = left_ms if hint < 0 else min(left_ms, hint)
-            popped = await _uncancelled(blocking.bzpopmin(marker, self._block_timeout(block_ms)))
+            try:
+                popped = await _uncancelled(
+                    blocking.bzpopmin(marker, self._block_timeout(block_ms))
+                )
+            except _CONNECTION_ERRORS as exc:
+                raise self._lost(f"waiting on {marker!r}", exc) from exc
             if popped is None or popped[1] != "1":
                 return
 
@@ -353,14 +391,15 @@ class RedisBackend(BackendAdapter):
 
     async def _settle(
         self, queue: str, items: list[dict[str, Any]], fetch: FetchRequest | None
-    ) -> tuple[list[int], list[JobRecord]]:
+    ) -> tuple[list[Any], list[JobRecord]]:
+        """(each job's code, as the script returned it: see _settle_code), fetched jobs."""
         arg: dict[str, Any] = {"settle": items}
         if fetch is not None and fetch.tokens:
             arg["fetch"] = self._fetch_arg(fetch)
         codes, hashes = await self._run("moveToFinished", queue, json.dumps(arg))
         fetched = self._records(queue, hashes, fetch.tokens) if fetch is not None else []
         await self._schedule_next(queue, fetched)
-        return [int(code) for code in codes], fetched
+        return list(codes), fetched
 
     async def move_to_finished(
         self,
@@ -370,15 +409,86 @@ class RedisBackend(BackendAdapter):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
-        items = [self._settle_item(job_id, token, outcome)]
-        [code], fetched = await self._settle(queue, items, fetch)
+        """Settles made in the same event-loop turn (a worker's slots finishing together)
+        go to Redis as one moveToFinished call that settles them all and fetches the next
+        job for each (the script takes the jobs in token order)."""
+        await self._reconnect.wait()
+        item = self._settle_item(job_id, token, outcome)
+        self._settling += 1
+        try:
+            code, fetched = await self._settle_later(queue, item, fetch)
+        finally:
+            self._settling -= 1
         operation = "complete" if isinstance(outcome, Completed) else "fail"
         raise_for_code(code, queue, job_id, operation, "not active")
+        await self._schedule_next(queue, fetched)
         return fetched
+
+    def _settle_later(
+        self, queue: str, item: dict[str, Any], fetch: FetchRequest | None
+    ) -> asyncio.Future[tuple[int, list[JobRecord]]]:
+        loop = asyncio.get_running_loop()
+        shape = None
+        if fetch is not None and fetch.tokens:
+            shape = (fetch.lock_duration, fetch.worker_name, fetch.limiter)
+        key = (queue, shape)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = _SettleBatch(queue, shape, fetch if shape else None)
+            loop.call_soon(self._send_batch, key)
+        future: asyncio.Future[tuple[int, list[JobRecord]]] = loop.create_future()
+        batch.items.append(item)
+        batch.tokens.append(list(fetch.tokens) if fetch is not None and shape else [])
+        batch.futures.append(future)
+        return future
+
+    def _send_batch(self, key: tuple[str, Any]) -> None:
+        batch = self._batches.pop(key)
+        size = min(SETTLE_MAX, max(SETTLE_MIN, -(-self._settling // SETTLE_SPLIT)))
+        for start in range(0, len(batch.items), size):
+            self._send_chunk(batch.chunk(start, start + size))
+
+    def _send_chunk(self, batch: _SettleBatch) -> None:
+        tokens = [token for mine in batch.tokens for token in mine]
+        arg: dict[str, Any] = {"settle": batch.items}
+        if batch.fetch is not None:
+            arg["fetch"] = self._fetch_arg(replace(batch.fetch, tokens=tokens))
+        try:
+            script = self._scripts["moveToFinished"]
+            reply = self._pipeline.call_alone(
+                self.client, script, self.queue_key(batch.queue), (json.dumps(arg),)
+            )
+        except Exception as exc:
+            batch.fail(exc)
+            return
+        reply.add_done_callback(lambda done: self._batch_done(batch, tokens, done))
+
+    def _batch_done(
+        self, batch: _SettleBatch, tokens: list[str], reply: asyncio.Future[Any]
+    ) -> None:
+        if reply.cancelled():
+            batch.fail(asyncio.CancelledError())
+            return
+        exc = reply.exception()
+        if exc is not None:
+            batch.fail(self._script_error("moveToFinished", batch.queue, exc))
+            return
+        self._reconnect.succeeded()
+        codes, hashes = reply.result()
+        records = {r.lock_token: r for r in self._records(batch.queue, hashes, tokens)}
+        for code, mine, future in zip(codes, batch.tokens, batch.futures, strict=True):
+            if future.done():
+                continue
+            try:
+                future.set_result(
+                    (_settle_code(code, batch.queue), [records[t] for t in mine if t in records])
+                )
+            except PsyqError as error:
+                future.set_exception(error)
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         [code], _ = await self._settle(queue, [self._settle_item(job_id, token, outcome)], None)
-        raise_for_code(code, queue, job_id, "retry", "not active")
+        raise_for_code(_settle_code(code, queue), queue, job_id, "retry", "not active")
 
     async def settle_many(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
@@ -388,6 +498,7 @@ class RedisBackend(BackendAdapter):
         errors: list[PsyqError | None] = []
         for settlement, code in zip(settlements, codes, strict=True):
             try:
+                code = _settle_code(code, queue)
                 raise_for_code(code, queue, settlement.job_id, "settle", "not active")
                 errors.append(None)
             except PsyqError as exc:
@@ -685,7 +796,12 @@ class RedisBackend(BackendAdapter):
         client = self._blocking if block_ms > 0 else self._client
         if client is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
-        reply = await _uncancelled(client.xread({key: start}, count=count, block=block_ms or None))
+        try:
+            reply = await _uncancelled(
+                client.xread({key: start}, count=count, block=block_ms or None)
+            )
+        except _CONNECTION_ERRORS as exc:
+            raise self._lost(f"reading {key!r}", exc) from exc
         return [
             _event(entry_id, fields)
             for _stream, entries in reply or ()
@@ -871,6 +987,41 @@ class RedisBackend(BackendAdapter):
             return {}
         reasons = await self.client.hmget(self.queue_key(queue) + ":cancelled", list(job_ids))
         return {job_id: r for job_id, r in zip(job_ids, reasons, strict=True) if r is not None}
+
+
+def _settle_code(code: Any, queue: str) -> int:
+    """A moveToFinished code: an int, or the message of an error raised settling that job."""
+    if isinstance(code, str) and code.startswith("ERR "):
+        raise PsyqError(f"Redis script moveToFinished failed on queue {queue!r}: {code[4:]}")
+    return int(code)
+
+
+class _SettleBatch:
+    """moveToFinished calls of one loop turn for one queue (and one fetch shape)."""
+
+    __slots__ = ("fetch", "futures", "items", "queue", "shape", "tokens")
+
+    def __init__(self, queue: str, shape: Any, fetch: FetchRequest | None) -> None:
+        self.queue = queue
+        self.shape = shape
+        self.fetch = fetch
+        self.items: list[dict[str, Any]] = []
+        self.tokens: list[list[str]] = []  # each caller's fetch tokens
+        self.futures: list[asyncio.Future[tuple[int, list[JobRecord]]]] = []
+
+    def chunk(self, start: int, stop: int) -> _SettleBatch:
+        if start == 0 and stop >= len(self.items):
+            return self
+        part = _SettleBatch(self.queue, self.shape, self.fetch)
+        part.items = self.items[start:stop]
+        part.tokens = self.tokens[start:stop]
+        part.futures = self.futures[start:stop]
+        return part
+
+    def fail(self, exc: BaseException) -> None:
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(exc)
 
 
 async def _maxmemory_policy(client: Any) -> str | None:

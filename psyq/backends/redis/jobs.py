@@ -52,7 +52,7 @@ def encode_opts(opts: Mapping[str, Any]) -> str:
 
 
 def decode_opts(text: str | None) -> dict[str, Any]:
-    if not text:
+    if not text or text == "{}":
         return {}
     raw = json.loads(text)
     if not isinstance(raw, dict):
@@ -89,18 +89,23 @@ def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str
 
 
 def _int(value: str | None, default: int = 0) -> int:
-    if value is None or value == "":
+    if not value:
         return default
-    return int(float(value))
+    try:
+        return int(value)  # the usual case: Redis integers
+    except ValueError:
+        return int(float(value))
 
 
 def _opt_int(value: str | None) -> int | None:
-    return None if value is None or value == "" else int(float(value))
+    return None if not value else _int(value)
 
 
 def _json(value: str | None, default: Any) -> Any:
     if value is None:
         return default
+    if value == "[]":
+        return []
     try:
         return json.loads(value)
     except ValueError:

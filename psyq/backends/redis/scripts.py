@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 __all__ = ["Script", "ScriptPipeline", "load_scripts"]
 
@@ -70,6 +71,7 @@ def load_scripts() -> dict[str, Script]:
 
 
 Call = tuple[Script, list[str], tuple[Any, ...], "asyncio.Future[Any]"]
+Send = Callable[[Any, list[Call]], Awaitable[list[Any]]]
 
 
 class ScriptPipeline:
@@ -92,15 +94,28 @@ class ScriptPipeline:
         self._pending.append((script, script.keys(queue_key), (f"{queue_key}:", *args), future))
         return future
 
+    def call_alone(
+        self, client: Any, script: Script, queue_key: str, args: tuple[Any, ...]
+    ) -> asyncio.Future[Any]:
+        """Run one script call in its own round trip (its own connection), so its reply is
+        handled as soon as it comes, while Redis works on the calls sent after it."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        call = (script, script.keys(queue_key), (f"{queue_key}:", *args), future)
+        task = asyncio.ensure_future(self._flush(client, [call], self._send_one))
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+        return future
+
     def _flush_soon(self, client: Any) -> None:
         batch, self._pending = self._pending, []
-        task = asyncio.ensure_future(self._flush(client, batch))
+        send = self._send_one if len(batch) == 1 else self._send  # one call: no pipeline
+        task = asyncio.ensure_future(self._flush(client, batch, send))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
 
-    async def _flush(self, client: Any, batch: list[Call]) -> None:
+    async def _flush(self, client: Any, batch: list[Call], send: Send | None = None) -> None:
         try:
-            results = await self._execute(client, batch)
+            results = await self._execute(client, batch, send or self._send)
         except BaseException as exc:
             error = exc if isinstance(exc, Exception) else RuntimeError("pipeline cancelled")
             results = [error] * len(batch)
@@ -112,13 +127,13 @@ class ScriptPipeline:
             else:
                 future.set_result(result)
 
-    async def _execute(self, client: Any, batch: list[Call]) -> list[Any]:
-        results = await self._send(client, batch)
+    async def _execute(self, client: Any, batch: list[Call], send: Send) -> list[Any]:
+        results = await send(client, batch)
         missing = [i for i, result in enumerate(results) if isinstance(result, NoScriptError)]
         if missing:  # the server lost its scripts (restart, SCRIPT FLUSH): load and rerun
             for script in {batch[i][0] for i in missing}:
                 await client.script_load(script.source)
-            rerun = await self._send(client, [batch[i] for i in missing])
+            rerun = await send(client, [batch[i] for i in missing])
             for i, result in zip(missing, rerun, strict=True):
                 results[i] = result
         return results
@@ -130,9 +145,52 @@ class ScriptPipeline:
                 pipe.evalsha(script.sha, len(keys), *keys, *argv)
             return list(await pipe.execute(raise_on_error=False))
 
+    @staticmethod
+    async def _send_one(client: Any, batch: list[Call]) -> list[Any]:
+        """One EVALSHA written straight to a pooled connection: packed by psyq (the keys
+        and queue prefix of a script and queue are packed once), no redis-py pipeline."""
+        [(script, keys, argv, _)] = batch
+        pool = client.connection_pool
+        try:
+            conn = await pool.get_connection()
+        except TypeError:  # redis-py < 5.3 wants a command name (deprecated since)
+            conn = await pool.get_connection("EVALSHA")
+        try:
+            await conn.send_packed_command(_pack(script, keys, argv), check_health=False)
+            try:
+                result = await conn.read_response()
+            except ResponseError as exc:  # a script error, NOSCRIPT: the connection is fine
+                result = exc
+        except BaseException:
+            await conn.disconnect()
+            raise
+        finally:
+            await pool.release(conn)
+        return [result]
+
     async def wait_idle(self) -> None:
         """Let pipelines in flight finish (before the connections close)."""
         while self._flushing or self._pending:
             await asyncio.gather(*self._flushing, return_exceptions=True)
             if self._pending:
                 await asyncio.sleep(0)
+
+
+_HEADS: dict[tuple[str, str], bytes] = {}  # (sha, queue prefix) -> packed head of EVALSHA
+
+
+def _bulk(value: Any) -> bytes:
+    data = value if isinstance(value, bytes) else str(value).encode()
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+def _pack(script: Script, keys: list[str], argv: tuple[Any, ...]) -> bytes:
+    """RESP for `EVALSHA sha numkeys *keys *argv`; argv[0] is the queue prefix."""
+    head = _HEADS.get((script.sha, argv[0]))
+    if head is None:
+        if len(_HEADS) > 10_000:
+            _HEADS.clear()
+        parts = ["EVALSHA", script.sha, len(keys), *keys, argv[0]]
+        head = _HEADS[(script.sha, argv[0])] = b"".join(_bulk(part) for part in parts)
+    count = 3 + len(keys) + len(argv)
+    return b"*%d\r\n%b%b" % (count, head, b"".join(_bulk(arg) for arg in argv[1:]))

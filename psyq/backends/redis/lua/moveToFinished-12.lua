@@ -6,13 +6,22 @@
 -- Events: completed / failed (prev=active), retries-exhausted, delayed / waiting
 --         (prev=failed) for retries, parents' waiting / failed, active for fetched jobs,
 --         drained when a fetch finds the queue empty
--- Returns: {{code per settlement (0 ok or an ErrorCode)}, {fetched job hashes}}
+-- Returns: {{code per settlement (0 ok, an ErrorCode, or "ERR <message>" when settling
+--          that job raised an error)}, {fetched job hashes}}
 --@include base settle parent take finish
 local now = nowMs()
 local req = cjson.decode(ARGV[2])
 local codes = {}
 for i, item in ipairs(req.settle) do
-  codes[i] = settleJob(item, now)
+  -- one job's error (say, opts another client wrote as bad JSON) fails that job alone
+  local ok, result = pcall(settleJob, item, now)
+  if ok then
+    codes[i] = result
+  elseif type(result) == "table" and result.err then
+    codes[i] = "ERR " .. result.err
+  else
+    codes[i] = "ERR " .. tostring(result)
+  end
 end
 local fetched = {}
 if req.fetch ~= nil and req.fetch ~= cjson.null then

@@ -9,8 +9,12 @@ local function nowMs()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+local maxLenEvents = nil -- read once per script call (no script changes it)
 local function maxEvents()
-  return tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+  if maxLenEvents == nil then
+    maxLenEvents = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+  end
+  return maxLenEvents
 end
 
 -- MAXLEN ~ trims whole stream nodes (100 entries): a small bound is kept exactly instead.

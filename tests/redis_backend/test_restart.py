@@ -1,0 +1,147 @@
+"""Redis restarts under a running worker: the worker reports the connection errors through its
+`error` event, keeps running, reconnects once Redis answers again, and every job completes.
+
+The test starts its own redis-server (append-only file, so the jobs survive the restart),
+stops it with SIGTERM mid-run and starts it again on the same port and directory. Outcomes are
+counted like Jepsen's queue checker: lost must be 0; a job may run twice only when its lock
+expired during the outage (at-least-once delivery), and such duplicates are printed. A
+QueueEvents reading the queue's events through the restart sees every job's `completed`."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from redis.exceptions import RedisError
+
+import psyq
+from tests.redis_service import wait_port
+
+JOBS = 400
+LOCK_MS = 2000
+OUTAGE_S = 0.5
+
+
+class RedisProcess:
+    """A redis-server of this test alone, restartable on the same port and directory."""
+
+    def __init__(self, folder: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not on the PATH: install redis (apt-get install redis)")
+        self.binary = binary
+        self.folder = folder
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--dir", str(self.folder), "--save", "", "--appendonly", "yes"]
+        args += ["--appendfsync", "always"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_process(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            server.proc.kill()
+            server.proc.wait()
+
+
+async def _completed(queue: psyq.Queue) -> int:
+    try:
+        return (await queue.get_job_counts("completed"))["completed"]
+    except (psyq.PsyqError, RedisError):
+        return -1  # Redis is down: the queue's own calls fail too
+
+
+async def _wait_completed(queue: psyq.Queue, at_least: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while await _completed(queue) < at_least:
+        assert time.monotonic() < deadline, f"fewer than {at_least} jobs completed in {timeout}s"
+        await asyncio.sleep(0.05)
+
+
+async def test_worker_resumes_after_redis_restarts(
+    redis_process: RedisProcess, queue_name: str
+) -> None:
+    invoked: Counter[int] = Counter()
+    errors: list[BaseException] = []
+
+    async def process(job: psyq.Job) -> int:
+        invoked[job.data] += 1
+        await asyncio.sleep(0.005)
+        return int(job.data)
+
+    queue = psyq.Queue(queue_name, connection=redis_process.url)
+    events = psyq.QueueEvents(queue_name, connection=redis_process.url, last_event_id="0")
+    announced: set[str] = set()
+    event_errors: list[BaseException] = []
+    events.on("completed", lambda args, event_id: announced.add(args["jobId"]))
+    events.on("error", event_errors.append)
+    added = await queue.add_bulk([{"name": "j", "data": i} for i in range(JOBS)])
+    worker = psyq.Worker(
+        queue_name,
+        process,
+        connection=redis_process.url,
+        concurrency=10,
+        lock_duration=LOCK_MS,
+        stalled_interval=LOCK_MS // 2,
+    )
+    worker.on("error", errors.append)
+    try:
+        await _wait_completed(queue, 50, 30)
+        redis_process.stop()
+        await asyncio.sleep(OUTAGE_S)  # the outage itself
+        redis_process.start()
+        await _wait_completed(queue, JOBS, 60)
+        assert worker.is_running()
+        deadline = time.monotonic() + 30  # QueueEvents resumes from its last event id
+        while len(announced) < JOBS:
+            assert time.monotonic() < deadline, f"{len(announced)} completed events seen"
+            await asyncio.sleep(0.05)
+    finally:
+        await worker.close()
+        await events.close()
+        await queue.close()
+
+    queue = psyq.Queue(queue_name, connection=redis_process.url)
+    try:
+        finished = await queue.get_jobs(["completed"])
+        counts = await queue.get_job_counts()
+    finally:
+        await queue.close()
+    lost = set(range(JOBS)) - {job.data for job in finished}
+    duplicated = sorted(data for data, n in invoked.items() if n > 1)
+    print(f"lost={len(lost)} duplicated={duplicated} errors reported={len(errors)}")
+    assert lost == set()
+    assert counts["completed"] == JOBS and counts["failed"] == 0 and counts["active"] == 0
+    assert any(isinstance(error, psyq.errors.ConnectionError) for error in errors), errors
+    assert announced == {job.id for job in added}
+    assert all(isinstance(error, psyq.errors.ConnectionError) for error in event_errors)
