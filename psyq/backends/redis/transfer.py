@@ -1,6 +1,7 @@
 """Export / import and queue meta on Redis: what `psyq migrate` moves (see base.py for the
 contract). Export reads the live structures page by page (cursor "<state>:<offset>");
-import is one script call per page (`lua/importJobs-10.lua`), all or nothing."""
+import is one script call per page with one JSON argument (`lua/importJobs-10.lua`), all
+or nothing."""
 
 from __future__ import annotations
 
@@ -176,8 +177,9 @@ async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overw
             entry["due"] = record.timestamp + record.delay
         if record.id in page.deps:
             entry["deps"] = page.deps[record.id]
-        args.append(json.dumps(entry))
-    outcome, value = await backend._run("importJobs", queue, int(overwrite), *args)
+        args.append(entry)
+    page_json = json.dumps(args, separators=(",", ":"))
+    outcome, value = await backend._run("importJobs", queue, int(overwrite), page_json)
     if outcome == "conflict":
         raise PsyqError(
             f"cannot import job {value!r} into {queue!r}: a different job has that id "

@@ -3,16 +3,15 @@
 -- name, data and timestamp is skipped; a different one makes the whole call write nothing
 -- unless overwrite.
 -- KEYS: wait paused prioritized delayed completed failed waiting-children marker meta id
--- ARGV: [1] queue key prefix; [2] overwrite (1/0); then one JSON per job:
+-- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a JSON array, one object per job:
 --       {id, state, fields = {hash field = value}, logs = [...], due?, deps?}
+--       (one argument for the page: one decode here, one encode in the client)
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
 --@include base settle parent state remove
 local overwrite = ARGV[2] == "1"
-local jobs, skip = {}, {}
-for i = 3, #ARGV do
-  local job = cjson.decode(ARGV[i])
-  jobs[#jobs + 1] = job
+local jobs, skip = cjson.decode(ARGV[3]), {}
+for _, job in ipairs(jobs) do
   local jobKey = P .. job.id
   if rcall("EXISTS", jobKey) == 1 then
     local stored = rcall("HMGET", jobKey, "name", "data", "timestamp")
