@@ -30,7 +30,7 @@ from psyq.backends.base import JOB_STATES, BackendAdapter
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
-from psyq_migrate.reading import Batch, WaveReader
+from psyq_migrate.reading import Batch, WaveReader, pack
 from psyq_migrate.spark import run_job, spark_session
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, copy_partition, write_partition
@@ -270,7 +270,8 @@ def _write_wave(
     spark: SparkSession, destination: str, overwrite: bool, single: bool, wave: list[list[Batch]]
 ) -> list[BatchResult]:
     """One Spark job: a task per slice (one task holding every slice into a single owner)."""
-    slices = [[batch for part in wave for batch in part]] if single else wave
+    packed = [[pack(batch) for batch in part] for part in wave]
+    slices = [[batch for part in packed for batch in part]] if single else packed
     task = functools.partial(write_partition, destination, overwrite)
     rdd = spark.sparkContext.parallelize(slices, len(slices)).mapPartitions(task)
     outcomes: list[BatchResult] = run_job(rdd, "migrate")

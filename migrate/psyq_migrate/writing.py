@@ -15,7 +15,7 @@ from typing import NamedTuple
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter
 from psyq.errors import PsyqError
-from psyq_migrate.reading import Batch, export_pages
+from psyq_migrate.reading import Batch, PackedBatch, export_pages, unpack
 
 __all__ = ["BatchResult", "copy_partition", "copy_queues", "import_batches", "write_partition"]
 
@@ -28,10 +28,11 @@ class BatchResult(NamedTuple):
 
 
 def write_partition(
-    destination: str, overwrite: bool, slices: Iterable[list[Batch]]
+    destination: str, overwrite: bool, slices: Iterable[list[PackedBatch]]
 ) -> Iterator[BatchResult]:
-    """mapPartitions body: every batch of every slice of this partition, in order."""
-    batches = [batch for slice_ in slices for batch in slice_]
+    """mapPartitions body: every batch of every slice of this partition, in order (packed by
+    the driver, see `reading.pack`)."""
+    batches = [unpack(batch) for slice_ in slices for batch in slice_]
     if not batches:
         return iter(())
     return iter(asyncio.run(import_batches(destination, overwrite, batches)))

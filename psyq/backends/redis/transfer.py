@@ -111,31 +111,35 @@ async def _read_jobs(
 
 
 def _hash_fields(record: JobRecord) -> dict[str, str]:
-    """The job hash BullMQ stores, from a record (the reverse of record_from_hash)."""
+    """The job hash BullMQ stores, from a record (the reverse of record_from_hash). Runs once
+    per imported job: plain field reads, json only where a value needs it."""
+    progress = record.progress
     fields = {
         "name": record.name,
         "data": record.data,
-        "opts": encode_opts(record.opts),
+        "opts": encode_opts(record.opts) if record.opts else "{}",
         "timestamp": str(record.timestamp),
         "delay": str(record.delay),
         "priority": str(record.priority),
-        "progress": json.dumps(record.progress),
+        "progress": str(progress) if type(progress) is int else json.dumps(progress),
         "atm": str(record.attempts_made),
         "ats": str(record.attempts_started),
         "stc": str(record.stalled_counter),
     }
-    optional = {
-        "processedOn": record.processed_on,
-        "finishedOn": record.finished_on,
-        "returnvalue": record.returnvalue,
-        "failedReason": record.failed_reason,
-        "pb": record.processed_by,
-        "parentKey": record.parent_key,
-    }
-    fields.update({name: str(value) for name, value in optional.items() if value is not None})
+    for name, value in (
+        ("processedOn", record.processed_on),
+        ("finishedOn", record.finished_on),
+        ("returnvalue", record.returnvalue),
+        ("failedReason", record.failed_reason),
+        ("pb", record.processed_by),
+        ("parentKey", record.parent_key),
+    ):
+        if value is not None:
+            fields[name] = str(value)
     if record.stacktrace:
         fields["stacktrace"] = json.dumps(list(record.stacktrace))
-    fields.update(_links(record))
+    if record.parent_key or "deduplication" in record.opts or "repeatJobKey" in record.opts:
+        fields.update(_links(record))
     return fields
 
 
