@@ -1,7 +1,7 @@
 """Export / import and queue meta on Redis: what `psyq migrate` moves (see base.py for the
-contract). Export reads the live structures page by page (cursor "<state>:<offset>");
-import is one script call per page with one JSON argument (`lua/importJobs-10.lua`), all
-or nothing."""
+contract). Export reads the live structures page by page (cursor "<state>:<offset>"), each
+page's jobs in one script call (`lua/exportJobs-1.lua`); import is one script call per page
+with one JSON argument (`lua/importJobs-10.lua`), all or nothing."""
 
 from __future__ import annotations
 
@@ -78,36 +78,35 @@ async def export_jobs(
 async def _read_jobs(
     backend: RedisBackend, queue: str, chosen: list[tuple[str, str]]
 ) -> ExportPage:
-    key = backend.queue_key(queue)
-    async with backend.client.pipeline(transaction=False) as pipe:
-        for job_id, _ in chosen:
-            job_key = f"{key}:{job_id}"
-            pipe.hgetall(job_key).lrange(job_key + ":logs", 0, -1)
-            pipe.zscore(key + ":delayed", job_id).smembers(job_key + ":dependencies")
-            pipe.hgetall(job_key + ":processed").hgetall(job_key + ":failed")
-            pipe.zrange(job_key + ":unsuccessful", 0, -1)
-        replies = await pipe.execute()
     page = ExportPage([], {}, None)
-    for i, (job_id, state) in enumerate(chosen):
-        fields, logs, score, pending, processed, ignored, failed = replies[7 * i : 7 * i + 7]
-        if not fields:
+    if not chosen:
+        return page
+    replies = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
+    for (job_id, state), reply in zip(chosen, replies, strict=True):
+        flat, logs, score, pending, processed, ignored, failed = reply
+        if not flat:
             continue  # removed while we read
-        record = record_from_hash(queue, job_id, fields)
+        record = record_from_hash(queue, job_id, _pairs(flat))
         record.state = state
         page.jobs.append(record)
         if logs:
             page.logs[job_id] = logs
         if score is not None:
-            page.due[job_id] = int(score) // DELAY_SPAN
+            page.due[job_id] = int(float(score)) // DELAY_SPAN
         if pending or processed or ignored or failed:
             reasons = await backend.get_failed_children_values(queue, job_id) if failed else {}
             page.deps[job_id] = {
                 "pending": sorted(pending),
-                "processed": dict(processed),
+                "processed": _pairs(processed),
                 "failed": reasons,
-                "ignored": dict(ignored),
+                "ignored": _pairs(ignored),
             }
     return page
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    """A hash from HGETALL's flat field/value list (as Lua returns it)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _hash_fields(record: JobRecord) -> dict[str, str]:
