@@ -2,7 +2,7 @@
 
     python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size 1000] [--master local[2]]
                             [--from sqlite|redis] [--to sqlite|redis] [--redis URL]
-                            [--read auto|driver|tasks]
+                            [--read auto|driver|tasks] [--wave-pages N]
 
 `sqlite` is a fresh file in a temporary folder; `redis` is a fresh key prefix on --redis
 (default redis://127.0.0.1:6379/0), whose keys are deleted at the end.
@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--to", dest="destination", choices=("sqlite", "redis"), default="sqlite")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--read", choices=("auto", "driver", "tasks"), default="auto")
+    parser.add_argument("--wave-pages", type=int, default=None)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="psyq-bench-migrate-"))
     source = endpoint(args.source, "src", folder, args.redis)
@@ -157,7 +158,11 @@ def run(args: argparse.Namespace, source: str, destination: str) -> None:
     with spark_session(args.master, "psyq-bench") as spark:
         read = {"auto": None, "driver": False, "tasks": True}[args.read]
         options = MigrateOptions(
-            source, destination, batch_size=args.batch_size, read_in_tasks=read
+            source,
+            destination,
+            batch_size=args.batch_size,
+            read_in_tasks=read,
+            pages_per_task=args.wave_pages,
         )
         sampler = PeakSampler()
         sampler.start()
