@@ -109,22 +109,23 @@ def _pairs(flat: list[str]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
-def _hash_fields(record: JobRecord) -> dict[str, str]:
-    """The job hash BullMQ stores, from a record (the reverse of record_from_hash). Runs once
-    per imported job: plain field reads, json only where a value needs it."""
+def _hash_fields(record: JobRecord) -> list[str]:
+    """The job hash BullMQ stores, from a record (the reverse of record_from_hash), as a flat
+    field, value list starting name, data, timestamp (importJobs reads those by place). Runs
+    once per imported job: plain field reads, json only where a value needs it."""
     progress = record.progress
-    fields = {
-        "name": record.name,
-        "data": record.data,
-        "opts": encode_opts(record.opts) if record.opts else "{}",
-        "timestamp": str(record.timestamp),
-        "delay": str(record.delay),
-        "priority": str(record.priority),
-        "progress": str(progress) if type(progress) is int else json.dumps(progress),
-        "atm": str(record.attempts_made),
-        "ats": str(record.attempts_started),
-        "stc": str(record.stalled_counter),
-    }
+    fields = [
+        "name", record.name,
+        "data", record.data,
+        "timestamp", str(record.timestamp),
+        "opts", encode_opts(record.opts) if record.opts else "{}",
+        "delay", str(record.delay),
+        "priority", str(record.priority),
+        "progress", str(progress) if type(progress) is int else json.dumps(progress),
+        "atm", str(record.attempts_made),
+        "ats", str(record.attempts_started),
+        "stc", str(record.stalled_counter),
+    ]  # fmt: skip
     for name, value in (
         ("processedOn", record.processed_on),
         ("finishedOn", record.finished_on),
@@ -134,11 +135,12 @@ def _hash_fields(record: JobRecord) -> dict[str, str]:
         ("parentKey", record.parent_key),
     ):
         if value is not None:
-            fields[name] = str(value)
+            fields += (name, str(value))
     if record.stacktrace:
-        fields["stacktrace"] = json.dumps(list(record.stacktrace))
+        fields += ("stacktrace", json.dumps(list(record.stacktrace)))
     if record.parent_key or "deduplication" in record.opts or "repeatJobKey" in record.opts:
-        fields.update(_links(record))
+        for pair in _links(record).items():
+            fields += pair
     return fields
 
 
