@@ -78,7 +78,10 @@ for _, job in ipairs(jobs) do
     end
     rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
     rcall("HSET", jobKey, unpack(job.fields))
-    if job.logs and #job.logs > 0 then rcall("RPUSH", jobKey .. ":logs", unpack(job.logs)) end
+    local logs = job.logs or {}
+    for i = 1, #logs, 1000 do -- unpack is bounded by Lua's stack: chunks of 1000
+      rcall("RPUSH", jobKey .. ":logs", unpack(logs, i, math.min(i + 999, #logs)))
+    end
     link(jobKey, job.deps)
     place(job)
     done[job.id] = true
