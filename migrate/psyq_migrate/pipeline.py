@@ -126,10 +126,11 @@ def migrate(
                     if in_tasks:  # the tasks open the source: let go of it meanwhile
                         runner.run(release_backend(source))
                         copy_in_tasks(options, session, result, observer)
-                        source = runner.run(open_backend(options.source))
+                        if options.verify:
+                            source = runner.run(open_backend(options.source))
                     else:
                         _move_jobs(runner, source, options, session, result, observer)
-                runner.run(_finish(source, options, result))
+                runner.run(_finish(source, options, result, meta_set=in_tasks))
         finally:
             runner.run(release_backend(source))  # a no-op if already let go
     result.seconds = time.monotonic() - started
@@ -163,8 +164,14 @@ def copy_in_tasks(
     result.writers = max(1, min(wanted, len(names)))
     if not names:
         return
+    metas = {plan.name: plan.meta for plan in result.plans}  # set by the tasks, after the jobs
     task = functools.partial(
-        copy_partition, options.source, options.destination, options.overwrite, options.batch_size
+        copy_partition,
+        options.source,
+        options.destination,
+        options.overwrite,
+        options.batch_size,
+        metas,
     )
     rdd = spark.sparkContext.parallelize(names, result.writers).mapPartitions(task)
     outcomes: list[BatchResult] = run_job(rdd, "migrate")
@@ -302,11 +309,17 @@ def _account(
         raise MigrateError(f"Spark tasks reported {reported} of the {sent} jobs they were sent")
 
 
-async def _finish(source: BackendAdapter, options: MigrateOptions, result: MigrationResult) -> None:
-    """Queue metadata last (after the jobs it refers to), then the optional verification."""
+async def _finish(
+    source: BackendAdapter, options: MigrateOptions, result: MigrationResult, meta_set: bool
+) -> None:
+    """Queue metadata last (after the jobs it refers to; `meta_set`: the tasks did it), then
+    the optional verification. Neither left: the destination is not opened again (a SQLite
+    file would rebuild its memory from disk just to be closed)."""
+    if meta_set and not options.verify:
+        return
     destination = await open_backend(options.destination)
     try:
-        for plan in result.plans:
+        for plan in result.plans if not meta_set else ():
             await destination.set_queue_meta(plan.name, plan.meta)
         if options.verify:
             names = [plan.name for plan in result.plans]

@@ -7,6 +7,7 @@ keeps one `asyncio.Runner` for the whole run).
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields
@@ -15,7 +16,16 @@ from typing import Any
 
 from psyq.backends.base import BackendAdapter, ExportPage, JobRecord
 
-__all__ = ["Batch", "PackedBatch", "QueueReader", "WaveReader", "export_pages", "pack", "unpack"]
+__all__ = [
+    "Batch",
+    "PackedBatch",
+    "QueueReader",
+    "WaveReader",
+    "export_pages",
+    "export_pages_ahead",
+    "pack",
+    "unpack",
+]
 
 # (queue name, one export page): the unit a Spark task imports.
 Batch = tuple[str, ExportPage]
@@ -51,6 +61,25 @@ async def export_pages(
         cursor = page.next_cursor
         if cursor is None:
             return
+
+
+async def export_pages_ahead(
+    backend: BackendAdapter, queue: str, limit: int
+) -> AsyncIterator[ExportPage]:
+    """`export_pages`, asking for the next page before handing out the current one, so a
+    server source prepares it while the caller imports (one page ahead, never more)."""
+    ahead = asyncio.ensure_future(backend.export_jobs(queue, None, limit))
+    try:
+        while True:
+            page = await ahead
+            if page.next_cursor is not None:
+                ahead = asyncio.ensure_future(backend.export_jobs(queue, page.next_cursor, limit))
+            yield page
+            if page.next_cursor is None:
+                return
+    finally:
+        if not ahead.done():
+            ahead.cancel()
 
 
 @dataclass

@@ -216,8 +216,10 @@ async def get_queue_meta(backend: RedisBackend, queue: str) -> dict[str, Any]:
 
 async def _dedup_keys(backend: RedisBackend, queue: str, now: int) -> dict[str, Any]:
     prefix = f"{backend.queue_key(queue)}:de:"
+    # SCAN walks the whole keyspace: large steps keep a server of millions of job keys to a
+    # few hundred round trips per queue
     found: dict[str, Any] = {}
-    async for key in backend.client.scan_iter(match=glob_escape(prefix) + "*", count=1000):
+    async for key in backend.client.scan_iter(match=glob_escape(prefix) + "*", count=10_000):
         owner, ttl = await backend.client.get(key), await backend.client.pttl(key)
         if owner is not None:
             found[key[len(prefix) :]] = [owner, now + ttl if ttl > 0 else None]
