@@ -1,6 +1,11 @@
-"""psyq migrate throughput: N jobs from one SQLite file to another on a local Spark session.
+"""psyq migrate throughput: N jobs from one backend to another on a local Spark session.
 
     python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size 1000] [--master local[2]]
+                            [--from sqlite|redis] [--to sqlite|redis] [--redis URL]
+                            [--read auto|driver|tasks] [--wave-pages N]
+
+`sqlite` is a fresh file in a temporary folder; `redis` is a fresh key prefix on --redis
+(default redis://127.0.0.1:6379/0), whose keys are deleted at the end.
 
 The source holds N jobs spread over --queues queues, a tenth of them completed with a
 return value and a log row (so finished jobs, logs and waiting jobs all move). Prints one
@@ -22,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import psyq
@@ -100,21 +106,64 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--from", dest="source", choices=("sqlite", "redis"), default="sqlite")
+    parser.add_argument("--to", dest="destination", choices=("sqlite", "redis"), default="sqlite")
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--read", choices=("auto", "driver", "tasks"), default="auto")
+    parser.add_argument("--wave-pages", type=int, default=None)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="psyq-bench-migrate-"))
+    source = endpoint(args.source, "src", folder, args.redis)
+    destination = endpoint(args.destination, "dst", folder, args.redis)
     try:
-        run(args, folder)
+        run(args, source, destination)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        for url in (source, destination):
+            if url.startswith("redis"):
+                asyncio.run(drop_prefix(url))
 
 
-def run(args: argparse.Namespace, folder: Path) -> None:
-    source, destination = f"sqlite:///{folder}/src.db", f"sqlite:///{folder}/dst.db"
+def endpoint(kind: str, role: str, folder: Path, redis_url: str) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{folder}/{role}.db"
+    return f"{redis_url}?prefix=benchmig{role}{uuid.uuid4().hex[:8]}"
+
+
+async def drop_prefix(url: str) -> None:
+    """Delete every key under the bench's Redis prefix."""
+    import redis.asyncio as aioredis
+
+    from psyq.backends.redis.backend import parse_redis_url
+
+    plain, prefix = parse_redis_url(url)
+    client = aioredis.from_url(plain)
+    try:
+        batch = []
+        async for key in client.scan_iter(match=f"{prefix}:*", count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                await client.unlink(*batch)
+                batch = []
+        if batch:
+            await client.unlink(*batch)
+    finally:
+        await client.aclose()
+
+
+def run(args: argparse.Namespace, source: str, destination: str) -> None:
     started = time.perf_counter()
     asyncio.run(fill(source, args.jobs, args.queues))
     fill_s = time.perf_counter() - started
     with spark_session(args.master, "psyq-bench") as spark:
-        options = MigrateOptions(source, destination, batch_size=args.batch_size)
+        read = {"auto": None, "driver": False, "tasks": True}[args.read]
+        options = MigrateOptions(
+            source,
+            destination,
+            batch_size=args.batch_size,
+            read_in_tasks=read,
+            pages_per_task=args.wave_pages,
+        )
         sampler = PeakSampler()
         sampler.start()
         started = time.perf_counter()
@@ -136,6 +185,9 @@ def run(args: argparse.Namespace, folder: Path) -> None:
         "peak_rss_all_processes_mib": round(sampler.peak_kib / 1024),
         "python": platform.python_version(),
         "master": args.master,
+        "from": args.source,
+        "to": args.destination,
+        "read": args.read,
     }
     print(json.dumps(figures))
     for key, value in figures.items():

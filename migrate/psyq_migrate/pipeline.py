@@ -20,6 +20,7 @@ import functools
 import os
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,7 +30,7 @@ from psyq.backends.base import JOB_STATES, BackendAdapter
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
-from psyq_migrate.reading import WaveReader
+from psyq_migrate.reading import Batch, WaveReader, pack
 from psyq_migrate.spark import run_job, spark_session
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, copy_partition, write_partition
@@ -125,10 +126,11 @@ def migrate(
                     if in_tasks:  # the tasks open the source: let go of it meanwhile
                         runner.run(release_backend(source))
                         copy_in_tasks(options, session, result, observer)
-                        source = runner.run(open_backend(options.source))
+                        if options.verify:
+                            source = runner.run(open_backend(options.source))
                     else:
                         _move_jobs(runner, source, options, session, result, observer)
-                runner.run(_finish(source, options, result))
+                runner.run(_finish(source, options, result, meta_set=in_tasks))
         finally:
             runner.run(release_backend(source))  # a no-op if already let go
     result.seconds = time.monotonic() - started
@@ -162,8 +164,14 @@ def copy_in_tasks(
     result.writers = max(1, min(wanted, len(names)))
     if not names:
         return
+    metas = {plan.name: plan.meta for plan in result.plans}  # set by the tasks, after the jobs
     task = functools.partial(
-        copy_partition, options.source, options.destination, options.overwrite, options.batch_size
+        copy_partition,
+        options.source,
+        options.destination,
+        options.overwrite,
+        options.batch_size,
+        metas,
     )
     rdd = spark.sparkContext.parallelize(names, result.writers).mapPartitions(task)
     outcomes: list[BatchResult] = run_job(rdd, "migrate")
@@ -245,21 +253,40 @@ def _move_jobs(
     result: MigrationResult,
     observer: Observer | None,
 ) -> None:
+    """Wave after wave; the driver reads the next wave while Spark imports the current one
+    (waves still run one after another, so every queue keeps its order)."""
     single = is_single_owner(options.destination)
     writers = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
     result.writers = writers
     pages = options.pages_per_task or (SINGLE_OWNER_PAGES if single else PAGES)
     names = [plan.name for plan in result.plans]
     reader = WaveReader(source, names, options.batch_size, writers, pages)
-    task = functools.partial(write_partition, options.destination, options.overwrite)
-    while wave := runner.run(reader.next_wave()):
-        slices = [[batch for part in wave for batch in part]] if single else wave
-        rdd = spark.sparkContext.parallelize(slices, len(slices))
-        outcomes: list[BatchResult] = run_job(rdd.mapPartitions(task), "migrate")
-        result.waves += 1
-        _account(
-            outcomes, sum(len(page.jobs) for part in wave for _, page in part), result, observer
-        )
+    write = functools.partial(_write_wave, spark, options.destination, options.overwrite, single)
+    with ThreadPoolExecutor(1, thread_name_prefix="psyq-migrate-wave") as pool:
+        wave = runner.run(reader.next_wave())
+        while wave:
+            running = pool.submit(write, wave)
+            following = runner.run(reader.next_wave())
+            outcomes = running.result()
+            result.waves += 1
+            _account(outcomes, _jobs_in(wave), result, observer)
+            wave = following
+
+
+def _write_wave(
+    spark: SparkSession, destination: str, overwrite: bool, single: bool, wave: list[list[Batch]]
+) -> list[BatchResult]:
+    """One Spark job: a task per slice (one task holding every slice into a single owner)."""
+    packed = [[pack(batch) for batch in part] for part in wave]
+    slices = [[batch for part in packed for batch in part]] if single else packed
+    task = functools.partial(write_partition, destination, overwrite)
+    rdd = spark.sparkContext.parallelize(slices, len(slices)).mapPartitions(task)
+    outcomes: list[BatchResult] = run_job(rdd, "migrate")
+    return outcomes
+
+
+def _jobs_in(wave: list[list[Batch]]) -> int:
+    return sum(len(page.jobs) for part in wave for _, page in part)
 
 
 def _account(
@@ -282,11 +309,17 @@ def _account(
         raise MigrateError(f"Spark tasks reported {reported} of the {sent} jobs they were sent")
 
 
-async def _finish(source: BackendAdapter, options: MigrateOptions, result: MigrationResult) -> None:
-    """Queue metadata last (after the jobs it refers to), then the optional verification."""
+async def _finish(
+    source: BackendAdapter, options: MigrateOptions, result: MigrationResult, meta_set: bool
+) -> None:
+    """Queue metadata last (after the jobs it refers to; `meta_set`: the tasks did it), then
+    the optional verification. Neither left: the destination is not opened again (a SQLite
+    file would rebuild its memory from disk just to be closed)."""
+    if meta_set and not options.verify:
+        return
     destination = await open_backend(options.destination)
     try:
-        for plan in result.plans:
+        for plan in result.plans if not meta_set else ():
             await destination.set_queue_meta(plan.name, plan.meta)
         if options.verify:
             names = [plan.name for plan in result.plans]

@@ -9,13 +9,13 @@ exceptions, so the driver can name them instead of showing a JVM stack trace.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter
 from psyq.errors import PsyqError
-from psyq_migrate.reading import Batch, export_pages
+from psyq_migrate.reading import Batch, PackedBatch, export_pages_ahead, unpack
 
 __all__ = ["BatchResult", "copy_partition", "copy_queues", "import_batches", "write_partition"]
 
@@ -28,10 +28,11 @@ class BatchResult(NamedTuple):
 
 
 def write_partition(
-    destination: str, overwrite: bool, slices: Iterable[list[Batch]]
+    destination: str, overwrite: bool, slices: Iterable[list[PackedBatch]]
 ) -> Iterator[BatchResult]:
-    """mapPartitions body: every batch of every slice of this partition, in order."""
-    batches = [batch for slice_ in slices for batch in slice_]
+    """mapPartitions body: every batch of every slice of this partition, in order (packed by
+    the driver, see `reading.pack`)."""
+    batches = [unpack(batch) for slice_ in slices for batch in slice_]
     if not batches:
         return iter(())
     return iter(asyncio.run(import_batches(destination, overwrite, batches)))
@@ -59,18 +60,30 @@ async def import_batches(
 
 
 def copy_partition(
-    source: str, destination: str, overwrite: bool, batch_size: int, queues: Iterable[str]
+    source: str,
+    destination: str,
+    overwrite: bool,
+    batch_size: int,
+    metas: Mapping[str, Mapping[str, Any]],
+    queues: Iterable[str],
 ) -> Iterator[BatchResult]:
     """mapPartitions body when tasks read: export each queue of the partition from the
-    source and import it, page by page, in line order."""
+    source and import it, page by page, in line order; then set the queue's metadata from
+    `metas` (if there), so the driver need not reopen the destination for it."""
     names = list(queues)
     if not names:
         return iter(())
-    return iter(asyncio.run(copy_queues(source, destination, overwrite, batch_size, names)))
+    copied = copy_queues(source, destination, overwrite, batch_size, names, metas)
+    return iter(asyncio.run(copied))
 
 
 async def copy_queues(
-    source_url: str, destination_url: str, overwrite: bool, batch_size: int, queues: list[str]
+    source_url: str,
+    destination_url: str,
+    overwrite: bool,
+    batch_size: int,
+    queues: list[str],
+    metas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[BatchResult]:
     try:
         source = await open_backend(source_url)
@@ -82,7 +95,7 @@ async def copy_queues(
         await release_backend(source)
         return [BatchResult(queues[0], 0, 0, f"cannot open the destination: {exc}")]
     try:
-        return await _copy(source, destination, overwrite, batch_size, queues)
+        return await _copy(source, destination, overwrite, batch_size, queues, metas or {})
     finally:
         await release_backend(destination)
         await release_backend(source)
@@ -94,13 +107,16 @@ async def _copy(
     overwrite: bool,
     batch_size: int,
     queues: list[str],
+    metas: Mapping[str, Mapping[str, Any]],
 ) -> list[BatchResult]:
     results: list[BatchResult] = []
     for queue in queues:
         try:
-            async for page in export_pages(source, queue, batch_size):
+            async for page in export_pages_ahead(source, queue, batch_size):
                 written = await destination.import_jobs(queue, page, overwrite)
                 results.append(BatchResult(queue, len(page.jobs), written))
+            if queue in metas:  # after the jobs it refers to
+                await destination.set_queue_meta(queue, metas[queue])
         except PsyqError as exc:
             results.append(BatchResult(queue, 0, 0, str(exc)))
             break

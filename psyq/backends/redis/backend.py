@@ -599,7 +599,7 @@ class RedisBackend(BackendAdapter):
         names = set()
         for suffix in (":meta", ":id", ":events"):
             pattern = f"{glob_escape(self.prefix)}:*{suffix}"
-            async for key in self.client.scan_iter(match=pattern, count=1000):
+            async for key in self.client.scan_iter(match=pattern, count=10_000):
                 names.add(key[len(self.prefix) + 1 : -len(suffix)])
         return sorted(name for name in names if ":" not in name)
 

@@ -1,6 +1,7 @@
 """Export / import and queue meta on Redis: what `psyq migrate` moves (see base.py for the
-contract). Export reads the live structures page by page (cursor "<state>:<offset>");
-import is one script call per page (`lua/importJobs-10.lua`), all or nothing."""
+contract). Export reads the live structures page by page (cursor "<state>:<offset>"), each
+page's jobs in one script call (`lua/exportJobs-1.lua`); import is one script call per page
+with one JSON argument (`lua/importJobs-10.lua`), all or nothing."""
 
 from __future__ import annotations
 
@@ -77,64 +78,69 @@ async def export_jobs(
 async def _read_jobs(
     backend: RedisBackend, queue: str, chosen: list[tuple[str, str]]
 ) -> ExportPage:
-    key = backend.queue_key(queue)
-    async with backend.client.pipeline(transaction=False) as pipe:
-        for job_id, _ in chosen:
-            job_key = f"{key}:{job_id}"
-            pipe.hgetall(job_key).lrange(job_key + ":logs", 0, -1)
-            pipe.zscore(key + ":delayed", job_id).smembers(job_key + ":dependencies")
-            pipe.hgetall(job_key + ":processed").hgetall(job_key + ":failed")
-            pipe.zrange(job_key + ":unsuccessful", 0, -1)
-        replies = await pipe.execute()
     page = ExportPage([], {}, None)
-    for i, (job_id, state) in enumerate(chosen):
-        fields, logs, score, pending, processed, ignored, failed = replies[7 * i : 7 * i + 7]
-        if not fields:
+    if not chosen:
+        return page
+    replies = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
+    for (job_id, state), reply in zip(chosen, replies, strict=True):
+        flat, logs, score, pending, processed, ignored, failed = reply
+        if not flat:
             continue  # removed while we read
-        record = record_from_hash(queue, job_id, fields)
+        record = record_from_hash(queue, job_id, _pairs(flat))
         record.state = state
         page.jobs.append(record)
         if logs:
             page.logs[job_id] = logs
         if score is not None:
-            page.due[job_id] = int(score) // DELAY_SPAN
+            page.due[job_id] = int(float(score)) // DELAY_SPAN
         if pending or processed or ignored or failed:
             reasons = await backend.get_failed_children_values(queue, job_id) if failed else {}
             page.deps[job_id] = {
                 "pending": sorted(pending),
-                "processed": dict(processed),
+                "processed": _pairs(processed),
                 "failed": reasons,
-                "ignored": dict(ignored),
+                "ignored": _pairs(ignored),
             }
     return page
 
 
-def _hash_fields(record: JobRecord) -> dict[str, str]:
-    """The job hash BullMQ stores, from a record (the reverse of record_from_hash)."""
-    fields = {
-        "name": record.name,
-        "data": record.data,
-        "opts": encode_opts(record.opts),
-        "timestamp": str(record.timestamp),
-        "delay": str(record.delay),
-        "priority": str(record.priority),
-        "progress": json.dumps(record.progress),
-        "atm": str(record.attempts_made),
-        "ats": str(record.attempts_started),
-        "stc": str(record.stalled_counter),
-    }
-    optional = {
-        "processedOn": record.processed_on,
-        "finishedOn": record.finished_on,
-        "returnvalue": record.returnvalue,
-        "failedReason": record.failed_reason,
-        "pb": record.processed_by,
-        "parentKey": record.parent_key,
-    }
-    fields.update({name: str(value) for name, value in optional.items() if value is not None})
+def _pairs(flat: list[str]) -> dict[str, str]:
+    """A hash from HGETALL's flat field/value list (as Lua returns it)."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _hash_fields(record: JobRecord) -> list[str]:
+    """The job hash BullMQ stores, from a record (the reverse of record_from_hash), as a flat
+    field, value list starting name, data, timestamp (importJobs reads those by place). Runs
+    once per imported job: plain field reads, json only where a value needs it."""
+    progress = record.progress
+    fields = [
+        "name", record.name,
+        "data", record.data,
+        "timestamp", str(record.timestamp),
+        "opts", encode_opts(record.opts) if record.opts else "{}",
+        "delay", str(record.delay),
+        "priority", str(record.priority),
+        "progress", str(progress) if type(progress) is int else json.dumps(progress),
+        "atm", str(record.attempts_made),
+        "ats", str(record.attempts_started),
+        "stc", str(record.stalled_counter),
+    ]  # fmt: skip
+    for name, value in (
+        ("processedOn", record.processed_on),
+        ("finishedOn", record.finished_on),
+        ("returnvalue", record.returnvalue),
+        ("failedReason", record.failed_reason),
+        ("pb", record.processed_by),
+        ("parentKey", record.parent_key),
+    ):
+        if value is not None:
+            fields += (name, str(value))
     if record.stacktrace:
-        fields["stacktrace"] = json.dumps(list(record.stacktrace))
-    fields.update(_links(record))
+        fields += ("stacktrace", json.dumps(list(record.stacktrace)))
+    if record.parent_key or "deduplication" in record.opts or "repeatJobKey" in record.opts:
+        for pair in _links(record).items():
+            fields += pair
     return fields
 
 
@@ -176,8 +182,9 @@ async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overw
             entry["due"] = record.timestamp + record.delay
         if record.id in page.deps:
             entry["deps"] = page.deps[record.id]
-        args.append(json.dumps(entry))
-    outcome, value = await backend._run("importJobs", queue, int(overwrite), *args)
+        args.append(entry)
+    page_json = json.dumps(args, separators=(",", ":"))
+    outcome, value = await backend._run("importJobs", queue, int(overwrite), page_json)
     if outcome == "conflict":
         raise PsyqError(
             f"cannot import job {value!r} into {queue!r}: a different job has that id "
@@ -209,8 +216,10 @@ async def get_queue_meta(backend: RedisBackend, queue: str) -> dict[str, Any]:
 
 async def _dedup_keys(backend: RedisBackend, queue: str, now: int) -> dict[str, Any]:
     prefix = f"{backend.queue_key(queue)}:de:"
+    # SCAN walks the whole keyspace: large steps keep a server of millions of job keys to a
+    # few hundred round trips per queue
     found: dict[str, Any] = {}
-    async for key in backend.client.scan_iter(match=glob_escape(prefix) + "*", count=1000):
+    async for key in backend.client.scan_iter(match=glob_escape(prefix) + "*", count=10_000):
         owner, ttl = await backend.client.get(key), await backend.client.pttl(key)
         if owner is not None:
             found[key[len(prefix) :]] = [owner, now + ttl if ttl > 0 else None]

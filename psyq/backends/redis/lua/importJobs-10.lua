@@ -3,21 +3,22 @@
 -- name, data and timestamp is skipped; a different one makes the whole call write nothing
 -- unless overwrite.
 -- KEYS: wait paused prioritized delayed completed failed waiting-children marker meta id
--- ARGV: [1] queue key prefix; [2] overwrite (1/0); then one JSON per job:
---       {id, state, fields = {hash field = value}, logs = [...], due?, deps?}
+-- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a JSON array, one object per job:
+--       {id, state, fields = [field, value, ...], logs = [...], due?, deps?}; fields is
+--       the job hash as a flat list starting name, data, timestamp (read by place)
+--       (one argument for the page: one decode here, one encode in the client)
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
 --@include base settle parent state remove
 local overwrite = ARGV[2] == "1"
-local jobs, skip = {}, {}
-for i = 3, #ARGV do
-  local job = cjson.decode(ARGV[i])
-  jobs[#jobs + 1] = job
+local jobs, skip, present = cjson.decode(ARGV[3]), {}, {}
+for _, job in ipairs(jobs) do
   local jobKey = P .. job.id
   if rcall("EXISTS", jobKey) == 1 then
+    present[job.id] = true
     local stored = rcall("HMGET", jobKey, "name", "data", "timestamp")
-    local same = stored[1] == job.fields.name and stored[2] == job.fields.data
-      and stored[3] == job.fields.timestamp
+    local fields = job.fields
+    local same = stored[1] == fields[2] and stored[2] == fields[4] and stored[3] == fields[6]
     if same then
       skip[job.id] = true
     elseif not overwrite then
@@ -26,18 +27,34 @@ for i = 3, #ARGV do
   end
 end
 
+local function field(flat, name)
+  for i = 1, #flat, 2 do
+    if flat[i] == name then return flat[i + 1] end
+  end
+end
+
+-- Waiting jobs go to their list in one LPUSH per chunk, in page order.
+local waitTarget, waiting = waitKey(), {}
+local function pushWaiting()
+  for i = 1, #waiting, 1000 do
+    rcall("LPUSH", waitTarget, unpack(waiting, i, math.min(i + 999, #waiting)))
+  end
+  waiting = {}
+end
+
 local function place(job)
   local state, jobId = job.state, job.id
   if state == "waiting" or state == "active" or state == "paused" then
-    rcall("LPUSH", waitKey(), jobId)
+    waiting[#waiting + 1] = jobId
   elseif state == "prioritized" then
-    rcall("ZADD", P .. "prioritized", priorityScore(tonumber(job.fields.priority) or 1), jobId)
+    local priority = tonumber(field(job.fields, "priority")) or 1
+    rcall("ZADD", P .. "prioritized", priorityScore(priority), jobId)
   elseif state == "delayed" then
     rcall("ZADD", P .. "delayed", delayedScore(job.due), jobId)
   elseif state == "completed" or state == "failed" then
-    rcall("ZADD", P .. state, tonumber(job.fields.finishedOn) or 0, jobId)
+    rcall("ZADD", P .. state, tonumber(field(job.fields, "finishedOn")) or 0, jobId)
   elseif state == "waiting-children" then
-    rcall("ZADD", P .. "waiting-children", tonumber(job.fields.timestamp) or 0, jobId)
+    rcall("ZADD", P .. "waiting-children", tonumber(job.fields[6]) or 0, jobId)
   end
 end
 
@@ -49,30 +66,31 @@ local function link(jobKey, deps)
   for key, _ in pairs(deps.failed or {}) do rcall("ZADD", jobKey .. ":unsuccessful", 0, key) end
 end
 
-local written, lastId = 0, tonumber(rcall("GET", P .. "id")) or 0
+local written, lastId, done = 0, tonumber(rcall("GET", P .. "id")) or 0, {}
 for _, job in ipairs(jobs) do
   if not skip[job.id] then
     local jobKey = P .. job.id
-    if rcall("EXISTS", jobKey) == 1 then -- overwrite: the old job goes, without events
+    if present[job.id] or done[job.id] then -- overwrite: the old job goes, without events
+      pushWaiting() -- so an id twice in a page leaves its list like one by one
       detach(job.id, jobState(job.id))
       rcall("LREM", P .. "active", 0, job.id)
       removeJobKeys(job.id)
     end
     rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
-    local fields = {}
-    for name, value in pairs(job.fields) do
-      fields[#fields + 1] = name
-      fields[#fields + 1] = value
+    rcall("HSET", jobKey, unpack(job.fields))
+    local logs = job.logs or {}
+    for i = 1, #logs, 1000 do -- unpack is bounded by Lua's stack: chunks of 1000
+      rcall("RPUSH", jobKey .. ":logs", unpack(logs, i, math.min(i + 999, #logs)))
     end
-    rcall("HSET", jobKey, unpack(fields))
-    for _, row in ipairs(job.logs or {}) do rcall("RPUSH", jobKey .. ":logs", row) end
     link(jobKey, job.deps)
     place(job)
+    done[job.id] = true
     written = written + 1
   end
   local numeric = tonumber(job.id)
   if numeric and numeric > lastId then lastId = numeric end
 end
+pushWaiting()
 rcall("SET", P .. "id", lastId)
 if rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0 then addBaseMarker() end
 addDelayMarker()
