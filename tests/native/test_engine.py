@@ -146,3 +146,25 @@ async def test_memory_is_bounded_with_remove_on_complete() -> None:
     assert counts == {"completed": 0, "waiting": 0, "active": 0}
     key_store = next(s.stores["bull:q"] for s in backend.engine.shards if "bull:q" in s.stores)
     assert key_store.jobs == {} and key_store.logs == {}
+
+
+async def test_a_wait_closed_by_a_thread_holding_every_lock_does_not_deadlock() -> None:
+    """The garbage collector may finalize an abandoned wait_for_job coroutine in any thread,
+    e.g. the SQLite flush thread while it holds every shard lock: the wait's clean-up must
+    not block on those locks."""
+    import threading
+
+    from psyq.backends.native.memory import MemoryBackend
+
+    backend = MemoryBackend("memory://finalized-wait")
+    waiting = backend.wait_for_job("q", 60_000)
+    waiting.send(None)  # now suspended on its wake-up future
+
+    def close_under_every_lock() -> None:
+        with backend.engine.every_lock():
+            waiting.close()  # what the garbage collector does to an abandoned coroutine
+
+    closer = threading.Thread(target=close_under_every_lock, daemon=True)
+    closer.start()
+    closer.join(5)
+    assert not closer.is_alive(), "closing the wait deadlocked on the shard lock"

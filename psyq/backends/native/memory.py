@@ -97,6 +97,27 @@ class MemoryBackend(BackendAdapter):
             _wake(store, notify)
             return result
 
+    def _forget(
+        self,
+        queue: str,
+        waiters: Callable[[QueueStore], set[asyncio.Future[None]]],
+        future: asyncio.Future[None],
+    ) -> None:
+        """Take an ended wait's future out of its store, if the shard lock is free at once.
+        A coroutine's `finally` may run inside the garbage collector, in any thread, even
+        one that holds this lock (a flush holds them all): waiting there would deadlock. A
+        future left behind is harmless: the next wake-up drops it."""
+        key = self._prefix + queue
+        shard = self.engine.shard(key)
+        if not shard.lock.acquire(blocking=False):
+            return
+        try:
+            store = shard.stores.get(key)
+            if store is not None:
+                waiters(store).discard(future)
+        finally:
+            shard.lock.release()
+
     def _now(self) -> int:
         return self._clock.now_ms()
 
@@ -136,7 +157,7 @@ class MemoryBackend(BackendAdapter):
         try:
             await self._block(future, timeout_ms if ready is None else min(timeout_ms, ready))
         finally:
-            self._run(queue, lambda s: s.waiters.discard(future))
+            self._forget(queue, lambda s: s.waiters, future)
 
     # ------------------------------------------------------------------ settling
     async def move_to_finished(
@@ -324,7 +345,7 @@ class MemoryBackend(BackendAdapter):
         try:
             await self._block(future, block_ms)
         finally:
-            self._run(queue, lambda s: s.events.waiters.discard(future))
+            self._forget(queue, lambda s: s.events.waiters, future)
         return self._run(queue, lambda s: s.events.read(after, count))
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
