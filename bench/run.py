@@ -224,17 +224,7 @@ def run_pgqueuer(cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | s
         subprocess.run([sys.executable, "-m", "venv", str(folder / ".venv")], check=False)
         install = [str(python), "-m", "pip", "install", "-q", "-r", "requirements.txt"]
         subprocess.run(install, cwd=folder, check=False, capture_output=True)
-    proc = subprocess.run(
-        [str(python), "bench.py", json.dumps(cfg)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-    )
-    if proc.returncode != 0:
-        return f"pgqueuer failed: {proc.stderr.strip()[-300:]}"
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return run_peer_command("pgqueuer", [str(python), "bench.py", json.dumps(cfg)], env)
 
 
 def peer_bun(name: str) -> Path | str:
@@ -312,17 +302,7 @@ def run_node_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[s
         subprocess.run(install, cwd=folder, check=False, capture_output=True)
     if not (folder / "node_modules" / name / "package.json").exists():
         return f"could not install {name} with npm in {folder}"
-    proc = subprocess.run(
-        ["node", "bench.mjs", json.dumps(cfg)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-    )
-    if proc.returncode != 0:
-        return f"{name} failed: {proc.stderr.strip()[-300:]}"
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return run_peer_command(name, ["node", "bench.mjs", json.dumps(cfg)], env)
 
 
 def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
@@ -351,12 +331,13 @@ def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, A
 def run_peer_script(
     name: str, bun: Path, cfg: dict[str, Any], env: dict[str, str]
 ) -> dict[str, Any] | str:
+    return run_peer_command(name, [str(bun), "bench.ts", json.dumps(cfg)], env)
+
+
+def run_peer_command(name: str, command: list[str], env: dict[str, str]) -> dict[str, Any] | str:
+    """Run a peer's bench in its folder; its figures are the last line it prints (JSON)."""
     proc = subprocess.run(
-        [str(bun), "bench.ts", json.dumps(cfg)],
-        cwd=PEERS[name],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
+        command, cwd=PEERS[name], capture_output=True, text=True, env={**os.environ, **env}
     )
     if proc.returncode != 0:
         return f"{name} failed: {proc.stderr.strip()[-300:]}"
