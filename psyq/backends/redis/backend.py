@@ -14,7 +14,6 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -67,12 +66,6 @@ T = TypeVar("T")
 DEFAULT_PREFIX = "bull"
 MIN_VERSION = (5, 0, 0)
 ADD_CHUNK = 1000
-# Settles go in script calls of SETTLE_MIN to SETTLE_MAX jobs, about 1/SETTLE_SPLIT of the
-# settles in progress (a worker at concurrency 100: 25; at 10: 5), each in its own round
-# trip: Redis runs the next call while the worker handles the jobs of the previous one.
-SETTLE_SPLIT = 4
-SETTLE_MIN = 5
-SETTLE_MAX = 50
 OBLITERATE_BATCH = 1000  # jobs deleted per obliterate script call
 POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
 MAX_METRICS_POINTS = (
@@ -126,8 +119,6 @@ class RedisBackend(BackendAdapter):
         self._scripts = _scripts()
         self._pipeline = ScriptPipeline()
         self._reconnect = Reconnect()  # paces calls while the server does not answer
-        self._batches: dict[tuple[str, Any], _SettleBatch] = {}  # settles of this loop turn
-        self._settling = 0  # move_to_finished calls in progress
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -172,8 +163,6 @@ class RedisBackend(BackendAdapter):
             )
 
     async def close(self) -> None:
-        while self._batches:  # settles of this loop turn not sent yet
-            await asyncio.sleep(0)
         await self._pipeline.wait_idle()
         for client in (self._client, self._blocking, *self._waiting.values()):
             if client is not None:
@@ -409,82 +398,14 @@ class RedisBackend(BackendAdapter):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
-        """Settles made in the same event-loop turn (a worker's slots finishing together)
-        go to Redis as one moveToFinished call that settles them all and fetches the next
-        job for each (the script takes the jobs in token order)."""
-        await self._reconnect.wait()
-        item = self._settle_item(job_id, token, outcome)
-        self._settling += 1
-        try:
-            code, fetched = await self._settle_later(queue, item, fetch)
-        finally:
-            self._settling -= 1
+        """One moveToFinished call (workers batch their settles through settle_many:
+        psyq.core.settle)."""
+        [code], fetched = await self._settle(
+            queue, [self._settle_item(job_id, token, outcome)], fetch
+        )
         operation = "complete" if isinstance(outcome, Completed) else "fail"
-        raise_for_code(code, queue, job_id, operation, "not active")
-        await self._schedule_next(queue, fetched)
+        raise_for_code(_settle_code(code, queue), queue, job_id, operation, "not active")
         return fetched
-
-    def _settle_later(
-        self, queue: str, item: dict[str, Any], fetch: FetchRequest | None
-    ) -> asyncio.Future[tuple[int, list[JobRecord]]]:
-        loop = asyncio.get_running_loop()
-        shape = None
-        if fetch is not None and fetch.tokens:
-            shape = (fetch.lock_duration, fetch.worker_name, fetch.limiter)
-        key = (queue, shape)
-        batch = self._batches.get(key)
-        if batch is None:
-            batch = self._batches[key] = _SettleBatch(queue, shape, fetch if shape else None)
-            loop.call_soon(self._send_batch, key)
-        future: asyncio.Future[tuple[int, list[JobRecord]]] = loop.create_future()
-        batch.items.append(item)
-        batch.tokens.append(list(fetch.tokens) if fetch is not None and shape else [])
-        batch.futures.append(future)
-        return future
-
-    def _send_batch(self, key: tuple[str, Any]) -> None:
-        batch = self._batches.pop(key)
-        size = min(SETTLE_MAX, max(SETTLE_MIN, -(-self._settling // SETTLE_SPLIT)))
-        for start in range(0, len(batch.items), size):
-            self._send_chunk(batch.chunk(start, start + size))
-
-    def _send_chunk(self, batch: _SettleBatch) -> None:
-        tokens = [token for mine in batch.tokens for token in mine]
-        arg: dict[str, Any] = {"settle": batch.items}
-        if batch.fetch is not None:
-            arg["fetch"] = self._fetch_arg(replace(batch.fetch, tokens=tokens))
-        try:
-            script = self._scripts["moveToFinished"]
-            reply = self._pipeline.call_alone(
-                self.client, script, self.queue_key(batch.queue), (json.dumps(arg),)
-            )
-        except Exception as exc:
-            batch.fail(exc)
-            return
-        reply.add_done_callback(lambda done: self._batch_done(batch, tokens, done))
-
-    def _batch_done(
-        self, batch: _SettleBatch, tokens: list[str], reply: asyncio.Future[Any]
-    ) -> None:
-        if reply.cancelled():
-            batch.fail(asyncio.CancelledError())
-            return
-        exc = reply.exception()
-        if exc is not None:
-            batch.fail(self._script_error("moveToFinished", batch.queue, exc))
-            return
-        self._reconnect.succeeded()
-        codes, hashes = reply.result()
-        records = {r.lock_token: r for r in self._records(batch.queue, hashes, tokens)}
-        for code, mine, future in zip(codes, batch.tokens, batch.futures, strict=True):
-            if future.done():
-                continue
-            try:
-                future.set_result(
-                    (_settle_code(code, batch.queue), [records[t] for t in mine if t in records])
-                )
-            except PsyqError as error:
-                future.set_exception(error)
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         [code], _ = await self._settle(queue, [self._settle_item(job_id, token, outcome)], None)
@@ -994,34 +915,6 @@ def _settle_code(code: Any, queue: str) -> int:
     if isinstance(code, str) and code.startswith("ERR "):
         raise PsyqError(f"Redis script moveToFinished failed on queue {queue!r}: {code[4:]}")
     return int(code)
-
-
-class _SettleBatch:
-    """moveToFinished calls of one loop turn for one queue (and one fetch shape)."""
-
-    __slots__ = ("fetch", "futures", "items", "queue", "shape", "tokens")
-
-    def __init__(self, queue: str, shape: Any, fetch: FetchRequest | None) -> None:
-        self.queue = queue
-        self.shape = shape
-        self.fetch = fetch
-        self.items: list[dict[str, Any]] = []
-        self.tokens: list[list[str]] = []  # each caller's fetch tokens
-        self.futures: list[asyncio.Future[tuple[int, list[JobRecord]]]] = []
-
-    def chunk(self, start: int, stop: int) -> _SettleBatch:
-        if start == 0 and stop >= len(self.items):
-            return self
-        part = _SettleBatch(self.queue, self.shape, self.fetch)
-        part.items = self.items[start:stop]
-        part.tokens = self.tokens[start:stop]
-        part.futures = self.futures[start:stop]
-        return part
-
-    def fail(self, exc: BaseException) -> None:
-        for future in self.futures:
-            if not future.done():
-                future.set_exception(exc)
 
 
 async def _maxmemory_policy(client: Any) -> str | None:

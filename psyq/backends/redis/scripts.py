@@ -94,18 +94,6 @@ class ScriptPipeline:
         self._pending.append((script, script.keys(queue_key), (f"{queue_key}:", *args), future))
         return future
 
-    def call_alone(
-        self, client: Any, script: Script, queue_key: str, args: tuple[Any, ...]
-    ) -> asyncio.Future[Any]:
-        """Run one script call in its own round trip (its own connection), so its reply is
-        handled as soon as it comes, while Redis works on the calls sent after it."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        call = (script, script.keys(queue_key), (f"{queue_key}:", *args), future)
-        task = asyncio.ensure_future(self._flush(client, [call], self._send_one))
-        self._flushing.add(task)
-        task.add_done_callback(self._flushing.discard)
-        return future
-
     def _flush_soon(self, client: Any) -> None:
         batch, self._pending = self._pending, []
         send = self._send_one if len(batch) == 1 else self._send  # one call: no pipeline
