@@ -1,11 +1,13 @@
 """psyq migrate throughput: N jobs from one backend to another on a local Spark session.
 
     python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size 1000] [--master local[2]]
-                            [--from sqlite|redis] [--to sqlite|redis] [--redis URL]
-                            [--read auto|driver|tasks] [--wave-pages N]
+                            [--from sqlite|redis|postgres] [--to sqlite|redis|postgres]
+                            [--redis URL] [--postgres URL] [--read auto|driver|tasks]
+                            [--wave-pages N] [--partitions N]
 
 `sqlite` is a fresh file in a temporary folder; `redis` is a fresh key prefix on --redis
-(default redis://127.0.0.1:6379/0), whose keys are deleted at the end.
+(default redis://127.0.0.1:6379/0), whose keys are deleted at the end; `postgres` is a fresh
+schema on --postgres (default postgresql://postgres@127.0.0.1:5432/test), dropped at the end.
 
 The source holds N jobs spread over --queues queues, a tenth of them completed with a
 return value and a log row (so finished jobs, logs and waiting jobs all move). Prints one
@@ -106,15 +108,18 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--from", dest="source", choices=("sqlite", "redis"), default="sqlite")
-    parser.add_argument("--to", dest="destination", choices=("sqlite", "redis"), default="sqlite")
+    kinds = ("sqlite", "redis", "postgres")
+    parser.add_argument("--from", dest="source", choices=kinds, default="sqlite")
+    parser.add_argument("--to", dest="destination", choices=kinds, default="sqlite")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--partitions", type=int, default=None)
     parser.add_argument("--read", choices=("auto", "driver", "tasks"), default="auto")
     parser.add_argument("--wave-pages", type=int, default=None)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="psyq-bench-migrate-"))
-    source = endpoint(args.source, "src", folder, args.redis)
-    destination = endpoint(args.destination, "dst", folder, args.redis)
+    source = endpoint(args.source, "src", folder, args)
+    destination = endpoint(args.destination, "dst", folder, args)
     try:
         run(args, source, destination)
     finally:
@@ -122,12 +127,29 @@ def main() -> None:
         for url in (source, destination):
             if url.startswith("redis"):
                 asyncio.run(drop_prefix(url))
+            elif url.startswith("postgresql"):
+                asyncio.run(drop_schema(url))
 
 
-def endpoint(kind: str, role: str, folder: Path, redis_url: str) -> str:
+def endpoint(kind: str, role: str, folder: Path, args: argparse.Namespace) -> str:
+    fresh = f"benchmig{role}{uuid.uuid4().hex[:8]}"
     if kind == "sqlite":
         return f"sqlite:///{folder}/{role}.db"
-    return f"{redis_url}?prefix=benchmig{role}{uuid.uuid4().hex[:8]}"
+    if kind == "postgres":
+        return f"{args.postgres}?schema={fresh}"
+    return f"{args.redis}?prefix={fresh}"
+
+
+async def drop_schema(url: str) -> None:
+    """Drop the bench's Postgres schema (and everything in it)."""
+    import asyncpg
+
+    server, _, query = url.partition("?schema=")
+    connection = await asyncpg.connect(server)
+    try:
+        await connection.execute(f'DROP SCHEMA IF EXISTS "{query}" CASCADE')
+    finally:
+        await connection.close()
 
 
 async def drop_prefix(url: str) -> None:
@@ -163,6 +185,7 @@ def run(args: argparse.Namespace, source: str, destination: str) -> None:
             batch_size=args.batch_size,
             read_in_tasks=read,
             pages_per_task=args.wave_pages,
+            partitions=args.partitions,
         )
         sampler = PeakSampler()
         sampler.start()

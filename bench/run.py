@@ -1,7 +1,13 @@
-"""psyq benchmarks, side by side with a peer measured in the same run on the same machine.
+"""psyq benchmarks, side by side with peers measured in the same run on the same machine.
 
     python bench/run.py [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
-                        [--peers bunqueue|bullmq|pgqueuer|none] [--quick]
+                        [--peers PEER[,PEER...]|none] [--quick]
+
+Peers: bunqueue (Bun), bullmq (Node BullMQ), and Python peers each run from its own
+virtualenv (bench/peers/<name>/.venv, made on first use from its requirements.txt):
+bullmq-py, saq, arq (redis:// backends) and pgqueuer, procrastinate, bullmq-py-pg (bullmq
+for Python's Postgres backend) (postgresql:// backends). Each backend gets one table: a
+column per peer and a ratio column per peer (psyq vs that peer).
 
 `--backend psyq` starts a `psyq server` (memory data) and measures the psyq:// client against
 it, side by side with a bunqueue TCP server (memory, its per-client rate limit turned off)
@@ -44,7 +50,25 @@ PEERS = {
     "bunqueue": HERE / "peers" / "bunqueue",
     "bullmq": HERE / "peers" / "bullmq",
     "pgqueuer": HERE / "peers" / "pgqueuer",
+    "procrastinate": HERE / "peers" / "procrastinate",
+    "bullmq-py": HERE / "peers" / "bullmq-py",
+    "bullmq-py-pg": HERE / "peers" / "bullmq-py",
+    "saq": HERE / "peers" / "saq",
+    "arq": HERE / "peers" / "arq",
 }
+# Python peers: bench.py in the peer's folder, run from its own virtualenv, needing one
+# variable of the peer environment (the server it shares with psyq), plus fixed settings.
+REDIS_ONLY = ("REDIS_URL", "runs only against a redis:// backend")
+POSTGRES_ONLY = ("PSYQ_BENCH_PG_DSN", "runs only against a postgresql:// backend")
+PYTHON_PEERS: dict[str, tuple[tuple[str, str], dict[str, str]]] = {
+    "pgqueuer": (POSTGRES_ONLY, {}),
+    "procrastinate": (POSTGRES_ONLY, {}),
+    "bullmq-py-pg": (POSTGRES_ONLY, {"PEER_STORE": "postgres"}),
+    "bullmq-py": (REDIS_ONLY, {}),
+    "saq": (REDIS_ONLY, {}),
+    "arq": (REDIS_ONLY, {}),
+}
+PEER_TIMEOUT = 1800  # seconds for one peer's whole bench
 BATCH = 1000
 
 
@@ -214,17 +238,35 @@ async def run_psyq(url: str, cfg: dict[str, Any], server_pid: int | None) -> dic
     }
 
 
-def run_pgqueuer(cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
-    """pgqueuer's figures on the same Postgres server, or the reason it could not run."""
-    folder = PEERS["pgqueuer"]
-    if "PSYQ_BENCH_PG_DSN" not in env:
-        return "pgqueuer runs only against a postgresql:// backend"
+def peer_python(name: str) -> Path | str:
+    """The peer's virtualenv Python, (re)installed from its requirements.txt when the
+    virtualenv is missing or older than that file; or why it could not be made."""
+    folder = PEERS[name]
     python = folder / ".venv" / "bin" / "python"
+    marker = folder / ".venv" / ".installed"
+    requirements = folder / "requirements.txt"
+    if marker.exists() and marker.stat().st_mtime >= requirements.stat().st_mtime:
+        return python
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(folder / ".venv")], check=False)
-        install = [str(python), "-m", "pip", "install", "-q", "-r", "requirements.txt"]
-        subprocess.run(install, cwd=folder, check=False, capture_output=True)
-    return run_peer_command("pgqueuer", [str(python), "bench.py", json.dumps(cfg)], env)
+    install = [str(python), "-m", "pip", "install", "-q", "-r", "requirements.txt"]
+    proc = subprocess.run(install, cwd=folder, check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return f"could not install {name} from {requirements}: {proc.stderr.strip()[-300:]}"
+    marker.touch()
+    return python
+
+
+def run_python_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
+    """A Python peer's figures on the server psyq used, or the reason it could not run."""
+    (needed, refusal), settings = PYTHON_PEERS[name]
+    if needed not in env:
+        return f"{name} {refusal}"
+    python = peer_python(name)
+    if isinstance(python, str):
+        return python
+    command = [str(python), "bench.py", json.dumps(cfg)]
+    return run_peer_command(name, command, {**env, **settings})
 
 
 def peer_bun(name: str) -> Path | str:
@@ -310,8 +352,8 @@ def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, A
     peer's own TCP server (memory, started here, its per-client rate limit turned off)."""
     if name == "bullmq":
         return run_node_peer(name, cfg, env)
-    if name == "pgqueuer":
-        return run_pgqueuer(cfg, env)
+    if name in PYTHON_PEERS:
+        return run_python_peer(name, cfg, env)
     bun = peer_bun(name)
     if isinstance(bun, str):
         return bun
@@ -336,12 +378,24 @@ def run_peer_script(
 
 def run_peer_command(name: str, command: list[str], env: dict[str, str]) -> dict[str, Any] | str:
     """Run a peer's bench in its folder; its figures are the last line it prints (JSON)."""
-    proc = subprocess.run(
-        command, cwd=PEERS[name], capture_output=True, text=True, env={**os.environ, **env}
-    )
+    try:
+        proc = subprocess.run(
+            command,
+            cwd=PEERS[name],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+            timeout=PEER_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else ""
+        return f"{name} did not finish in {PEER_TIMEOUT} s: {stderr.strip()[-300:]}"
     if proc.returncode != 0:
         return f"{name} failed: {proc.stderr.strip()[-300:]}"
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return f"{name} printed no figures: {proc.stderr.strip()[-300:]}"
     return result
 
 
@@ -409,19 +463,56 @@ def fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3f}"
 
 
-def table(psyq_figures: dict[str, Any], peer: str, peer_figures: dict[str, Any] | str) -> str:
-    """Rows of workload, psyq, peer, ratio (ratio > 1 means psyq is better)."""
-    lines = [f"| workload | psyq | {peer} | psyq vs {peer} |", "|---|---:|---:|---:|"]
+def ratio(mine: float, theirs: float, higher_is_better: bool) -> str:
+    """psyq vs peer, > 1 when psyq is better; n/a when either side has no figure."""
+    if math.isnan(mine) or math.isnan(theirs):
+        return "n/a"
+    numerator, denominator = (mine, theirs) if higher_is_better else (theirs, mine)
+    return f"{numerator / denominator:.2f}x" if denominator else "inf"
+
+
+def table(psyq_figures: dict[str, Any], peers: dict[str, dict[str, Any] | str]) -> str:
+    """Rows of workload, psyq, then per peer its figure and psyq vs that peer (ratio > 1
+    means psyq is better)."""
+    header = ["workload", "psyq"]
+    for peer in peers:
+        header += [peer, f"psyq vs {peer}"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for label, key, higher_is_better in ROWS:
         mine = pick(psyq_figures, key)
         assert mine is not None
-        theirs = None if isinstance(peer_figures, str) else pick(peer_figures, key)
-        if theirs is None:
-            lines.append(f"| {label} | {fmt(mine)} | n/a | n/a |")
-            continue
-        ratio = mine / theirs if higher_is_better else theirs / mine if mine else float("inf")
-        lines.append(f"| {label} | {fmt(mine)} | {fmt(theirs)} | {ratio:.2f}x |")
+        cells = [label, fmt(mine)]
+        for figures in peers.values():
+            theirs = None if isinstance(figures, str) else pick(figures, key)
+            if theirs is None:
+                cells += ["n/a", "n/a"]
+            else:
+                cells += [fmt(theirs), ratio(mine, theirs, higher_is_better)]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def peer_notes(peers: dict[str, dict[str, Any] | str]) -> list[str]:
+    """Notes under the table: why a peer is n/a, and what each peer says about its rows."""
+    notes: list[str] = []
+    for peer, figures in peers.items():
+        if isinstance(figures, str):
+            notes.append(f"{peer}: n/a — {figures}")
+        else:
+            notes += [str(note) for note in figures.get("notes", [])]
+    return notes
+
+
+def parse_peers(value: str) -> list[str]:
+    """`--peers a,b,c` (or `none`) as a list of known peer names."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [name for name in names if name not in PEERS]
+    if unknown or not names:
+        known = ", ".join([*PEERS, "none"])
+        raise argparse.ArgumentTypeError(f"unknown peer(s) {unknown or value!r}; known: {known}")
+    return names
 
 
 def main() -> int:
@@ -432,7 +523,12 @@ def main() -> int:
         help="memory, sqlite, sqlite-durable or a URL; repeat for several (default: memory)",
     )
     parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
-    parser.add_argument("--peers", default="bunqueue", choices=[*PEERS, "none"])
+    parser.add_argument(
+        "--peers",
+        default="bunqueue",
+        type=parse_peers,
+        help=f"comma-separated peers, or none (known: {', '.join(PEERS)}; default bunqueue)",
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     args = parser.parse_args()
     cfg = {
@@ -456,23 +552,24 @@ def main() -> int:
     return 0
 
 
-def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peer: str) -> None:
+def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peers: list[str]) -> None:
     url, mode, env = resolve_backend(name, folder)
     with psyq_server(url) as (url, server_pid):
         print(f"\n## {url}", flush=True)
         mine = asyncio.run(run_psyq(url, cfg, server_pid))
     if url.startswith(("redis://", "rediss://")):
         asyncio.run(drop_bench_queues(url))
-    peer_figures: dict[str, Any] | str = "not run (--peers none)"
-    if peer != "none":
-        peer_figures = run_peer(peer, cfg, env)
-        if isinstance(peer_figures, str):
-            print(f"peer unavailable: {peer_figures}", file=sys.stderr)
+    figures: dict[str, dict[str, Any] | str] = {}
+    for peer in peers:
+        result = figures[peer] = run_peer(peer, cfg, env)
+        if isinstance(result, str):
+            print(f"peer unavailable: {result}", file=sys.stderr, flush=True)
         else:
-            print(f"peer: {peer} {peer_figures.get('version', '?')} ({mode})")
-    record = {"backend": url, "config": cfg, "psyq": mine, peer: peer_figures}
-    print(json.dumps(record))
-    print(table(mine, peer, peer_figures), flush=True)
+            print(f"peer: {peer} {result.get('version', '?')} ({mode})", flush=True)
+    print(json.dumps({"backend": url, "config": cfg, "psyq": mine, **figures}))
+    print(table(mine, figures or {"none": "not run (--peers none)"}), flush=True)
+    for note in peer_notes(figures):
+        print(f"- {note}")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
 """A redis-server for the tests: one per test run, started from PATH on a free port in a temp
-dir (no persistence), killed at exit. Suites register the fixture by importing it."""
+dir (no persistence), killed at exit; likewise a local 3-node Redis Cluster. Suites
+register the fixtures by importing them."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-__all__ = ["redis_server", "wait_port"]
+__all__ = ["free_ports", "redis_cluster", "redis_server", "wait_port"]
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +51,86 @@ def wait_port(port: int, timeout: float = 10) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+CLUSTER_NODES = 3
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[Callable[[], str]]:
+    """`start()` -> the URL of a local 3-node Redis Cluster (`redis+cluster://...`), started
+    on first use and shared by the whole run: redis-server processes on free ports with no
+    persistence, their cluster files in a temp dir removed at the end (or the URL in
+    PSYQ_TEST_REDIS_CLUSTER_URL). Skips (saying why) when redis-server or redis-cli is not
+    on PATH."""
+    started: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+    folder = tempfile.mkdtemp(prefix="psyq-redis-cluster-")
+
+    def start() -> str:
+        if not started and os.environ.get("PSYQ_TEST_REDIS_CLUSTER_URL"):
+            started.append(os.environ["PSYQ_TEST_REDIS_CLUSTER_URL"])
+        if not started:
+            server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+            if server is None or cli is None:
+                pytest.skip("a Redis Cluster test needs redis-server and redis-cli on PATH")
+            ports = free_ports(2 * CLUSTER_NODES)
+            for port, bus_port in zip(ports[::2], ports[1::2], strict=True):
+                procs.append(_start_cluster_node(server, port, bus_port, folder))
+            _create_cluster(cli, ports[::2])
+            started.append(f"redis+cluster://127.0.0.1:{ports[0]}/0")
+        return started[0]
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free TCP ports on 127.0.0.1 (held open together while chosen)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def _start_cluster_node(
+    binary: str, port: int, bus_port: int, folder: str
+) -> subprocess.Popen[bytes]:
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", folder]
+    args += ["--save", "", "--appendonly", "no", "--cluster-enabled", "yes"]
+    args += ["--cluster-config-file", f"nodes-{port}.conf", "--cluster-port", str(bus_port)]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc
+
+
+def _create_cluster(cli: str, ports: list[int], timeout: float = 20) -> None:
+    """Assign the slots over `ports` (primaries, no replicas) and wait until every node
+    reports the cluster ok."""
+    nodes = [f"127.0.0.1:{port}" for port in ports]
+    subprocess.run(
+        [cli, "--cluster", "create", *nodes, "--cluster-yes"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=timeout,
+    )
+    deadline = time.monotonic() + timeout
+    for port in ports:
+        while b"cluster_state:ok" not in _cluster_info(cli, port):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Redis Cluster on ports {ports} did not become ok")
+            time.sleep(0.05)
+
+
+def _cluster_info(cli: str, port: int) -> bytes:
+    return subprocess.run(
+        [cli, "-p", str(port), "cluster", "info"], capture_output=True, timeout=5
+    ).stdout

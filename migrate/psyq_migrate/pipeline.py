@@ -8,9 +8,10 @@ so every queue keeps its order. A single-owner destination (a SQLite file) gets 
 wave: one process writes it at a time, and the driver opens it only between waves. Queue
 metadata (paused flag, id counter, limits, schedulers, dedup keys) follows the jobs.
 
-A server source can instead be read by the tasks themselves (`read_in_tasks`, the default
-for sources that are not single-owner): one Spark job whose tasks each export their queues
-and import them page by page.
+The source can instead be read by the tasks themselves (`read_in_tasks`, the default but
+for `memory://` and SQLite into SQLite): one Spark job whose tasks each export their queues
+and import them page by page. A SQLite source is read from its tables (`sources`), never
+rebuilt: the driver owns the file meanwhile and the tasks read it read-only.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JOB_STATES, BackendAdapter
+from psyq.backends.base import JOB_STATES
+from psyq.backends.sqlite.export import SqliteExport
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import Batch, WaveReader, pack
+from psyq_migrate.sources import ExportSource, open_source, release_source
 from psyq_migrate.spark import run_job, spark_session
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, copy_partition, write_partition
@@ -66,7 +69,7 @@ class MigrateOptions:
     partitions: int | None = None  # parallel writers; None: Spark's default parallelism
     batch_size: int = 1000  # jobs per export page / import call
     pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
-    read_in_tasks: bool | None = None  # None: tasks read server sources, the driver the rest
+    read_in_tasks: bool | None = None  # None: tasks, but the driver for memory://, SQLite->SQLite
 
 
 @dataclass
@@ -116,32 +119,34 @@ def migrate(
     in_tasks = reads_in_tasks(options)
     started = time.monotonic()
     with asyncio.Runner() as runner:
-        source = runner.run(open_backend(options.source))
+        source = runner.run(open_source(options.source))
         try:
             result = MigrationResult(runner.run(plan_migration(source, options)))
             if observer is not None:
                 observer.planned(result.plans)
             if not options.dry_run:
                 with _session(spark, master) as session:
-                    if in_tasks:  # the tasks open the source: let go of it meanwhile
-                        runner.run(release_backend(source))
+                    if in_tasks:
+                        source = runner.run(_let_tasks_read(source, options.source))
                         copy_in_tasks(options, session, result, observer)
                         if options.verify:
-                            source = runner.run(open_backend(options.source))
+                            source = runner.run(_reopen(source, options.source))
                     else:
                         _move_jobs(runner, source, options, session, result, observer)
                 runner.run(_finish(source, options, result, meta_set=in_tasks))
         finally:
-            runner.run(release_backend(source))  # a no-op if already let go
+            runner.run(release_source(source))  # a no-op if already let go
     result.seconds = time.monotonic() - started
     return result
 
 
 def reads_in_tasks(options: MigrateOptions) -> bool:
-    """Whether Spark tasks read the source (default: for server sources, which any process
-    can read) rather than the driver."""
+    """Whether Spark tasks read the source rather than the driver. Default: they do, but for
+    `memory://` (in this process only) and SQLite into SQLite (one task would do it all, and
+    the driver reading moves the progress bar batch by batch)."""
     if options.read_in_tasks is None:
-        return not is_single_owner(options.source)
+        kind = scheme(options.source)
+        return kind != "memory" and not (kind == "sqlite" and is_single_owner(options.destination))
     if options.read_in_tasks and scheme(options.source) == "memory":
         raise MigrateError(
             f"{options.source!r} lives in this process: Spark tasks cannot read it (read it "
@@ -157,9 +162,9 @@ def copy_in_tasks(
     observer: Observer | None,
 ) -> None:
     """One Spark job; each task exports its queues from the source and imports them. A
-    single-owner source or destination gets one task for every queue."""
+    single-owner destination gets one task for every queue."""
     names = [plan.name for plan in result.plans]
-    single = is_single_owner(options.source) or is_single_owner(options.destination)
+    single = is_single_owner(options.destination)
     wanted = 1 if single else options.partitions or spark.sparkContext.defaultParallelism
     result.writers = max(1, min(wanted, len(names)))
     if not names:
@@ -188,7 +193,23 @@ def _session(spark: SparkSession | None, master: str) -> Iterator[SparkSession]:
         yield session
 
 
-async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> list[QueuePlan]:
+async def _let_tasks_read(source: ExportSource, url: str) -> ExportSource:
+    """Before tasks read the source: the driver keeps a SQLite file it reads from its tables
+    (its lock keeps writers out; the tasks read beside it) and lets go of any other backend
+    (a SQLite file opened through the engine is written out and unlocked)."""
+    if isinstance(source, SqliteExport):
+        return source
+    await release_source(source)
+    return source
+
+
+async def _reopen(source: ExportSource, url: str) -> ExportSource:
+    if isinstance(source, SqliteExport):
+        return source
+    return await open_source(url)
+
+
+async def plan_migration(source: ExportSource, options: MigrateOptions) -> list[QueuePlan]:
     """The queues to move with their counts and metadata; refuses unknown queue names and (without
     overwrite) a destination holding different jobs under the same ids."""
     names = await _queue_names(source, options)
@@ -205,7 +226,7 @@ async def plan_migration(source: BackendAdapter, options: MigrateOptions) -> lis
     return plans
 
 
-async def _queue_names(source: BackendAdapter, options: MigrateOptions) -> list[str]:
+async def _queue_names(source: ExportSource, options: MigrateOptions) -> list[str]:
     try:
         present = await source.list_queues()
     except PsyqError as exc:
@@ -225,11 +246,11 @@ def _destination_exists(url: str) -> bool:
 
 
 async def _check_destination(
-    source: BackendAdapter, options: MigrateOptions, names: list[str]
+    source: ExportSource, options: MigrateOptions, names: list[str]
 ) -> None:
     """Open the destination (a bad URL or an unreachable server fails here, before Spark
     starts) and, without overwrite, refuse different jobs under ids the source uses."""
-    destination = await open_backend(options.destination)
+    destination = await open_source(options.destination)
     try:
         present = set(await destination.list_queues())
         for name in names:
@@ -242,12 +263,12 @@ async def _check_destination(
                     f"{name!r}; nothing was written (use --overwrite to replace such jobs)"
                 )
     finally:
-        await release_backend(destination)
+        await release_source(destination)
 
 
 def _move_jobs(
     runner: asyncio.Runner,
-    source: BackendAdapter,
+    source: ExportSource,
     options: MigrateOptions,
     spark: SparkSession,
     result: MigrationResult,
@@ -310,22 +331,31 @@ def _account(
 
 
 async def _finish(
-    source: BackendAdapter, options: MigrateOptions, result: MigrationResult, meta_set: bool
+    source: ExportSource, options: MigrateOptions, result: MigrationResult, meta_set: bool
 ) -> None:
     """Queue metadata last (after the jobs it refers to; `meta_set`: the tasks did it), then
     the optional verification. Neither left: the destination is not opened again (a SQLite
     file would rebuild its memory from disk just to be closed)."""
-    if meta_set and not options.verify:
-        return
-    destination = await open_backend(options.destination)
+    if not meta_set:
+        destination = await open_backend(options.destination)
+        try:
+            for plan in result.plans:
+                await destination.set_queue_meta(plan.name, plan.meta)
+        finally:
+            await release_backend(destination)
+    if options.verify:
+        names = [plan.name for plan in result.plans]
+        result.verify = await _compare(source, options.destination, names, options.batch_size)
+
+
+async def _compare(
+    source: ExportSource, destination_url: str, names: list[str], batch_size: int
+) -> VerifyReport:
+    destination = await open_source(destination_url)
     try:
-        for plan in result.plans if not meta_set else ():
-            await destination.set_queue_meta(plan.name, plan.meta)
-        if options.verify:
-            names = [plan.name for plan in result.plans]
-            result.verify = await compare(source, destination, names, options.batch_size)
+        return await compare(source, destination, names, batch_size)
     finally:
-        await release_backend(destination)
+        await release_source(destination)
 
 
 def verify_backends(
@@ -338,13 +368,9 @@ def verify_backends(
 async def _verify(
     source_url: str, destination_url: str, queues: Sequence[str] | None, batch_size: int
 ) -> VerifyReport:
-    source = await open_backend(source_url)
+    source = await open_source(source_url)
     try:
         names = list(queues) if queues is not None else await source.list_queues()
-        destination = await open_backend(destination_url)
-        try:
-            return await compare(source, destination, names, batch_size)
-        finally:
-            await release_backend(destination)
+        return await _compare(source, destination_url, names, batch_size)
     finally:
-        await release_backend(source)
+        await release_source(source)

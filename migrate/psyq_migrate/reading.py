@@ -14,7 +14,8 @@ from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any
 
-from psyq.backends.base import BackendAdapter, ExportPage, JobRecord
+from psyq.backends.base import ExportPage, JobRecord
+from psyq_migrate.sources import ExportSource
 
 __all__ = [
     "Batch",
@@ -50,9 +51,7 @@ def unpack(packed: PackedBatch) -> Batch:
     return queue, ExportPage([JobRecord(*row) for row in rows], logs, None, due, deps)
 
 
-async def export_pages(
-    backend: BackendAdapter, queue: str, limit: int
-) -> AsyncIterator[ExportPage]:
+async def export_pages(backend: ExportSource, queue: str, limit: int) -> AsyncIterator[ExportPage]:
     """Every page of one export of `queue`."""
     cursor: str | None = None
     while True:
@@ -64,7 +63,7 @@ async def export_pages(
 
 
 async def export_pages_ahead(
-    backend: BackendAdapter, queue: str, limit: int
+    backend: ExportSource, queue: str, limit: int
 ) -> AsyncIterator[ExportPage]:
     """`export_pages`, asking for the next page before handing out the current one, so a
     server source prepares it while the caller imports (one page ahead, never more)."""
@@ -86,7 +85,7 @@ async def export_pages_ahead(
 class QueueReader:
     """One queue's export, page by page."""
 
-    backend: BackendAdapter
+    backend: ExportSource
     queue: str
     limit: int
     cursor: str | None = None
@@ -105,7 +104,7 @@ class WaveReader:
     per wave. A wave is a list of slices, one per queue being read, pages in line order, so a
     task that imports a slice keeps the queue's order (and waves run one after another)."""
 
-    backend: BackendAdapter
+    backend: ExportSource
     queues: Sequence[str]
     limit: int
     readers: int

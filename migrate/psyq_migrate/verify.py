@@ -12,8 +12,9 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from psyq.backends.base import BackendAdapter, JobRecord
+from psyq.backends.base import JobRecord
 from psyq_migrate.reading import export_pages
+from psyq_migrate.sources import ExportSource
 
 __all__ = [
     "COMPARED_STATES",
@@ -56,7 +57,7 @@ def summarize_records(records: Iterable[JobRecord]) -> dict[str, StateSummary]:
     return summary
 
 
-async def summarize(backend: BackendAdapter, queue: str, limit: int) -> dict[str, StateSummary]:
+async def summarize(backend: ExportSource, queue: str, limit: int) -> dict[str, StateSummary]:
     """Per state: how many jobs `queue` holds and the checksum of their ids."""
     summary = summarize_records(())
     async for page in export_pages(backend, queue, limit):
@@ -93,7 +94,7 @@ class VerifyReport:
 
 
 async def compare(
-    source: BackendAdapter, destination: BackendAdapter, queues: Iterable[str], limit: int
+    source: ExportSource, destination: ExportSource, queues: Iterable[str], limit: int
 ) -> VerifyReport:
     """Source and destination summaries of every queue, state by state."""
     report = VerifyReport()
@@ -124,7 +125,7 @@ def fingerprint(record: JobRecord) -> int:
 
 
 async def find_conflict(
-    source: BackendAdapter, destination: BackendAdapter, queue: str, limit: int
+    source: ExportSource, destination: ExportSource, queue: str, limit: int
 ) -> str | None:
     """The first job id that `destination` holds as a different job than `source`, if any
     (reads the destination's ids first: 8 bytes per job)."""

@@ -16,6 +16,7 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter
 from psyq.errors import PsyqError
 from psyq_migrate.reading import Batch, PackedBatch, export_pages_ahead, unpack
+from psyq_migrate.sources import ExportSource, open_source, release_source
 
 __all__ = ["BatchResult", "copy_partition", "copy_queues", "import_batches", "write_partition"]
 
@@ -86,23 +87,23 @@ async def copy_queues(
     metas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[BatchResult]:
     try:
-        source = await open_backend(source_url)
+        source = await open_source(source_url, shared=True)  # the driver owns a SQLite file
     except PsyqError as exc:
         return [BatchResult(queues[0], 0, 0, f"cannot open the source: {exc}")]
     try:
         destination = await open_backend(destination_url)
     except PsyqError as exc:
-        await release_backend(source)
+        await release_source(source)
         return [BatchResult(queues[0], 0, 0, f"cannot open the destination: {exc}")]
     try:
         return await _copy(source, destination, overwrite, batch_size, queues, metas or {})
     finally:
         await release_backend(destination)
-        await release_backend(source)
+        await release_source(source)
 
 
 async def _copy(
-    source: BackendAdapter,
+    source: ExportSource,
     destination: BackendAdapter,
     overwrite: bool,
     batch_size: int,

@@ -15,6 +15,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -55,10 +56,17 @@ def redis_url(request: pytest.FixtureRequest) -> str:
     )
 
 
+def redis_cluster_url(request: pytest.FixtureRequest) -> str:
+    """A local 3-node Redis Cluster (one per run); the prefix's hash tag puts every queue of
+    the suite in one slot, so flows across queues work."""
+    return request.getfixturevalue("redis_cluster")() + "?prefix={psyqtest}"
+
+
 # id -> factory: every backend the suite runs on.
 BACKENDS: dict[str, UrlFactory] = {
     "memory": memory_url,
     "redis": redis_url,
+    "redis-cluster": redis_cluster_url,
     "sqlite": sqlite_url("buffered"),
     "sqlite-durable": sqlite_url("durable"),
     "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
@@ -131,6 +139,17 @@ async def make_worker(backend_url: str, queue_name: str) -> AsyncIterator[Worker
     finally:
         for worker in reversed(workers):
             await asyncio.wait_for(worker.close(force=True), 10)
+
+
+def key_prefix(queue: psyq.Queue) -> str:
+    """The key prefix of the queue's store (BullMQ's `bull` unless its URL sets `prefix`),
+    as parent references and dependency keys (`<prefix>:<queue>:<id>`) carry it."""
+    connection = queue._connection
+    if isinstance(connection, str):
+        values = parse_qs(urlsplit(connection).query).get("prefix")
+        if values:
+            return values[-1]
+    return queue.prefix
 
 
 async def wait_for(

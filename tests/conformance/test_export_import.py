@@ -114,7 +114,8 @@ async def test_every_state_survives_an_export_and_import(
         parent = await target.get_job(seen["parent"])
         assert parent is not None
         deps = await parent.get_dependencies()  # links are kept as they are, queue included
-        assert deps["unprocessed"] == [f"bull:{queue.name}:{seen['child']}"]
+        prefix = getattr(backend, "prefix", "bull")  # a Redis URL may set its own
+        assert deps["unprocessed"] == [f"{prefix}:{queue.name}:{seen['child']}"]
         fresh = await target.add("new")
         assert int(fresh.id) > max(int(i) for i in waiting if i.isdigit())
 

@@ -9,7 +9,7 @@ import pytest
 import psyq
 from tests.conftest import fresh_name
 
-from .conftest import WorkerFactory, wait_state
+from .conftest import WorkerFactory, key_prefix, wait_state
 
 
 def tree(parent_queue: str, child_queue: str, *child_opts: dict[str, Any]) -> dict[str, Any]:
@@ -41,10 +41,10 @@ async def test_parent_waits_for_its_children_then_runs_with_their_values(
     make_worker(parent)
     make_worker(lambda job: job.data["i"] * 10, name=children_queue)
     await wait_state(queue, node.job.id, "completed")
-    keys = {f"bull:{children_queue}:{c.job.id}" for c in node.children}
+    keys = {f"{key_prefix(queue)}:{children_queue}:{c.job.id}" for c in node.children}
     assert set(seen) == keys
     assert sorted(seen.values()) == [0, 10]
-    assert node.children[0].job.parent_key == f"bull:{queue.name}:{node.job.id}"
+    assert node.children[0].job.parent_key == f"{key_prefix(queue)}:{queue.name}:{node.job.id}"
 
 
 async def test_get_flow_reads_the_tree_back(
@@ -98,7 +98,7 @@ async def test_failure_policies(
     await wait_state(queue, node.job.id, parent_state)
     done = await queue.get_job(node.job.id)
     assert done is not None
-    child_key = f"bull:{children_queue}:{node.children[0].job.id}"
+    child_key = f"{key_prefix(queue)}:{children_queue}:{node.children[0].job.id}"
     if policy == "failParentOnFailure":
         assert child_key in (done.failed_reason or "")
         return
@@ -122,7 +122,9 @@ async def test_a_failed_child_without_policy_keeps_the_parent_waiting(
         await wait_state(child_queue, node.children[0].job.id, "failed")
         assert await node.job.get_state() == "waiting-children"
         deps = await node.job.get_dependencies()
-        assert deps["unprocessed"] == [f"bull:{children_queue}:{node.children[0].job.id}"]
+        assert deps["unprocessed"] == [
+            f"{key_prefix(queue)}:{children_queue}:{node.children[0].job.id}"
+        ]
     finally:
         await child_queue.close()
 
@@ -157,7 +159,7 @@ async def test_dynamic_children_with_move_to_waiting_children(
     async def parent(job: psyq.Job, token: str) -> str:
         if not steps:
             steps.append("spawn")
-            parent_ref = {"id": job.id, "queue": f"bull:{queue.name}"}
+            parent_ref = {"id": job.id, "queue": f"{key_prefix(queue)}:{queue.name}"}
             await children.add("kid", {"n": 2}, parent=parent_ref)
             assert await job.move_to_waiting_children(token)
             raise psyq.WaitingChildrenError()
@@ -176,7 +178,9 @@ async def test_dynamic_children_with_move_to_waiting_children(
 
 async def test_a_child_of_a_missing_parent_is_refused(queue: psyq.Queue) -> None:
     with pytest.raises(psyq.JobNotFoundError):
-        await queue.add("orphan", parent={"id": "nope", "queue": f"bull:{queue.name}"})
+        await queue.add(
+            "orphan", parent={"id": "nope", "queue": f"{key_prefix(queue)}:{queue.name}"}
+        )
     assert await queue.count() == 0
 
 

@@ -35,6 +35,7 @@ async def test_fixed_backoff_retries_until_attempts_exhausted(
     assert final is not None
     assert final.attempts_made == 3
     assert final.failed_reason == "fail 3"
+    await rec.wait("failed", 3)  # the worker emits after its settle returns: may lag the store
     assert len(rec.events["failed"]) == 3
 
 

@@ -20,7 +20,13 @@ import tempfile
 import uuid
 from pathlib import Path
 
-__all__ = ["postgres_binaries", "session_schema", "start_postgres", "with_schema"]
+__all__ = [
+    "PrivateCluster",
+    "postgres_binaries",
+    "session_schema",
+    "start_postgres",
+    "with_schema",
+]
 
 LOCAL_URL = "postgresql://postgres@127.0.0.1:5432/test"
 _started: dict[str, str] = {}
@@ -69,6 +75,49 @@ def start_postgres(pg_ctl: str) -> str:
     atexit.register(_stop, [*as_user, pg_ctl], data)
     _started["url"] = f"postgresql://postgres@127.0.0.1:{port}/postgres"
     return _started["url"]
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster of one test's own (initdb in a temp dir, a free port), which the
+    test may restart or stop; nothing is shared with other tests or other people."""
+
+    def __init__(self, pg_ctl: str) -> None:
+        self.pg_ctl = pg_ctl
+        self.data = tempfile.mkdtemp(prefix="psyq-pg-private-")
+        self.port = _free_port()
+        self._as_user = _run_as(self.data)
+        initdb = str(Path(pg_ctl).parent / "initdb")
+        self._run([initdb, "-D", self.data, "-A", "trust", "-U", "postgres"])
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, command: list[str]) -> None:
+        subprocess.run([*self._as_user, *command], check=True, capture_output=True)
+
+    def _ctl(self, *args: str) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+        log = f"{self.data}/log"
+        self._run([self.pg_ctl, "-D", self.data, "-o", options, "-l", log, "-w", *args])
+
+    def start(self) -> None:
+        self._ctl("start")
+
+    def stop(self) -> None:
+        """`pg_ctl stop -m fast`: sessions are cut, open transactions roll back."""
+        self._ctl("-m", "fast", "stop")
+
+    def restart(self) -> None:
+        """`pg_ctl restart -m fast`: sessions are cut, open transactions roll back."""
+        self._ctl("-m", "fast", "restart")
+
+    def destroy(self) -> None:
+        subprocess.run(
+            [*self._as_user, self.pg_ctl, "-D", self.data, "-m", "immediate", "stop"],
+            capture_output=True,
+        )
+        shutil.rmtree(self.data, ignore_errors=True)
 
 
 def _run_as(data: str) -> list[str]:

@@ -14,6 +14,7 @@ def test_defaults_and_dsn() -> None:
     assert (settings.schema, settings.prefix) == ("psyq", "bull")
     assert (settings.pool_min, settings.pool_max) == (1, 10)
     assert settings.channel == "psyq_psyq"
+    assert settings.worker_ttl == 30
 
 
 def test_own_parameters_are_removed_and_others_passed_on() -> None:
@@ -32,6 +33,8 @@ def test_own_parameters_are_removed_and_others_passed_on() -> None:
         ("postgresql://db/x?pool_max=0", "pool_max"),
         ("postgresql://db/x?pool_min=5&pool_max=2", "pool_min"),
         ("postgresql://db/x?pool_min=many", "many"),
+        ("postgresql://db/x?worker_ttl=0", "worker_ttl must be a whole number >= 1, got '0'"),
+        ("postgresql://db/x?worker_ttl=1.5", "1.5"),
         ("mysql://db/x", "postgresql://"),
     ],
 )

@@ -39,8 +39,9 @@ async def finished_count(admin: asyncpg.Connection, schema: str, qkey: str) -> i
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("concurrency", [5, 80])  # 80: settle batches split in two
 async def test_killed_connections_lose_no_job(
-    pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str]
+    pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str], concurrency: int
 ) -> None:
     schema, app = fresh_schema(), f"psyq_fault_{uuid.uuid4().hex[:8]}"
     url = url_for(pg_server, schema, application_name=app, command_timeout=5)
@@ -58,7 +59,7 @@ async def test_killed_connections_lose_no_job(
             name,
             process,
             connection=url,
-            concurrency=5,
+            concurrency=concurrency,
             lock_duration=1000,
             stalled_interval=500,
             max_stalled_count=1000,  # a killed renewal may stall a job: it must come back

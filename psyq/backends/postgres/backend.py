@@ -9,6 +9,7 @@ on LISTEN/NOTIFY with a timeout, so a lost notification only costs latency.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,19 +43,26 @@ from psyq.backends.postgres.queries import load_queries
 from psyq.backends.postgres.records import to_record
 from psyq.backends.postgres.tx import SEQUENCE_EVERY, Tx, json_text, queue_of
 from psyq.core import codec
+from psyq.core.backoff import Reconnect
 from psyq.errors import ConnectionError, InvalidOptionsError, JobNotFoundError, PsyqError
 
 __all__ = ["PostgresBackend"]
 
 T = TypeVar("T")
+# A settle_many of at least this many jobs is settled as two concurrent transactions.
+SPLIT_SETTLES_FROM = 40
 log = logging.getLogger("psyq.postgres")
 
-RETRYABLE = (
-    asyncpg.DeadlockDetectedError,
-    asyncpg.SerializationError,
-    asyncpg.ConnectionDoesNotExistError,
+# A transaction that lost to another one: run it again at once.
+CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+# The server or the connection went away (a restart, a killed session): run it again after
+# the backend's shared reconnect backoff.
+CONNECTION_LOST = (
+    asyncpg.PostgresConnectionError,  # SQLSTATE class 08, e.g. the connection does not exist
     asyncpg.AdminShutdownError,
-    asyncpg.CannotConnectNowError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,  # the server is starting up or shutting down
+    asyncpg.TooManyConnectionsError,
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,  # a connection left mid-operation by a kill
     OSError,
@@ -73,11 +81,24 @@ class PostgresBackend(BackendAdapter):
         self._q = load_queries()
         self._pool: asyncpg.Pool | None = None
         self._notifier: Notifier | None = None
+        self._reconnect = Reconnect()  # paces every call while the server does not answer
+        self._workers: dict[tuple[str, str], str] = {}  # (qkey, name) -> info, registered here
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._registry_writes = asyncio.Lock()  # a renewal never revives an unregistered entry
 
     # ------------------------------------------------------------------ lifecycle
     def _server_settings(self) -> dict[str, str]:
+        """Session settings of psyq's connections. Bitmap scans are off: a queue's rows
+        churn faster than autovacuum analyzes them, and with statistics that say "a few
+        rows" the planner fetched every ready job of a queue by bitmap scan and sorted them
+        to take the first n (10 ms per take at 10k waiting jobs) instead of reading n
+        entries of the ordered index; every psyq statement is served by btree paths."""
         settings = self.settings
-        return {"search_path": settings.schema, "application_name": settings.application_name}
+        return {
+            "search_path": settings.schema,
+            "application_name": settings.application_name,
+            "enable_bitmapscan": "off",
+        }
 
     async def _connect(self) -> asyncpg.Connection:
         conn: asyncpg.Connection = await asyncpg.connect(
@@ -100,12 +121,15 @@ class PostgresBackend(BackendAdapter):
             max_size=self.settings.pool_max,
             command_timeout=self.settings.command_timeout,
             server_settings=self._server_settings(),
+            reset=_keep_session,
         )
-        self._notifier = Notifier(self._connect, self.settings.channel)
+        self._notifier = Notifier(self._connect, self.settings.channel, self._announce)
         await self._notifier.start()
 
     async def close(self) -> None:
+        await self._stop_heartbeat()
         if self._notifier is not None:
+            await self._forget(self._notifier.listener_id)
             await self._notifier.close()
             self._notifier = None
         if self._pool is not None:
@@ -135,19 +159,32 @@ class PostgresBackend(BackendAdapter):
     async def _retrying(self, run: Callable[[], Awaitable[T]]) -> T:
         """Run `run`; run it again after a deadlock or a lost connection. Every connection of
         the pool may have died at once (a server restart), so there is one try more than
-        the pool has connections. What still fails is raised as a psyq error."""
+        the pool has connections; while the server does not answer, every caller of this
+        backend waits on one capped, jittered backoff (50 ms doubling to 2 s), so a
+        restarting server sees a few attempts per second. What still fails is raised as a
+        psyq error (ConnectionError when the server could not be reached)."""
         tries = self.settings.pool_max + 3
         for attempt in range(tries):
+            await self._reconnect.wait()
             try:
-                return await run()
-            except RETRYABLE as exc:
-                if attempt == tries - 1:
-                    raise ConnectionError(self.url, f"{type(exc).__name__}: {exc}") from exc
-                log.warning("psyq: postgres call retried after %r", exc)
-                await asyncio.sleep(min(0.05 * (attempt + 1), 0.5))
+                result = await run()
+            except CONFLICTS as exc:
+                self._give_up_after(attempt, tries, exc)
+            except CONNECTION_LOST as exc:
+                self._reconnect.failed()
+                self._give_up_after(attempt, tries, exc)
             except asyncpg.PostgresError as exc:
                 raise PsyqError(f"postgres error in {self.url!r}: {exc}") from exc
+            else:
+                self._reconnect.succeeded()
+                return result
         raise AssertionError("unreachable")
+
+    def _give_up_after(self, attempt: int, tries: int, exc: BaseException) -> None:
+        """Log a retry, or raise ConnectionError when `attempt` was the last."""
+        if attempt == tries - 1:
+            raise ConnectionError(self.url, f"{type(exc).__name__}: {exc}") from exc
+        log.warning("psyq: postgres call retried after %r", exc)
 
     async def _transact(self, action: Callable[[Tx], Awaitable[T]]) -> T:
         """Run `action` in one transaction (retried whole), then number the events of
@@ -197,6 +234,17 @@ class PostgresBackend(BackendAdapter):
         rows = await self._read(name, *args)
         return rows[0][0] if rows else None
 
+    async def _announce(self, keys: list[str], listener: str, ttl_ms: int) -> None:
+        await self._read("listeners.announce", keys, listener, ttl_ms)
+
+    async def _forget(self, listener: str) -> None:
+        """Drop this backend's listener entries, one try (they expire if the server is away)."""
+        try:
+            async with self._acquire() as conn:
+                await conn.execute(self._q["listeners.forget"], listener, timeout=2)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("psyq: could not drop listener entries at close: %r", exc)
+
     async def now_ms(self) -> int:
         return int(await self._value("common.now"))
 
@@ -208,15 +256,14 @@ class PostgresBackend(BackendAdapter):
         return await self._transact(lambda tx: t.add_jobs(tx, qkey, jobs))
 
     async def _add_plain(self, queue: str, qkey: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
-        """Jobs without custom id, dedup key or parent: one statement does the whole add."""
-        rows = await self._read(
+        """Jobs without custom id, dedup key or parent: one statement does the whole add,
+        and returns only the ids' end and the clock (the records are built here)."""
+        [row] = await self._read(
             "add_jobs.insert_plain", qkey, queue, *t.plain_columns(jobs), self.settings.channel
         )
-        rows = sorted(rows, key=lambda row: int(row["id"]))
-        last_event = rows[0]["last_event"]
-        if last_event // SEQUENCE_EVERY != (last_event - 2 * len(rows)) // SEQUENCE_EVERY:
-            await self._sequence(qkey)
-        return [to_record(row) for row in rows]
+        first = int(row["last_id"]) - len(jobs) + 1
+        now = int(row["now"])
+        return [t.plain_record(queue, str(first + i), new, now) for i, new in enumerate(jobs)]
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
@@ -225,6 +272,7 @@ class PostgresBackend(BackendAdapter):
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
         key = "j:" + self._key(queue)
+        await self.notifier.listen_for(key)
         future = self.notifier.register(key)
         try:
             ready = await self._value("wait_for_job", self._key(queue))
@@ -256,6 +304,43 @@ class PostgresBackend(BackendAdapter):
 
     async def settle_many(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """Settle the batch and fetch; a large batch is settled as two halves in two
+        transactions on two connections at once (each fetching its share), so the server
+        works on both while the other commits."""
+        half = len(settlements) // 2
+        if half < SPLIT_SETTLES_FROM // 2 or self.settings.pool_max < 2:
+            return await self._settle_chunk(queue, settlements, fetch)
+        wanted = len(fetch.tokens) if fetch is not None else 0
+        firsts, seconds = _split_fetch(fetch, wanted // 2)
+        halves = await asyncio.gather(
+            self._settle_chunk(queue, settlements[:half], firsts),
+            self._settle_chunk(queue, settlements[half:], seconds),
+            return_exceptions=True,
+        )
+        if isinstance(halves[0], BaseException) or isinstance(halves[1], BaseException):
+            await self._undo_fetches(queue, halves)
+        (errors, fetched), (more_errors, more_fetched) = halves  # type: ignore[misc]
+        return errors + more_errors, fetched + more_fetched
+
+    async def _undo_fetches(self, queue: str, halves: Sequence[Any]) -> None:
+        """One half of a split settle failed: the caller retries the whole batch, so the
+        jobs the other half fetched go back to waiting now (not at their lease's end);
+        then the failure is raised."""
+        for half in halves:
+            if isinstance(half, BaseException):
+                continue
+            for record in half[1]:
+                try:
+                    await self.move_job_from_active_to_wait(
+                        queue, record.id, record.lock_token or ""
+                    )
+                except PsyqError as exc:  # the stall check recovers it when its lease ends
+                    log.warning("psyq: could not hand back job %r: %s", record.id, exc)
+        raise next(half for half in halves if isinstance(half, BaseException))
+
+    async def _settle_chunk(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
         qkey = self._key(queue)
 
@@ -577,6 +662,7 @@ class PostgresBackend(BackendAdapter):
     ) -> list[tuple[str, str, dict[str, Any]]]:
         qkey = self._key(queue)
         key = "e:" + qkey
+        await self.notifier.listen_for(key)
         future = self.notifier.register(key)
         try:
             newest = await self._sequence(qkey)
@@ -683,11 +769,46 @@ class PostgresBackend(BackendAdapter):
         return {str(row["priority"]): int(row["n"]) for row in rows}
 
     async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
-        args = (self._key(queue), worker_name, json_text(dict(info)))
-        await self._read("register_worker", *args)
+        """List the worker until it unregisters; this backend renews its entry every third
+        of `worker_ttl`, so the entry of a worker whose process died expires."""
+        qkey, text = self._key(queue), json_text(dict(info))
+        await self._read("register_worker.register", qkey, worker_name, text, self._ttl_ms)
+        self._workers[(qkey, worker_name)] = text
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.create_task(self._beat())
 
     async def unregister_worker(self, queue: str, worker_name: str) -> None:
-        await self._read("unregister_worker", self._key(queue), worker_name)
+        async with self._registry_writes:
+            self._workers.pop((self._key(queue), worker_name), None)
+            await self._read("unregister_worker", self._key(queue), worker_name)
+
+    @property
+    def _ttl_ms(self) -> int:
+        return self.settings.worker_ttl * 1000
+
+    async def _beat(self) -> None:
+        """Renew the entries of the workers registered here while there are any. A renewal
+        that fails is logged and tried again at the next beat (an entry may expire during a
+        long outage; the next renewal writes it again)."""
+        while self._workers:
+            await asyncio.sleep(self.settings.worker_ttl / 3)
+            try:
+                async with self._registry_writes:
+                    await self._renew_workers()
+            except PsyqError as exc:
+                log.warning("psyq: renewing the worker registry failed: %s", exc)
+
+    async def _renew_workers(self) -> None:
+        keys = list(self._workers)
+        texts = [self._workers[key] for key in keys]
+        qkeys, names = [key[0] for key in keys], [key[1] for key in keys]
+        await self._read("register_worker.heartbeat", qkeys, names, texts, self._ttl_ms)
+
+    async def _stop_heartbeat(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
         rows = await self._read("get_workers", self._key(queue))
@@ -722,6 +843,24 @@ class PostgresBackend(BackendAdapter):
 
 
 # ---------------------------------------------------------------------- helpers
+def _split_fetch(
+    fetch: FetchRequest | None, first: int
+) -> tuple[FetchRequest | None, FetchRequest | None]:
+    """`fetch` as two requests: its first `first` tokens, and the rest (None: no tokens)."""
+    if fetch is None:
+        return None, None
+    parts = (fetch.tokens[:first], fetch.tokens[first:])
+    split = [dataclasses.replace(fetch, tokens=part) if part else None for part in parts]
+    return split[0], split[1]
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """A connection goes back to the pool as it is: psyq's statements never change session
+    state (no SET, LISTEN or advisory lock on pool connections; transactions end before
+    release), so asyncpg's reset query would be one more round trip per call for nothing.
+    asyncpg still rolls back a transaction left open before it calls this."""
+
+
 async def _savepoint(tx: Tx, step: Awaitable[None]) -> PsyqError | None:
     """Run `step` in a savepoint; its PsyqError undoes only the step and is returned."""
     mark = tx.mark()

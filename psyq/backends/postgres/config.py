@@ -7,6 +7,7 @@
     pool_min/pool_max size of the asyncpg pool
     application_name  shown in pg_stat_activity (default psyq)
     command_timeout   seconds a statement may take before the call fails (default 60)
+    worker_ttl        seconds a worker's registry entry outlives its last heartbeat (30)
 
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).
@@ -30,6 +31,7 @@ DEFAULTS = {
     "pool_max": "10",
     "application_name": "psyq",
     "command_timeout": "60",
+    "worker_ttl": "30",
 }
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -43,6 +45,7 @@ class PostgresSettings:
     pool_max: int
     application_name: str = "psyq"
     command_timeout: int = 60
+    worker_ttl: int = 30
 
     @property
     def channel(self) -> str:
@@ -80,6 +83,8 @@ def parse_postgres_url(url: str) -> PostgresSettings:
         raise InvalidURLError(url, f"pool_min ({pool_min}) is above pool_max ({pool_max})")
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))
     timeout = _whole(url, "command_timeout", ours["command_timeout"], 1)
+    worker_ttl = _whole(url, "worker_ttl", ours["worker_ttl"], 1)
+    app = ours["application_name"]
     return PostgresSettings(
-        dsn, ours["schema"], prefix, pool_min, pool_max, ours["application_name"], timeout
+        dsn, ours["schema"], prefix, pool_min, pool_max, app, timeout, worker_ttl
     )

@@ -16,7 +16,7 @@ is in `psyq.backends.base` (`ExportPage`, `export_jobs`, `import_jobs`, queue me
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -122,13 +122,21 @@ async def export_page(tx: Tx, qkey: str, cursor: str | None, limit: int) -> Expo
 
 # ---------------------------------------------------------------------- import
 async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> int:
+    """The page in a few statements whatever its size: one upsert of every job (arrays),
+    then their logs and children's links, each dropped and added in one statement."""
     written = await _to_write(tx, qkey, page, overwrite)
     await tx.execute("common.ensure_queue", qkey, queue_of(qkey))
-    rows = await tx.fetch("add_jobs.next_seqs", len(written)) if written else []
-    for job, row in zip(written, rows, strict=True):
-        await _write(tx, qkey, job, int(row[0]), page.due.get(job.id))
-        await tx.execute("export_jobs.replace_logs", qkey, job.id, page.logs.get(job.id, []))
-        await _restore_links(tx, qkey, job.id, page.deps.get(job.id))
+    if written:
+        numbered = await tx.fetch("add_jobs.next_seqs", len(written))
+        seqs = [int(row[0]) for row in numbered]
+        rows = _rows(qkey, written, seqs, page.due)
+        if overwrite:  # some may be there: replaced in place
+            await tx.execute("export_jobs.upsert_many", qkey, *list(zip(*rows, strict=True))[1:])
+        else:  # none is there (`_to_write` checked): COPY, the cheapest way in
+            await tx.conn.copy_records_to_table("jobs", records=rows, columns=_COPIED)
+        ids = [job.id for job in written]
+        await _replace_logs(tx, qkey, ids, page.logs)
+        await _replace_links(tx, qkey, ids, page.deps)
     numbers = [int(job.id) for job in page.jobs if _is_number(job.id)]
     if numbers:
         await tx.execute("export_jobs.raise_last_id", qkey, queue_of(qkey), max(numbers))
@@ -174,56 +182,73 @@ def _arriving(job: JobRecord) -> JobRecord:
     return replace(job, state=state)
 
 
-async def _write(tx: Tx, qkey: str, job: JobRecord, seq: int, due: int | None) -> None:
+# The columns an import writes, in `upsert_many`'s order.
+_COPIED = (
+    "qkey", "id", "name", "data", "opts", "timestamp", "delay", "priority", "progress",
+    "attempts_made", "attempts_started", "stalled_counter", "processed_on", "finished_on",
+    "returnvalue", "failed_reason", "stacktrace", "parent_key", "processed_by", "state", "seq",
+    "due",
+)  # fmt: skip
+
+
+def _rows(
+    qkey: str, jobs: list[JobRecord], seqs: list[int], due: Mapping[str, int]
+) -> list[tuple[Any, ...]]:
+    """One row of `_COPIED` values per job."""
+    return [_row(qkey, job, seq, due.get(job.id)) for job, seq in zip(jobs, seqs, strict=True)]
+
+
+def _row(qkey: str, job: JobRecord, seq: int, due: int | None) -> tuple[Any, ...]:
+    return (
+        qkey, job.id, job.name, job.data, json_text(job.opts), job.timestamp, job.delay,
+        job.priority, json_text(job.progress), job.attempts_made, job.attempts_started,
+        job.stalled_counter, job.processed_on, job.finished_on, job.returnvalue,
+        job.failed_reason, json_text(list(job.stacktrace)), job.parent_key, job.processed_by,
+        job.state, seq, _due(job, due),
+    )  # fmt: skip
+
+
+def _due(job: JobRecord, due: int | None) -> int | None:
     if job.state != "delayed":
-        due = None
-    elif due is None:
-        due = job.timestamp + job.delay
-    await tx.execute(
-        "export_jobs.upsert",
-        qkey,
-        job.id,
-        job.name,
-        job.data,
-        json_text(job.opts),
-        job.timestamp,
-        job.delay,
-        job.priority,
-        json_text(job.progress),
-        job.attempts_made,
-        job.attempts_started,
-        job.stalled_counter,
-        job.processed_on,
-        job.finished_on,
-        job.returnvalue,
-        job.failed_reason,
-        json_text(list(job.stacktrace)),
-        job.parent_key,
-        job.processed_by,
-        job.state,
-        seq,
-        due,
-    )
+        return None
+    return job.timestamp + job.delay if due is None else due
 
 
-async def _restore_links(tx: Tx, qkey: str, job_id: str, links: Mapping[str, Any] | None) -> None:
-    """A parent's children links become those of the page (child keys kept as they are)."""
+async def _replace_logs(
+    tx: Tx, qkey: str, ids: list[str], logs: Mapping[str, Sequence[str]]
+) -> None:
+    """The jobs' logs become those of the page (none: none)."""
+    await tx.execute("export_jobs.drop_logs_many", qkey, ids)
+    owners = [job_id for job_id in ids for _ in logs.get(job_id, ())]
+    if owners:
+        rows = [row for job_id in ids for row in logs.get(job_id, ())]
+        await tx.execute("export_jobs.add_logs_many", qkey, owners, rows)
+
+
+async def _replace_links(
+    tx: Tx, qkey: str, ids: list[str], deps: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """The jobs' children links become those of the page (child keys kept as they are)."""
+    await tx.execute("export_jobs.drop_links_many", qkey, ids)
+    links = [link for job_id in ids for link in _links_of(job_id, deps.get(job_id))]
+    if links:
+        parents, keys, statuses, values = (list(column) for column in zip(*links, strict=True))
+        await tx.execute("export_jobs.add_links_many", qkey, parents, keys, statuses, values)
+
+
+def _links_of(
+    job_id: str, links: Mapping[str, Any] | None
+) -> list[tuple[str, str, str, str | None]]:
+    """(parent id, child key, status, value) of each of a parent's links."""
     if not links:
-        await tx.execute("export_jobs.drop_links", qkey, job_id)
-        return
-    keys: list[str] = []
-    statuses: list[str] = []
-    values: list[str | None] = []
-    for key in links.get("pending") or ():
-        keys.append(str(key))
-        statuses.append("pending")
-        values.append(None)
+        return []
+    found: list[tuple[str, str, str, str | None]] = [
+        (job_id, str(key), "pending", None) for key in links.get("pending") or ()
+    ]
     for kind in _LINK_KINDS:
         for key, value in (links.get(kind) or {}).items():
-            keys.append(str(key))
-            statuses.append(kind)
-            values.append(None if value is None else str(value))
-    await tx.execute("export_jobs.replace_links", qkey, job_id, keys, statuses, values)
+            found.append((job_id, str(key), kind, None if value is None else str(value)))
+    return found
 
 
 # ---------------------------------------------------------------------- queue meta

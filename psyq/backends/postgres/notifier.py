@@ -3,6 +3,12 @@
 Notifications only wake: a waiter always has a timeout and re-reads the database, so a
 lost notification (or a listener connection that died) costs latency, never correctness.
 Payloads are "j:<qkey>" (a job may be ready) and "e:<qkey>" (events were written).
+
+Transitions notify a key only while some backend has announced it (the listeners table,
+migration 0008): a commit that sent a NOTIFY holds a database-wide lock through its WAL
+flush, so notifications nobody waits for would serialise every commit. A waiter announces
+its key before it reads the database; the entry lasts ANNOUNCE_TTL_MS and is renewed when
+half of that has passed, so a busy waiter announces once every 30 s.
 """
 
 from __future__ import annotations
@@ -10,33 +16,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
+
+from psyq.core.backoff import Reconnect
 
 __all__ = ["Notifier"]
 
 log = logging.getLogger("psyq.postgres")
 
 Connect = Callable[[], Awaitable[asyncpg.Connection]]
-RECONNECT_DELAY_S = 0.5
+Announce = Callable[[list[str], str, int], Awaitable[None]]  # keys, listener id, ttl ms
+
+ANNOUNCE_TTL_MS = 60_000
 
 
 class Notifier:
-    def __init__(self, connect: Connect, channel: str) -> None:
+    def __init__(self, connect: Connect, channel: str, announce: Announce) -> None:
         self._connect = connect
         self._channel = channel
+        self._announce = announce
+        self.listener_id = uuid.uuid4().hex
+        self._announced: dict[str, float] = {}  # key -> when its entry expires (monotonic)
         self._conn: asyncpg.Connection | None = None
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._reconnect: asyncio.Task[None] | None = None
+        self._backoff = Reconnect()  # capped, jittered: 50 ms doubling to 2 s
         self._closed = False
 
     async def start(self) -> None:
         conn = await self._connect()
-        await conn.add_listener(self._channel, self._on_notify)
-        conn.add_termination_listener(self._on_lost)
+        try:
+            await conn.add_listener(self._channel, self._on_notify)
+        except BaseException:
+            conn.terminate()
+            raise
         self._conn = conn
+        conn.add_termination_listener(self._on_lost)
+        if conn.is_closed():  # lost before the listener was in place
+            self._on_lost(conn)
 
     async def close(self) -> None:
         self._closed = True
@@ -50,6 +72,15 @@ class Notifier:
         self._wake_all()
 
     # ------------------------------------------------------------------ waiting
+    async def listen_for(self, key: str) -> None:
+        """Have transitions notify `key`: announce it unless this backend's entry lasts at
+        least half a TTL more. Call it before reading what the wait is for."""
+        now = time.monotonic()
+        if self._announced.get(key, 0.0) - now > ANNOUNCE_TTL_MS / 2000:
+            return
+        await self._announce([key], self.listener_id, ANNOUNCE_TTL_MS)
+        self._announced[key] = now + ANNOUNCE_TTL_MS / 1000
+
     def register(self, key: str) -> asyncio.Future[None]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(key, set()).add(future)
@@ -87,10 +118,20 @@ class Notifier:
                     future.set_result(None)
 
     async def _reconnect_loop(self) -> None:
+        """LISTEN again on a new connection, with capped jittered backoff between tries;
+        waiters are woken once it listens (they may have missed notifications)."""
         while not self._closed and self._conn is None:
+            await self._backoff.wait()
             try:
                 await self.start()
-                self._wake_all()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("psyq: LISTEN connection lost, retrying: %s", exc)
-                await asyncio.sleep(RECONNECT_DELAY_S)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("psyq: LISTEN connection lost, retrying: %r", exc)
+                self._backoff.failed()
+                continue
+            self._backoff.succeeded()
+            self._wake_all()
+
+    @property
+    def listening(self) -> bool:
+        """Whether a connection is listening now."""
+        return self._conn is not None and not self._conn.is_closed()

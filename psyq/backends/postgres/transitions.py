@@ -146,6 +146,26 @@ def plain_columns(jobs: Sequence[NewJob]) -> list[list[Any]]:
     return columns
 
 
+def plain_record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
+    """The record add_jobs.insert_plain wrote for `new` (the same columns it stores)."""
+    opts = new.opts or {}
+    delay = int(opts.get("delay", 0))
+    priority = int(opts.get("priority", 0))
+    state = "delayed" if delay > 0 else "prioritized" if priority > 0 else "waiting"
+    timestamp = now if new.timestamp is None else new.timestamp
+    return JobRecord(
+        id=job_id,
+        queue=queue,
+        name=new.name,
+        data=new.data,
+        opts=json.loads(json_text(opts)) if opts else {},
+        timestamp=timestamp,
+        delay=delay,
+        priority=priority,
+        state=state,
+    )
+
+
 async def _check_parent(tx: Tx, parent: dict[str, Any]) -> None:
     """A child needs its parent (locked, so the parent cannot move meanwhile)."""
     if await tx.fetchrow("common.lock_job", parent["queue"], parent["id"]) is None:
@@ -310,7 +330,7 @@ async def move_to_active(tx: Tx, qkey: str, request: FetchRequest) -> list[JobRe
         queue = await tx.fetchrow("move_to_active.queue_locked", qkey)
         assert queue is not None
         wanted = await _allowed(tx, qkey, queue, wanted, limiter)
-    rows = await _take(tx, qkey, request, wanted) if wanted > 0 else []
+    rows = await _take(tx, qkey, queue, request, wanted) if wanted > 0 else []
     if limiter is not None and rows:
         await _count_window(tx, qkey, queue, limiter, len(rows))
     await _drained(tx, qkey, queue, bool(rows))
@@ -364,7 +384,9 @@ async def _count_window(
     )
 
 
-async def _take(tx: Tx, qkey: str, request: FetchRequest, wanted: int) -> list[asyncpg.Record]:
+async def _take(
+    tx: Tx, qkey: str, queue: asyncpg.Record, request: FetchRequest, wanted: int
+) -> list[asyncpg.Record]:
     tokens = list(request.tokens[:wanted])
     rows = await tx.fetch(
         "move_to_active.take",
@@ -374,6 +396,7 @@ async def _take(tx: Tx, qkey: str, request: FetchRequest, wanted: int) -> list[a
         request.worker_name,
         wanted,
         tx.channel,
+        bool(queue["drained"]),
     )
     if rows:
         tx.note_events(qkey, rows[0]["last_event"], len(rows))
@@ -381,11 +404,14 @@ async def _take(tx: Tx, qkey: str, request: FetchRequest, wanted: int) -> list[a
 
 
 async def _drained(tx: Tx, qkey: str, queue: asyncpg.Record, took: bool) -> None:
-    if took:
-        if queue["drained"]:
-            await tx.execute("move_to_active.mark_busy", qkey)
-    elif not queue["drained"] and await tx.fetchrow("move_to_active.mark_drained", qkey):
-        tx.emit(qkey, "drained")
+    """The queue found empty becomes drained, with its event (a take clears the flag
+    itself). Events this transaction recorded so far are written first, keeping order."""
+    if took or queue["drained"]:
+        return
+    await tx.flush()
+    row = await tx.fetchrow("move_to_active.mark_drained", qkey, tx.channel)
+    if row is not None:
+        tx.note_events(qkey, row["last_event"], 1)
 
 
 # ---------------------------------------------------------------------- settling

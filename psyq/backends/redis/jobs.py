@@ -48,6 +48,8 @@ _DECODE = {short: long for long, short in _ENCODE.items()}
 
 
 def encode_opts(opts: Mapping[str, Any]) -> str:
+    if not opts:
+        return "{}"
     return json.dumps({_ENCODE.get(k, k): v for k, v in opts.items()}, separators=(",", ":"))
 
 
@@ -140,7 +142,8 @@ def record_from_hash(queue: str, job_id: str, fields: Mapping[str, str]) -> JobR
 
 def record_from_fields(queue: str, flat: Sequence[str]) -> JobRecord:
     """A JobRecord from a script's flat field/value list with `__id` (and `__state`)."""
-    fields = dict(zip(flat[::2], flat[1::2], strict=True))
+    pairs = iter(flat)
+    fields = dict(zip(pairs, pairs, strict=True))  # field, value, field, value, ...
     record = record_from_hash(queue, fields.pop("__id", ""), fields)
     record.state = fields.get("__state")
     return record

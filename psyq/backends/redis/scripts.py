@@ -3,6 +3,9 @@ and run by EVALSHA (reloaded when the server answers NOSCRIPT, e.g. after a rest
 
 A script's header names the keys it touches (`-- KEYS: wait active ...`, suffixes of the
 queue key); the loader passes exactly those as KEYS, so Redis Cluster and ACLs see them.
+A script that declares none (its keys are built from ids) gets the queue key itself as
+KEYS[1], unused by the script: Redis Cluster routes a call by its keys, and a call without
+any would go to a random node.
 Every script gets the queue key prefix `<prefix>:<queue>:` as ARGV[1], bound to `P`.
 `--@include a b` splices `lua/includes/a.lua` and `b.lua` in that order.
 """
@@ -18,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-__all__ = ["Script", "ScriptPipeline", "load_scripts"]
+__all__ = ["Script", "ScriptPipeline", "load_scripts", "pack_command", "pack_script_call"]
 
 PRELUDE = "local P = ARGV[1]\n"
 
@@ -31,6 +34,8 @@ class Script:
     sha: str
 
     def keys(self, queue_key: str) -> list[str]:
+        if not self.key_suffixes:
+            return [queue_key]  # routes the call to the queue's slot (see the top)
         return [f"{queue_key}:{suffix}" for suffix in self.key_suffixes]
 
 
@@ -80,9 +85,13 @@ class ScriptPipeline:
     jobs in a few round trips instead of 100.
 
     The pipeline runs in its own task, so cancelling a caller never cancels a command in
-    flight (redis-py can lose such a cancellation); the caller just stops waiting."""
+    flight (redis-py can lose such a cancellation); the caller just stops waiting.
 
-    def __init__(self) -> None:
+    On a Redis Cluster (`cluster=True`) every batch goes through redis-py's cluster
+    pipeline, which sends each call to the node of its keys' slot and follows MOVED."""
+
+    def __init__(self, cluster: bool = False) -> None:
+        self._cluster = cluster
         self._pending: list[Call] = []
         self._flushing: set[asyncio.Task[None]] = set()
 
@@ -96,7 +105,8 @@ class ScriptPipeline:
 
     def _flush_soon(self, client: Any) -> None:
         batch, self._pending = self._pending, []
-        send = self._send_one if len(batch) == 1 else self._send  # one call: no pipeline
+        one = len(batch) == 1 and not self._cluster
+        send = self._send_one if one else self._send  # one call: no pipeline
         task = asyncio.ensure_future(self._flush(client, batch, send))
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
@@ -130,7 +140,8 @@ class ScriptPipeline:
     async def _send(client: Any, batch: list[Call]) -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
             for script, keys, argv, _ in batch:
-                pipe.evalsha(script.sha, len(keys), *keys, *argv)
+                # the command, not pipe.evalsha: a cluster pipeline blocks that method
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
             return list(await pipe.execute(raise_on_error=False))
 
     @staticmethod
@@ -164,7 +175,7 @@ class ScriptPipeline:
                 await asyncio.sleep(0)
 
 
-_HEADS: dict[tuple[str, str], bytes] = {}  # (sha, queue prefix) -> packed head of EVALSHA
+_HEADS: dict[tuple[str, str], tuple[bytes, int]] = {}  # (sha, queue key) -> packed head
 
 
 def _bulk(value: Any) -> bytes:
@@ -172,13 +183,30 @@ def _bulk(value: Any) -> bytes:
     return b"$%d\r\n%b\r\n" % (len(data), data)
 
 
-def _pack(script: Script, keys: list[str], argv: tuple[Any, ...]) -> bytes:
-    """RESP for `EVALSHA sha numkeys *keys *argv`; argv[0] is the queue prefix."""
-    head = _HEADS.get((script.sha, argv[0]))
-    if head is None:
+def pack_command(*parts: Any) -> bytes:
+    """RESP for one command."""
+    return b"*%d\r\n%b" % (len(parts), b"".join(_bulk(part) for part in parts))
+
+
+def _head(script: Script, queue_key: str) -> tuple[bytes, int]:
+    """`EVALSHA sha numkeys *keys <queue prefix>` packed (cached per script and queue), and
+    how many parts it holds."""
+    cached = _HEADS.get((script.sha, queue_key))
+    if cached is None:
         if len(_HEADS) > 10_000:
             _HEADS.clear()
-        parts = ["EVALSHA", script.sha, len(keys), *keys, argv[0]]
-        head = _HEADS[(script.sha, argv[0])] = b"".join(_bulk(part) for part in parts)
-    count = 3 + len(keys) + len(argv)
-    return b"*%d\r\n%b%b" % (count, head, b"".join(_bulk(arg) for arg in argv[1:]))
+        keys = script.keys(queue_key)
+        parts = ["EVALSHA", script.sha, len(keys), *keys, f"{queue_key}:"]
+        cached = _HEADS[(script.sha, queue_key)] = (b"".join(map(_bulk, parts)), len(parts))
+    return cached
+
+
+def pack_script_call(script: Script, queue_key: str, args: tuple[Any, ...]) -> bytes:
+    """RESP for `EVALSHA sha numkeys *keys <queue prefix> *args`."""
+    head, count = _head(script, queue_key)
+    return b"*%d\r\n%b%b" % (count + len(args), head, b"".join(map(_bulk, args)))
+
+
+def _pack(script: Script, keys: list[str], argv: tuple[Any, ...]) -> bytes:
+    """RESP for `EVALSHA sha numkeys *keys *argv`; argv[0] is the queue prefix."""
+    return pack_script_call(script, argv[0][:-1], argv[1:])

@@ -1,13 +1,16 @@
 """Export / import and queue meta on Redis: what `psyq migrate` moves (see base.py for the
 contract). Export reads the live structures page by page (cursor "<state>:<offset>"), each
 page's jobs in one script call (`lua/exportJobs-1.lua`); import is one script call per page
-with one JSON argument (`lua/importJobs-10.lua`), all or nothing."""
+with one MessagePack argument (`lua/importJobs-10.lua`), all or nothing."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgpack
 
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.backends.redis.jobs import (
@@ -19,10 +22,19 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.errors import PsyqError
 
+_packb = msgpack.Packer().pack
+
 if TYPE_CHECKING:
     from psyq.backends.redis.backend import RedisBackend
 
-__all__ = ["export_jobs", "get_queue_meta", "import_jobs", "set_queue_meta"]
+__all__ = [
+    "QueueScan",
+    "export_jobs",
+    "get_queue_meta",
+    "import_jobs",
+    "scan_queues",
+    "set_queue_meta",
+]
 
 # Export order: (state shown, structure, kind). Lists are read from the right (next taken).
 _LINES = (
@@ -183,8 +195,8 @@ async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overw
         if record.id in page.deps:
             entry["deps"] = page.deps[record.id]
         args.append(entry)
-    page_json = json.dumps(args, separators=(",", ":"))
-    outcome, value = await backend._run("importJobs", queue, int(overwrite), page_json)
+    packed = _packb(args)  # MessagePack: about 3x cheaper to build than JSON, and to read
+    outcome, value = await backend._run("importJobs", queue, int(overwrite), packed)
     if outcome == "conflict":
         raise PsyqError(
             f"cannot import job {value!r} into {queue!r}: a different job has that id "
@@ -193,7 +205,52 @@ async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overw
     return int(value)
 
 
-async def get_queue_meta(backend: RedisBackend, queue: str) -> dict[str, Any]:
+# Keys of a queue that show it exists (settings, id counter, event stream), and the folder
+# of its deduplication keys. One SCAN pattern matches all four (`scan_queues`): after the
+# queue name, a part starting m/i/e/d then e/d/v ("meta", "id", "events", "de:<id>"), with
+# a few false hits (":delayed", job ids like "ev1") that the exact check drops.
+_MARKERS = (":meta", ":id", ":events")
+_DEDUP = ":de:"
+_SCAN_PATTERN = ":*:[mied][edv]*"
+
+
+@dataclass
+class QueueScan:
+    """What one SCAN of a prefix found: queue names, and each queue's deduplication keys."""
+
+    names: set[str] = field(default_factory=set)
+    dedup: dict[str, list[str]] = field(default_factory=dict)  # queue -> dedup ids
+
+
+async def scan_queues(backend: RedisBackend) -> QueueScan:
+    """Every queue of the backend's prefix and every deduplication key, in ONE walk of the
+    keyspace (list_queues walks it three times, and each queue's dedup listing once more)."""
+    prefix = backend.prefix + ":"
+    found = QueueScan()
+    pattern = glob_escape(backend.prefix) + _SCAN_PATTERN
+    async for key in backend.client.scan_iter(match=pattern, count=10_000):
+        _classify(key[len(prefix) :], found)
+    found.names = {name for name in found.names if ":" not in name}
+    return found
+
+
+def _classify(rest: str, found: QueueScan) -> None:
+    """Put one key (without the prefix) in its place in `found`, if it has one."""
+    queue, sep, dedup_id = rest.partition(_DEDUP)
+    if sep and queue and ":" not in queue:
+        found.dedup.setdefault(queue, []).append(dedup_id)
+        return
+    for marker in _MARKERS:
+        if rest.endswith(marker):
+            found.names.add(rest[: -len(marker)])
+            return
+
+
+async def get_queue_meta(
+    backend: RedisBackend, queue: str, dedup_ids: list[str] | None = None
+) -> dict[str, Any]:
+    """The queue's metadata; `dedup_ids`: its deduplication keys if known (from
+    `scan_queues`), else found by a SCAN of the keyspace."""
     key = backend.queue_key(queue)
     client = backend.client
     async with client.pipeline(transaction=False) as pipe:
@@ -202,27 +259,42 @@ async def get_queue_meta(backend: RedisBackend, queue: str) -> dict[str, Any]:
     now = await backend.now_ms()
     limited = used is not None and int(used) >= MANUAL_LIMIT and int(ttl) > 0
     max_jobs, duration = meta.get("max"), meta.get("duration")
+    if dedup_ids is None:
+        dedup_ids = await _scan_dedup_ids(backend, queue)
     return {
         "paused": "paused" in meta,
         "last_id": int(last_id or 0),
         "limited_until": now + int(ttl) if limited else 0,
         "global_limiter": [int(max_jobs), int(duration)] if max_jobs and duration else None,
         "global_concurrency": int(meta["concurrency"]) if meta.get("concurrency") else None,
-        "dedup": await _dedup_keys(backend, queue, now),
+        "dedup": await _dedup_keys(backend, queue, dedup_ids, now),
         "schedulers": await _schedulers(backend, queue),
         "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
     }
 
 
-async def _dedup_keys(backend: RedisBackend, queue: str, now: int) -> dict[str, Any]:
-    prefix = f"{backend.queue_key(queue)}:de:"
-    # SCAN walks the whole keyspace: large steps keep a server of millions of job keys to a
-    # few hundred round trips per queue
+async def _scan_dedup_ids(backend: RedisBackend, queue: str) -> list[str]:
+    """One queue's deduplication ids, by a SCAN of the whole keyspace (large steps)."""
+    prefix = f"{backend.queue_key(queue)}{_DEDUP}"
+    pattern = glob_escape(prefix) + "*"
+    return [key[len(prefix) :] async for key in backend.client.scan_iter(pattern, count=10_000)]
+
+
+async def _dedup_keys(
+    backend: RedisBackend, queue: str, dedup_ids: list[str], now: int
+) -> dict[str, Any]:
+    """{dedup id: [owner job id, expiry ms | None]}, read in one round trip."""
+    if not dedup_ids:
+        return {}
+    prefix = f"{backend.queue_key(queue)}{_DEDUP}"
+    async with backend.client.pipeline(transaction=False) as pipe:
+        for dedup_id in dedup_ids:
+            pipe.get(prefix + dedup_id).pttl(prefix + dedup_id)
+        replies = await pipe.execute(raise_on_error=False)
     found: dict[str, Any] = {}
-    async for key in backend.client.scan_iter(match=glob_escape(prefix) + "*", count=10_000):
-        owner, ttl = await backend.client.get(key), await backend.client.pttl(key)
-        if owner is not None:
-            found[key[len(prefix) :]] = [owner, now + ttl if ttl > 0 else None]
+    for dedup_id, owner, ttl in zip(dedup_ids, replies[::2], replies[1::2], strict=True):
+        if isinstance(owner, str):  # not expired meanwhile, nor a job's key (a job "de")
+            found[dedup_id] = [owner, now + ttl if ttl > 0 else None]
     return found
 
 
@@ -267,9 +339,9 @@ async def _set_scheduler(
 ) -> None:
     name, data, opts, _timestamp = spec["template"]
     fields: dict[str, Any] = {"name": name, "data": data, "opts": encode_opts(opts)}
-    for field in ("every", "pattern", "tz", "limit", "startDate", "endDate"):
-        if spec.get(field) is not None:
-            fields[field] = spec[field]
+    for option in ("every", "pattern", "tz", "limit", "startDate", "endDate"):
+        if spec.get(option) is not None:
+            fields[option] = spec[option]
     if "immediately" in spec:
         fields["immediately"] = "true" if spec["immediately"] else "false"
     nxt = spec.get("next")

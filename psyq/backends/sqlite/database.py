@@ -35,7 +35,7 @@ from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.schema import migrate
 from psyq.errors import PsyqError
 
-__all__ = ["Database", "open_database", "release_database"]
+__all__ = ["Database", "is_open_here", "open_database", "release_database"]
 
 log = logging.getLogger("psyq.sqlite")
 
@@ -376,6 +376,12 @@ def open_database(path: str, flush_changes: int, flush_ms: int) -> Database:
             entry = (Database(path, flush_changes, flush_ms), 0)
         _OPEN[real] = (entry[0], entry[1] + 1)
         return entry[0]
+
+
+def is_open_here(path: str) -> bool:
+    """Whether this process has `path` open through `open_database`."""
+    with _OPEN_LOCK:
+        return os.path.realpath(path) in _OPEN
 
 
 def release_database(database: Database) -> None:

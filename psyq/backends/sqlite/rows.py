@@ -20,6 +20,7 @@ __all__ = [
     "ORDER_BY",
     "UPSERT_JOB",
     "event_chunk",
+    "job_record",
     "job_row",
     "queue_meta",
     "restart_counters",
@@ -99,26 +100,32 @@ def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
 
 def restore_job(store: QueueStore, row: Sequence[Any]) -> None:
     """Put one job row back in its store (rows come in `ORDER_BY` order)."""
-    _queue, job_id, state, rank, due, finished_on, body, deps, logs = row
-    (
-        name, data, opts, timestamp, delay, priority, progress, attempts_made,
-        attempts_started, stalled_counter, processed_on, returnvalue, failed_reason,
-        stacktrace, parent_key, processed_by, lock_token,
-    ) = msgpack.unpackb(body)  # fmt: skip
-    # The common "{}", "0" and "[]" skip json.loads: a file opens about 25% faster.
-    record = JobRecord(
-        job_id, store.name, name, data, {} if opts == "{}" else json.loads(opts), timestamp,
-        delay, priority, 0 if progress == "0" else json.loads(progress), attempts_made,
-        attempts_started, stalled_counter, processed_on, finished_on, returnvalue,
-        failed_reason, () if stacktrace == "[]" else tuple(json.loads(stacktrace)), parent_key,
-        processed_by, lock_token, state,
-    )  # fmt: skip
+    _queue, job_id, _state, rank, due, _finished_on, _body, deps, logs = row
+    record = job_record(store.name, row)
     store.jobs[job_id] = record
     transfer.place(store, record, rank or 0, due)
     if deps is not None:
         transfer.restore_links(store, job_id, json.loads(deps))
     if logs is not None:
         store.logs[job_id] = json.loads(logs)
+
+
+def job_record(queue: str, row: Sequence[Any]) -> JobRecord:
+    """The record of one job row (`JOB_COLUMNS`) of queue `queue`."""
+    _queue, job_id, state, _rank, _due, finished_on, body, _deps, _logs = row
+    (
+        name, data, opts, timestamp, delay, priority, progress, attempts_made,
+        attempts_started, stalled_counter, processed_on, returnvalue, failed_reason,
+        stacktrace, parent_key, processed_by, lock_token,
+    ) = msgpack.unpackb(body)  # fmt: skip
+    # The common "{}", "0" and "[]" skip json.loads: a file opens about 25% faster.
+    return JobRecord(
+        job_id, queue, name, data, {} if opts == "{}" else json.loads(opts), timestamp,
+        delay, priority, 0 if progress == "0" else json.loads(progress), attempts_made,
+        attempts_started, stalled_counter, processed_on, finished_on, returnvalue,
+        failed_reason, () if stacktrace == "[]" else tuple(json.loads(stacktrace)), parent_key,
+        processed_by, lock_token, state,
+    )  # fmt: skip
 
 
 def restore_events(store: QueueStore, chunks: Iterable[Sequence[Any]], next_seq: int) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -51,12 +50,11 @@ from psyq.backends.tcp.protocol import (
     decode,
     frame,
 )
+from psyq.core.backoff import Reconnect
 from psyq.errors import ClosedError, ConnectionError, InvalidURLError, PsyqError
 
 __all__ = ["PsyqSettings", "TcpBackend", "open_tcp_backend", "parse_psyq_url"]
 
-BACKOFF_BASE = 0.05
-BACKOFF_CAP = 2.0
 SETTINGS = ("token", "ca", "pool", "connect_timeout")
 
 
@@ -197,7 +195,7 @@ class TcpBackend(BackendAdapter):
         self._conns: list[ClientConnection | None] = [None] * self.settings.pool
         self._locks = [asyncio.Lock() for _ in self._conns]
         self._turn = 0
-        self._failures = 0
+        self._backoff = Reconnect()  # capped, jittered; shared by the pool's slots
         self._closed = False
 
     # ------------------------------------------------------------------ connections
@@ -234,14 +232,12 @@ class TcpBackend(BackendAdapter):
             except (OSError, TimeoutError, ConnectionError) as exc:
                 reason = str(exc) or type(exc).__name__
             else:
-                self._failures = 0
+                self._backoff.succeeded()
                 return conn
-            self._failures += 1
-            delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(self._failures, 16))
-            delay *= 0.5 + random.random() / 2
-            if self._closed or time.monotonic() + delay > deadline:
+            self._backoff.failed()
+            if self._closed or time.monotonic() + self._backoff.delay() > deadline:
                 raise ConnectionError(self.settings.safe_url, reason)
-            await asyncio.sleep(delay)
+            await self._backoff.wait()
 
     async def _connect_once(self, deadline: float) -> ClientConnection:
         s = self.settings

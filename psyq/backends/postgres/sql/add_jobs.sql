@@ -51,16 +51,27 @@ DELETE FROM dedup WHERE qkey = $1 AND dedup_id = $2;
 -- name: insert_plain
 -- The whole add in one statement, for jobs without a custom id, dedup key or parent:
 -- auto ids, the rows, their events (added, then waiting | delayed) and the NOTIFYs.
+-- The queue row's lock (taken by the id upsert, held to the commit) orders this add with
+-- the events sequencer, so the add numbers its own events (queues.event_seq + 1 ...):
+-- they are never renumbered, and events appended unnumbered before it get later numbers
+-- from the sequencer (a reader still never skips one). Events past max_len_events are
+-- trimmed here too.
 -- $2 queue name, $3 names, $4 data, $5 opts (JSON text), $6 timestamps (NULL: now),
 -- $7 delays, $8 priorities, $9 lifo flags, $10 channel.
--- Returns the rows (ids increase in input order) and last_event, the newest event id.
+-- Returns one row: last_id (the jobs' ids are last_id - n + 1 .. last_id, in input
+-- order) and now (the store's clock, the timestamp of jobs given none). Rows are not
+-- returned: the caller knows every column.
 WITH ids AS (
-    INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, cardinality($3::text[]))
-    ON CONFLICT (qkey) DO UPDATE SET last_id = queues.last_id + EXCLUDED.last_id
-    RETURNING last_id
+    INSERT INTO queues (qkey, name, last_id, event_seq)
+    VALUES ($1, $2, cardinality($3::text[]), 2 * cardinality($3::text[]))
+    ON CONFLICT (qkey) DO UPDATE
+    SET last_id = queues.last_id + EXCLUDED.last_id,
+        event_seq = queues.event_seq + EXCLUDED.event_seq
+    RETURNING last_id, event_seq, max_len_events
 ), j AS (
     SELECT (ids.last_id - cardinality($3::text[]) + u.n)::text AS id, u.name, u.data, u.opts,
-           COALESCE(u.ts, now_ms()) AS ts, u.delay, u.priority, u.lifo, u.n
+           COALESCE(u.ts, now_ms()) AS ts, u.delay, u.priority, u.lifo, u.n,
+           ids.event_seq - 2 * cardinality($3::text[]) + 2 * u.n AS event_seq
     FROM ids, unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
                      $8::integer[], $9::boolean[])
               WITH ORDINALITY AS u(name, data, opts, ts, delay, priority, lifo, n)
@@ -73,21 +84,20 @@ WITH ids AS (
            CASE WHEN j.lifo AND j.delay = 0 THEN -nextval('job_seq') ELSE nextval('job_seq') END,
            CASE WHEN j.delay > 0 THEN j.ts + j.delay END
     FROM j ORDER BY j.n
-    RETURNING *
 ), events_added AS (
-    INSERT INTO events (qkey, ms, event, job_id, fields)
-    SELECT $1, now_ms(), e.event, j.id, e.fields
+    INSERT INTO events (qkey, seq, ms, event, job_id, fields)
+    SELECT $1, j.event_seq - 2 + e.k, now_ms(), e.event, j.id, e.fields
     FROM j CROSS JOIN LATERAL (VALUES
         (1, 'added', jsonb_build_object('name', j.name)),
         (2, CASE WHEN j.delay > 0 THEN 'delayed' ELSE 'waiting' END,
             CASE WHEN j.delay > 0 THEN jsonb_build_object('delay', j.ts + j.delay)
                  ELSE '{}'::jsonb END)
     ) AS e(k, event, fields)
-    ORDER BY j.n, e.k
-    RETURNING id
+), trimmed AS (
+    DELETE FROM events
+    WHERE qkey = $1 AND seq <= (SELECT event_seq - max_len_events FROM ids)
 )
-SELECT added.*,
-       (SELECT max(id) FROM events_added) AS last_event,
-       (SELECT pg_notify($10::text, 'e:' || $1)) AS events_notified,
-       (SELECT pg_notify($10::text, 'j:' || $1)) AS jobs_notified
-FROM added;
+SELECT ids.last_id, now_ms() AS now,
+       notify_heard($10::text, 'e:' || $1) AS events_notified,
+       notify_heard($10::text, 'j:' || $1) AS jobs_notified
+FROM ids;

@@ -17,11 +17,11 @@ WITH added AS (
     ORDER BY e.ord
     RETURNING id
 )
-SELECT max(id), pg_notify($5::text, 'e:' || $1) FROM added;
+SELECT max(id), notify_heard($5::text, 'e:' || $1) FROM added;
 
 -- name: wake
 -- $1 channel, $2 payloads ("j:<qkey>": a job may be ready)
-SELECT pg_notify($1::text, p) FROM unnest($2::text[]) AS p;
+SELECT notify_heard($1::text, p) FROM unnest($2::text[]) AS p;
 
 -- name: lock_queue
 -- $1 qkey (its row exists: common.ensure_queue). Returns the newest sequence number and
@@ -30,11 +30,12 @@ SELECT event_seq, max_len_events FROM queues WHERE qkey = $1 FOR UPDATE;
 
 -- name: number
 -- $1 qkey, $2 the newest sequence number. Returns the new newest sequence number.
+-- Rows are matched by address (ctid): the statement's own snapshot, under the queue lock.
 WITH pending AS (
-    SELECT id, row_number() OVER (ORDER BY id) AS n
+    SELECT ctid AS row, row_number() OVER (ORDER BY id) AS n
     FROM events WHERE qkey = $1 AND seq IS NULL
 ), numbered AS (
-    UPDATE events e SET seq = $2 + p.n FROM pending p WHERE e.id = p.id RETURNING e.seq
+    UPDATE events e SET seq = $2 + p.n FROM pending p WHERE e.ctid = p.row RETURNING e.seq
 )
 SELECT COALESCE(max(seq), $2) FROM numbered;
 

@@ -30,59 +30,27 @@ ORDER BY due, seq, id
 LIMIT $5;
 
 -- name: logs
--- $2 job ids
-SELECT job_id, row FROM logs WHERE qkey = $1 AND job_id = ANY($2::text[]) ORDER BY job_id, seq;
+-- $2 job ids (a join, not `job_id = ANY($2)`: see `existing`)
+SELECT l.job_id, l.row FROM logs l JOIN unnest($2::text[]) AS w(id) ON l.job_id = w.id
+WHERE l.qkey = $1
+ORDER BY l.job_id, l.seq;
 
 -- name: links
--- $2 parent ids: their children's links.
-SELECT parent_id, child_key, status, value FROM deps
-WHERE parent_qkey = $1 AND parent_id = ANY($2::text[])
-ORDER BY parent_id, child_key;
+-- $2 parent ids: their children's links (a join: see `existing`).
+SELECT d.parent_id, d.child_key, d.status, d.value
+FROM deps d JOIN unnest($2::text[]) AS w(id) ON d.parent_id = w.id
+WHERE d.parent_qkey = $1
+ORDER BY d.parent_id, d.child_key;
 
 -- name: existing
--- $2 ids: the rows already under those ids, locked for the import.
-SELECT id, name, data, timestamp FROM jobs WHERE qkey = $1 AND id = ANY($2::text[])
-ORDER BY id
-FOR UPDATE;
-
--- name: upsert
--- $2.. every column of one job (state, seq and due computed by the caller)
-INSERT INTO jobs (qkey, id, name, data, opts, timestamp, delay, priority, progress,
-                  attempts_made, attempts_started, stalled_counter, processed_on, finished_on,
-                  returnvalue, failed_reason, stacktrace, parent_key, processed_by, state, seq,
-                  due)
-VALUES ($1, $2, $3, $4, $5::text::jsonb, $6, $7, $8, $9::text::jsonb, $10, $11, $12, $13, $14,
-        $15, $16, $17::text::jsonb, $18, $19, $20, $21, $22)
-ON CONFLICT (qkey, id) DO UPDATE
-SET name = EXCLUDED.name, data = EXCLUDED.data, opts = EXCLUDED.opts,
-    timestamp = EXCLUDED.timestamp, delay = EXCLUDED.delay, priority = EXCLUDED.priority,
-    progress = EXCLUDED.progress, attempts_made = EXCLUDED.attempts_made,
-    attempts_started = EXCLUDED.attempts_started, stalled_counter = EXCLUDED.stalled_counter,
-    processed_on = EXCLUDED.processed_on, finished_on = EXCLUDED.finished_on,
-    returnvalue = EXCLUDED.returnvalue, failed_reason = EXCLUDED.failed_reason,
-    stacktrace = EXCLUDED.stacktrace, parent_key = EXCLUDED.parent_key,
-    processed_by = EXCLUDED.processed_by, state = EXCLUDED.state, seq = EXCLUDED.seq,
-    due = EXCLUDED.due, lock_token = NULL, lock_expires = NULL, cancel_reason = NULL;
-
--- name: replace_logs
--- $2 job id, $3 rows
-WITH gone AS (
-    DELETE FROM logs WHERE qkey = $1 AND job_id = $2
-)
-INSERT INTO logs (qkey, job_id, row) SELECT $1, $2, r FROM unnest($3::text[]) WITH ORDINALITY AS l(r, n)
-ORDER BY n;
-
--- name: replace_links
--- $2 parent id, $3 child keys, $4 statuses, $5 values: the parent's links become these.
-WITH gone AS (
-    DELETE FROM deps WHERE parent_qkey = $1 AND parent_id = $2
-)
-INSERT INTO deps (parent_qkey, parent_id, child_key, status, value)
-SELECT $1, $2, k, s, v FROM unnest($3::text[], $4::text[], $5::text[]) AS l(k, s, v);
-
--- name: drop_links
--- $2 parent id
-DELETE FROM deps WHERE parent_qkey = $1 AND parent_id = $2;
+-- $2 ids: the rows already under those ids, locked for the import. A join, not
+-- `id = ANY($2)`: a plan cached while the table was small (a sequential scan) would test
+-- every row against every id once the table has grown (seconds per page).
+SELECT j.id, j.name, j.data, j.timestamp
+FROM jobs j JOIN unnest($2::text[]) AS w(id) ON j.id = w.id
+WHERE j.qkey = $1
+ORDER BY j.id
+FOR UPDATE OF j;
 
 -- name: raise_last_id
 -- $2 queue name, $3 the largest numeric id imported (0: none)
@@ -119,3 +87,53 @@ SET spec = EXCLUDED.spec, template_name = EXCLUDED.template_name,
     template_data = EXCLUDED.template_data, template_opts = EXCLUDED.template_opts,
     iteration_count = EXCLUDED.iteration_count, next_ms = EXCLUDED.next_ms,
     pending = EXCLUDED.pending;
+
+-- name: upsert_many
+-- $2.. one array per column of the jobs written (state, seq and due computed by the caller),
+-- in `upsert`'s order: every job of an import page in one statement.
+INSERT INTO jobs (qkey, id, name, data, opts, timestamp, delay, priority, progress,
+                  attempts_made, attempts_started, stalled_counter, processed_on, finished_on,
+                  returnvalue, failed_reason, stacktrace, parent_key, processed_by, state, seq,
+                  due)
+SELECT $1, id, name, data, opts::jsonb, ts, delay, priority, progress::jsonb, atm, ats, stc,
+       processed_on, finished_on, returnvalue, failed_reason, stacktrace::jsonb, parent_key,
+       processed_by, state, seq, due
+FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+            $8::integer[], $9::text[], $10::integer[], $11::integer[], $12::integer[],
+            $13::bigint[], $14::bigint[], $15::text[], $16::text[], $17::text[], $18::text[],
+            $19::text[], $20::text[], $21::bigint[], $22::bigint[])
+     AS j(id, name, data, opts, ts, delay, priority, progress, atm, ats, stc, processed_on,
+          finished_on, returnvalue, failed_reason, stacktrace, parent_key, processed_by, state,
+          seq, due)
+ON CONFLICT (qkey, id) DO UPDATE
+SET name = EXCLUDED.name, data = EXCLUDED.data, opts = EXCLUDED.opts,
+    timestamp = EXCLUDED.timestamp, delay = EXCLUDED.delay, priority = EXCLUDED.priority,
+    progress = EXCLUDED.progress, attempts_made = EXCLUDED.attempts_made,
+    attempts_started = EXCLUDED.attempts_started, stalled_counter = EXCLUDED.stalled_counter,
+    processed_on = EXCLUDED.processed_on, finished_on = EXCLUDED.finished_on,
+    returnvalue = EXCLUDED.returnvalue, failed_reason = EXCLUDED.failed_reason,
+    stacktrace = EXCLUDED.stacktrace, parent_key = EXCLUDED.parent_key,
+    processed_by = EXCLUDED.processed_by, state = EXCLUDED.state, seq = EXCLUDED.seq,
+    due = EXCLUDED.due, lock_token = NULL, lock_expires = NULL, cancel_reason = NULL;
+
+-- name: drop_logs_many
+-- $2 job ids: their logs go (an import replaces them). A join, as in `existing`.
+DELETE FROM logs l USING unnest($2::text[]) AS w(id) WHERE l.qkey = $1 AND l.job_id = w.id;
+
+-- name: add_logs_many
+-- $2 job ids, $3 rows (one entry per row, each job's rows in order)
+INSERT INTO logs (qkey, job_id, row)
+SELECT $1, j, r FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS l(j, r, n)
+ORDER BY n;
+
+-- name: drop_links_many
+-- $2 parent ids: their children's links go (an import replaces them). A join, as in
+-- `existing`.
+DELETE FROM deps d USING unnest($2::text[]) AS w(id)
+WHERE d.parent_qkey = $1 AND d.parent_id = w.id;
+
+-- name: add_links_many
+-- $2 parent ids, $3 child keys, $4 statuses, $5 values (one entry per link)
+INSERT INTO deps (parent_qkey, parent_id, child_key, status, value)
+SELECT $1, p, k, s, v FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
+     AS l(p, k, s, v);

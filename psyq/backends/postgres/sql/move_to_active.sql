@@ -24,18 +24,26 @@ WITH promoted AS (
         FOR UPDATE SKIP LOCKED)
     RETURNING id
 )
-SELECT q.*, now_ms() AS now, ARRAY(SELECT id FROM promoted) AS promoted
-FROM (SELECT 1) AS one LEFT JOIN queues q ON q.qkey = $1;
+SELECT q.*, COALESCE(d.drained, true) AS drained, now_ms() AS now,
+       ARRAY(SELECT id FROM promoted) AS promoted
+FROM (SELECT 1) AS one
+     LEFT JOIN queues q ON q.qkey = $1
+     LEFT JOIN queue_drained d ON d.qkey = $1;
 
 -- name: queue_locked
-SELECT *, now_ms() AS now FROM queues WHERE qkey = $1 FOR UPDATE;
+SELECT q.*, COALESCE(d.drained, true) AS drained, now_ms() AS now
+FROM queues q LEFT JOIN queue_drained d ON d.qkey = q.qkey
+WHERE q.qkey = $1
+FOR UPDATE OF q;
 
 -- name: active_count
 SELECT count(*) FROM jobs WHERE qkey = $1 AND state = 'active';
 
 -- name: take
--- $2 tokens, $3 lock duration ms, $4 worker name, $5 how many, $6 channel. Also appends
--- the active events and NOTIFYs readers; last_event is the newest event id.
+-- $2 tokens, $3 lock duration ms, $4 worker name, $5 how many, $6 channel, $7 whether the
+-- queue was drained (then a take that takes jobs clears the flag; the flag has its own row,
+-- queue_drained, so the queue row stays free for adds). Also appends the
+-- active events and NOTIFYs readers; last_event is the newest event id.
 WITH picked AS (
     SELECT id, row_number() OVER (ORDER BY priority, seq) AS rn
     FROM (
@@ -58,22 +66,30 @@ WITH picked AS (
     SELECT $1, now_ms(), 'active', taken.id, '{"prev": "waiting"}'::jsonb
     FROM taken ORDER BY taken.rn
     RETURNING id
+), busy AS (
+    INSERT INTO queue_drained (qkey, drained)
+    SELECT $1, false WHERE $7::boolean AND EXISTS (SELECT 1 FROM taken)
+    ON CONFLICT (qkey) DO UPDATE SET drained = false WHERE queue_drained.drained
 )
 SELECT taken.*,
        (SELECT max(id) FROM told) AS last_event,
-       (SELECT pg_notify($6::text, 'e:' || $1)) AS notified
+       (SELECT notify_heard($6::text, 'e:' || $1)) AS notified
 FROM taken;
 
 -- name: count_window
 -- $2 window start, $3 jobs taken in the window, $4 limited until
 UPDATE queues SET window_start = $2, window_count = $3, limited_until = $4 WHERE qkey = $1;
 
--- name: mark_busy
-UPDATE queues SET drained = false WHERE qkey = $1 AND drained;
-
 -- name: mark_drained
--- Returns a row only when the queue just became drained.
-UPDATE queues SET drained = true
-WHERE qkey = $1 AND NOT drained
-  AND NOT EXISTS (SELECT 1 FROM jobs WHERE qkey = $1 AND state IN ('waiting', 'prioritized'))
-RETURNING qkey;
+-- $2 channel. When the queue just became drained, appends the drained event, NOTIFYs
+-- readers and returns one row (last_event: the event's id); else no row.
+WITH flipped AS (
+    UPDATE queue_drained SET drained = true
+    WHERE qkey = $1 AND NOT drained
+      AND NOT EXISTS (SELECT 1 FROM jobs WHERE qkey = $1 AND state IN ('waiting', 'prioritized'))
+    RETURNING qkey
+), told AS (
+    INSERT INTO events (qkey, ms, event) SELECT $1, now_ms(), 'drained' FROM flipped
+    RETURNING id
+)
+SELECT told.id AS last_event, notify_heard($2::text, 'e:' || $1) AS notified FROM told;

@@ -45,7 +45,7 @@ WITH done AS (
 SELECT done.*,
        (SELECT global_concurrency FROM queues WHERE qkey = $1) AS gc,
        (SELECT max(id) FROM told) AS last_event,
-       (SELECT pg_notify($8::text, 'e:' || $1)) AS notified
+       (SELECT notify_heard($8::text, 'e:' || $1)) AS notified
 FROM done;
 
 -- name: lock_states

@@ -13,5 +13,6 @@ WITH j AS (DELETE FROM jobs WHERE qkey = $1),
      k AS (DELETE FROM dedup WHERE qkey = $1),
      s AS (DELETE FROM schedulers WHERE qkey = $1),
      m AS (DELETE FROM metrics WHERE qkey = $1),
-     w AS (DELETE FROM workers WHERE qkey = $1)
+     w AS (DELETE FROM workers WHERE qkey = $1),
+     f AS (DELETE FROM queue_drained WHERE qkey = $1)
 DELETE FROM queues WHERE qkey = $1;

@@ -7,18 +7,26 @@
 --          when not delayed), pending children keys, processed children (flat), ignored
 --          children (flat, the :failed hash), failed children keys (:unsuccessful)}
 --@include base
-local out = {}
+local out, none = {}, {}
 for i = 2, #ARGV do
   local jobId = ARGV[i]
   local jobKey = P .. jobId
-  out[#out + 1] = {
+  local links = jobKey .. ":dependencies"
+  local processed, ignored = jobKey .. ":processed", jobKey .. ":failed"
+  local failed = jobKey .. ":unsuccessful"
+  local entry = {
     rcall("HGETALL", jobKey),
     rcall("LRANGE", jobKey .. ":logs", 0, -1),
     rcall("ZSCORE", KEYS[1], jobId),
-    rcall("SMEMBERS", jobKey .. ":dependencies"),
-    rcall("HGETALL", jobKey .. ":processed"),
-    rcall("HGETALL", jobKey .. ":failed"),
-    rcall("ZRANGE", jobKey .. ":unsuccessful", 0, -1),
+    none, none, none, none,
   }
+  -- Only parents have children keys: one EXISTS instead of four reads for every other job.
+  if rcall("EXISTS", links, processed, ignored, failed) > 0 then
+    entry[4] = rcall("SMEMBERS", links)
+    entry[5] = rcall("HGETALL", processed)
+    entry[6] = rcall("HGETALL", ignored)
+    entry[7] = rcall("ZRANGE", failed, 0, -1)
+  end
+  out[#out + 1] = entry
 end
 return out

@@ -3,16 +3,34 @@
 -- name, data and timestamp is skipped; a different one makes the whole call write nothing
 -- unless overwrite.
 -- KEYS: wait paused prioritized delayed completed failed waiting-children marker meta id
--- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a JSON array, one object per job:
---       {id, state, fields = [field, value, ...], logs = [...], due?, deps?}; fields is
---       the job hash as a flat list starting name, data, timestamp (read by place)
+-- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a MessagePack array, one map per
+--       job: {id, state, fields = [field, value, ...], logs = [...], due?, deps?}; fields
+--       is the job hash as a flat list starting name, data, timestamp (read by place)
 --       (one argument for the page: one decode here, one encode in the client)
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
 --@include base settle parent state remove
 local overwrite = ARGV[2] == "1"
-local jobs, skip, present = cjson.decode(ARGV[3]), {}, {}
-for _, job in ipairs(jobs) do
+local jobs, skip, present = cmsgpack.unpack(ARGV[3]), {}, {}
+
+-- Keys of every job of the page, checked with one EXISTS per 1000: into a fresh queue (the
+-- usual case) no job needs a check of its own.
+local function inChunks(list, command, key)
+  for i = 1, #list, 1000 do
+    if key then
+      rcall(command, key, unpack(list, i, math.min(i + 999, #list)))
+    else
+      rcall(command, unpack(list, i, math.min(i + 999, #list)))
+    end
+  end
+end
+
+local jobKeys, found = {}, 0
+for i, job in ipairs(jobs) do jobKeys[i] = P .. job.id end
+for i = 1, #jobKeys, 1000 do
+  found = found + rcall("EXISTS", unpack(jobKeys, i, math.min(i + 999, #jobKeys)))
+end
+for _, job in ipairs(found > 0 and jobs or {}) do
   local jobKey = P .. job.id
   if rcall("EXISTS", jobKey) == 1 then
     present[job.id] = true
@@ -42,6 +60,22 @@ local function pushWaiting()
   waiting = {}
 end
 
+-- Finished and waiting-children jobs go to their sorted sets in one ZADD per chunk
+-- (their scores are their own: finish time, timestamp).
+local scored = {completed = {}, failed = {}, ["waiting-children"] = {}}
+local function pushScored()
+  for state, entries in pairs(scored) do
+    inChunks(entries, "ZADD", P .. state)
+    scored[state] = {}
+  end
+end
+
+local function score(state, value, jobId)
+  local list = scored[state]
+  list[#list + 1] = tonumber(value) or 0
+  list[#list + 1] = jobId
+end
+
 local function place(job)
   local state, jobId = job.state, job.id
   if state == "waiting" or state == "active" or state == "paused" then
@@ -52,9 +86,9 @@ local function place(job)
   elseif state == "delayed" then
     rcall("ZADD", P .. "delayed", delayedScore(job.due), jobId)
   elseif state == "completed" or state == "failed" then
-    rcall("ZADD", P .. state, tonumber(field(job.fields, "finishedOn")) or 0, jobId)
+    score(state, field(job.fields, "finishedOn"), jobId)
   elseif state == "waiting-children" then
-    rcall("ZADD", P .. "waiting-children", tonumber(job.fields[6]) or 0, jobId)
+    score(state, job.fields[6], jobId)
   end
 end
 
@@ -66,22 +100,32 @@ local function link(jobKey, deps)
   for key, _ in pairs(deps.failed or {}) do rcall("ZADD", jobKey .. ":unsuccessful", 0, key) end
 end
 
+-- Logs and locks of the jobs written go first, one DEL per 500 jobs (a job key that was
+-- there goes with its old job below).
+local stale = {}
+for _, job in ipairs(jobs) do
+  if not skip[job.id] then
+    stale[#stale + 1] = P .. job.id .. ":logs"
+    stale[#stale + 1] = P .. job.id .. ":lock"
+  end
+end
+inChunks(stale, "DEL")
+
 local written, lastId, done = 0, tonumber(rcall("GET", P .. "id")) or 0, {}
 for _, job in ipairs(jobs) do
   if not skip[job.id] then
     local jobKey = P .. job.id
     if present[job.id] or done[job.id] then -- overwrite: the old job goes, without events
       pushWaiting() -- so an id twice in a page leaves its list like one by one
+      pushScored()
       detach(job.id, jobState(job.id))
       rcall("LREM", P .. "active", 0, job.id)
       removeJobKeys(job.id)
+      rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
     end
-    rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
     rcall("HSET", jobKey, unpack(job.fields))
     local logs = job.logs or {}
-    for i = 1, #logs, 1000 do -- unpack is bounded by Lua's stack: chunks of 1000
-      rcall("RPUSH", jobKey .. ":logs", unpack(logs, i, math.min(i + 999, #logs)))
-    end
+    inChunks(logs, "RPUSH", jobKey .. ":logs") -- unpack is bounded by Lua's stack
     link(jobKey, job.deps)
     place(job)
     done[job.id] = true
@@ -91,6 +135,7 @@ for _, job in ipairs(jobs) do
   if numeric and numeric > lastId then lastId = numeric end
 end
 pushWaiting()
+pushScored()
 rcall("SET", P .. "id", lastId)
 if rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0 then addBaseMarker() end
 addDelayMarker()

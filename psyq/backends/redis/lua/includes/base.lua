@@ -27,8 +27,30 @@ local function emit(event, ...)
   end
 end
 
-local function isPaused()
+-- Scripts that only add jobs (addJobs, addFlow) set `addsOnly`: during such a call no
+-- queue is paused, resumed or has jobs taken, so each queue's paused and maxed state is
+-- read once and its base marker set once, not once per job. Keyed by P (a flow spans
+-- queues).
+local addsOnly = false
+local queueMemo = {}
+local function memo()
+  local entry = queueMemo[P]
+  if entry == nil then
+    entry = {}
+    queueMemo[P] = entry
+  end
+  return entry
+end
+
+local function readPaused()
   return rcall("HEXISTS", P .. "meta", "paused") == 1
+end
+
+local function isPaused()
+  if not addsOnly then return readPaused() end
+  local entry = memo()
+  if entry.paused == nil then entry.paused = readPaused() end
+  return entry.paused
 end
 
 local function waitKey()
@@ -43,6 +65,11 @@ end
 
 -- Wake one blocked worker (BullMQ's base marker), unless nothing could be taken.
 local function addBaseMarker()
+  if addsOnly then
+    local entry = memo()
+    if entry.marked then return end
+    entry.marked = true
+  end
   if not isPaused() and not isMaxed() then
     rcall("ZADD", P .. "marker", 0, "0")
   end
@@ -105,4 +132,14 @@ local function delayJob(jobId, due)
   rcall("ZADD", P .. "delayed", delayedScore(due), jobId)
   emit("delayed", "jobId", jobId, "delay", due)
   addDelayMarker()
+end
+
+-- A detached job with `delay` ms left waits in delayed until now + delay, else goes back in
+-- line (waiting, with `prev`).
+local function delayOrWait(jobId, delay, now, prev)
+  if delay > 0 then
+    delayJob(jobId, now + delay)
+  else
+    toWait(jobId, prev)
+  end
 end

@@ -12,7 +12,9 @@ local function finishJob(jobId, completed, value, stack, now)
   end
   rcall("ZADD", P .. kind, now, jobId)
   collectMetrics(kind, now)
-  local opts = jobOpts(jobKey)
+  local read = rcall("HMGET", jobKey, "opts", "parent", "deid") -- one read for the three
+  local opts = {}
+  if read[1] and read[1] ~= "" then opts = cjson.decode(read[1]) end
   if completed then
     emit("completed", "jobId", jobId, "returnvalue", value, "prev", "active")
   else
@@ -21,8 +23,8 @@ local function finishJob(jobId, completed, value, stack, now)
       emit("retries-exhausted", "jobId", jobId, "attemptsMade", atm)
     end
   end
-  childFinished(jobId, completed, value, now)
-  releaseDedup(jobId)
+  if read[2] then notifyParent(jobId, read[2], completed, value, function() return opts end, now) end
+  if read[3] then releaseDedupKey(jobId, read[3]) end
   if completed then
     retain(P .. kind, opts.removeOnComplete, jobId, now)
   else
@@ -34,12 +36,8 @@ local function retryJob(jobId, reason, stack, delay, now)
   local jobKey = P .. jobId
   rcall("HINCRBY", jobKey, "atm", 1)
   rcall("HSET", jobKey, "failedReason", reason, "stacktrace", stack)
-  if delay > 0 then
-    rcall("HSET", jobKey, "delay", delay)
-    delayJob(jobId, now + delay)
-  else
-    toWait(jobId, "failed")
-  end
+  if delay > 0 then rcall("HSET", jobKey, "delay", delay) end
+  delayOrWait(jobId, delay, now, "failed")
 end
 
 -- item = {id, token, kind, value, stack, delay}; returns 0 or an ErrorCode.

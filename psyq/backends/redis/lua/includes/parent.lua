@@ -14,11 +14,7 @@ local function releaseParent(parentId, now)
   if not rcall("ZSCORE", P .. "waiting-children", parentId) then return end
   rcall("ZREM", P .. "waiting-children", parentId)
   local delay = tonumber(rcall("HGET", P .. parentId, "delay")) or 0
-  if delay > 0 then
-    delayJob(parentId, now + delay)
-  else
-    toWait(parentId, "waiting-children")
-  end
+  delayOrWait(parentId, delay, now, "waiting-children")
 end
 
 local function maybeReleaseParent(parentId, now)
@@ -64,23 +60,28 @@ local function updateParent(childKey, parentId, completed, value, policy, now)
   end
 end
 
-local function failurePolicy(jobKey)
-  local opts = jobOpts(jobKey)
+local function failurePolicy(opts)
   for _, name in ipairs({"fpof", "cpof", "idof", "rdof"}) do
     if opts[name] then return name end
   end
   return nil
 end
 
--- Child `jobId` (of queue P) completed (value = return value JSON) or failed for good.
+-- Child `jobId` (of queue P), whose `parent` field is `raw` and decoded opts `opts` (read
+-- only when it failed), completed (value = return value JSON) or failed for good.
+local function notifyParent(jobId, raw, completed, value, opts, now)
+  local parent = cjson.decode(raw)
+  local policy = nil
+  if not completed then policy = failurePolicy(opts()) end
+  withQueue(parent.queueKey .. ":", updateParent, P .. jobId, parent.id, completed, value,
+    policy, now)
+end
+
 childFinished = function(jobId, completed, value, now)
   local jobKey = P .. jobId
   local raw = rcall("HGET", jobKey, "parent")
   if not raw then return end
-  local parent = cjson.decode(raw)
-  local policy = nil
-  if not completed then policy = failurePolicy(jobKey) end
-  withQueue(parent.queueKey .. ":", updateParent, jobKey, parent.id, completed, value, policy, now)
+  notifyParent(jobId, raw, completed, value, function() return jobOpts(jobKey) end, now)
 end
 
 -- A child went away: it no longer holds its parent back.

@@ -2,6 +2,14 @@
 local SKIP_LOCK = "0"
 local MAX_METRICS_POINTS = 60 * 24 * 7
 
+-- Whether the queue holds cancellation marks, read once per queue and script call (only
+-- cancelJob adds marks, and it never runs inside another script).
+local cancelMarks = {}
+local function hasCancelMarks()
+  if cancelMarks[P] == nil then cancelMarks[P] = rcall("EXISTS", P .. "cancelled") == 1 end
+  return cancelMarks[P]
+end
+
 -- 0 when `token` holds the lock of active job `jobId`, else an ErrorCode.
 local function checkLock(jobId, token)
   local jobKey = P .. jobId
@@ -18,7 +26,7 @@ local function leaveActive(jobId)
   if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
   rcall("DEL", P .. jobId .. ":lock")
   rcall("SREM", P .. "stalled", jobId)
-  rcall("HDEL", P .. "cancelled", jobId)
+  if hasCancelMarks() then rcall("HDEL", P .. "cancelled", jobId) end
   return 0
 end
 
@@ -29,13 +37,16 @@ local function jobOpts(jobKey)
 end
 
 -- A job without a dedup ttl frees its key when it finishes or goes away.
-local function releaseDedup(jobId)
-  local dedupId = rcall("HGET", P .. jobId, "deid")
-  if not dedupId then return end
+local function releaseDedupKey(jobId, dedupId)
   local key = P .. "de:" .. dedupId
   if rcall("PTTL", key) == -1 and rcall("GET", key) == jobId then
     rcall("DEL", key)
   end
+end
+
+local function releaseDedup(jobId)
+  local dedupId = rcall("HGET", P .. jobId, "deid")
+  if dedupId then releaseDedupKey(jobId, dedupId) end
 end
 
 local function removeJobKeys(jobId)
@@ -45,10 +56,15 @@ local function removeJobKeys(jobId)
     jobKey .. ":processed", jobKey .. ":failed", jobKey .. ":unsuccessful")
 end
 
--- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first).
+-- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first). Within
+-- one script call `now` does not change, so once a key's minute is brought up to date the
+-- later jobs of the call only count.
+local metricsCurrent = {}
 local function collectMetrics(kind, now)
   local key = P .. "metrics:" .. kind
   local count = rcall("HINCRBY", key, "count", 1)
+  if metricsCurrent[key] then return end
+  metricsCurrent[key] = true
   local prevTS = tonumber(rcall("HGET", key, "prevTS"))
   if not prevTS then
     rcall("HSET", key, "prevTS", now, "prevCount", 0)

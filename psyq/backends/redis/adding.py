@@ -1,0 +1,159 @@
+"""Adding jobs: one by one, in bulk (one script call per 1,000 jobs, pipelined in one
+MULTI/EXEC past that), and flows (one addFlow call for the whole tree)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from psyq.backends.base import (
+    ErrorCode,
+    FlowNode,
+    JobRecord,
+    NewJob,
+    raise_for_code,
+)
+from psyq.backends.redis.cluster import check_one_slot
+from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.jobs import (
+    add_meta,
+    encode_opts,
+)
+from psyq.errors import PsyqError
+
+ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
+
+
+class Adding(RedisConnection):
+    """Adds: jobs one by one or in bulk, and flows."""
+
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        chunks = [jobs[i : i + ADD_CHUNK] for i in range(0, len(jobs), ADD_CHUNK)]
+        with_parents = [new.opts["parent"] for new in jobs if "parent" in new.opts]
+        if self.cluster and with_parents:
+            parent_keys = {str(parent["queue"]) for parent in with_parents}  # `<prefix>:<q>`
+            check_one_slot({self.queue_key(queue), *parent_keys}, "a child and its parent")
+        if len(chunks) == 1 or with_parents:
+            results = [await self._run("addJobs", queue, *self._add_args(jobs))]
+        else:
+            results = await self._add_pipelined(queue, chunks)
+        records: list[JobRecord] = []
+        offset = 0
+        for result in results:
+            records += await self._added(queue, jobs, offset, result)
+            offset += (len(result) - 1) // 2
+        return records
+
+    def _add_args(self, jobs: Sequence[NewJob]) -> list[str]:
+        args: list[str] = []
+        for new in jobs:
+            args += (add_meta(new), new.data, encode_opts(new.opts))
+        return args
+
+    async def _add_pipelined(self, queue: str, chunks: list[Sequence[NewJob]]) -> list[Any]:
+        """Big bulks: one addJobs call per chunk, all in one MULTI/EXEC round trip."""
+        script = self._scripts["addJobs"]
+        queue_key = self.queue_key(queue)
+        keys = script.keys(queue_key)
+        try:
+            await self.client.script_load(script.source)
+            async with self.client.pipeline(transaction=True) as pipe:
+                for chunk in chunks:
+                    args = self._add_args(chunk)
+                    evalsha = ("EVALSHA", script.sha, len(keys), *keys, f"{queue_key}:", *args)
+                    pipe.execute_command(*evalsha)  # pipe.evalsha: refused by cluster pipelines
+                return list(await pipe.execute())
+        except RedisError as exc:
+            raise PsyqError(f"Redis bulk add failed on queue {queue!r}: {exc}") from exc
+
+    async def _added(
+        self, queue: str, jobs: Sequence[NewJob], offset: int, result: list[Any]
+    ) -> list[JobRecord]:
+        if int(result[0]) == ErrorCode.PARENT_MISSING:
+            parent = jobs[offset + int(result[1]) - 1].opts["parent"]
+            raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
+        now = int(result[0])
+        records = []
+        for i, new in enumerate(jobs[offset : offset + (len(result) - 1) // 2]):
+            job_id, status = str(result[1 + 2 * i]), int(result[2 + 2 * i])
+            if status == 1:
+                records.append(self._new_record(queue, job_id, new, now))
+            else:
+                existing = await self.get_job(queue, job_id)
+                if existing is None:
+                    raise PsyqError(f"job {job_id!r} of {queue!r} vanished while adding")
+                records.append(existing)
+        return records
+
+    @staticmethod
+    def _new_record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
+        opts = new.opts
+        parent = opts.get("parent")
+        record = JobRecord(
+            job_id,
+            queue,
+            new.name,
+            new.data,
+            opts,
+            now if new.timestamp is None else new.timestamp,
+            opts.get("delay", 0),
+            opts.get("priority", 0),
+            parent_key=None if parent is None else f"{parent['queue']}:{parent['id']}",
+        )
+        if record.delay > 0:
+            record.state = "delayed"
+        else:
+            record.state = "prioritized" if record.priority > 0 else "waiting"
+        return record
+
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        nodes: list[tuple[FlowNode, int]] = []  # pre-order, with 1-based parent index
+
+        def walk(node: FlowNode, parent: int) -> None:
+            nodes.append((node, parent))
+            index = len(nodes)
+            for child in node.children:
+                walk(child, index)
+
+        for root in roots:
+            walk(root, 0)
+        args: list[Any] = []
+        for node, parent in nodes:
+            new = node.job
+            meta = add_meta(new, hold=bool(node.children), parent_flags=parent > 0)
+            args += (
+                self.queue_key(node.queue) + ":",
+                parent,
+                meta,
+                new.data,
+                encode_opts(new.opts),
+            )
+        if self.cluster:
+            check_one_slot({self.queue_key(node.queue) for node, _ in nodes}, "a flow")
+        result = await self._run("addFlow", nodes[0][0].queue, *args)
+        return await self._flow_records(nodes, result)
+
+    async def _flow_records(
+        self, nodes: list[tuple[FlowNode, int]], result: list[Any]
+    ) -> list[JobRecord]:
+        now = int(result[0])
+        records: list[JobRecord] = []
+        for i, (node, parent) in enumerate(nodes):
+            job_id, status = str(result[1 + 2 * i]), int(result[2 + 2 * i])
+            if status == 1:
+                record = self._new_record(node.queue, job_id, node.job, now)
+                if node.children:
+                    record.state = "waiting-children"
+            else:
+                found = await self.get_job(node.queue, job_id)
+                if found is None:
+                    raise PsyqError(f"job {job_id!r} of {node.queue!r} vanished while adding")
+                record = found
+            if parent > 0:
+                parent_node = nodes[parent - 1][0]
+                parent_id = records[parent - 1].id
+                record.parent_key = f"{self.queue_key(parent_node.queue)}:{parent_id}"
+            records.append(record)
+        return records

@@ -1,0 +1,257 @@
+"""The connections of a Redis backend and the one way scripts run.
+
+Script calls go over `wire.WireScripts` (one auto-pipelined connection of psyq's own) on a
+plain `redis://` URL, else over redis-py (`scripts.ScriptPipeline`); queries share a
+bounded redis-py pool; blocking reads (BZPOPMIN on a queue's marker, XREAD BLOCK) hold
+connections of their own. `RedisConnection` is the base of the backend's parts (adding,
+transitions, queries, admin, flows, events, schedulers): each is a class of its own module,
+and `backend.RedisBackend` puts them together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
+
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry as RedisRetry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from psyq.backends.base import (
+    BackendAdapter,
+    raise_for_code,
+)
+from psyq.backends.redis.cluster import check_tagged
+from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts
+from psyq.backends.redis.settings import parse_redis_settings
+from psyq.backends.redis.wire import WireScripts, wire_address
+from psyq.core.backoff import Reconnect
+from psyq.errors import ConnectionError, PsyqError
+
+__all__ = ["CONNECTION_ERRORS", "RedisConnection"]
+
+log = logging.getLogger("psyq.redis")
+T = TypeVar("T")
+
+MIN_VERSION = (5, 0, 0)
+POOL_SIZE = 32  # connections for commands; a URL's max_connections=N overrides it
+CLUSTER_POOL_SIZE = 1024  # connections per cluster node (redis-py raises past it)
+QUEUE_KEYS_CACHED = 10_000
+_SCRIPTS: dict[str, Script] = {}
+# What a lost connection raises (redis-py's BusyLoadingError, a server still loading its
+# data after a restart, is one of its ConnectionErrors).
+CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def _scripts() -> dict[str, Script]:
+    if not _SCRIPTS:
+        _SCRIPTS.update(load_scripts())
+    return _SCRIPTS
+
+
+class RedisConnection(BackendAdapter):
+    """Clients, scripts and the queue keys of one Redis backend (see the top)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        settings = parse_redis_settings(url)
+        self._redis_url, self.prefix, self.cluster = settings.url, settings.prefix, settings.cluster
+        self._queue_keys: dict[str, str] = {}  # queue -> `<prefix>:<queue>`, checked once
+        # redis-py's asyncio stubs type replies as bytes | str (and commands as maybe-awaitable);
+        # with decode_responses=True they are str: the clients are typed Any here.
+        self._client: Any = None
+        self._blocking: Any = None
+        self._whole_second_timeouts = False
+        self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
+        self._scripts = _scripts()
+        self._pipeline = ScriptPipeline(cluster=self.cluster)
+        address = None if self.cluster else wire_address(self._redis_url)
+        self._wire = None if address is None else WireScripts(address)  # the lean path
+        self._reconnect = Reconnect()  # paces calls while the server does not answer
+        self._blocking_reads: set[asyncio.Task[Any]] = set()  # see _uncancelled
+
+    # ------------------------------------------------------------------ lifecycle
+    def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
+        """Commands share a bounded pool (callers wait for a free connection); blocking reads
+        (BZPOPMIN, XREAD BLOCK) hold a connection each, from their own unbounded pool,
+        named `name` (CLIENT SETNAME) when given.
+        No automatic retries: redis-py would retry a command whose task is being cancelled."""
+        if self.cluster:
+            return self._new_cluster_client(blocking, name)
+        options: dict[str, Any] = {"decode_responses": True, "retry": None}
+        if blocking:
+            pool = ConnectionPool.from_url(
+                self._redis_url, max_connections=2**20, client_name=name, **options
+            )
+        else:
+            pool = BlockingConnectionPool.from_url(
+                self._redis_url, max_connections=POOL_SIZE, timeout=None, **options
+            )
+        return Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
+
+    def _new_cluster_client(self, blocking: bool, name: str | None) -> Any:
+        """A RedisCluster client: it follows the cluster's slots and MOVED replies, one
+        connection pool per node. A node's pool does not make
+        callers wait, it raises when full: the bound is high, blocking reads hold one each."""
+        options: dict[str, Any] = {"decode_responses": True, "client_name": name}
+        options["retry"] = RedisRetry(NoBackoff(), 0)  # as above; MOVED is still followed
+        connections = 2**16 if blocking else CLUSTER_POOL_SIZE
+        return RedisCluster.from_url(self._redis_url, max_connections=connections, **options)
+
+    async def open(self) -> None:
+        client = self._new_client()
+        try:
+            if self.cluster:
+                await client.initialize()  # reads the slots: fails on a non-cluster server
+            info = await client.info("server")
+        except (RedisError, RedisClusterException) as exc:
+            await client.aclose()
+            raise ConnectionError(self.url, str(exc)) from None
+        self._check_server(info, await _maxmemory_policy(client))
+        self._client = client
+        self._blocking = self._new_client(blocking=True)
+        if self.cluster:  # its slot map and command table now, not on a QueueEvents' first read
+            await self._blocking.initialize()
+
+    def _check_server(self, info: Mapping[str, Any], policy: str | None) -> None:
+        version = str(info.get("redis_version", "0"))
+        numbers = tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
+        if numbers < MIN_VERSION:
+            raise ConnectionError(self.url, f"Redis {version} is too old: psyq needs >= 5.0.0")
+        self._whole_second_timeouts = numbers < (6, 0, 0)  # BZPOPMIN takes decimals from 6.0
+        if policy not in (None, "noeviction"):
+            log.warning(
+                "Redis at %s has maxmemory-policy %r: set it to 'noeviction', or Redis may "
+                "evict job keys under memory pressure",
+                self.url,
+                policy,
+            )
+
+    async def close(self) -> None:
+        await self._pipeline.wait_idle()
+        if self._wire is not None:
+            await self._wire.wait_idle()
+            self._wire.close()
+        clients = [c for c in (self._client, self._blocking, *self._waiting.values()) if c]
+        await self._stop_blocking_reads(clients)
+        self._client = self._blocking = None
+        self._waiting.clear()
+
+    async def _uncancelled(self, call: Awaitable[T]) -> T:
+        """Await a blocking Redis read so that cancelling the caller never cancels it.
+
+        redis-py can lose a cancellation that arrives while a command is in flight (the call
+        then returns normally, and a closing worker never stops). The command runs in its
+        own task, shielded; a cancelled caller gets CancelledError at once and the command
+        finishes by itself (within its timeout), returning its connection, unless the
+        backend closes first (see _stop_blocking_reads)."""
+        task = asyncio.ensure_future(call)
+        self._blocking_reads.add(task)
+        task.add_done_callback(self._blocking_reads.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_drop_result)
+            raise
+
+    async def _stop_blocking_reads(self, clients: list[Any]) -> None:
+        """Cancel the blocking reads still running (their callers are gone: the backend is
+        closing), then close `clients`. A read that a cancel does not stop (a cluster
+        client's command runs on) ends when its connection closes; one that was still
+        reading a cluster's slot map may open a connection meanwhile, so the clients are
+        closed again once every read is over."""
+        reads = list(self._blocking_reads)
+        for task in reads:
+            task.cancel()
+        if reads:
+            await asyncio.wait(reads, timeout=0.2)
+        for client in clients:
+            await _close_client(client)
+        if reads:
+            await asyncio.gather(*reads, return_exceptions=True)
+            for client in clients:
+                await _close_client(client)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        return self._client
+
+    async def now_ms(self) -> int:
+        seconds, micros = await self.client.time()
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    # ------------------------------------------------------------------ plumbing
+    def queue_key(self, queue: str) -> str:
+        """`<prefix>:<queue>`, built once per queue (on a cluster, checked for a hash tag)."""
+        key = self._queue_keys.get(queue)
+        if key is None:
+            if self.cluster:
+                check_tagged(self.prefix, queue)
+            if len(self._queue_keys) >= QUEUE_KEYS_CACHED:
+                self._queue_keys.clear()
+            key = self._queue_keys[queue] = f"{self.prefix}:{queue}"
+        return key
+
+    async def _run(self, name: str, queue: str, *args: Any) -> Any:
+        """Run a script. While the server does not answer, calls are paced by one shared
+        capped, jittered backoff, and each failure raises psyq's ConnectionError (the
+        broken connection is opened again on the next call)."""
+        if self._reconnect.failures:
+            await self._reconnect.wait()
+        script = self._scripts[name]
+        try:
+            if self._wire is not None and self._client is not None:
+                result = await self._wire.call(script, self.queue_key(queue), args)
+            else:
+                result = await self._pipeline.call(self.client, script, self.queue_key(queue), args)
+        except (RedisError, OSError) as exc:
+            raise self._script_error(name, queue, exc) from exc
+        self._reconnect.failures = 0
+        return result
+
+    def _script_error(self, name: str, queue: str, exc: BaseException) -> PsyqError:
+        if isinstance(exc, CONNECTION_ERRORS):
+            return self._lost(f"script {name} on queue {queue!r}", exc)
+        return PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}")
+
+    def _lost(self, what: str, exc: BaseException) -> ConnectionError:
+        self._reconnect.failed()
+        return ConnectionError(self.url, f"{what}: {exc or type(exc).__name__}")
+
+    async def _run_code(
+        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+    ) -> int:
+        code = int(await self._run(name, queue, job_id, *args))
+        raise_for_code(code, queue, job_id, operation)
+        return code
+
+
+async def _close_client(client: Any) -> None:
+    await client.aclose()
+    if isinstance(client, RedisCluster):
+        # aclose() skips a cluster client that a lost connection marked for a new slot map
+        # (its nodes still hold connections): disconnect its nodes anyway.
+        await client.nodes_manager.aclose()
+        await client.nodes_manager.aclose("startup_nodes")
+
+
+async def _maxmemory_policy(client: Any) -> str | None:
+    """The server's maxmemory-policy, or None where CONFIG is not allowed (managed Redis)."""
+    try:
+        policy: dict[str, str] = await client.config_get("maxmemory-policy")
+    except ResponseError:
+        return None
+    return policy.get("maxmemory-policy")
+
+
+def _drop_result(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it

@@ -1,0 +1,64 @@
+"""QueueEvents: reading the queue's `events` stream (XREAD BLOCK on a dedicated connection)
+and bounding it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from psyq.backends.redis.connection import CONNECTION_ERRORS, RedisConnection
+from psyq.errors import InvalidOptionsError, PsyqError
+
+_NUMERIC_EVENT_FIELDS = ("attemptsMade", "delay")
+_STREAM_ID = re.compile(r"\d+(-\d+)?")
+
+
+class Events(RedisConnection):
+    """The events stream."""
+
+    async def read_events(
+        self, queue: str, last_id: str, count: int, block_ms: int
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        key = self.queue_key(queue) + ":events"
+        start = _stream_id(last_id)
+        client = self._blocking if block_ms > 0 else self._client
+        if client is None:
+            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+        try:
+            reply = await self._uncancelled(
+                client.xread({key: start}, count=count, block=block_ms or None)
+            )
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"reading {key!r}", exc) from exc
+        return [
+            _event(entry_id, fields)
+            for _stream, entries in reply or ()
+            for entry_id, fields in entries
+        ]
+
+    async def set_max_len_events(self, queue: str, max_len: int) -> None:
+        key = self.queue_key(queue)
+        await self.client.hset(key + ":meta", "opts.maxLenEvents", max_len)
+        await self.client.xtrim(key + ":events", maxlen=max_len, approximate=False)
+
+
+def _stream_id(event_id: str) -> str:
+    """XREAD's start id for QueueEvents' last_event_id ("$", "0" or a seen id)."""
+    if event_id == "$":
+        return "$"
+    if not isinstance(event_id, str) or not _STREAM_ID.fullmatch(event_id):
+        raise InvalidOptionsError(
+            f"event id must be '$', '0' or an id like '1700000000000-5', got {event_id!r}",
+            option="last_event_id",
+        )
+    return "0-0" if event_id == "0" else event_id
+
+
+def _event(entry_id: str, fields: Mapping[str, str]) -> tuple[str, str, dict[str, Any]]:
+    args: dict[str, Any] = dict(fields)
+    event = str(args.pop("event", ""))
+    for name in _NUMERIC_EVENT_FIELDS:
+        if name in args:
+            args[name] = int(float(args[name]))
+    return entry_id, event, args

@@ -1,0 +1,100 @@
+"""Transitions NOTIFY a key only while a backend listens for it (migration 0008): a commit
+that notifies holds a database-wide lock through its WAL flush, so unheard notifications
+would serialise every commit. Workers and event readers announce their keys before waiting."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+import asyncpg
+import pytest
+
+import psyq
+from psyq.backends.postgres.config import parse_postgres_url
+from tests.conftest import fresh_name
+
+from .conftest import url_for
+
+
+class Heard:
+    """A plain LISTEN on the schema's channel that records every payload."""
+
+    def __init__(self) -> None:
+        self.payloads: list[str] = []
+
+    def __call__(self, conn: object, pid: int, channel: str, payload: str) -> None:
+        self.payloads.append(payload)
+
+
+@pytest.fixture
+async def setup(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> AsyncIterator[tuple[str, Heard]]:
+    url = url_for(pg_server, fresh_schema())
+    async with psyq.Queue(fresh_name("warmup"), connection=url):
+        pass  # creates the schema
+    heard = Heard()
+    conn = await asyncpg.connect(pg_server)
+    await conn.add_listener(parse_postgres_url(url).channel, heard)
+    try:
+        yield url, heard
+    finally:
+        await conn.close()
+
+
+async def test_adds_notify_nobody_until_a_worker_waits(setup: tuple[str, Heard]) -> None:
+    url, heard = setup
+    name = fresh_name("heard")
+    done = asyncio.Event()
+    async with psyq.Queue(name, connection=url) as queue:
+        await queue.add("before", {})
+        await asyncio.sleep(0.3)  # a notification would have arrived by now
+        assert heard.payloads == [], "notified with no listener"
+
+        async def process(job: psyq.Job) -> None:
+            if job.name == "after":
+                done.set()
+
+        worker = psyq.Worker(name, process, connection=url, autorun=False)
+        run = asyncio.create_task(worker.run())
+        try:
+            await _until_idle(queue)
+            heard.payloads.clear()
+            await queue.add("after", {})
+            await asyncio.wait_for(done.wait(), 10)
+            assert any(p.startswith("j:") and p.endswith(name) for p in heard.payloads)
+        finally:
+            await worker.close()
+            await run
+
+
+async def test_a_queue_events_reader_is_notified_of_events(setup: tuple[str, Heard]) -> None:
+    url, heard = setup
+    name = fresh_name("heard-events")
+    added: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def on_added(payload: dict[str, str], event_id: str) -> None:
+        if not added.done():
+            added.set_result(payload["jobId"])
+
+    async with (
+        psyq.Queue(name, connection=url) as queue,
+        psyq.QueueEvents(name, connection=url) as events,
+    ):
+        events.on("added", on_added)
+        await asyncio.sleep(0.3)  # the reader announces its key and waits
+        job = await queue.add("seen", {})
+        assert await asyncio.wait_for(added, 10) == job.id
+        assert any(p.startswith("e:") and p.endswith(name) for p in heard.payloads)
+
+
+async def _until_idle(queue: psyq.Queue) -> None:
+    """Until the worker took the first job and waits for more."""
+    for _ in range(200):
+        counts = await queue.get_job_counts("waiting", "active", "completed")
+        if counts["completed"] == 1:
+            await asyncio.sleep(0.2)  # it announces its key, then waits
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the worker did not finish the first job")

@@ -1,0 +1,70 @@
+"""The worker registry forgets workers that died: an entry lives `worker_ttl` seconds past
+its last renewal, and a running worker's backend renews it every third of that."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+import psyq
+from tests.conftest import fresh_name
+
+from .conftest import url_for
+
+WORKER_SCRIPT = """
+import asyncio, sys
+import psyq
+
+async def main(url, name):
+    worker = psyq.Worker(name, lambda job: None, connection=url, worker_name="doomed")
+    await asyncio.Event().wait()  # runs until killed
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def _names(queue: psyq.Queue) -> set[str]:
+    return {worker["name"] for worker in await queue.get_workers()}
+
+
+async def _wait_until(check: Callable[[set[str]], bool], queue: psyq.Queue, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check(names := await _names(queue)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}; listed: {sorted(names)}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(60)
+async def test_a_dead_worker_expires_and_a_live_one_stays(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    url = url_for(pg_server, fresh_schema(), worker_ttl="1")
+    name = fresh_name("registry")
+    async with psyq.Queue(name, connection=url) as queue:
+        live = psyq.Worker(name, lambda job: None, connection=url, worker_name="alive")
+        try:
+            await _wait_until(lambda names: "alive" in names, queue, "the live worker is listed")
+            doomed = subprocess.Popen(
+                [sys.executable, "-c", WORKER_SCRIPT, url, name],
+                cwd=os.getcwd(),
+            )
+            try:
+                await _wait_until(lambda n: "doomed" in n, queue, "the other worker is listed")
+            finally:
+                doomed.send_signal(signal.SIGKILL)  # it dies without unregistering
+                doomed.wait()
+            await _wait_until(lambda n: "doomed" not in n, queue, "the dead worker expires")
+            # The live worker registered before the dead one's last renewal, so its first
+            # entry has expired too: only its renewals keep it listed.
+            assert "alive" in await _names(queue)
+        finally:
+            await live.close()
+        assert await _names(queue) == set()
