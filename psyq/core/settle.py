@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from psyq.backends.base import BackendAdapter, FetchRequest, JobRecord, Settlement
-from psyq.errors import PsyqError
+from psyq.errors import ConnectionError, PsyqError
 
 __all__ = ["SettleBatch", "Settled"]
 
@@ -68,10 +68,10 @@ class SettleBatch:
             errors, fetched = await self._backend.settle_many(
                 self._queue, [settlement for settlement, _, _ in batch], request
             )
-        except Exception as exc:  # the whole call failed: every slot of the batch sees it
-            for _, _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
+        except BaseException as exc:  # the whole call failed: every slot of the batch sees it
+            self._fail_all(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
             return
         records = iter(fetched)
         unclaimed: list[JobRecord] = []
@@ -82,6 +82,18 @@ class SettleBatch:
             else:
                 future.set_result(Settled(error, record))
         await self._hand_back([*unclaimed, *records])
+
+    def _fail_all(self, batch: list[_Entry], exc: BaseException) -> None:
+        """Every slot waiting on the batch gets the failure. A CancelledError that escaped
+        the store's client while this task was not cancelled reaches the slots as a lost
+        connection (they retry); a slot must never wait for a batch that is gone."""
+        if isinstance(exc, asyncio.CancelledError):
+            exc = ConnectionError(self._backend.url, "the settle call was cancelled")
+        elif not isinstance(exc, Exception):
+            exc = PsyqError(f"a settle call ended by {exc!r}")
+        for _, _, future in batch:
+            if not future.done():
+                future.set_exception(exc)
 
     async def _hand_back(self, records: list[JobRecord]) -> None:
         """Jobs fetched for slots that are gone go back to waiting at once."""

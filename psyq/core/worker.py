@@ -504,8 +504,8 @@ class Worker(_BackendUser, EventEmitter):
                     return None
                 backoff.failed()
                 await backoff.wait()
-            except PsyqError as exc:
-                self.emit("error", exc)
+            except Exception as exc:  # a refused settle, or a fault in the store's client:
+                self.emit("error", exc)  # the job stays active; the stall check recovers it
                 return None
 
     async def _settle_once(

@@ -78,7 +78,7 @@ async def test_killed_connections_lose_no_job(
         except AssertionError:
             raise AssertionError(f"exceptions that left a worker slot: {escaped!r}") from None
         finally:
-            await asyncio.wait_for(worker.close(), 20)
+            await _close(worker)
         states = {job_id: await queue.get_job_state(job_id) for job_id in added}
     ok = [job_id for job_id, state in states.items() if state == "completed"]
     failed = [job_id for job_id, state in states.items() if state == "failed"]
@@ -105,6 +105,17 @@ async def _wait_until(count: Callable[[], object], target: int, timeout: float =
                 task.print_stack(limit=6)
             raise AssertionError(f"only {reached} of {target} jobs finished")
         await asyncio.sleep(0.01)
+
+
+async def _close(worker: psyq.Worker, timeout: float = 20) -> None:
+    """Close the worker; past `timeout`, print where every task waits, then fail."""
+    closing = asyncio.ensure_future(worker.close())
+    done, _ = await asyncio.wait({closing}, timeout=timeout)
+    if not done:
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=12)
+        print(f"active jobs: {list(worker._active)!r}")
+    await asyncio.wait_for(closing, 1)
 
 
 def _record_escapes(worker: psyq.Worker) -> list[BaseException]:
