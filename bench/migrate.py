@@ -3,11 +3,13 @@
     python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size 1000] [--master local[2]]
                             [--from sqlite|redis|postgres] [--to sqlite|redis|postgres]
                             [--redis URL] [--postgres URL] [--read auto|driver|tasks]
-                            [--wave-pages N] [--partitions N]
+                            [--wave-pages N] [--partitions N] [--source-file PATH]
 
 `sqlite` is a fresh file in a temporary folder; `redis` is a fresh key prefix on --redis
 (default redis://127.0.0.1:6379/0), whose keys are deleted at the end; `postgres` is a fresh
 schema on --postgres (default postgresql://postgres@127.0.0.1:5432/test), dropped at the end.
+`--source-file PATH` (a sqlite source): fill PATH once and keep it; a later run with the same
+PATH reads it as it is (no fill), so runs that compare changes share one source.
 
 The source holds N jobs spread over --queues queues, a tenth of them completed with a
 return value and a log row (so finished jobs, logs and waiting jobs all move). Prints one
@@ -116,9 +118,14 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=None)
     parser.add_argument("--read", choices=("auto", "driver", "tasks"), default="auto")
     parser.add_argument("--wave-pages", type=int, default=None)
+    parser.add_argument("--source-file", type=Path, default=None)
     args = parser.parse_args()
+    if args.source_file is not None and args.source != "sqlite":
+        parser.error("--source-file is for a sqlite source")
     folder = Path(tempfile.mkdtemp(prefix="psyq-bench-migrate-"))
     source = endpoint(args.source, "src", folder, args)
+    if args.source_file is not None:
+        source = f"sqlite:///{args.source_file.resolve()}"
     destination = endpoint(args.destination, "dst", folder, args)
     try:
         run(args, source, destination)
@@ -175,7 +182,8 @@ async def drop_prefix(url: str) -> None:
 
 def run(args: argparse.Namespace, source: str, destination: str) -> None:
     started = time.perf_counter()
-    asyncio.run(fill(source, args.jobs, args.queues))
+    if args.source_file is None or not args.source_file.exists():
+        asyncio.run(fill(source, args.jobs, args.queues))
     fill_s = time.perf_counter() - started
     with spark_session(args.master, "psyq-bench") as spark:
         read = {"auto": None, "driver": False, "tasks": True}[args.read]

@@ -123,8 +123,10 @@ def _pairs(flat: list[str]) -> dict[str, str]:
 
 def _hash_fields(record: JobRecord) -> list[str]:
     """The job hash BullMQ stores, from a record (the reverse of record_from_hash), as a flat
-    field, value list starting name, data, timestamp (importJobs reads those by place). Runs
-    once per imported job: plain field reads, json only where a value needs it."""
+    field, value list starting name, data, timestamp (importJobs reads those by place).
+    Counters and progress at 0 are left out, as BullMQ's addJob leaves them (a hash field
+    costs the import ~0.6 µs of Redis time). Runs once per imported job: plain field reads,
+    json only where a value needs it."""
     progress = record.progress
     fields = [
         "name", record.name,
@@ -133,11 +135,16 @@ def _hash_fields(record: JobRecord) -> list[str]:
         "opts", encode_opts(record.opts) if record.opts else "{}",
         "delay", str(record.delay),
         "priority", str(record.priority),
-        "progress", str(progress) if type(progress) is int else json.dumps(progress),
-        "atm", str(record.attempts_made),
-        "ats", str(record.attempts_started),
-        "stc", str(record.stalled_counter),
     ]  # fmt: skip
+    if progress != 0 or type(progress) is not int:
+        fields += ("progress", str(progress) if type(progress) is int else json.dumps(progress))
+    for name, count in (
+        ("atm", record.attempts_made),
+        ("ats", record.attempts_started),
+        ("stc", record.stalled_counter),
+    ):
+        if count:  # absent reads as 0, as in a hash BullMQ's addJob writes
+            fields += (name, str(count))
     for name, value in (
         ("processedOn", record.processed_on),
         ("finishedOn", record.finished_on),
@@ -180,20 +187,17 @@ def _links(record: JobRecord) -> dict[str, str]:
 async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overwrite: bool) -> int:
     if not page.jobs:
         return 0
+    logs, due, deps = page.logs, page.due, page.deps
     args = []
     for record in page.jobs:
-        entry: dict[str, Any] = {
-            "id": record.id,
-            "state": record.state or "waiting",
-            "fields": _hash_fields(record),
-            "logs": page.logs.get(record.id, []),
-        }
-        if record.id in page.due:
-            entry["due"] = page.due[record.id]
-        elif record.state == "delayed":
-            entry["due"] = record.timestamp + record.delay
-        if record.id in page.deps:
-            entry["deps"] = page.deps[record.id]
+        job_id, state = record.id, record.state or "waiting"
+        entry = [job_id, state, _hash_fields(record), logs.get(job_id)]
+        if job_id in due:
+            entry.append(due[job_id])
+        elif state == "delayed":
+            entry.append(record.timestamp + record.delay)
+        if job_id in deps:
+            entry += [None] * (5 - len(entry)) + [deps[job_id]]
         args.append(entry)
     packed = _packb(args)  # MessagePack: about 3x cheaper to build than JSON, and to read
     outcome, value = await backend._run("importJobs", queue, int(overwrite), packed)

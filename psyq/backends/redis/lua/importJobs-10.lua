@@ -3,15 +3,17 @@
 -- name, data and timestamp is skipped; a different one makes the whole call write nothing
 -- unless overwrite.
 -- KEYS: wait paused prioritized delayed completed failed waiting-children marker meta id
--- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a MessagePack array, one map per
---       job: {id, state, fields = [field, value, ...], logs = [...], due?, deps?}; fields
---       is the job hash as a flat list starting name, data, timestamp (read by place)
---       (one argument for the page: one decode here, one encode in the client)
+-- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a MessagePack array, one array per
+--       job: [id, state, fields, logs?, due?, deps?]; fields is the job hash as a flat
+--       [field, value, ...] list starting name, data, timestamp (read by place)
+--       (one argument for the page: one decode here, one encode in the client; arrays, not
+--       maps: a map's keys cost a decode per job)
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
 --@include base settle parent state remove
 local overwrite = ARGV[2] == "1"
 local jobs, skip, present = cmsgpack.unpack(ARGV[3]), {}, {}
+local ID, STATE, FIELDS, LOGS, DUE, DEPS = 1, 2, 3, 4, 5, 6 -- places in a job's array
 
 -- Keys of every job of the page, checked with one EXISTS per 1000: into a fresh queue (the
 -- usual case) no job needs a check of its own.
@@ -26,21 +28,21 @@ local function inChunks(list, command, key)
 end
 
 local jobKeys, found = {}, 0
-for i, job in ipairs(jobs) do jobKeys[i] = P .. job.id end
+for i, job in ipairs(jobs) do jobKeys[i] = P .. job[ID] end
 for i = 1, #jobKeys, 1000 do
   found = found + rcall("EXISTS", unpack(jobKeys, i, math.min(i + 999, #jobKeys)))
 end
 for _, job in ipairs(found > 0 and jobs or {}) do
-  local jobKey = P .. job.id
+  local jobKey = P .. job[ID]
   if rcall("EXISTS", jobKey) == 1 then
-    present[job.id] = true
+    present[job[ID]] = true
     local stored = rcall("HMGET", jobKey, "name", "data", "timestamp")
-    local fields = job.fields
+    local fields = job[FIELDS]
     local same = stored[1] == fields[2] and stored[2] == fields[4] and stored[3] == fields[6]
     if same then
-      skip[job.id] = true
+      skip[job[ID]] = true
     elseif not overwrite then
-      return {"conflict", job.id}
+      return {"conflict", job[ID]}
     end
   end
 end
@@ -77,18 +79,18 @@ local function score(state, value, jobId)
 end
 
 local function place(job)
-  local state, jobId = job.state, job.id
+  local state, jobId = job[STATE], job[ID]
   if state == "waiting" or state == "active" or state == "paused" then
     waiting[#waiting + 1] = jobId
   elseif state == "prioritized" then
-    local priority = tonumber(field(job.fields, "priority")) or 1
+    local priority = tonumber(field(job[FIELDS], "priority")) or 1
     rcall("ZADD", P .. "prioritized", priorityScore(priority), jobId)
   elseif state == "delayed" then
-    rcall("ZADD", P .. "delayed", delayedScore(job.due), jobId)
+    rcall("ZADD", P .. "delayed", delayedScore(job[DUE]), jobId)
   elseif state == "completed" or state == "failed" then
-    score(state, field(job.fields, "finishedOn"), jobId)
+    score(state, field(job[FIELDS], "finishedOn"), jobId)
   elseif state == "waiting-children" then
-    score(state, job.fields[6], jobId)
+    score(state, job[FIELDS][6], jobId)
   end
 end
 
@@ -104,34 +106,34 @@ end
 -- there goes with its old job below).
 local stale = {}
 for _, job in ipairs(jobs) do
-  if not skip[job.id] then
-    stale[#stale + 1] = P .. job.id .. ":logs"
-    stale[#stale + 1] = P .. job.id .. ":lock"
+  if not skip[job[ID]] then
+    stale[#stale + 1] = P .. job[ID] .. ":logs"
+    stale[#stale + 1] = P .. job[ID] .. ":lock"
   end
 end
 inChunks(stale, "DEL")
 
 local written, lastId, done = 0, tonumber(rcall("GET", P .. "id")) or 0, {}
 for _, job in ipairs(jobs) do
-  if not skip[job.id] then
-    local jobKey = P .. job.id
-    if present[job.id] or done[job.id] then -- overwrite: the old job goes, without events
+  if not skip[job[ID]] then
+    local jobKey = P .. job[ID]
+    if present[job[ID]] or done[job[ID]] then -- overwrite: the old job goes, without events
       pushWaiting() -- so an id twice in a page leaves its list like one by one
       pushScored()
-      detach(job.id, jobState(job.id))
-      rcall("LREM", P .. "active", 0, job.id)
-      removeJobKeys(job.id)
+      detach(job[ID], jobState(job[ID]))
+      rcall("LREM", P .. "active", 0, job[ID])
+      removeJobKeys(job[ID])
       rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
     end
-    rcall("HSET", jobKey, unpack(job.fields))
-    local logs = job.logs or {}
+    rcall("HSET", jobKey, unpack(job[FIELDS]))
+    local logs = job[LOGS] or {}
     inChunks(logs, "RPUSH", jobKey .. ":logs") -- unpack is bounded by Lua's stack
-    link(jobKey, job.deps)
+    link(jobKey, job[DEPS])
     place(job)
-    done[job.id] = true
+    done[job[ID]] = true
     written = written + 1
   end
-  local numeric = tonumber(job.id)
+  local numeric = tonumber(job[ID])
   if numeric and numeric > lastId then lastId = numeric end
 end
 pushWaiting()
