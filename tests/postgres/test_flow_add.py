@@ -135,7 +135,9 @@ def tree(n: psyq.JobNode) -> dict[str, Any]:
     job = n.job
     fields = {"id": job.id, "queue": job.queue_name, "name": job.name, "data": job.data,
               "opts": job.opts, "parent_key": job.parent_key, "delay": job.delay,
-              "priority": job.priority}  # fmt: skip
+              "priority": job.priority, "progress": job.progress,
+              "attempts_made": job.attempts_made, "stacktrace": repr(job.stacktrace),
+              "returnvalue": job.returnvalue, "failed_reason": job.failed_reason}  # fmt: skip
     return {"job": fields, "children": [tree(c) for c in n.children]}
 
 

@@ -249,7 +249,7 @@ def _row(plan: _Plan, job_id: str, seq: int, hold: bool, now: int) -> list[Any]:
 
 async def _after_insert(tx: Tx, qkey: str, plan: _Plan, row: asyncpg.Record, now: int) -> None:
     job_id = row["id"]
-    _emit_added(tx, qkey, row)
+    _emit_added(tx, qkey, job_id, row["name"], row["state"], row["due"])
     if plan.dedup is not None:
         ttl = plan.dedup.get("ttl")
         expires = None if ttl is None else now + ttl
@@ -259,12 +259,11 @@ async def _after_insert(tx: Tx, qkey: str, plan: _Plan, row: asyncpg.Record, now
         await tx.execute("add_jobs.link_child", parent["queue"], parent["id"], f"{qkey}:{job_id}")
 
 
-def _emit_added(tx: Tx, qkey: str, row: asyncpg.Record) -> None:
+def _emit_added(tx: Tx, qkey: str, job_id: str, name: str, state: str, due: int | None) -> None:
     """The events of a job just written: added, then its state (and a wake-up if ready)."""
-    job_id, state = row["id"], row["state"]
-    tx.emit(qkey, "added", job_id, {"name": row["name"]})
+    tx.emit(qkey, "added", job_id, {"name": name})
     if state == "delayed":
-        tx.emit(qkey, "delayed", job_id, {"delay": row["due"]})
+        tx.emit(qkey, "delayed", job_id, {"delay": due})
     elif state == "waiting-children":
         tx.emit(qkey, "waiting-children", job_id)
     else:
@@ -415,22 +414,57 @@ async def _check_parents(tx: Tx, nodes: Sequence[_Node]) -> None:
         await _check_parent(tx, parent)
 
 
-async def _insert_flow(
-    tx: Tx, nodes: Sequence[_Node], now: int
-) -> dict[tuple[str, str], asyncpg.Record]:
+async def _insert_flow(tx: Tx, nodes: Sequence[_Node], now: int) -> dict[tuple[str, str], Row]:
+    """Write every new job of the flow with one statement; their rows' values by (qkey, id)."""
     written = [node for node in nodes if node.job_id is not None]
     if not written:
         return {}
     seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(written))]
     columns: list[list[Any]] = [[] for _ in range(12)]
+    rows: dict[tuple[str, str], Row] = {}
     for index, (node, seq) in enumerate(zip(written, seqs, strict=True)):
         assert node.job_id is not None
         plan = _Plan(index, node.new, node.job_id, parent=node.new.opts.get("parent"))
         values = [node.qkey, *_row(plan, node.job_id, seq, node.hold, now)]
+        rows[node.qkey, node.job_id] = Row(*values)
         for column, value in zip(columns, values, strict=True):
             column.append(value)
-    rows = await tx.fetch("flows.insert", *columns)
-    return {(row["qkey"], row["id"]): row for row in rows}
+    await tx.execute("flows.insert", *columns)
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """The columns add_flow writes for a new job (the others keep their defaults)."""
+
+    qkey: str
+    id: str
+    name: str
+    data: str
+    opts: str  # JSON text
+    timestamp: int
+    delay: int
+    priority: int
+    parent_key: str | None
+    state: str
+    seq: int
+    due: int | None
+
+    def record(self) -> JobRecord:
+        """The record to_record would read back from this row."""
+        return JobRecord(
+            id=self.id,
+            queue=queue_of(self.qkey),
+            name=self.name,
+            data=self.data,
+            opts=json.loads(self.opts),
+            timestamp=self.timestamp,
+            delay=self.delay,
+            priority=self.priority,
+            stacktrace=[],
+            parent_key=self.parent_key,
+            state=self.state,
+        )
 
 
 async def _link_flow(tx: Tx, nodes: Sequence[_Node]) -> None:
@@ -447,21 +481,21 @@ async def _link_flow(tx: Tx, nodes: Sequence[_Node]) -> None:
 
 
 def _flow_records(
-    tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], asyncpg.Record]
+    tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]
 ) -> list[JobRecord]:
     """Every node's record in pre-order, emitting each node's events in that order."""
     records: list[JobRecord] = []
-    for node in nodes:
+    for index, node in enumerate(nodes):
         if node.job_id is not None:
             row = rows[node.qkey, node.job_id]
-            _emit_added(tx, node.qkey, row)
-            records.append(to_record(row))
-            continue
-        tx.emit(node.qkey, "duplicated", node.custom)
-        twin = node.twin
-        records.append(
-            to_record(node.stored if twin is None else rows[node.qkey, _id_of(nodes, twin)])
-        )
+            _emit_added(tx, node.qkey, row.id, row.name, row.state, row.due)
+            records.append(row.record())
+        elif node.stored is not None:
+            tx.emit(node.qkey, "duplicated", node.custom)
+            records.append(to_record(node.stored))
+        else:
+            tx.emit(node.qkey, "duplicated", node.custom)
+            records.append(rows[node.qkey, _id_of(nodes, index)].record())
     return records
 
 

@@ -29,15 +29,15 @@ ORDER BY status <> 'pending', child_key;
 
 -- name: insert
 -- add_flow: the new jobs of a flow, every queue in one statement. $1.. one array per
--- column (qkey first), one element per job. Returns the rows.
+-- column (qkey first), one element per job. Returns nothing: the caller knows every
+-- column it wrote, and the others take their defaults.
 INSERT INTO jobs (qkey, id, name, data, opts, timestamp, delay, priority, parent_key, state,
                   seq, due)
 SELECT j.qkey, j.id, j.name, j.data, j.opts::jsonb, j.ts, j.delay, j.priority, j.parent_key,
        j.state, j.seq, j.due
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
             $7::bigint[], $8::integer[], $9::text[], $10::text[], $11::bigint[], $12::bigint[])
-     AS j(qkey, id, name, data, opts, ts, delay, priority, parent_key, state, seq, due)
-RETURNING *;
+     AS j(qkey, id, name, data, opts, ts, delay, priority, parent_key, state, seq, due);
 
 -- name: link_children
 -- add_flow: a pending link per new child. $1 parent qkeys, $2 parent ids, $3 child keys.
