@@ -84,6 +84,11 @@ CASES: dict[str, tuple[Spec, Setup]] = {
         ],
         nothing,
     ),
+    "no flows": (lambda a, b: [], nothing),
+    "only duplicates of stored jobs": (
+        lambda a, b: [node("again", a, job_id="old"), node("again-b", b, job_id="kept")],
+        stored_jobs,
+    ),
     "refused: a root whose parent is missing, after a good tree": (
         lambda a, b: [
             node("good", a, node("c", b)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -302,16 +302,18 @@ def flow_has_dedup(roots: Sequence[FlowNode]) -> bool:
 async def add_flow(tx: Tx, roots: Sequence[FlowNode], key: Callable[[str], str]) -> list[JobRecord]:
     """Add job trees without deduplication, as adding their nodes one by one in pre-order
     would (the same ids, rows, links, events and records), in a few statements: every new
-    row by one INSERT, every link by another. `key` maps a queue name to its qkey."""
+    row (with its events) by one INSERT, every link by another. `key` maps a queue name to
+    its qkey."""
     nodes = _flatten(roots, key)
     now = await tx.now()
     stored = await _stored_customs(tx, nodes)
     autos = await _take_flow_ids(tx, nodes, stored)
     _resolve_ids(nodes, stored, autos)
     await _check_parents(tx, nodes)
-    rows = await _insert_flow(tx, nodes, now)
+    rows = await _new_rows(tx, nodes, now)
+    await _write_rows(tx, nodes, rows)
     await _link_flow(tx, nodes)
-    return _flow_records(tx, nodes, rows)
+    return _flow_records(nodes, rows)
 
 
 def _flatten(roots: Sequence[FlowNode], key: Callable[[str], str]) -> list[_Node]:
@@ -414,27 +416,56 @@ async def _check_parents(tx: Tx, nodes: Sequence[_Node]) -> None:
         await _check_parent(tx, parent)
 
 
-async def _insert_flow(tx: Tx, nodes: Sequence[_Node], now: int) -> dict[tuple[str, str], Row]:
-    """Write every new job of the flow with one statement; their rows' values by (qkey, id)."""
+async def _new_rows(tx: Tx, nodes: Sequence[_Node], now: int) -> dict[tuple[str, str], Row]:
+    """The rows of the flow's new jobs, in pre-order, by (qkey, id)."""
     written = [node for node in nodes if node.job_id is not None]
     if not written:
         return {}
     seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(written))]
-    columns: list[list[Any]] = [[] for _ in range(12)]
     rows: dict[tuple[str, str], Row] = {}
     for index, (node, seq) in enumerate(zip(written, seqs, strict=True)):
         assert node.job_id is not None
         plan = _Plan(index, node.new, node.job_id, parent=node.new.opts.get("parent"))
-        values = [node.qkey, *_row(plan, node.job_id, seq, node.hold, now)]
-        rows[node.qkey, node.job_id] = Row(*values)
-        for column, value in zip(columns, values, strict=True):
-            column.append(value)
-    await tx.execute("flows.insert", *columns)
+        rows[node.qkey, node.job_id] = Row(node.qkey, *_row(plan, node.job_id, seq, node.hold, now))
     return rows
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+def _columns(rows: dict[tuple[str, str], Row]) -> list[list[Any]]:
+    """The arrays of flows.insert: one per column, one element per row."""
+    return [list(column) for column in zip(*rows.values(), strict=True)]
+
+
+async def _write_rows(tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]) -> None:
+    """Insert the new jobs, and record every node's events."""
+    if rows and len(rows) == len(nodes):
+        await _insert_with_events(tx, rows)
+        return
+    if rows:  # some nodes are duplicates: their events come between the new jobs' ones
+        await tx.execute("flows.insert", *_columns(rows))
+    _emit_flow_events(tx, nodes, rows)
+
+
+async def _insert_with_events(tx: Tx, rows: dict[tuple[str, str], Row]) -> None:
+    """Insert the new jobs with their events (no node is a duplicate), and wake workers."""
+    found = await tx.fetch("flows.insert_with_events", *_columns(rows), tx.channel)
+    for queue in found:
+        tx.note_events(queue["qkey"], queue["last_event"], queue["span"])
+    for row in rows.values():
+        if row.state not in ("delayed", "waiting-children"):
+            tx.wake(row.qkey)
+
+
+def _emit_flow_events(tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]) -> None:
+    """Each node's events in pre-order: a new job's, or `duplicated`."""
+    for node in nodes:
+        if node.job_id is None:
+            tx.emit(node.qkey, "duplicated", node.custom)
+            continue
+        row = rows[node.qkey, node.job_id]
+        _emit_added(tx, node.qkey, row.id, row.name, row.state, row.due)
+
+
+class Row(NamedTuple):
     """The columns add_flow writes for a new job (the others keep their defaults)."""
 
     qkey: str
@@ -480,21 +511,13 @@ async def _link_flow(tx: Tx, nodes: Sequence[_Node]) -> None:
         await tx.execute("flows.link_children", *parents)
 
 
-def _flow_records(
-    tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]
-) -> list[JobRecord]:
-    """Every node's record in pre-order, emitting each node's events in that order."""
+def _flow_records(nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]) -> list[JobRecord]:
+    """Every node's record, in pre-order."""
     records: list[JobRecord] = []
     for index, node in enumerate(nodes):
-        if node.job_id is not None:
-            row = rows[node.qkey, node.job_id]
-            _emit_added(tx, node.qkey, row.id, row.name, row.state, row.due)
-            records.append(row.record())
-        elif node.stored is not None:
-            tx.emit(node.qkey, "duplicated", node.custom)
+        if node.stored is not None:
             records.append(to_record(node.stored))
         else:
-            tx.emit(node.qkey, "duplicated", node.custom)
             records.append(rows[node.qkey, _id_of(nodes, index)].record())
     return records
 
