@@ -195,3 +195,28 @@ async def test_batched_flow_add_matches_adding_node_by_node(
         assert found["store"] == {"jobs": [], "deps": [], "events": []}
     else:
         assert isinstance(found["records"], list)
+
+
+async def test_a_flow_with_deduplication_is_added_node_by_node(
+    pg_server: str, fresh_schema: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dedup check depends on what the nodes before it wrote: such flows take the
+    node-by-node path, and a repeated dedup id inside one flow is deduplicated."""
+    url = url_for(pg_server, fresh_schema())
+    taken: list[int] = []
+    by_node = PostgresBackend.add_flow_node_by_node
+
+    async def spy(self: PostgresBackend, roots: Any) -> Any:
+        taken.append(len(roots))
+        return await by_node(self, roots)
+
+    monkeypatch.setattr(PostgresBackend, "add_flow_node_by_node", spy)
+    a, b = fresh_name("fa"), fresh_name("fb")
+    once = {"deduplication": {"id": "once"}}
+    async with psyq.FlowProducer(connection=url) as producer:
+        [root] = await producer.add_bulk(
+            [node("p", a, node("c1", b, **once), node("c2", b, **once), node("c3", b))]
+        )
+    assert taken == [1]
+    first, second, third = (child.job.id for child in root.children)
+    assert first == second != third
