@@ -610,6 +610,17 @@ class PostgresBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ flows
     async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """One transaction. Trees without deduplication are written in a few batched
+        statements; a node's dedup check depends on what the nodes before it wrote, so
+        trees with one are added node by node, in pre-order."""
+        if t.flow_has_dedup(roots):
+            return await self.add_flow_node_by_node(roots)
+        return await self._transact(lambda tx: t.add_flow(tx, roots, self._key))
+
+    async def add_flow_node_by_node(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """add_flow, one add_jobs per node in pre-order (the reference the batched add
+        matches)."""
+
         async def add(tx: Tx) -> list[JobRecord]:
             out: list[JobRecord] = []
             for root in roots:

@@ -7,9 +7,9 @@ the transition emits, and never commits: the backend does, once per transition.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -17,6 +17,7 @@ from psyq.backends.base import (
     Completed,
     Failed,
     FetchRequest,
+    FlowNode,
     JobRecord,
     NewJob,
     Retry,
@@ -247,15 +248,8 @@ def _row(plan: _Plan, job_id: str, seq: int, hold: bool, now: int) -> list[Any]:
 
 
 async def _after_insert(tx: Tx, qkey: str, plan: _Plan, row: asyncpg.Record, now: int) -> None:
-    job_id, state = row["id"], row["state"]
-    tx.emit(qkey, "added", job_id, {"name": row["name"]})
-    if state == "delayed":
-        tx.emit(qkey, "delayed", job_id, {"delay": row["due"]})
-    elif state == "waiting-children":
-        tx.emit(qkey, "waiting-children", job_id)
-    else:
-        tx.emit(qkey, "waiting", job_id)
-        tx.wake(qkey)
+    job_id = row["id"]
+    _emit_added(tx, qkey, job_id, row["name"], row["state"], row["due"])
     if plan.dedup is not None:
         ttl = plan.dedup.get("ttl")
         expires = None if ttl is None else now + ttl
@@ -263,6 +257,269 @@ async def _after_insert(tx: Tx, qkey: str, plan: _Plan, row: asyncpg.Record, now
     if plan.parent is not None:
         parent = plan.parent
         await tx.execute("add_jobs.link_child", parent["queue"], parent["id"], f"{qkey}:{job_id}")
+
+
+def _emit_added(tx: Tx, qkey: str, job_id: str, name: str, state: str, due: int | None) -> None:
+    """The events of a job just written: added, then its state (and a wake-up if ready)."""
+    tx.emit(qkey, "added", job_id, {"name": name})
+    if state == "delayed":
+        tx.emit(qkey, "delayed", job_id, {"delay": due})
+    elif state == "waiting-children":
+        tx.emit(qkey, "waiting-children", job_id)
+    else:
+        tx.emit(qkey, "waiting", job_id)
+        tx.wake(qkey)
+
+
+# ---------------------------------------------------------------------- adding flows
+@dataclass
+class _Node:
+    """One node of a flow being added, in pre-order (a node, then its children's subtrees).
+    It ends up written (`job_id`), a duplicate of a stored job (`stored`), or a duplicate
+    of an earlier node of the flow (`twin`, that node's index)."""
+
+    qkey: str
+    new: NewJob
+    parent: int | None  # index of its parent node; None for a root
+    hold: bool  # it has children: it waits for them
+    custom: str | None
+    job_id: str | None = None
+    stored: asyncpg.Record | None = None
+    twin: int | None = None
+
+
+def flow_has_dedup(roots: Sequence[FlowNode]) -> bool:
+    """Whether a node of these trees asks for deduplication (add_flow cannot batch it)."""
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node.job.opts and "deduplication" in node.job.opts:
+            return True
+        stack.extend(node.children)
+    return False
+
+
+async def add_flow(tx: Tx, roots: Sequence[FlowNode], key: Callable[[str], str]) -> list[JobRecord]:
+    """Add job trees without deduplication, as adding their nodes one by one in pre-order
+    would (the same ids, rows, links, events and records), in a few statements: every new
+    row (with its events) by one INSERT, every link by another. `key` maps a queue name to
+    its qkey."""
+    nodes = _flatten(roots, key)
+    now = await tx.now()
+    stored = await _stored_customs(tx, nodes)
+    autos = await _take_flow_ids(tx, nodes, stored)
+    _resolve_ids(nodes, stored, autos)
+    await _check_parents(tx, nodes)
+    rows = await _new_rows(tx, nodes, now)
+    await _write_rows(tx, nodes, rows)
+    await _link_flow(tx, nodes)
+    return _flow_records(nodes, rows)
+
+
+def _flatten(roots: Sequence[FlowNode], key: Callable[[str], str]) -> list[_Node]:
+    nodes: list[_Node] = []
+    stack: list[tuple[FlowNode, int | None]] = [(root, None) for root in reversed(roots)]
+    while stack:
+        flow_node, parent = stack.pop()
+        new = flow_node.job
+        custom = str(new.opts["jobId"]) if new.opts and "jobId" in new.opts else None
+        nodes.append(_Node(key(flow_node.queue), new, parent, bool(flow_node.children), custom))
+        index = len(nodes) - 1
+        stack.extend((child, index) for child in reversed(flow_node.children))
+    return nodes
+
+
+def _by_queue(nodes: Sequence[_Node]) -> dict[str, list[_Node]]:
+    """The flow's nodes by qkey, queues in the order their first node comes (the order in
+    which adding node by node locks their rows)."""
+    found: dict[str, list[_Node]] = {}
+    for node in nodes:
+        found.setdefault(node.qkey, []).append(node)
+    return found
+
+
+async def _stored_customs(tx: Tx, nodes: Sequence[_Node]) -> dict[tuple[str, str], asyncpg.Record]:
+    """The stored jobs that nodes' custom ids name, by (qkey, id)."""
+    found: dict[tuple[str, str], asyncpg.Record] = {}
+    for qkey, queued in _by_queue(nodes).items():
+        customs = sorted({n.custom for n in queued if n.custom is not None})
+        if customs:
+            for row in await tx.fetch("add_jobs.existing", qkey, customs):
+                found[qkey, row["id"]] = row
+    return found
+
+
+async def _take_flow_ids(
+    tx: Tx, nodes: Sequence[_Node], stored: dict[tuple[str, str], asyncpg.Record]
+) -> dict[str, Iterator[str]]:
+    """Take each queue's auto ids (its row stays locked to the commit) and make sure the
+    queue row of every queue that gets a job exists; auto ids by qkey, in order."""
+    autos: dict[str, Iterator[str]] = {}
+    for qkey, queued in _by_queue(nodes).items():
+        count = sum(1 for n in queued if n.custom is None)
+        if count:
+            last = int(await tx.fetchval("add_jobs.take_ids", qkey, queue_of(qkey), count))
+            autos[qkey] = iter([str(i) for i in range(last - count + 1, last + 1)])
+        elif any((qkey, n.custom) not in stored for n in queued):
+            await tx.execute("common.ensure_queue", qkey, queue_of(qkey))
+    return autos
+
+
+def _resolve_ids(
+    nodes: list[_Node],
+    stored: dict[tuple[str, str], asyncpg.Record],
+    autos: dict[str, Iterator[str]],
+) -> None:
+    """Give each node, in pre-order, its id or the job it duplicates, and its parent link."""
+    planned: dict[tuple[str, str], int] = {}
+    for index, node in enumerate(nodes):
+        if node.parent is not None:
+            parent = nodes[node.parent]
+            link = {"id": _id_of(nodes, node.parent), "queue": parent.qkey}
+            new = node.new
+            node.new = NewJob(new.name, new.data, {**new.opts, "parent": link}, new.timestamp)
+        if node.custom is not None and (node.qkey, node.custom) in stored:
+            node.stored = stored[node.qkey, node.custom]
+        elif node.custom is not None and (node.qkey, node.custom) in planned:
+            node.twin = planned[node.qkey, node.custom]
+        else:
+            node.job_id = node.custom or next(autos[node.qkey])
+            planned.setdefault((node.qkey, node.job_id), index)
+
+
+def _id_of(nodes: Sequence[_Node], index: int) -> str:
+    """The id of the job node `index` stands for (its own, or the one it duplicates)."""
+    node = nodes[index]
+    if node.stored is not None:
+        return str(node.stored["id"])
+    if node.twin is not None:
+        return _id_of(nodes, node.twin)
+    assert node.job_id is not None
+    return node.job_id
+
+
+async def _check_parents(tx: Tx, nodes: Sequence[_Node]) -> None:
+    """Each new node's parent must be there when its turn comes in pre-order: a node this
+    flow writes before it, else a stored job (locked, as when adding one by one)."""
+    written = {(n.qkey, n.job_id): i for i, n in enumerate(nodes) if n.job_id is not None}
+    outside: dict[tuple[str, str], dict[str, Any]] = {}
+    for index, node in enumerate(nodes):
+        parent = node.new.opts.get("parent") if node.new.opts else None
+        if node.job_id is None or parent is None:
+            continue
+        target = (parent["queue"], parent["id"])
+        if target not in written:
+            outside.setdefault(target, parent)
+        elif written[target] > index:
+            raise JobNotFoundError(parent["queue"], parent["id"])
+    for parent in outside.values():
+        await _check_parent(tx, parent)
+
+
+async def _new_rows(tx: Tx, nodes: Sequence[_Node], now: int) -> dict[tuple[str, str], Row]:
+    """The rows of the flow's new jobs, in pre-order, by (qkey, id)."""
+    written = [node for node in nodes if node.job_id is not None]
+    if not written:
+        return {}
+    seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(written))]
+    rows: dict[tuple[str, str], Row] = {}
+    for index, (node, seq) in enumerate(zip(written, seqs, strict=True)):
+        assert node.job_id is not None
+        plan = _Plan(index, node.new, node.job_id, parent=node.new.opts.get("parent"))
+        rows[node.qkey, node.job_id] = Row(node.qkey, *_row(plan, node.job_id, seq, node.hold, now))
+    return rows
+
+
+def _columns(rows: dict[tuple[str, str], Row]) -> list[list[Any]]:
+    """The arrays of flows.insert: one per column, one element per row."""
+    return [list(column) for column in zip(*rows.values(), strict=True)]
+
+
+async def _write_rows(tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]) -> None:
+    """Insert the new jobs, and record every node's events."""
+    if rows and len(rows) == len(nodes):
+        await _insert_with_events(tx, rows)
+        return
+    if rows:  # some nodes are duplicates: their events come between the new jobs' ones
+        await tx.execute("flows.insert", *_columns(rows))
+    _emit_flow_events(tx, nodes, rows)
+
+
+async def _insert_with_events(tx: Tx, rows: dict[tuple[str, str], Row]) -> None:
+    """Insert the new jobs with their events (no node is a duplicate), and wake workers."""
+    found = await tx.fetch("flows.insert_with_events", *_columns(rows), tx.channel)
+    for queue in found:
+        tx.note_events(queue["qkey"], queue["last_event"], queue["span"])
+    for row in rows.values():
+        if row.state not in ("delayed", "waiting-children"):
+            tx.wake(row.qkey)
+
+
+def _emit_flow_events(tx: Tx, nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]) -> None:
+    """Each node's events in pre-order: a new job's, or `duplicated`."""
+    for node in nodes:
+        if node.job_id is None:
+            tx.emit(node.qkey, "duplicated", node.custom)
+            continue
+        row = rows[node.qkey, node.job_id]
+        _emit_added(tx, node.qkey, row.id, row.name, row.state, row.due)
+
+
+class Row(NamedTuple):
+    """The columns add_flow writes for a new job (the others keep their defaults)."""
+
+    qkey: str
+    id: str
+    name: str
+    data: str
+    opts: str  # JSON text
+    timestamp: int
+    delay: int
+    priority: int
+    parent_key: str | None
+    state: str
+    seq: int
+    due: int | None
+
+    def record(self) -> JobRecord:
+        """The record to_record would read back from this row."""
+        return JobRecord(
+            id=self.id,
+            queue=queue_of(self.qkey),
+            name=self.name,
+            data=self.data,
+            opts=json.loads(self.opts),
+            timestamp=self.timestamp,
+            delay=self.delay,
+            priority=self.priority,
+            stacktrace=[],
+            parent_key=self.parent_key,
+            state=self.state,
+        )
+
+
+async def _link_flow(tx: Tx, nodes: Sequence[_Node]) -> None:
+    """One deps row per new node that has a parent."""
+    parents: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for node in nodes:
+        parent = node.new.opts.get("parent") if node.new.opts else None
+        if node.job_id is not None and parent is not None:
+            parents[0].append(parent["queue"])
+            parents[1].append(parent["id"])
+            parents[2].append(f"{node.qkey}:{node.job_id}")
+    if parents[0]:
+        await tx.execute("flows.link_children", *parents)
+
+
+def _flow_records(nodes: Sequence[_Node], rows: dict[tuple[str, str], Row]) -> list[JobRecord]:
+    """Every node's record, in pre-order."""
+    records: list[JobRecord] = []
+    for index, node in enumerate(nodes):
+        if node.stored is not None:
+            records.append(to_record(node.stored))
+        else:
+            records.append(rows[node.qkey, _id_of(nodes, index)].record())
+    return records
 
 
 # ---------------------------------------------------------------------- placing
