@@ -191,7 +191,7 @@ async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overw
     args = []
     for record in page.jobs:
         job_id, state = record.id, record.state or "waiting"
-        entry = [job_id, state, _hash_fields(record), logs.get(job_id)]
+        entry: list[Any] = [job_id, state, _hash_fields(record), logs.get(job_id)]
         if job_id in due:
             entry.append(due[job_id])
         elif state == "delayed":
