@@ -20,9 +20,8 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -34,7 +33,7 @@ from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_p
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import Batch, WaveReader, pack
 from psyq_migrate.sources import ExportSource, open_source, release_source
-from psyq_migrate.spark import run_job, spark_session
+from psyq_migrate.spark import SparkAhead, run_job
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, copy_partition, write_partition
 
@@ -112,20 +111,22 @@ def migrate(
     observer: Observer | None = None,
     master: str = "local[*]",
 ) -> MigrationResult:
-    """Run a migration (with dry_run, only its plan). The plan comes first (it checks both
-    backends and refuses conflicts); Spark starts after it, on `master`, unless `spark` is
-    given."""
+    """Run a migration (with dry_run, only its plan, and Spark never starts). The plan checks
+    both backends and refuses conflicts before anything is written; meanwhile Spark starts
+    in a thread, on `master` unless `spark` is given, with its Python workers."""
     check_pair(options.source, options.destination)
     in_tasks = reads_in_tasks(options)
     started = time.monotonic()
-    with asyncio.Runner() as runner:
-        source = runner.run(open_source(options.source))
-        try:
-            result = MigrationResult(runner.run(plan_migration(source, options)))
-            if observer is not None:
-                observer.planned(result.plans)
-            if not options.dry_run:
-                with _session(spark, master) as session:
+    ahead = None if options.dry_run else SparkAhead(spark, master, options.partitions)
+    try:
+        with asyncio.Runner() as runner:
+            source = runner.run(open_source(options.source))
+            try:
+                result = MigrationResult(runner.run(plan_migration(source, options)))
+                if observer is not None:
+                    observer.planned(result.plans)
+                if ahead is not None:
+                    session = ahead.session()
                     if in_tasks:
                         source = runner.run(_let_tasks_read(source, options.source))
                         copy_in_tasks(options, session, result, observer)
@@ -133,9 +134,12 @@ def migrate(
                             source = runner.run(_reopen(source, options.source))
                     else:
                         _move_jobs(runner, source, options, session, result, observer)
-                runner.run(_finish(source, options, result, meta_set=in_tasks))
-        finally:
-            runner.run(release_source(source))  # a no-op if already let go
+                    runner.run(_finish(source, options, result, meta_set=in_tasks))
+            finally:
+                runner.run(release_source(source))  # a no-op if already let go
+    finally:
+        if ahead is not None:
+            ahead.close()  # stops a session started for this migration
     result.seconds = time.monotonic() - started
     return result
 
@@ -182,15 +186,6 @@ def copy_in_tasks(
     outcomes: list[BatchResult] = run_job(rdd, "migrate")
     result.waves = 1
     _account(outcomes, None, result, observer)
-
-
-@contextmanager
-def _session(spark: SparkSession | None, master: str) -> Iterator[SparkSession]:
-    if spark is not None:
-        yield spark
-        return
-    with spark_session(master) as session:
-        yield session
 
 
 async def _let_tasks_read(source: ExportSource, url: str) -> ExportSource:

@@ -8,8 +8,9 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -23,6 +24,8 @@ T = TypeVar("T")
 
 __all__ = [
     "JAVA_HINT",
+    "SparkAhead",
+    "active_session",
     "check_java",
     "find_java",
     "first_line",
@@ -85,7 +88,7 @@ def spark_session(master: str, app_name: str = "psyq") -> Iterator[SparkSession]
         from pyspark.sql import SparkSession
     except ImportError:
         raise MigrateError("PySpark is not installed: pip install 'psyq[spark]'") from None
-    active = SparkSession.getActiveSession()
+    active = active_session()
     if active is not None:
         yield active
         return
@@ -108,6 +111,15 @@ def spark_session(master: str, app_name: str = "psyq") -> Iterator[SparkSession]
         session.stop()
 
 
+def active_session() -> SparkSession | None:
+    """The session active in this thread (Spark keeps one per thread), if PySpark is there."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
+
+
 def first_line(error: BaseException) -> str:
     """The gist of a Spark error (the Python error raised in a task, not the JVM trace)."""
     text = str(error).strip()
@@ -122,3 +134,41 @@ def run_job(rdd: RDD[T], what: str) -> list[T]:
         return rdd.collect()
     except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the gist
         raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None
+
+
+class SparkAhead:
+    """Spark made ready in a thread while the driver plans: the session (the given one, or a
+    new one on `master`, stopped by `close`) and its Python workers, one per partition, with
+    the task code imported. A session's first job spends about 3 s starting its Python
+    workers; started here, beside the plan, the migration's first task starts at once."""
+
+    def __init__(self, spark: SparkSession | None, master: str, partitions: int | None) -> None:
+        self._given = spark or active_session()  # looked up here: the thread sees none
+        self._master = master
+        self._partitions = partitions
+        self._stack = ExitStack()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="psyq-spark-ahead")
+        self._ready: Future[SparkSession] = self._pool.submit(self._start)
+
+    def _start(self) -> SparkSession:
+        session = self._given or self._stack.enter_context(spark_session(self._master))
+        workers = self._partitions or session.sparkContext.defaultParallelism
+        rdd = session.sparkContext.parallelize(range(workers), workers)
+        run_job(rdd.mapPartitions(_import_task_code), "starting Spark's Python workers")
+        return session
+
+    def session(self) -> SparkSession:
+        """The session, once its workers are up (raises what starting it raised)."""
+        return self._ready.result()
+
+    def close(self) -> None:
+        """Wait for the start to end (its error was for `session`), then stop a session
+        started here."""
+        self._pool.shutdown(wait=True)
+        self._stack.close()
+
+
+def _import_task_code(_: Iterable[int]) -> Iterator[int]:
+    import psyq_migrate.writing  # noqa: F401  (a worker keeps its imports for the next task)
+
+    return iter(())
