@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from psyq.errors import InvalidDataError
@@ -51,3 +53,28 @@ def dumps(value: Any, what: str, job: object, size_limit: int | None = None) -> 
 
 def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+OptionsParser = Callable[[str | None], dict[str, Any]]
+_CACHED_OPTIONS_LEN = 256  # longer option texts are parsed every time
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def options_parser(parse: Callable[[str], dict[str, Any]]) -> OptionsParser:
+    """`parse` (a job's stored options text -> dict) made cheap for the texts many jobs of a
+    queue share: a text whose values are all scalars is parsed once and handed out as a
+    fresh copy (a copy could not share a nested list or dict, so those are parsed every
+    time); None and "{}" are {} without parsing."""
+
+    @functools.lru_cache(maxsize=1024)
+    def flat(text: str) -> dict[str, Any] | None:
+        options = parse(text)
+        return options if all(type(value) in _SCALARS for value in options.values()) else None
+
+    def parsed(text: str | None) -> dict[str, Any]:
+        if not text or text == "{}":
+            return {}
+        cached = flat(text) if len(text) <= _CACHED_OPTIONS_LEN else None
+        return dict(cached) if cached is not None else parse(text)
+
+    return parsed

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psyq.backends.base import JobRecord, NewJob
+from psyq.core import codec
 
 __all__ = [
     "DELAY_SPAN",
@@ -53,13 +54,15 @@ def encode_opts(opts: Mapping[str, Any]) -> str:
     return json.dumps({_ENCODE.get(k, k): v for k, v in opts.items()}, separators=(",", ":"))
 
 
-def decode_opts(text: str | None) -> dict[str, Any]:
-    if not text or text == "{}":
-        return {}
+def _parse_opts(text: str) -> dict[str, Any]:
     raw = json.loads(text)
     if not isinstance(raw, dict):
         return {}
     return {_DECODE.get(str(k), str(k)): v for k, v in raw.items()}
+
+
+# A job's options from its `opts` field, compressed keys spelled out.
+decode_opts = codec.options_parser(_parse_opts)
 
 
 def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str:
@@ -115,28 +118,32 @@ def _json(value: str | None, default: Any) -> Any:
 
 
 def record_from_hash(queue: str, job_id: str, fields: Mapping[str, str]) -> JobRecord:
-    """A JobRecord from a job hash (HGETALL as a dict)."""
-    stack = _json(fields.get("stacktrace"), ())
+    """A JobRecord from a job hash (HGETALL as a dict). Runs for every job a worker takes:
+    fields absent from a fresh job (counters, progress, stacktrace) cost no parsing."""
+    get = fields.get
+    stack = get("stacktrace")
+    stacktrace = _json(stack, ()) if stack else ()
+    progress = get("progress")
     return JobRecord(
-        id=job_id,
-        queue=queue,
-        name=fields.get("name", ""),
-        data=fields.get("data", "null"),
-        opts=decode_opts(fields.get("opts")),
-        timestamp=_int(fields.get("timestamp")),
-        delay=_int(fields.get("delay")),
-        priority=_int(fields.get("priority")),
-        progress=_json(fields.get("progress"), 0),
-        attempts_made=_int(fields.get("atm") or fields.get("attemptsMade")),
-        attempts_started=_int(fields.get("ats")),
-        stalled_counter=_int(fields.get("stc")),
-        processed_on=_opt_int(fields.get("processedOn")),
-        finished_on=_opt_int(fields.get("finishedOn")),
-        returnvalue=fields.get("returnvalue"),
-        failed_reason=fields.get("failedReason"),
-        stacktrace=list(stack) if isinstance(stack, list) else (),
-        parent_key=fields.get("parentKey"),
-        processed_by=fields.get("pb"),
+        job_id,
+        queue,
+        get("name", ""),
+        get("data", "null"),
+        decode_opts(get("opts")),
+        _int(get("timestamp")),
+        _int(get("delay")),
+        _int(get("priority")),
+        0 if progress is None or progress == "0" else _json(progress, 0),
+        _int(get("atm") or get("attemptsMade")),
+        _int(get("ats")),
+        _int(get("stc")),
+        _opt_int(get("processedOn")),
+        _opt_int(get("finishedOn")),
+        get("returnvalue"),
+        get("failedReason"),
+        list(stacktrace) if isinstance(stacktrace, list) else (),
+        get("parentKey"),
+        get("pb"),
     )
 
 
