@@ -30,32 +30,51 @@ ORDER BY due, seq, id
 LIMIT $5;
 
 -- name: logs
--- $2 job ids (a join, not `job_id = ANY($2)`: see `existing`)
+-- $2 job ids (a join, not `job_id = ANY($2)`: see `existing_drop_new`)
 SELECT l.job_id, l.row FROM logs l JOIN unnest($2::text[]) AS w(id) ON l.job_id = w.id
 WHERE l.qkey = $1
 ORDER BY l.job_id, l.seq;
 
 -- name: links
--- $2 parent ids: their children's links (a join: see `existing`).
+-- $2 parent ids: their children's links (a join: see `existing_drop_new`).
 SELECT d.parent_id, d.child_key, d.status, d.value
 FROM deps d JOIN unnest($2::text[]) AS w(id) ON d.parent_id = w.id
 WHERE d.parent_qkey = $1
 ORDER BY d.parent_id, d.child_key;
 
--- name: existing
--- $2 ids: the rows already under those ids, locked for the import. A join, not
--- `id = ANY($2)`: a plan cached while the table was small (a sequential scan) would test
--- every row against every id once the table has grown (seconds per page).
-SELECT j.id, j.name, j.data, j.timestamp
-FROM jobs j JOIN unnest($2::text[]) AS w(id) ON j.id = w.id
-WHERE j.qkey = $1
-ORDER BY j.id
-FOR UPDATE OF j;
+-- name: import_begin
+-- $2 queue name, $3 the largest numeric id of the page (0: none). An import's first
+-- statement: the queue row, its auto-id counter raised past the page's numeric ids, and
+-- synchronous_commit off for this transaction only (its commit does not wait for the WAL
+-- flush; the migration's last step, the queue metadata, commits synchronously and so
+-- flushes every import before it: see docs/migrate.md, "Durability").
+WITH queue AS (
+  INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
+  ON CONFLICT (qkey) DO UPDATE SET last_id = EXCLUDED.last_id
+  WHERE queues.last_id < EXCLUDED.last_id
+)
+SELECT set_config('synchronous_commit', 'off', true);
 
--- name: raise_last_id
--- $2 queue name, $3 the largest numeric id imported (0: none)
-INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
-ON CONFLICT (qkey) DO UPDATE SET last_id = greatest(queues.last_id, EXCLUDED.last_id);
+-- name: existing_drop_new
+-- $2 ids: the rows already under those ids, locked for the import; the logs and children's
+-- links of the other ids (the jobs this import writes) are dropped in the same statement.
+-- Joins, not `id = ANY($2)`: a plan cached while the table was small (a sequential scan)
+-- would test every row against every id once the table has grown (seconds per page).
+WITH page AS (SELECT id FROM unnest($2::text[]) AS w(id)),
+taken AS (
+  SELECT j.id, j.name, j.data, j.timestamp
+  FROM jobs j JOIN page ON j.id = page.id
+  WHERE j.qkey = $1
+  FOR UPDATE OF j
+),
+fresh AS (SELECT page.id FROM page LEFT JOIN taken ON taken.id = page.id WHERE taken.id IS NULL),
+dropped_logs AS (
+  DELETE FROM logs l USING fresh WHERE l.qkey = $1 AND l.job_id = fresh.id
+),
+dropped_links AS (
+  DELETE FROM deps d USING fresh WHERE d.parent_qkey = $1 AND d.parent_id = fresh.id
+)
+SELECT id, name, data, timestamp FROM taken ORDER BY id;
 
 -- name: dedup_keys
 -- Live keys only.
@@ -117,7 +136,7 @@ SET name = EXCLUDED.name, data = EXCLUDED.data, opts = EXCLUDED.opts,
     due = EXCLUDED.due, lock_token = NULL, lock_expires = NULL, cancel_reason = NULL;
 
 -- name: drop_logs_many
--- $2 job ids: their logs go (an import replaces them). A join, as in `existing`.
+-- $2 job ids: their logs go (an import replaces them). A join, as in `existing_drop_new`.
 DELETE FROM logs l USING unnest($2::text[]) AS w(id) WHERE l.qkey = $1 AND l.job_id = w.id;
 
 -- name: add_logs_many
@@ -128,7 +147,7 @@ ORDER BY n;
 
 -- name: drop_links_many
 -- $2 parent ids: their children's links go (an import replaces them). A join, as in
--- `existing`.
+-- `existing_drop_new`.
 DELETE FROM deps d USING unnest($2::text[]) AS w(id)
 WHERE d.parent_qkey = $1 AND d.parent_id = w.id;
 
