@@ -60,14 +60,17 @@ SELECT set_config('synchronous_commit', 'off', true);
 -- links of the other ids (the jobs this import writes) are dropped in the same statement.
 -- Joins, not `id = ANY($2)`: a plan cached while the table was small (a sequential scan)
 -- would test every row against every id once the table has grown (seconds per page).
-WITH page AS (SELECT id FROM unnest($2::text[]) AS w(id)),
-taken AS (
+WITH taken AS (
   SELECT j.id, j.name, j.data, j.timestamp
-  FROM jobs j JOIN page ON j.id = page.id
-  WHERE j.qkey = $1
-  FOR UPDATE OF j
+  FROM unnest($2::text[]) AS w(id)
+  CROSS JOIN LATERAL (
+    SELECT id, name, data, timestamp FROM jobs WHERE qkey = $1 AND id = w.id FOR UPDATE
+  ) AS j
 ),
-fresh AS (SELECT page.id FROM page LEFT JOIN taken ON taken.id = page.id WHERE taken.id IS NULL),
+fresh AS (
+  SELECT w.id FROM unnest($2::text[]) AS w(id) LEFT JOIN taken ON taken.id = w.id
+  WHERE taken.id IS NULL
+),
 dropped_logs AS (
   DELETE FROM logs l USING fresh WHERE l.qkey = $1 AND l.job_id = fresh.id
 ),
