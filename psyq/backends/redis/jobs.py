@@ -99,10 +99,6 @@ def _int(value: str | None, default: int = 0) -> int:
         return int(float(value))
 
 
-def _opt_int(value: str | None) -> int | None:
-    return None if not value else _int(value)
-
-
 def _json(value: str | None, default: Any) -> Any:
     if value is None:
         return default
@@ -115,28 +111,31 @@ def _json(value: str | None, default: Any) -> Any:
 
 
 def record_from_hash(queue: str, job_id: str, fields: Mapping[str, str]) -> JobRecord:
-    """A JobRecord from a job hash (HGETALL as a dict)."""
-    stack = _json(fields.get("stacktrace"), ())
+    """A JobRecord from a job hash (HGETALL as a dict). Runs once per job read (an export
+    reads a million): one bound `get`, arguments by place, parsing only the fields there."""
+    get = fields.get
+    stack = _json(get("stacktrace"), ())
+    processed_on, finished_on = get("processedOn"), get("finishedOn")
     return JobRecord(
-        id=job_id,
-        queue=queue,
-        name=fields.get("name", ""),
-        data=fields.get("data", "null"),
-        opts=decode_opts(fields.get("opts")),
-        timestamp=_int(fields.get("timestamp")),
-        delay=_int(fields.get("delay")),
-        priority=_int(fields.get("priority")),
-        progress=_json(fields.get("progress"), 0),
-        attempts_made=_int(fields.get("atm") or fields.get("attemptsMade")),
-        attempts_started=_int(fields.get("ats")),
-        stalled_counter=_int(fields.get("stc")),
-        processed_on=_opt_int(fields.get("processedOn")),
-        finished_on=_opt_int(fields.get("finishedOn")),
-        returnvalue=fields.get("returnvalue"),
-        failed_reason=fields.get("failedReason"),
-        stacktrace=list(stack) if isinstance(stack, list) else (),
-        parent_key=fields.get("parentKey"),
-        processed_by=fields.get("pb"),
+        job_id,
+        queue,
+        get("name", ""),
+        get("data", "null"),
+        decode_opts(get("opts")),
+        _int(get("timestamp")),
+        _int(get("delay")),
+        _int(get("priority")),
+        _json(get("progress"), 0),
+        _int(get("atm") or get("attemptsMade")),
+        _int(get("ats")),
+        _int(get("stc")),
+        _int(processed_on) if processed_on else None,
+        _int(finished_on) if finished_on else None,
+        get("returnvalue"),
+        get("failedReason"),
+        list(stack) if isinstance(stack, list) else (),
+        get("parentKey"),
+        get("pb"),
     )
 
 
