@@ -9,7 +9,12 @@ from typing import Any
 import psyq
 from psyq.backends import open_backend
 from psyq.backends.base import Completed, ExportPage, Failed, FetchRequest, JobRecord, NewJob
-from psyq.backends.redis.jobs import DELAY_SPAN, record_from_hash
+from psyq.backends.redis.jobs import (
+    DELAY_SPAN,
+    RECORD_FIELDS,
+    record_from_hash,
+    record_from_values,
+)
 
 
 def test_record_from_hash_reads_every_field() -> None:
@@ -30,6 +35,20 @@ def test_record_from_hash_reads_every_field() -> None:
     bare = record_from_hash("q", "6", {"name": "m", "data": "1", "timestamp": "5"})
     assert bare == JobRecord(id="6", queue="q", name="m", data="1", opts={}, timestamp=5)
     assert record_from_hash("q", "7", {"attemptsMade": "3", "delay": "1.5e3"}).delay == 1500
+
+
+def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -> None:
+    """exportJobs returns the values of RECORD_FIELDS with false for absent fields; empty
+    texts stay empty texts."""
+    hashes = [
+        {"name": "n", "data": "1", "timestamp": "5", "returnvalue": "", "progress": ""},
+        {"name": "", "data": "", "failedReason": "", "pb": "", "parentKey": "", "atm": "2"},
+        {"attemptsMade": "4", "stacktrace": "[]", "opts": "", "processedOn": "7"},
+    ]
+    for fields in hashes:
+        values = [fields.get(name, False) for name in RECORD_FIELDS]
+        assert record_from_values("q", "1", values) == record_from_hash("q", "1", fields)
+    assert record_from_hash("q", "1", hashes[0]).returnvalue == ""
 
 
 async def expected_page(raw: Any, key: str, queue: str, ids_states: list[tuple[str, str]]) -> Any:

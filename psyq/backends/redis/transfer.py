@@ -18,7 +18,7 @@ from psyq.backends.redis.jobs import (
     MANUAL_LIMIT,
     encode_opts,
     glob_escape,
-    record_from_hash,
+    record_from_values,
 )
 from psyq.errors import PsyqError
 
@@ -96,10 +96,10 @@ async def _read_jobs(
     reply_text = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
     replies = json.loads(reply_text)
     for (job_id, state), reply in zip(chosen, replies, strict=True):
-        flat, logs, score, pending, processed, ignored, failed = reply
-        if not flat:
-            continue  # removed while we read
-        record = record_from_hash(queue, job_id, _pairs(flat))
+        values, logs, score, pending, processed, ignored, failed = reply
+        if values.count(False) == len(values):
+            continue  # removed while we read (no field there)
+        record = record_from_values(queue, job_id, values)
         record.state = state
         page.jobs.append(record)
         if logs:
