@@ -187,3 +187,20 @@ async def test_import_commits_asynchronously_and_the_meta_step_flushes_it(
         assert flushed >= max(inserted)
     finally:
         await backend.close()
+
+
+async def test_new_jobs_of_a_page_keep_its_order_around_taken_ids(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """The ids already there are skipped; the others get sequence numbers in page order."""
+    backend = PostgresBackend(url_for(pg_server, fresh_schema()))
+    await backend.open()
+    try:
+        ids = [f"j{i}" for i in (5, 3, 9, 1, 7, 2)]
+        assert await backend.import_jobs("q", ExportPage([record("j9")], {}, None)) == 1
+        page = ExportPage([record(job_id) for job_id in ids], {}, None)
+        assert await backend.import_jobs("q", page) == 5
+        [copied] = await export_all(backend, "q", 10)
+        assert [job.id for job in copied.jobs] == ["j9", "j5", "j3", "j1", "j7", "j2"]
+    finally:
+        await backend.close()

@@ -133,11 +133,11 @@ async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> i
     await tx.execute("export_jobs.import_begin", qkey, queue_of(qkey), max(numbers, default=0))
     if overwrite:
         written = await _all_jobs(tx, qkey, page)
+        seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(written))]
     else:
-        written = await _new_jobs(tx, qkey, page)
+        written, seqs = await _new_jobs(tx, qkey, page)
     if written:
-        numbered = await tx.fetch("add_jobs.next_seqs", len(written))
-        rows = _rows(qkey, written, [row[0] for row in numbered], page.due)
+        rows = _rows(qkey, written, seqs, page.due)
         if overwrite:  # some may be there: replaced in place
             await tx.execute("export_jobs.upsert_many", qkey, *list(zip(*rows, strict=True))[1:])
         else:  # none is there (`_new_jobs` checked): COPY, the cheapest way in
@@ -168,11 +168,13 @@ async def _all_jobs(tx: Tx, qkey: str, page: ExportPage) -> list[Arriving]:
     return [(job, _arriving_state(job)) for job in page.jobs]
 
 
-async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> list[Arriving]:
-    """The page's jobs whose ids are free (their stale logs and links dropped, in the same
-    statement); refuses (before anything is written) a different job under a taken id."""
+async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> tuple[list[Arriving], list[int]]:
+    """The page's jobs whose ids are free and their sequence numbers, in page order (their
+    stale logs and links dropped, in the same statement); refuses (before anything is
+    written) a different job under a taken id."""
     rows = await tx.fetch("export_jobs.existing_drop_new", qkey, [job.id for job in page.jobs])
-    existing = {row["id"]: row for row in rows}
+    existing = {row["id"]: row for row in rows if row["seq"] is None}
+    seqs = sorted(row["seq"] for row in rows if row["seq"] is not None)
     written: list[Arriving] = []
     for job in page.jobs:
         old = existing.get(job.id)
@@ -183,7 +185,7 @@ async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> list[Arriving]:
                 f"cannot import job {job.id!r} into {queue_of(qkey)!r}: a different job holds "
                 "that id there (import with overwrite to replace it)"
             )
-    return written
+    return written, seqs
 
 
 def _arriving_state(job: JobRecord) -> str:

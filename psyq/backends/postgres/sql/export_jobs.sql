@@ -56,20 +56,25 @@ WITH queue AS (
 SELECT set_config('synchronous_commit', 'off', true);
 
 -- name: existing_drop_new
--- $2 ids: the rows already under those ids, locked for the import; the logs and children's
--- links of the other ids (the jobs this import writes) are dropped in the same statement.
--- Joins, not `id = ANY($2)`: a plan cached while the table was small (a sequential scan)
--- would test every row against every id once the table has grown (seconds per page).
-WITH taken AS (
+-- $2 ids. Returns the rows already under those ids, locked for the import (seq NULL), and,
+-- for each other id (the jobs this import writes), a new sequence number (name NULL; the
+-- caller hands them out in page order, lowest first); drops those other ids' logs and
+-- children's links. One statement for what took four.
+-- The taken rows are found id by id (a lateral probe of the primary key): a join could take
+-- a plan made while the table was small (scanning the whole queue: seconds per page once it
+-- has grown). The drops join the few ids (as `drop_logs_many`).
+WITH page AS (SELECT id, n FROM unnest($2::text[]) WITH ORDINALITY AS w(id, n)),
+taken AS (
   SELECT j.id, j.name, j.data, j.timestamp
-  FROM unnest($2::text[]) AS w(id)
+  FROM page
   CROSS JOIN LATERAL (
-    SELECT id, name, data, timestamp FROM jobs WHERE qkey = $1 AND id = w.id FOR UPDATE
+    SELECT id, name, data, timestamp FROM jobs WHERE qkey = $1 AND id = page.id FOR UPDATE
   ) AS j
 ),
 fresh AS (
-  SELECT w.id FROM unnest($2::text[]) AS w(id) LEFT JOIN taken ON taken.id = w.id
+  SELECT page.id FROM page LEFT JOIN taken ON taken.id = page.id
   WHERE taken.id IS NULL
+  ORDER BY page.n
 ),
 dropped_logs AS (
   DELETE FROM logs l USING fresh WHERE l.qkey = $1 AND l.job_id = fresh.id
@@ -77,7 +82,9 @@ dropped_logs AS (
 dropped_links AS (
   DELETE FROM deps d USING fresh WHERE d.parent_qkey = $1 AND d.parent_id = fresh.id
 )
-SELECT id, name, data, timestamp FROM taken ORDER BY id;
+SELECT id, name, data, timestamp, NULL::bigint AS seq FROM taken
+UNION ALL
+SELECT id, NULL, NULL, NULL, nextval('job_seq') FROM fresh;
 
 -- name: dedup_keys
 -- Live keys only.
