@@ -60,9 +60,10 @@ SELECT set_config('synchronous_commit', 'off', true);
 -- for each other id (the jobs this import writes), a new sequence number (name NULL; the
 -- caller hands them out in page order, lowest first); drops those other ids' logs and
 -- children's links. One statement for what took four.
--- The taken rows are found id by id (a lateral probe of the primary key): a join could take
--- a plan made while the table was small (scanning the whole queue: seconds per page once it
--- has grown). The drops join the few ids (as `drop_logs_many`).
+-- Every lookup probes a primary key id by id (a lateral subquery; OFFSET 0 keeps the planner
+-- from turning it into a join): a join could take a plan made while the table was small,
+-- scanning all the queue's rows or logs for every page (its cost growing with the queue).
+-- The drops delete the rows those probes found, by their row address (ctid).
 WITH page AS (SELECT id, n FROM unnest($2::text[]) WITH ORDINALITY AS w(id, n)),
 taken AS (
   SELECT j.id, j.name, j.data, j.timestamp
@@ -77,10 +78,18 @@ fresh AS (
   ORDER BY page.n
 ),
 dropped_logs AS (
-  DELETE FROM logs l USING fresh WHERE l.qkey = $1 AND l.job_id = fresh.id
+  DELETE FROM logs WHERE ctid = ANY (ARRAY(
+    SELECT l.ctid FROM fresh
+    CROSS JOIN LATERAL (SELECT ctid FROM logs WHERE qkey = $1 AND job_id = fresh.id OFFSET 0) l
+  ))
 ),
 dropped_links AS (
-  DELETE FROM deps d USING fresh WHERE d.parent_qkey = $1 AND d.parent_id = fresh.id
+  DELETE FROM deps WHERE ctid = ANY (ARRAY(
+    SELECT d.ctid FROM fresh
+    CROSS JOIN LATERAL (
+      SELECT ctid FROM deps WHERE parent_qkey = $1 AND parent_id = fresh.id OFFSET 0
+    ) d
+  ))
 )
 SELECT id, name, data, timestamp, NULL::bigint AS seq FROM taken
 UNION ALL
