@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import psyq
-from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.base import ExportPage, JobRecord, NewJob
 from psyq.backends.postgres import PostgresBackend
 
 from .conftest import url_for
@@ -128,5 +128,79 @@ async def test_pages_keep_line_order_and_import_is_silent(
         assert await backend.read_events("dst", "0", 100, 0) == []
         with pytest.raises(psyq.PsyqError, match="cursor"):
             await backend.export_jobs("src", "pg1:99:0:0:x", 1)
+    finally:
+        await backend.close()
+
+
+def record(job_id: str, name: str = "job") -> JobRecord:
+    return JobRecord(id=job_id, queue="q", name=name, data="null", opts={}, timestamp=1)
+
+
+async def test_import_replaces_stale_logs_and_links_of_new_ids_only(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """Logs and links left under an id that holds no job give way to the page's; a job
+    already there (skipped) keeps its own."""
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        kept = ExportPage([record("kept")], {"kept": ["old"]}, None)
+        kept.deps = {"kept": {"pending": ["bull:q:kid"]}}
+        assert await backend.import_jobs("q", kept) == 1
+        stale = "INSERT INTO {}.logs (qkey, job_id, row) VALUES ($1, 'fresh', 'stale')"
+        await admin.execute(stale.format(schema), "bull:q")
+        links = "INSERT INTO {}.deps VALUES ($1, 'fresh', 'bull:q:gone', 'pending', NULL)"
+        await admin.execute(links.format(schema), "bull:q")
+        page = ExportPage([record("kept"), record("fresh")], {}, None)
+        page.logs = {"kept": ["other"], "fresh": ["new"]}
+        page.deps = {"fresh": {"pending": ["bull:q:kid2"]}}
+        assert await backend.import_jobs("q", page) == 1
+        assert await backend.get_job_logs("q", "kept", 0, -1, True) == (["old"], 1)
+        assert await backend.get_job_logs("q", "fresh", 0, -1, True) == (["new"], 1)
+        assert (await backend.get_dependencies("q", "kept"))["unprocessed"] == ["bull:q:kid"]
+        assert (await backend.get_dependencies("q", "fresh"))["unprocessed"] == ["bull:q:kid2"]
+    finally:
+        await backend.close()
+
+
+async def test_import_commits_asynchronously_and_the_meta_step_flushes_it(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """An import turns synchronous_commit off for its own transaction only (the pooled
+    connection is back to the server's setting afterwards); set_queue_meta, the migration's
+    last step, commits synchronously, so once it returns the WAL is flushed past every
+    import before it."""
+    backend = PostgresBackend(url_for(pg_server, fresh_schema(), pool_min="1", pool_max="1"))
+    await backend.open()
+    try:
+        setting = await admin.fetchval("SHOW synchronous_commit")
+        pages = [ExportPage([record(f"{p}-{i}") for i in range(50)], {}, None) for p in range(3)]
+        inserted = []
+        for page in pages:
+            assert await backend.import_jobs("q", page) == 50
+            inserted.append(await admin.fetchval("SELECT pg_current_wal_insert_lsn()"))
+        async with backend._acquire() as conn:
+            assert await conn.fetchval("SHOW synchronous_commit") == setting
+        await backend.set_queue_meta("q", await backend.get_queue_meta("q"))
+        flushed = await admin.fetchval("SELECT pg_current_wal_flush_lsn()")
+        assert flushed >= max(inserted)
+    finally:
+        await backend.close()
+
+
+async def test_new_jobs_of_a_page_keep_its_order_around_taken_ids(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """The ids already there are skipped; the others get sequence numbers in page order."""
+    backend = PostgresBackend(url_for(pg_server, fresh_schema()))
+    await backend.open()
+    try:
+        ids = [f"j{i}" for i in (5, 3, 9, 1, 7, 2)]
+        assert await backend.import_jobs("q", ExportPage([record("j9")], {}, None)) == 1
+        page = ExportPage([record(job_id) for job_id in ids], {}, None)
+        assert await backend.import_jobs("q", page) == 5
+        [copied] = await export_all(backend, "q", 10)
+        assert [job.id for job in copied.jobs] == ["j9", "j5", "j3", "j1", "j7", "j2"]
     finally:
         await backend.close()

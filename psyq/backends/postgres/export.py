@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -121,26 +120,32 @@ async def export_page(tx: Tx, qkey: str, cursor: str | None, limit: int) -> Expo
 
 
 # ---------------------------------------------------------------------- import
+Arriving = tuple[JobRecord, str]  # a job to write and the state it arrives in
+
+
 async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> int:
-    """The page in a few statements whatever its size: one upsert of every job (arrays),
-    then their logs and children's links, each dropped and added in one statement."""
-    written = await _to_write(tx, qkey, page, overwrite)
-    await tx.execute("common.ensure_queue", qkey, queue_of(qkey))
+    """The page in a few statements whatever its size: the queue row, the ids already taken
+    (dropping the old logs and links of the others), every new job in one COPY (or one
+    upsert with `overwrite`), then their logs and children's links. The transaction commits
+    with synchronous_commit off: see docs/migrate.md ("Durability")."""
+    _check_states(page.jobs)
+    numbers = [int(job.id) for job in page.jobs if _is_number(job.id)]
+    await tx.execute("export_jobs.import_begin", qkey, queue_of(qkey), max(numbers, default=0))
+    if overwrite:
+        written = await _all_jobs(tx, qkey, page)
+        seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(written))]
+    else:
+        written, seqs = await _new_jobs(tx, qkey, page)
     if written:
-        numbered = await tx.fetch("add_jobs.next_seqs", len(written))
-        seqs = [int(row[0]) for row in numbered]
         rows = _rows(qkey, written, seqs, page.due)
         if overwrite:  # some may be there: replaced in place
             await tx.execute("export_jobs.upsert_many", qkey, *list(zip(*rows, strict=True))[1:])
-        else:  # none is there (`_to_write` checked): COPY, the cheapest way in
+        else:  # none is there (`_new_jobs` checked): COPY, the cheapest way in
             await tx.conn.copy_records_to_table("jobs", records=rows, columns=_COPIED)
-        ids = [job.id for job in written]
-        await _replace_logs(tx, qkey, ids, page.logs)
-        await _replace_links(tx, qkey, ids, page.deps)
-    numbers = [int(job.id) for job in page.jobs if _is_number(job.id)]
-    if numbers:
-        await tx.execute("export_jobs.raise_last_id", qkey, queue_of(qkey), max(numbers))
-    if any(job.state in ("waiting", "prioritized") for job in written):
+        ids = [job.id for job, _ in written]
+        await _add_logs(tx, qkey, ids, page.logs)
+        await _add_links(tx, qkey, ids, page.deps)
+    if any(state in ("waiting", "prioritized") for _, state in written):
         tx.wake(qkey)
     return len(written)
 
@@ -149,37 +154,48 @@ def _is_number(job_id: str) -> bool:
     return job_id.isascii() and job_id.isdigit() and len(job_id) <= _BIGINT_DIGITS
 
 
-async def _to_write(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> list[JobRecord]:
-    """The page's jobs to write, with the state they arrive in; refuses (before anything is
-    written) a different job under an id that is taken."""
-    for job in page.jobs:
+def _check_states(jobs: Sequence[JobRecord]) -> None:
+    for job in jobs:
         if (job.state or "waiting") not in _STATES:
             raise PsyqError(f"cannot import job {job.id!r}: unknown state {job.state!r}")
-    existing = {}
-    if not overwrite:
-        rows = await tx.fetch("export_jobs.existing", qkey, [job.id for job in page.jobs])
-        existing = {row["id"]: row for row in rows}
-    written: list[JobRecord] = []
+
+
+async def _all_jobs(tx: Tx, qkey: str, page: ExportPage) -> list[Arriving]:
+    """With overwrite: every job of the page, its old logs and links dropped."""
+    ids = [job.id for job in page.jobs]
+    await tx.execute("export_jobs.drop_logs_many", qkey, ids)
+    await tx.execute("export_jobs.drop_links_many", qkey, ids)
+    return [(job, _arriving_state(job)) for job in page.jobs]
+
+
+async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> tuple[list[Arriving], list[int]]:
+    """The page's jobs whose ids are free and their sequence numbers, in page order (their
+    stale logs and links dropped, in the same statement); refuses (before anything is
+    written) a different job under a taken id."""
+    rows = await tx.fetch("export_jobs.existing_drop_new", qkey, [job.id for job in page.jobs])
+    existing = {row["id"]: row for row in rows if row["seq"] is None}
+    seqs = sorted(row["seq"] for row in rows if row["seq"] is not None)
+    written: list[Arriving] = []
     for job in page.jobs:
         old = existing.get(job.id)
         if old is None:
-            written.append(_arriving(job))
+            written.append((job, _arriving_state(job)))
         elif (old["name"], old["data"], old["timestamp"]) != (job.name, job.data, job.timestamp):
             raise PsyqError(
                 f"cannot import job {job.id!r} into {queue_of(qkey)!r}: a different job holds "
                 "that id there (import with overwrite to replace it)"
             )
-    return written
+    return written, seqs
 
 
-def _arriving(job: JobRecord) -> JobRecord:
-    """The job as it arrives: active ones (their worker is gone) and paused ones wait."""
+def _arriving_state(job: JobRecord) -> str:
+    """The state a job arrives in: active ones (their worker is gone) and paused ones wait."""
     state = job.state or "waiting"
     if state in ("active", "paused"):
         state = "waiting"
     if state == "waiting" and job.priority > 0:
         state = "prioritized"
-    return replace(job, state=state)
+    return state
 
 
 # The columns an import writes, in `upsert_many`'s order.
@@ -192,44 +208,49 @@ _COPIED = (
 
 
 def _rows(
-    qkey: str, jobs: list[JobRecord], seqs: list[int], due: Mapping[str, int]
+    qkey: str, jobs: list[Arriving], seqs: list[int], due: Mapping[str, int]
 ) -> list[tuple[Any, ...]]:
     """One row of `_COPIED` values per job."""
-    return [_row(qkey, job, seq, due.get(job.id)) for job, seq in zip(jobs, seqs, strict=True)]
+    return [
+        _row(qkey, job, state, seq, due.get(job.id))
+        for (job, state), seq in zip(jobs, seqs, strict=True)
+    ]
 
 
-def _row(qkey: str, job: JobRecord, seq: int, due: int | None) -> tuple[Any, ...]:
+def _row(qkey: str, job: JobRecord, state: str, seq: int, due: int | None) -> tuple[Any, ...]:
+    """Runs once per imported job: JSON encoding only where a value is not the usual empty
+    one (no options, progress a number, no stack trace)."""
+    opts, progress, stack = job.opts, job.progress, job.stacktrace
     return (
-        qkey, job.id, job.name, job.data, json_text(job.opts), job.timestamp, job.delay,
-        job.priority, json_text(job.progress), job.attempts_made, job.attempts_started,
-        job.stalled_counter, job.processed_on, job.finished_on, job.returnvalue,
-        job.failed_reason, json_text(list(job.stacktrace)), job.parent_key, job.processed_by,
-        job.state, seq, _due(job, due),
+        qkey, job.id, job.name, job.data, json_text(opts) if opts else "{}", job.timestamp,
+        job.delay, job.priority,
+        str(progress) if type(progress) is int else json_text(progress),
+        job.attempts_made, job.attempts_started, job.stalled_counter, job.processed_on,
+        job.finished_on, job.returnvalue, job.failed_reason,
+        json_text(list(stack)) if stack else "[]", job.parent_key, job.processed_by, state,
+        seq, _due(job, state, due),
     )  # fmt: skip
 
 
-def _due(job: JobRecord, due: int | None) -> int | None:
-    if job.state != "delayed":
+def _due(job: JobRecord, state: str, due: int | None) -> int | None:
+    if state != "delayed":
         return None
     return job.timestamp + job.delay if due is None else due
 
 
-async def _replace_logs(
-    tx: Tx, qkey: str, ids: list[str], logs: Mapping[str, Sequence[str]]
-) -> None:
-    """The jobs' logs become those of the page (none: none)."""
-    await tx.execute("export_jobs.drop_logs_many", qkey, ids)
+async def _add_logs(tx: Tx, qkey: str, ids: list[str], logs: Mapping[str, Sequence[str]]) -> None:
+    """The jobs' logs, those of the page (their old ones were dropped)."""
     owners = [job_id for job_id in ids for _ in logs.get(job_id, ())]
     if owners:
         rows = [row for job_id in ids for row in logs.get(job_id, ())]
         await tx.execute("export_jobs.add_logs_many", qkey, owners, rows)
 
 
-async def _replace_links(
+async def _add_links(
     tx: Tx, qkey: str, ids: list[str], deps: Mapping[str, Mapping[str, Any]]
 ) -> None:
-    """The jobs' children links become those of the page (child keys kept as they are)."""
-    await tx.execute("export_jobs.drop_links_many", qkey, ids)
+    """The jobs' children links, those of the page (child keys kept as they are; the old
+    ones were dropped)."""
     links = [link for job_id in ids for link in _links_of(job_id, deps.get(job_id))]
     if links:
         parents, keys, statuses, values = (list(column) for column in zip(*links, strict=True))

@@ -18,7 +18,7 @@ from psyq.backends.redis.jobs import (
     MANUAL_LIMIT,
     encode_opts,
     glob_escape,
-    record_from_hash,
+    record_from_values,
 )
 from psyq.errors import PsyqError
 
@@ -93,22 +93,23 @@ async def _read_jobs(
     page = ExportPage([], {}, None)
     if not chosen:
         return page
-    replies = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
+    reply_text = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
+    replies = json.loads(reply_text)
     for (job_id, state), reply in zip(chosen, replies, strict=True):
-        flat, logs, score, pending, processed, ignored, failed = reply
-        if not flat:
-            continue  # removed while we read
-        record = record_from_hash(queue, job_id, _pairs(flat))
+        values, logs, score, pending, processed, ignored, failed = reply
+        if values.count(False) == len(values):
+            continue  # removed while we read (no field there)
+        record = record_from_values(queue, job_id, values)
         record.state = state
         page.jobs.append(record)
         if logs:
             page.logs[job_id] = logs
-        if score is not None:
+        if score:  # false: not delayed
             page.due[job_id] = int(float(score)) // DELAY_SPAN
         if pending or processed or ignored or failed:
             reasons = await backend.get_failed_children_values(queue, job_id) if failed else {}
             page.deps[job_id] = {
-                "pending": sorted(pending),
+                "pending": sorted(pending or ()),
                 "processed": _pairs(processed),
                 "failed": reasons,
                 "ignored": _pairs(ignored),
@@ -116,9 +117,13 @@ async def _read_jobs(
     return page
 
 
-def _pairs(flat: list[str]) -> dict[str, str]:
-    """A hash from HGETALL's flat field/value list (as Lua returns it)."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
+def _pairs(flat: list[str] | dict[str, Any]) -> dict[str, str]:
+    """A hash from HGETALL's flat field/value list (as Lua returns it; an empty one may come
+    as {} from cjson)."""
+    if not flat:
+        return {}
+    items = iter(flat)
+    return dict(zip(items, items, strict=True))  # field, value, field, value, ...
 
 
 def _hash_fields(record: JobRecord) -> list[str]:

@@ -30,32 +30,70 @@ ORDER BY due, seq, id
 LIMIT $5;
 
 -- name: logs
--- $2 job ids (a join, not `job_id = ANY($2)`: see `existing`)
+-- $2 job ids (a join, not `job_id = ANY($2)`: see `existing_drop_new`)
 SELECT l.job_id, l.row FROM logs l JOIN unnest($2::text[]) AS w(id) ON l.job_id = w.id
 WHERE l.qkey = $1
 ORDER BY l.job_id, l.seq;
 
 -- name: links
--- $2 parent ids: their children's links (a join: see `existing`).
+-- $2 parent ids: their children's links (a join: see `existing_drop_new`).
 SELECT d.parent_id, d.child_key, d.status, d.value
 FROM deps d JOIN unnest($2::text[]) AS w(id) ON d.parent_id = w.id
 WHERE d.parent_qkey = $1
 ORDER BY d.parent_id, d.child_key;
 
--- name: existing
--- $2 ids: the rows already under those ids, locked for the import. A join, not
--- `id = ANY($2)`: a plan cached while the table was small (a sequential scan) would test
--- every row against every id once the table has grown (seconds per page).
-SELECT j.id, j.name, j.data, j.timestamp
-FROM jobs j JOIN unnest($2::text[]) AS w(id) ON j.id = w.id
-WHERE j.qkey = $1
-ORDER BY j.id
-FOR UPDATE OF j;
+-- name: import_begin
+-- $2 queue name, $3 the largest numeric id of the page (0: none). An import's first
+-- statement: the queue row, its auto-id counter raised past the page's numeric ids, and
+-- synchronous_commit off for this transaction only (its commit does not wait for the WAL
+-- flush; the migration's last step, the queue metadata, commits synchronously and so
+-- flushes every import before it: see docs/migrate.md, "Durability").
+WITH queue AS (
+  INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
+  ON CONFLICT (qkey) DO UPDATE SET last_id = EXCLUDED.last_id
+  WHERE queues.last_id < EXCLUDED.last_id
+)
+SELECT set_config('synchronous_commit', 'off', true);
 
--- name: raise_last_id
--- $2 queue name, $3 the largest numeric id imported (0: none)
-INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
-ON CONFLICT (qkey) DO UPDATE SET last_id = greatest(queues.last_id, EXCLUDED.last_id);
+-- name: existing_drop_new
+-- $2 ids. Returns the rows already under those ids, locked for the import (seq NULL), and,
+-- for each other id (the jobs this import writes), a new sequence number (name NULL; the
+-- caller hands them out in page order, lowest first); drops those other ids' logs and
+-- children's links. One statement for what took four.
+-- Every lookup probes a primary key id by id (a lateral subquery; OFFSET 0 keeps the planner
+-- from turning it into a join): a join could take a plan made while the table was small,
+-- scanning all the queue's rows or logs for every page (its cost growing with the queue).
+-- The drops delete the rows those probes found, by their row address (ctid).
+WITH page AS (SELECT id, n FROM unnest($2::text[]) WITH ORDINALITY AS w(id, n)),
+taken AS (
+  SELECT j.id, j.name, j.data, j.timestamp
+  FROM page
+  CROSS JOIN LATERAL (
+    SELECT id, name, data, timestamp FROM jobs WHERE qkey = $1 AND id = page.id FOR UPDATE
+  ) AS j
+),
+fresh AS (
+  SELECT page.id FROM page LEFT JOIN taken ON taken.id = page.id
+  WHERE taken.id IS NULL
+  ORDER BY page.n
+),
+dropped_logs AS (
+  DELETE FROM logs WHERE ctid = ANY (ARRAY(
+    SELECT l.ctid FROM fresh
+    CROSS JOIN LATERAL (SELECT ctid FROM logs WHERE qkey = $1 AND job_id = fresh.id OFFSET 0) l
+  ))
+),
+dropped_links AS (
+  DELETE FROM deps WHERE ctid = ANY (ARRAY(
+    SELECT d.ctid FROM fresh
+    CROSS JOIN LATERAL (
+      SELECT ctid FROM deps WHERE parent_qkey = $1 AND parent_id = fresh.id OFFSET 0
+    ) d
+  ))
+)
+SELECT id, name, data, timestamp, NULL::bigint AS seq FROM taken
+UNION ALL
+SELECT id, NULL, NULL, NULL, nextval('job_seq') FROM fresh;
 
 -- name: dedup_keys
 -- Live keys only.
@@ -117,7 +155,7 @@ SET name = EXCLUDED.name, data = EXCLUDED.data, opts = EXCLUDED.opts,
     due = EXCLUDED.due, lock_token = NULL, lock_expires = NULL, cancel_reason = NULL;
 
 -- name: drop_logs_many
--- $2 job ids: their logs go (an import replaces them). A join, as in `existing`.
+-- $2 job ids: their logs go (an import replaces them). A join, as in `existing_drop_new`.
 DELETE FROM logs l USING unnest($2::text[]) AS w(id) WHERE l.qkey = $1 AND l.job_id = w.id;
 
 -- name: add_logs_many
@@ -128,7 +166,7 @@ ORDER BY n;
 
 -- name: drop_links_many
 -- $2 parent ids: their children's links go (an import replaces them). A join, as in
--- `existing`.
+-- `existing_drop_new`.
 DELETE FROM deps d USING unnest($2::text[]) AS w(id)
 WHERE d.parent_qkey = $1 AND d.parent_id = w.id;
 
