@@ -16,7 +16,7 @@ from redis.asyncio.cluster import RedisCluster
 import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.redis.cluster import hash_tag
-from tests.conformance.conftest import Recorder, wait_state
+from tests.conformance.conftest import Recorder, wait_for, wait_state
 
 
 def tagged(tag: str | None = None, name: str = "q") -> str:
@@ -118,11 +118,18 @@ async def test_add_bulk_bigger_than_one_script_call(queue: psyq.Queue, worker_fo
     """Past 1,000 jobs a bulk goes as several calls in one MULTI/EXEC (one slot)."""
     jobs = await queue.add_bulk([{"name": "j", "data": i} for i in range(2500)])
     assert jobs[0].id == "1" and jobs[-1].id == "2500"
-    done = asyncio.Event()
-    worker = worker_for(queue.name, lambda job: None, concurrency=50)
-    worker.on("drained", lambda *args: done.set())
-    await asyncio.wait_for(done.wait(), 30)
-    assert await queue.get_job_counts("completed") == {"completed": 2500}
+    worker_for(queue.name, lambda job: None, concurrency=50)
+
+    async def all_completed() -> bool:
+        return (await queue.get_job_counts("completed"))["completed"] == 2500
+
+    # not "drained": it says the wait list is empty while the last jobs may still settle
+    await wait_for(all_completed, timeout=30)
+    assert await queue.get_job_counts("completed", "waiting", "active") == {
+        "completed": 2500,
+        "waiting": 0,
+        "active": 0,
+    }
 
 
 async def test_a_flow_whose_queues_share_a_tag(cluster_url: str, worker_for: Any) -> None:
