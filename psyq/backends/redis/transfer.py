@@ -192,19 +192,7 @@ def _links(record: JobRecord) -> dict[str, str]:
 async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overwrite: bool) -> int:
     if not page.jobs:
         return 0
-    logs, due, deps = page.logs, page.due, page.deps
-    args = []
-    for record in page.jobs:
-        job_id, state = record.id, record.state or "waiting"
-        entry: list[Any] = [job_id, state, _hash_fields(record), logs.get(job_id)]
-        if job_id in due:
-            entry.append(due[job_id])
-        elif state == "delayed":
-            entry.append(record.timestamp + record.delay)
-        if job_id in deps:
-            entry += [None] * (5 - len(entry)) + [deps[job_id]]
-        args.append(entry)
-    packed = _packb(args)  # MessagePack: about 3x cheaper to build than JSON, and to read
+    packed = _packb(_import_page(page))  # MessagePack: ~3x cheaper than JSON, both ends
     outcome, value = await backend._run("importJobs", queue, int(overwrite), packed)
     if outcome == "conflict":
         raise PsyqError(
@@ -212,6 +200,37 @@ async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overw
             "(pass overwrite=True to replace it)"
         )
     return int(value)
+
+
+def _import_page(page: ExportPage) -> list[Any]:
+    """The page as importJobs reads it: the job count, then per job its id, state, the
+    number of hash items, the items, and an extra (False, or its logs, due time, links)."""
+    logs, due, deps = page.logs, page.due, page.deps
+    flat: list[Any] = [len(page.jobs)]
+    for record in page.jobs:
+        job_id, state = record.id, record.state or "waiting"
+        fields = _hash_fields(record)
+        flat += (job_id, state, len(fields))
+        flat += fields
+        if job_id in logs or job_id in due or job_id in deps or state == "delayed":
+            flat.append(_extra(record, state, page))
+        else:
+            flat.append(False)
+    return flat
+
+
+def _extra(record: JobRecord, state: str, page: ExportPage) -> dict[str, Any]:
+    job_id = record.id
+    extra: dict[str, Any] = {}
+    if job_id in page.logs:
+        extra["logs"] = page.logs[job_id]
+    if job_id in page.due:
+        extra["due"] = page.due[job_id]
+    elif state == "delayed":
+        extra["due"] = record.timestamp + record.delay
+    if job_id in page.deps:
+        extra["deps"] = page.deps[job_id]
+    return extra
 
 
 # Keys of a queue that show it exists (settings, id counter, event stream), and the folder

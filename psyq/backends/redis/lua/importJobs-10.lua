@@ -3,20 +3,37 @@
 -- name, data and timestamp is skipped; a different one makes the whole call write nothing
 -- unless overwrite.
 -- KEYS: wait paused prioritized delayed completed failed waiting-children marker meta id
--- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] a MessagePack array, one array per
---       job: [id, state, fields, logs?, due?, deps?]; fields is the job hash as a flat
---       [field, value, ...] list starting name, data, timestamp (read by place)
---       (one argument for the page: one decode here, one encode in the client; arrays, not
---       maps: a map's keys cost a decode per job)
+-- ARGV: [1] queue key prefix; [2] overwrite (1/0); [3] the page, one flat MessagePack
+--       array: the job count, then per job: id, state, n, the job hash as n items
+--       (field, value, ... starting name, data, timestamp: read by place), and an extra:
+--       false, or {logs = [...], due = ms, deps = {...}}. One argument for the page (one
+--       decode here, one encode in the client), flat: building a table per job was the
+--       larger part of decoding it.
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
 --@include base settle parent state remove
 local overwrite = ARGV[2] == "1"
-local jobs, skip, present = cmsgpack.unpack(ARGV[3]), {}, {}
-local ID, STATE, FIELDS, LOGS, DUE, DEPS = 1, 2, 3, 4, 5, 6 -- places in a job's array
+local page, skip, present = cmsgpack.unpack(ARGV[3]), {}, {}
 
--- Keys of every job of the page, checked with one EXISTS per 1000: into a fresh queue (the
--- usual case) no job needs a check of its own.
+-- Where each job's entries start in the page.
+local count, at = page[1], {}
+do
+  local start = 2
+  for j = 1, count do
+    at[j] = start
+    start = start + 4 + page[start + 2]
+  end
+end
+local function idOf(j) return page[at[j]] end
+local function stateOf(j) return page[at[j] + 1] end
+local function itemsEnd(j) return at[j] + 2 + page[at[j] + 2] end -- items: at[j] + 3 .. this
+local function extraOf(j) return page[itemsEnd(j) + 1] end
+local function fieldOf(j, name)
+  for i = at[j] + 3, itemsEnd(j), 2 do
+    if page[i] == name then return page[i + 1] end
+  end
+end
+
 local function inChunks(list, command, key)
   for i = 1, #list, 1000 do
     if key then
@@ -27,29 +44,25 @@ local function inChunks(list, command, key)
   end
 end
 
+-- Keys of every job of the page, checked with one EXISTS per 1000: into a fresh queue (the
+-- usual case) no job needs a check of its own.
 local jobKeys, found = {}, 0
-for i, job in ipairs(jobs) do jobKeys[i] = P .. job[ID] end
-for i = 1, #jobKeys, 1000 do
-  found = found + rcall("EXISTS", unpack(jobKeys, i, math.min(i + 999, #jobKeys)))
+for j = 1, count do jobKeys[j] = P .. idOf(j) end
+for i = 1, count, 1000 do
+  found = found + rcall("EXISTS", unpack(jobKeys, i, math.min(i + 999, count)))
 end
-for _, job in ipairs(found > 0 and jobs or {}) do
-  local jobKey = P .. job[ID]
-  if rcall("EXISTS", jobKey) == 1 then
-    present[job[ID]] = true
-    local stored = rcall("HMGET", jobKey, "name", "data", "timestamp")
-    local fields = job[FIELDS]
-    local same = stored[1] == fields[2] and stored[2] == fields[4] and stored[3] == fields[6]
+for j = 1, (found > 0 and count or 0) do
+  local jobId = idOf(j)
+  if rcall("EXISTS", jobKeys[j]) == 1 then
+    present[jobId] = true
+    local stored = rcall("HMGET", jobKeys[j], "name", "data", "timestamp")
+    local f = at[j] + 3 -- "name", its value, "data", its value, "timestamp", its value
+    local same = stored[1] == page[f + 1] and stored[2] == page[f + 3] and stored[3] == page[f + 5]
     if same then
-      skip[job[ID]] = true
+      skip[jobId] = true
     elseif not overwrite then
-      return {"conflict", job[ID]}
+      return {"conflict", jobId}
     end
-  end
-end
-
-local function field(flat, name)
-  for i = 1, #flat, 2 do
-    if flat[i] == name then return flat[i + 1] end
   end
 end
 
@@ -78,19 +91,20 @@ local function score(state, value, jobId)
   list[#list + 1] = jobId
 end
 
-local function place(job)
-  local state, jobId = job[STATE], job[ID]
+local function place(j, jobId)
+  local state = stateOf(j)
   if state == "waiting" or state == "active" or state == "paused" then
     waiting[#waiting + 1] = jobId
   elseif state == "prioritized" then
-    local priority = tonumber(field(job[FIELDS], "priority")) or 1
+    local priority = tonumber(fieldOf(j, "priority")) or 1
     rcall("ZADD", P .. "prioritized", priorityScore(priority), jobId)
   elseif state == "delayed" then
-    rcall("ZADD", P .. "delayed", delayedScore(job[DUE]), jobId)
+    local extra = extraOf(j)
+    rcall("ZADD", P .. "delayed", delayedScore(extra and extra.due), jobId)
   elseif state == "completed" or state == "failed" then
-    score(state, field(job[FIELDS], "finishedOn"), jobId)
+    score(state, fieldOf(j, "finishedOn"), jobId)
   elseif state == "waiting-children" then
-    score(state, job[FIELDS][6], jobId)
+    score(state, page[at[j] + 8], jobId) -- the timestamp's value
   end
 end
 
@@ -104,36 +118,40 @@ end
 
 -- Logs and locks of the jobs written go first, one DEL per 500 jobs (a job key that was
 -- there goes with its old job below).
-local stale = {}
-for _, job in ipairs(jobs) do
-  if not skip[job[ID]] then
-    stale[#stale + 1] = P .. job[ID] .. ":logs"
-    stale[#stale + 1] = P .. job[ID] .. ":lock"
+local stale, staleCount = {}, 0
+for j = 1, count do
+  if not skip[idOf(j)] then
+    stale[staleCount + 1] = jobKeys[j] .. ":logs"
+    stale[staleCount + 2] = jobKeys[j] .. ":lock"
+    staleCount = staleCount + 2
   end
 end
 inChunks(stale, "DEL")
 
 local written, lastId, done = 0, tonumber(rcall("GET", P .. "id")) or 0, {}
-for _, job in ipairs(jobs) do
-  if not skip[job[ID]] then
-    local jobKey = P .. job[ID]
-    if present[job[ID]] or done[job[ID]] then -- overwrite: the old job goes, without events
+for j = 1, count do
+  local jobId = idOf(j)
+  if not skip[jobId] then
+    local jobKey = jobKeys[j]
+    if present[jobId] or done[jobId] then -- overwrite: the old job goes, without events
       pushWaiting() -- so an id twice in a page leaves its list like one by one
       pushScored()
-      detach(job[ID], jobState(job[ID]))
-      rcall("LREM", P .. "active", 0, job[ID])
-      removeJobKeys(job[ID])
+      detach(jobId, jobState(jobId))
+      rcall("LREM", P .. "active", 0, jobId)
+      removeJobKeys(jobId)
       rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
     end
-    rcall("HSET", jobKey, unpack(job[FIELDS]))
-    local logs = job[LOGS] or {}
-    inChunks(logs, "RPUSH", jobKey .. ":logs") -- unpack is bounded by Lua's stack
-    link(jobKey, job[DEPS])
-    place(job)
-    done[job[ID]] = true
+    rcall("HSET", jobKey, unpack(page, at[j] + 3, itemsEnd(j)))
+    local extra = extraOf(j)
+    if extra then
+      if extra.logs then inChunks(extra.logs, "RPUSH", jobKey .. ":logs") end -- unpack is bounded by Lua's stack
+      link(jobKey, extra.deps)
+    end
+    place(j, jobId)
+    done[jobId] = true
     written = written + 1
   end
-  local numeric = tonumber(job[ID])
+  local numeric = tonumber(jobId)
   if numeric and numeric > lastId then lastId = numeric end
 end
 pushWaiting()
