@@ -46,6 +46,9 @@ from typing import Any
 import psyq
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "peers"))
+from peerlib import steady_adds  # noqa: E402  (the pacing the Python peers use too)
+
 PEERS = {
     "bunqueue": HERE / "peers" / "bunqueue",
     "bullmq": HERE / "peers" / "bullmq",
@@ -140,13 +143,7 @@ async def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
 
     async with psyq.Queue(fresh("latency"), connection=url) as queue:
         worker = psyq.Worker(queue.name, record, connection=url, concurrency=10)
-        total = int(rate * seconds)
-        started = time.perf_counter()
-        for i in range(total):
-            pause = started + i / rate - time.perf_counter()
-            if pause > 0:
-                await asyncio.sleep(pause)
-            await queue.add("x", {"t": time.perf_counter()})
+        total = await steady_adds(rate, seconds, lambda: queue.add("x", {"t": time.perf_counter()}))
         while len(samples) < total:
             await asyncio.sleep(0.005)
         await worker.close()
