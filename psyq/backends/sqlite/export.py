@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import msgpack
 
-from psyq.backends.base import JOB_STATES, ExportPage, JobRecord
+from psyq.backends.base import JOB_STATES, ExportPage
 from psyq.backends.native import transfer
 from psyq.backends.native.engine import Engine
 from psyq.backends.sqlite import rows
@@ -41,7 +41,7 @@ from psyq.backends.sqlite.database import _disown, _own
 from psyq.backends.sqlite.schema import SCHEMA_VERSION
 from psyq.errors import PsyqError
 
-__all__ = ["EXPORT_QUERY", "SqliteExport"]
+__all__ = ["EXPORT_COLUMNS", "EXPORT_QUERY", "SqliteExport"]
 
 MAX_OPEN_EXPORTS = 16  # open export statements kept for cursors; the oldest goes first
 SORT_CACHE_KIB = 64 * 1024  # memory SQLite may sort a queue in before it spills to disk
@@ -51,9 +51,11 @@ _POSITION = {state: index for index, state in enumerate(transfer.EXPORT_ORDER)}
 _POSITION["paused"] = _POSITION["waiting"]
 _GROUP = " ".join(f"WHEN '{state}' THEN {place}" for state, place in _POSITION.items())
 
-# One queue's jobs in export order (see the module docstring).
+# One queue's jobs in export order (see the module docstring): only the columns a page is
+# made of (each column read costs SQLite calls under its connection mutex, per row).
+EXPORT_COLUMNS = "id, state, finished_on, body, due, deps, logs"
 EXPORT_QUERY = f"""
-SELECT {rows.JOB_COLUMNS} FROM jobs WHERE queue = ?
+SELECT {EXPORT_COLUMNS} FROM jobs WHERE queue = ?
 ORDER BY
     CASE state {_GROUP} ELSE {len(transfer.EXPORT_ORDER)} END,
     CASE state WHEN 'prioritized' THEN psyq_priority(body)
@@ -197,30 +199,22 @@ class SqliteExport:
 
 
 def export_page(queue: str, fetched: Sequence[Sequence[Any]]) -> ExportPage:
-    """An export page of job rows (`rows.JOB_COLUMNS`) of `queue`, in their order."""
+    """An export page of job rows (`EXPORT_COLUMNS`) of `queue`, in their order."""
     page = ExportPage(jobs=[], logs={}, next_cursor=None)
-    for row in fetched:
-        record = _exported_record(queue, row)
-        page.jobs.append(record)
-        job_id = record.id
-        due, deps, logs = row[4], row[7], row[8]
+    jobs, record_of = page.jobs, rows.body_record
+    for job_id, state, finished_on, body, due, deps, logs in fetched:
+        if state not in _POSITION:
+            raise PsyqError(
+                f"cannot export job {job_id!r} of queue {queue!r}: unknown state {state!r}"
+            )
+        jobs.append(record_of(queue, job_id, state, finished_on, body, False))
         if logs is not None:
             page.logs[job_id] = json.loads(logs)
-        if record.state == "delayed":
+        if state == "delayed":
             page.due[job_id] = due or 0
         if deps is not None:
             page.deps[job_id] = _links(json.loads(deps))
     return page
-
-
-def _exported_record(queue: str, row: Sequence[Any]) -> JobRecord:
-    record = rows.job_record(queue, row)
-    if record.state not in _POSITION:
-        raise PsyqError(
-            f"cannot export job {record.id!r} of queue {queue!r}: unknown state {record.state!r}"
-        )
-    record.lock_token = None  # a lock never moves
-    return record
 
 
 def _links(stored: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ __all__ = [
     "JOB_COLUMNS",
     "ORDER_BY",
     "UPSERT_JOB",
+    "body_record",
     "event_chunk",
     "job_record",
     "job_row",
@@ -117,6 +118,14 @@ _options = codec.options_parser(json.loads)
 def job_record(queue: str, row: Sequence[Any]) -> JobRecord:
     """The record of one job row (`JOB_COLUMNS`) of queue `queue`."""
     _queue, job_id, state, _rank, _due, finished_on, body, _deps, _logs = row
+    return body_record(queue, job_id, state, finished_on, body)
+
+
+def body_record(
+    queue: str, job_id: str, state: str, finished_on: int | None, body: bytes, locked: bool = True
+) -> JobRecord:
+    """The record of a job from its row's id, state, finish time and `BODY`; `locked=False`
+    leaves the lock token out (an export: a lock never moves)."""
     (
         name, data, opts, timestamp, delay, priority, progress, attempts_made,
         attempts_started, stalled_counter, processed_on, returnvalue, failed_reason,
@@ -129,7 +138,7 @@ def job_record(queue: str, row: Sequence[Any]) -> JobRecord:
         delay, priority, 0 if progress == "0" else json.loads(progress), attempts_made,
         attempts_started, stalled_counter, processed_on, finished_on, returnvalue,
         failed_reason, () if stacktrace == "[]" else tuple(json.loads(stacktrace)), parent_key,
-        processed_by, lock_token, state,
+        processed_by, lock_token if locked else None, state,
     )  # fmt: skip
 
 
