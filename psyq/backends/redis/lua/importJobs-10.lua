@@ -47,7 +47,7 @@ end
 -- Keys of every job of the page, checked with one EXISTS per 1000: into a fresh queue (the
 -- usual case) no job needs a check of its own.
 local jobKeys, found = {}, 0
-for j = 1, count do jobKeys[j] = P .. idOf(j) end
+for j = 1, count do jobKeys[j] = P .. page[at[j]] end
 for i = 1, count, 1000 do
   found = found + rcall("EXISTS", unpack(jobKeys, i, math.min(i + 999, count)))
 end
@@ -91,8 +91,7 @@ local function score(state, value, jobId)
   list[#list + 1] = jobId
 end
 
-local function place(j, jobId)
-  local state = stateOf(j)
+local function place(j, jobId, state)
   if state == "waiting" or state == "active" or state == "paused" then
     waiting[#waiting + 1] = jobId
   elseif state == "prioritized" then
@@ -116,21 +115,13 @@ local function link(jobKey, deps)
   for key, _ in pairs(deps.failed or {}) do rcall("ZADD", jobKey .. ":unsuccessful", 0, key) end
 end
 
--- Logs and locks of the jobs written go first, one DEL per 500 jobs (a job key that was
--- there goes with its old job below).
-local stale, staleCount = {}, 0
-for j = 1, count do
-  if not skip[idOf(j)] then
-    stale[staleCount + 1] = jobKeys[j] .. ":logs"
-    stale[staleCount + 2] = jobKeys[j] .. ":lock"
-    staleCount = staleCount + 2
-  end
-end
-inChunks(stale, "DEL")
-
+-- A job's logs and lock live and go with its hash (every script that removes a job deletes
+-- them too, and a log row is only added to a job that is there), so a job not found here
+-- has none to clear; one that was there goes below with its logs and lock.
 local written, lastId, done = 0, tonumber(rcall("GET", P .. "id")) or 0, {}
 for j = 1, count do
-  local jobId = idOf(j)
+  local a = at[j] -- inlined idOf, stateOf, itemsEnd and extraOf: this loop runs per job
+  local jobId, state, last = page[a], page[a + 1], a + 2 + page[a + 2]
   if not skip[jobId] then
     local jobKey = jobKeys[j]
     if present[jobId] or done[jobId] then -- overwrite: the old job goes, without events
@@ -141,13 +132,13 @@ for j = 1, count do
       removeJobKeys(jobId)
       rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock")
     end
-    rcall("HSET", jobKey, unpack(page, at[j] + 3, itemsEnd(j)))
-    local extra = extraOf(j)
+    rcall("HSET", jobKey, unpack(page, a + 3, last))
+    local extra = page[last + 1]
     if extra then
       if extra.logs then inChunks(extra.logs, "RPUSH", jobKey .. ":logs") end -- unpack is bounded by Lua's stack
       link(jobKey, extra.deps)
     end
-    place(j, jobId)
+    place(j, jobId, state)
     done[jobId] = true
     written = written + 1
   end
