@@ -38,7 +38,7 @@ def test_record_from_hash_reads_every_field() -> None:
 
 
 def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -> None:
-    """exportJobs returns the values of RECORD_FIELDS with false for absent fields; empty
+    """exportJobs returns the values of RECORD_FIELDS with None for absent fields; empty
     texts stay empty texts."""
     hashes = [
         {"name": "n", "data": "1", "timestamp": "5", "returnvalue": "", "progress": ""},
@@ -46,7 +46,7 @@ def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -
         {"attemptsMade": "4", "stacktrace": "[]", "opts": "", "processedOn": "7"},
     ]
     for fields in hashes:
-        values = [fields.get(name, False) for name in RECORD_FIELDS]
+        values = [fields.get(name) for name in RECORD_FIELDS]
         assert record_from_values("q", "1", values) == record_from_hash("q", "1", fields)
     assert record_from_hash("q", "1", hashes[0]).returnvalue == ""
 

@@ -1,6 +1,6 @@
 """Export / import and queue meta on Redis: what `psyq migrate` moves (see base.py for the
 contract). Export reads the live structures page by page (cursor "<state>:<offset>"), each
-page's jobs in one script call (`lua/exportJobs-1.lua`); import is one script call per page
+page's jobs in one script call (`lua/exportJobs-0.lua`); import is one script call per page
 with one MessagePack argument (`lua/importJobs-10.lua`), all or nothing."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from psyq.backends.base import ExportPage, JobRecord
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     MANUAL_LIMIT,
+    RECORD_FIELDS,
     encode_opts,
     glob_escape,
     record_from_values,
@@ -59,12 +60,21 @@ def _parse_cursor(cursor: str | None) -> tuple[int, int]:
 
 
 async def _slice(
-    backend: RedisBackend, queue: str, line: int, offset: int, count: int
+    backend: RedisBackend, queue: str, line: int, offset: int, count: int, due: dict[str, int]
 ) -> list[str]:
+    """Up to `count` ids of a line from `offset`; the delayed line's due times go to `due`
+    (read with the ids, so exportJobs reads no score)."""
     _, structure, kind = _LINES[line]
     key = f"{backend.queue_key(queue)}:{structure}"
+    end = offset + count - 1
+    if structure == "delayed":
+        scored: list[tuple[str, float]] = await backend.client.zrange(
+            key, offset, end, withscores=True
+        )
+        due.update((job_id, int(score) // DELAY_SPAN) for job_id, score in scored)
+        return [job_id for job_id, _ in scored]
     if kind == "zset":
-        ids: list[str] = await backend.client.zrange(key, offset, offset + count - 1)
+        ids: list[str] = await backend.client.zrange(key, offset, end)
         return ids
     found: list[str] = await backend.client.lrange(key, -(offset + count), -(offset + 1))
     return found[::-1]
@@ -75,46 +85,57 @@ async def export_jobs(
 ) -> ExportPage:
     line, offset = _parse_cursor(cursor)
     chosen: list[tuple[str, str]] = []
+    page = ExportPage([], {}, None)
     while line < len(_LINES) and len(chosen) < limit:
-        ids = await _slice(backend, queue, line, offset, limit - len(chosen))
+        ids = await _slice(backend, queue, line, offset, limit - len(chosen), page.due)
         chosen += [(job_id, _LINES[line][0]) for job_id in ids]
         offset += len(ids)
         if len(chosen) < limit:
             line, offset = line + 1, 0
-    page = await _read_jobs(backend, queue, chosen)
+    if chosen:
+        await _read_jobs(backend, queue, chosen, page)
     more = line < len(_LINES)
     page.next_cursor = f"{line}:{offset}" if more else None
     return page
 
 
+_VALUES = len(RECORD_FIELDS)  # per job in exportJobs' reply: the hash's values,
+_WIDTH = _VALUES + 1  # then its extra item (logs and children keys)
+
+
 async def _read_jobs(
-    backend: RedisBackend, queue: str, chosen: list[tuple[str, str]]
-) -> ExportPage:
-    page = ExportPage([], {}, None)
-    if not chosen:
-        return page
-    reply_text = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
-    replies = json.loads(reply_text)
-    for (job_id, state), reply in zip(chosen, replies, strict=True):
-        values, logs, score, pending, processed, ignored, failed = reply
-        if values.count(False) == len(values):
-            continue  # removed while we read (no field there)
-        record = record_from_values(queue, job_id, values)
-        record.state = state
-        page.jobs.append(record)
-        if logs:
-            page.logs[job_id] = logs
-        if score:  # false: not delayed
-            page.due[job_id] = int(float(score)) // DELAY_SPAN
-        if pending or processed or ignored or failed:
-            reasons = await backend.get_failed_children_values(queue, job_id) if failed else {}
-            page.deps[job_id] = {
-                "pending": sorted(pending or ()),
-                "processed": _pairs(processed),
-                "failed": reasons,
-                "ignored": _pairs(ignored),
-            }
-    return page
+    backend: RedisBackend, queue: str, chosen: list[tuple[str, str]], page: ExportPage
+) -> None:
+    """The chosen jobs into `page`, from one exportJobs call (a flat reply, _WIDTH items
+    per job). A job removed since its id was read (no hash field left) is left out."""
+    flat = await backend._run("exportJobs", queue, *(job_id for job_id, _ in chosen))
+    jobs = page.jobs
+    for at, (job_id, state) in zip(range(0, len(flat), _WIDTH), chosen, strict=True):
+        values = flat[at : at + _VALUES]
+        if values.count(None) == _VALUES:
+            page.due.pop(job_id, None)  # removed while we read
+            continue
+        jobs.append(record_from_values(queue, job_id, values, state))
+        extra = flat[at + _VALUES]
+        if extra is not None:
+            await _read_extra(backend, queue, job_id, extra, page)
+
+
+async def _read_extra(
+    backend: RedisBackend, queue: str, job_id: str, text: str, page: ExportPage
+) -> None:
+    """A job's logs and children links from exportJobs' JSON extra item."""
+    logs, pending, processed, ignored, failed = json.loads(text)
+    if logs:
+        page.logs[job_id] = logs
+    if pending or processed or ignored or failed:
+        reasons = await backend.get_failed_children_values(queue, job_id) if failed else {}
+        page.deps[job_id] = {
+            "pending": sorted(pending or ()),
+            "processed": _pairs(processed),
+            "failed": reasons,
+            "ignored": _pairs(ignored),
+        }
 
 
 def _pairs(flat: list[str] | dict[str, Any]) -> dict[str, str]:
