@@ -1,4 +1,4 @@
-"""A Redis export page (one exportJobs call, its reply decoded) holds exactly what the
+"""A Redis export page (one MULTI/EXEC of reads, its replies decoded) holds exactly what the
 job structures hold: every field of each hash, logs, due times and flow links, checked
 against plain reads of the same keys."""
 
@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import psyq
-from psyq.backends import open_backend
+from psyq.backends import open_backend, release_backend
 from psyq.backends.base import Completed, ExportPage, Failed, FetchRequest, JobRecord, NewJob
+from psyq.backends.redis import transfer
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     RECORD_FIELDS,
@@ -38,7 +41,7 @@ def test_record_from_hash_reads_every_field() -> None:
 
 
 def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -> None:
-    """exportJobs returns the values of RECORD_FIELDS with None for absent fields; empty
+    """An export's HMGET returns the values of RECORD_FIELDS, None for absent fields; empty
     texts stay empty texts."""
     hashes = [
         {"name": "n", "data": "1", "timestamp": "5", "returnvalue": "", "progress": ""},
@@ -78,7 +81,14 @@ async def expected_page(raw: Any, key: str, queue: str, ids_states: list[tuple[s
     return page
 
 
-async def test_an_export_page_holds_what_the_keys_hold(url: str, queue_name: str, raw: Any) -> None:
+@pytest.mark.parametrize("path", ["wire", "redis-py"])
+async def test_an_export_page_holds_what_the_keys_hold(
+    url: str, queue_name: str, raw: Any, path: str
+) -> None:
+    """The same page through psyq's own connection and through redis-py's (a URL with
+    other options than host, port, db and credentials)."""
+    if path == "redis-py":
+        url += ("&" if "?" in url else "?") + "socket_timeout=30"
     key = f"bull:{queue_name}"
     flow = psyq.FlowProducer(connection=url)
     tree = await flow.add(
@@ -94,6 +104,7 @@ async def test_an_export_page_holds_what_the_keys_hold(url: str, queue_name: str
     )
     await flow.close()
     backend = await open_backend(url)
+    assert (backend._wire is None) == (path == "redis-py")
     await backend.add_jobs(queue_name, [NewJob("later", "null", {"delay": 60_000})])
     await backend.add_jobs(queue_name, [NewJob("urgent", "[1]", {"priority": 4})])
     await backend.add_jobs(queue_name, [NewJob("w", str(i), {}) for i in range(3)])
@@ -117,3 +128,30 @@ async def test_an_export_page_holds_what_the_keys_hold(url: str, queue_name: str
         ["completed", "delayed", "failed", "prioritized", "waiting", "waiting-children"]
         + ["waiting"] * 2
     )
+
+
+async def test_a_job_removed_after_its_id_was_read_is_left_out(
+    url: str, queue_name: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live queue: ids are read first, then the jobs; one removed in between (its hash,
+    logs and due time gone) is not in the page, and the others keep their order."""
+    backend = await open_backend(url)
+    later = [NewJob("later", str(i), {"delay": 60_000}) for i in range(3)]
+    await backend.add_jobs(queue_name, later)
+    key = f"bull:{queue_name}"
+    ids = await raw.zrange(f"{key}:delayed", 0, -1)
+    await backend.add_log(queue_name, ids[1], "row", None)
+    read_slice = transfer._slice
+
+    async def slice_then_remove(*args: Any) -> list[str]:
+        found = await read_slice(*args)
+        await raw.delete(f"{key}:{ids[1]}", f"{key}:{ids[1]}:logs")
+        return found
+
+    monkeypatch.setattr(transfer, "_slice", slice_then_remove)
+    try:
+        page = await backend.export_jobs(queue_name, None, 10)
+    finally:
+        await release_backend(backend)
+    assert [job.id for job in page.jobs] == [ids[0], ids[2]]
+    assert list(page.due) == [ids[0], ids[2]] and page.logs == {}

@@ -115,8 +115,8 @@ def _json(value: str | None, default: Any) -> Any:
         return value
 
 
-# The hash fields a JobRecord is read from, in `record_from_values`' order (exportJobs-0.lua
-# reads them with one HMGET in this order).
+# The hash fields a JobRecord is read from, in `record_from_values`' order (an export reads
+# them with one HMGET in this order: transfer.py).
 RECORD_FIELDS = (
     "name", "data", "opts", "timestamp", "delay", "priority", "progress", "atm",
     "attemptsMade", "ats", "stc", "processedOn", "finishedOn", "returnvalue", "failedReason",
