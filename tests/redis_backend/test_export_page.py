@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import hiredis
 import pytest
 
 import psyq
@@ -18,6 +19,7 @@ from psyq.backends.redis.jobs import (
     record_from_hash,
     record_from_values,
 )
+from psyq.backends.redis.scripts import pack_command
 
 
 def test_record_from_hash_reads_every_field() -> None:
@@ -155,3 +157,17 @@ async def test_a_job_removed_after_its_id_was_read_is_left_out(
         await release_backend(backend)
     assert [job.id for job in page.jobs] == [ids[0], ids[2]]
     assert list(page.due) == [ids[0], ids[2]] and page.logs == {}
+
+
+def test_a_page_packs_the_commands_redis_reads() -> None:
+    """The page's HMGETs, packed run by run of ids of one length, are the commands one by
+    one; an EXISTS names every key once (in any order)."""
+    ids = ["1", "2", "33", "44", "5", "é6", "777"]
+    packed = transfer._hmgets(b"bull:q:", [job_id.encode() for job_id in ids])
+    assert packed == b"".join(pack_command("HMGET", f"bull:q:{i}", *RECORD_FIELDS) for i in ids)
+    exists = transfer._exists(b"bull:q:", [b"1", b"22", "é".encode()], (b":a", b":bb"))
+    reader = hiredis.Reader(encoding="utf-8")
+    reader.feed(exists)
+    name, *keys = reader.gets()
+    assert name == "EXISTS"
+    assert sorted(keys) == sorted(f"bull:q:{i}{s}" for i in ("1", "22", "é") for s in (":a", ":bb"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -21,7 +22,7 @@ from psyq.backends.redis.jobs import (
     glob_escape,
     record_from_values,
 )
-from psyq.backends.redis.scripts import key_command
+from psyq.backends.redis.scripts import key_command, pack_command
 from psyq.errors import PsyqError
 
 _packb = msgpack.Packer().pack
@@ -108,7 +109,6 @@ _CHUNK = 64
 _LOG_KEYS = (b":logs",)
 _CHILD_KEYS = (b":dependencies", b":processed", b":failed", b":unsuccessful")
 _VALUES = len(RECORD_FIELDS)
-_hmget = key_command("HMGET", *RECORD_FIELDS)
 _lrange = key_command("LRANGE", 0, -1)
 _smembers = key_command("SMEMBERS")
 _hgetall = key_command("HGETALL")
@@ -122,7 +122,8 @@ async def _read_jobs(
     field left) is left out."""
     ids = [job_id for job_id, _ in chosen]
     commands = _page_reads(f"{backend.queue_key(queue)}:", ids)
-    replies = await backend._transaction("export", queue, b"".join(commands), len(commands))
+    count = len(ids) + len(commands) - 1  # the HMGETs come packed as one part
+    replies = await backend._transaction("export", queue, b"".join(commands), count)
     found: list[int] = []  # indexes of the jobs still there
     for index, ((job_id, state), values) in enumerate(zip(chosen, replies, strict=False)):
         if values.count(None) == _VALUES:
@@ -140,13 +141,27 @@ async def _read_jobs(
 def _page_reads(prefix: str, ids: list[str]) -> list[bytes]:
     """The first MULTI/EXEC of a page, packed: an HMGET per job, then per chunk of jobs
     the EXISTS of their logs keys and the EXISTS of their children keys."""
-    commands = [_hmget(prefix + job_id) for job_id in ids]
     packed_prefix, packed_ids = prefix.encode(), [job_id.encode() for job_id in ids]
+    commands = [_hmgets(packed_prefix, packed_ids)]
     for first in range(0, len(packed_ids), _CHUNK):
         chunk = packed_ids[first : first + _CHUNK]
         commands.append(_exists(packed_prefix, chunk, _LOG_KEYS))
         commands.append(_exists(packed_prefix, chunk, _CHILD_KEYS))
     return commands
+
+
+_HMGET_HEAD = b"*%d\r\n$5\r\nHMGET\r\n" % (len(RECORD_FIELDS) + 2)
+_HMGET_TAIL = pack_command(*RECORD_FIELDS).partition(b"\r\n")[2]  # the fields' bulks
+
+
+def _hmgets(prefix: bytes, ids: list[bytes]) -> bytes:
+    """An HMGET of RECORD_FIELDS per id, in order, packed: a run of ids of one length shares
+    its key's bulk header, so each run packs with one join (not a format per job)."""
+    parts = []
+    for size, run in groupby(ids, key=len):
+        head = b"%b$%d\r\n%b" % (_HMGET_HEAD, len(prefix) + size, prefix)
+        parts.append(head + (b"\r\n" + _HMGET_TAIL + head).join(run) + b"\r\n" + _HMGET_TAIL)
+    return b"".join(parts)
 
 
 def _exists(prefix: bytes, ids: list[bytes], suffixes: tuple[bytes, ...]) -> bytes:
