@@ -234,7 +234,7 @@ class RedisConnection(BackendAdapter):
                 replies = await _client_transaction(self.client, key, packed, count)
         except CONNECTION_ERRORS as exc:
             raise self._lost(f"{what} on queue {queue!r}", exc) from exc
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
             raise PsyqError(f"Redis {what} failed on queue {queue!r}: {exc}") from exc
         self._reconnect.failures = 0
         failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
