@@ -154,6 +154,33 @@ async def test_a_flow_whose_queues_share_a_tag(cluster_url: str, worker_for: Any
     assert sorted(done.returnvalue.values()) == [1, 2, 3]
 
 
+async def test_an_export_page_is_read_on_the_node_of_its_queue(cluster_url: str) -> None:
+    """export_jobs reads each page in one MULTI/EXEC, sent to the node holding the queue's
+    slot; the flow's links and a log row come with it."""
+    tag = uuid.uuid4().hex[:12]
+    parents, children = tagged(tag, "parents"), tagged(tag, "children")
+    async with psyq.FlowProducer(connection=cluster_url) as producer:
+        node = await producer.add(
+            {
+                "name": "parent",
+                "queue_name": parents,
+                "children": [{"name": "child", "queue_name": children} for _ in range(2)],
+            }
+        )
+    logged = node.children[0].job.id
+    backend = await open_backend(cluster_url)
+    try:
+        await backend.add_log(children, logged, "row", None)
+        page = await backend.export_jobs(parents, None, 10)
+        kids = await backend.export_jobs(children, None, 10)
+    finally:
+        await release_backend(backend)
+    assert [(job.id, job.state) for job in page.jobs] == [(node.job.id, "waiting-children")]
+    assert len(page.deps[node.job.id]["pending"]) == 2
+    assert [job.name for job in kids.jobs] == ["child", "child"]
+    assert kids.logs == {logged: ["row"]}
+
+
 async def test_a_flow_across_slots_is_refused_before_writing(cluster_url: str) -> None:
     parents, children = tagged(name="parents"), tagged(name="children")
     async with psyq.FlowProducer(connection=cluster_url) as producer:

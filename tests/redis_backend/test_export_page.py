@@ -1,4 +1,4 @@
-"""A Redis export page (one exportJobs call, its reply decoded) holds exactly what the
+"""A Redis export page (one MULTI/EXEC of reads, its replies decoded) holds exactly what the
 job structures hold: every field of each hash, logs, due times and flow links, checked
 against plain reads of the same keys."""
 
@@ -6,15 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import hiredis
+import pytest
+
 import psyq
-from psyq.backends import open_backend
+from psyq.backends import open_backend, release_backend
 from psyq.backends.base import Completed, ExportPage, Failed, FetchRequest, JobRecord, NewJob
+from psyq.backends.redis import transfer
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     RECORD_FIELDS,
     record_from_hash,
     record_from_values,
 )
+from psyq.backends.redis.scripts import pack_command
 
 
 def test_record_from_hash_reads_every_field() -> None:
@@ -38,7 +43,7 @@ def test_record_from_hash_reads_every_field() -> None:
 
 
 def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -> None:
-    """exportJobs returns the values of RECORD_FIELDS with false for absent fields; empty
+    """An export's HMGET returns the values of RECORD_FIELDS, None for absent fields; empty
     texts stay empty texts."""
     hashes = [
         {"name": "n", "data": "1", "timestamp": "5", "returnvalue": "", "progress": ""},
@@ -46,7 +51,7 @@ def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -
         {"attemptsMade": "4", "stacktrace": "[]", "opts": "", "processedOn": "7"},
     ]
     for fields in hashes:
-        values = [fields.get(name, False) for name in RECORD_FIELDS]
+        values = [fields.get(name) for name in RECORD_FIELDS]
         assert record_from_values("q", "1", values) == record_from_hash("q", "1", fields)
     assert record_from_hash("q", "1", hashes[0]).returnvalue == ""
 
@@ -78,7 +83,14 @@ async def expected_page(raw: Any, key: str, queue: str, ids_states: list[tuple[s
     return page
 
 
-async def test_an_export_page_holds_what_the_keys_hold(url: str, queue_name: str, raw: Any) -> None:
+@pytest.mark.parametrize("path", ["wire", "redis-py"])
+async def test_an_export_page_holds_what_the_keys_hold(
+    url: str, queue_name: str, raw: Any, path: str
+) -> None:
+    """The same page through psyq's own connection and through redis-py's (a URL with
+    other options than host, port, db and credentials)."""
+    if path == "redis-py":
+        url += ("&" if "?" in url else "?") + "socket_timeout=30"
     key = f"bull:{queue_name}"
     flow = psyq.FlowProducer(connection=url)
     tree = await flow.add(
@@ -94,6 +106,7 @@ async def test_an_export_page_holds_what_the_keys_hold(url: str, queue_name: str
     )
     await flow.close()
     backend = await open_backend(url)
+    assert (backend._wire is None) == (path == "redis-py")
     await backend.add_jobs(queue_name, [NewJob("later", "null", {"delay": 60_000})])
     await backend.add_jobs(queue_name, [NewJob("urgent", "[1]", {"priority": 4})])
     await backend.add_jobs(queue_name, [NewJob("w", str(i), {}) for i in range(3)])
@@ -117,3 +130,44 @@ async def test_an_export_page_holds_what_the_keys_hold(url: str, queue_name: str
         ["completed", "delayed", "failed", "prioritized", "waiting", "waiting-children"]
         + ["waiting"] * 2
     )
+
+
+async def test_a_job_removed_after_its_id_was_read_is_left_out(
+    url: str, queue_name: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live queue: ids are read first, then the jobs; one removed in between (its hash,
+    logs and due time gone) is not in the page, and the others keep their order."""
+    backend = await open_backend(url)
+    later = [NewJob("later", str(i), {"delay": 60_000}) for i in range(3)]
+    await backend.add_jobs(queue_name, later)
+    key = f"bull:{queue_name}"
+    ids = await raw.zrange(f"{key}:delayed", 0, -1)
+    await backend.add_log(queue_name, ids[1], "row", None)
+    read_slice = transfer._slice
+
+    async def slice_then_remove(*args: Any) -> list[str]:
+        found = await read_slice(*args)
+        await raw.delete(f"{key}:{ids[1]}", f"{key}:{ids[1]}:logs")
+        return found
+
+    monkeypatch.setattr(transfer, "_slice", slice_then_remove)
+    try:
+        page = await backend.export_jobs(queue_name, None, 10)
+    finally:
+        await release_backend(backend)
+    assert [job.id for job in page.jobs] == [ids[0], ids[2]]
+    assert list(page.due) == [ids[0], ids[2]] and page.logs == {}
+
+
+def test_a_page_packs_the_commands_redis_reads() -> None:
+    """The page's HMGETs, packed run by run of ids of one length, are the commands one by
+    one; an EXISTS names every key once (in any order)."""
+    ids = ["1", "2", "33", "44", "5", "é6", "777"]
+    packed = transfer._hmgets(b"bull:q:", [job_id.encode() for job_id in ids])
+    assert packed == b"".join(pack_command("HMGET", f"bull:q:{i}", *RECORD_FIELDS) for i in ids)
+    exists = transfer._exists(b"bull:q:", [b"1", b"22", "é".encode()], (b":a", b":bb"))
+    reader = hiredis.Reader(encoding="utf-8")
+    reader.feed(exists)
+    name, *keys = reader.gets()
+    assert name == "EXISTS"
+    assert sorted(keys) == sorted(f"bull:q:{i}{s}" for i in ("1", "22", "é") for s in (":a", ":bb"))

@@ -11,6 +11,7 @@ and `backend.RedisBackend` puts them together.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
@@ -30,7 +31,7 @@ from psyq.backends.base import (
 from psyq.backends.redis.cluster import check_tagged
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts
 from psyq.backends.redis.settings import parse_redis_settings
-from psyq.backends.redis.wire import WireScripts, wire_address
+from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
 from psyq.core.backoff import Reconnect
 from psyq.errors import ConnectionError, PsyqError
 
@@ -217,6 +218,30 @@ class RedisConnection(BackendAdapter):
         self._reconnect.failures = 0
         return result
 
+    async def _transaction(self, what: str, queue: str, packed: bytes, count: int) -> list[Any]:
+        """Run `count` packed commands (about `queue`'s keys) as one MULTI/EXEC: one round
+        trip, atomic, no script (Redis answers plain commands at less than half the cost of
+        the same reads from Lua). Returns EXEC's replies; an error reply raises PsyqError.
+        Paced and mapped like `_run`."""
+        if self._reconnect.failures:
+            await self._reconnect.wait()
+        replies: list[Any]
+        try:
+            if self._wire is not None and self._client is not None:
+                replies = await self._wire.transaction(packed, count)
+            else:
+                key = self.queue_key(queue)
+                replies = await _client_transaction(self.client, key, packed, count)
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"{what} on queue {queue!r}", exc) from exc
+        except (RedisError, RedisClusterException) as exc:
+            raise PsyqError(f"Redis {what} failed on queue {queue!r}: {exc}") from exc
+        self._reconnect.failures = 0
+        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        if failed is not None:
+            raise PsyqError(f"Redis {what} failed on queue {queue!r}: {failed}")
+        return replies
+
     def _script_error(self, name: str, queue: str, exc: BaseException) -> PsyqError:
         if isinstance(exc, CONNECTION_ERRORS):
             return self._lost(f"script {name} on queue {queue!r}", exc)
@@ -232,6 +257,44 @@ class RedisConnection(BackendAdapter):
         code = int(await self._run(name, queue, job_id, *args))
         raise_for_code(code, queue, job_id, operation)
         return code
+
+
+async def _client_transaction(client: Any, queue_key: str, packed: bytes, count: int) -> list[Any]:
+    """MULTI, the packed commands, EXEC on one redis-py connection (a cluster node's: the
+    one holding the queue's slot); EXEC's replies. The lean path is `WireScripts`."""
+    if isinstance(client, RedisCluster):
+        node = client.get_node_from_key(queue_key)
+        if node is None:
+            raise RedisClusterException(f"no cluster node holds the slot of {queue_key!r}")
+        conn = node.acquire_connection()
+        try:
+            return await _exec_on(conn, packed, count)
+        finally:
+            node.release(conn)
+    pool = client.connection_pool
+    try:
+        conn = await pool.get_connection()
+    except TypeError:  # redis-py < 5.3 wants a command name (deprecated since)
+        conn = await pool.get_connection("MULTI")
+    try:
+        return await _exec_on(conn, packed, count)
+    finally:
+        await pool.release(conn)
+
+
+async def _exec_on(conn: Any, packed: bytes, count: int) -> list[Any]:
+    try:
+        await conn.send_packed_command(b"%b%b%b" % (MULTI, packed, EXEC), check_health=False)
+        for _ in range(count + 1):  # MULTI's OK, then one QUEUED per command
+            with contextlib.suppress(ResponseError):  # a refused command: EXEC aborts
+                await conn.read_response()
+        replies: list[Any] = await conn.read_response()
+        return replies
+    except ResponseError:  # EXECABORT: the connection is fine
+        raise
+    except BaseException:
+        await conn.disconnect()
+        raise
 
 
 async def _close_client(client: Any) -> None:

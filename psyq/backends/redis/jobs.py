@@ -115,8 +115,8 @@ def _json(value: str | None, default: Any) -> Any:
         return value
 
 
-# The hash fields a JobRecord is read from, in `record_from_values`' order (exportJobs-1.lua
-# reads them with one HMGET in this order).
+# The hash fields a JobRecord is read from, in `record_from_values`' order (an export reads
+# them with one HMGET in this order: transfer.py).
 RECORD_FIELDS = (
     "name", "data", "opts", "timestamp", "delay", "priority", "progress", "atm",
     "attemptsMade", "ats", "stc", "processedOn", "finishedOn", "returnvalue", "failedReason",
@@ -129,40 +129,45 @@ def record_from_hash(queue: str, job_id: str, fields: Mapping[str, str]) -> JobR
     return record_from_values(queue, job_id, [fields.get(name) for name in RECORD_FIELDS])
 
 
-def record_from_values(queue: str, job_id: str, values: Sequence[Any]) -> JobRecord:
-    """A JobRecord from the values of RECORD_FIELDS, in order (None, or False as a script
-    returns it: absent). Runs once per job read (an export reads a million): arguments by
-    place, parsing only the fields there."""
+def record_from_values(
+    queue: str, job_id: str, values: Sequence[str | None], state: str | None = None
+) -> JobRecord:
+    """A JobRecord from the values of RECORD_FIELDS, in order (None: absent, as HMGET
+    returns it). Runs once per job read (an export reads a million): arguments by place,
+    parsing only the fields there."""
     (name, data, opts, timestamp, delay, priority, progress, atm, attempts_made, ats, stc,
      processed_on, finished_on, returnvalue, failed_reason, stacktrace, parent_key,
      processed_by) = values  # fmt: skip
-    stack = _json(_text(stacktrace), ())
     return JobRecord(
         job_id,
         queue,
-        _text(name, ""),
-        _text(data, "null"),
-        decode_opts(opts or None),
+        "" if name is None else name,
+        "null" if data is None else data,
+        decode_opts(opts),
         _int(timestamp),
         _int(delay),
         _int(priority),
-        0 if progress == "0" else _json(_text(progress), 0),
+        0 if progress is None or progress == "0" else _json(progress, 0),
         _int(atm or attempts_made),
         _int(ats),
         _int(stc),
         _int(processed_on) if processed_on else None,
         _int(finished_on) if finished_on else None,
-        _text(returnvalue),
-        _text(failed_reason),
-        list(stack) if isinstance(stack, list) else (),
-        _text(parent_key),
-        _text(processed_by),
+        returnvalue,
+        failed_reason,
+        _stacktrace(stacktrace),
+        parent_key,
+        processed_by,
+        None,
+        state,
     )
 
 
-def _text(value: str | bool | None, default: str | None = None) -> Any:
-    """A field's text; `default` when absent (None, or a script's False)."""
-    return default if value is None or value is False else value
+def _stacktrace(text: str | None) -> Sequence[str]:
+    if not text:
+        return ()  # the shared empty tuple: most jobs
+    stack = _json(text, ())
+    return list(stack) if isinstance(stack, list) else ()
 
 
 def record_from_fields(queue: str, flat: Sequence[str]) -> JobRecord:

@@ -21,7 +21,14 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-__all__ = ["Script", "ScriptPipeline", "load_scripts", "pack_command", "pack_script_call"]
+__all__ = [
+    "Script",
+    "ScriptPipeline",
+    "key_command",
+    "load_scripts",
+    "pack_command",
+    "pack_script_call",
+]
 
 PRELUDE = "local P = ARGV[1]\n"
 
@@ -186,6 +193,19 @@ def _bulk(value: Any) -> bytes:
 def pack_command(*parts: Any) -> bytes:
     """RESP for one command."""
     return b"*%d\r\n%b" % (len(parts), b"".join(_bulk(part) for part in parts))
+
+
+def key_command(name: str, *tail: Any) -> Callable[[str], bytes]:
+    """A packer of `name key *tail` for any key, its name and tail packed once (a page
+    packs one per job: `pack_command` would cost ~9 us for an HMGET of 18 fields)."""
+    head = b"*%d\r\n%b" % (len(tail) + 2, _bulk(name))
+    packed_tail = b"".join(_bulk(part) for part in tail)
+
+    def pack(key: str) -> bytes:
+        data = key.encode()
+        return b"%b$%d\r\n%b\r\n%b" % (head, len(data), data, packed_tail)
+
+    return pack
 
 
 def _head(script: Script, queue_key: str) -> tuple[bytes, int]:

@@ -7,6 +7,9 @@ of tasks share the connection; Redis answers in order, so replies match a FIFO o
 (ioredis' model). A caller that is cancelled only stops waiting: its command was sent and
 runs whole, and its reply is dropped.
 
+Besides scripts, a MULTI/EXEC of packed commands (`transaction`) runs as one write and one
+future: the MULTI's OK and each QUEUED reply are dropped as they arrive.
+
 Used for plain `redis://host:port/db` URLs (with user and password); TLS, unix sockets,
 other redis-py options and Redis Cluster go through `scripts.ScriptPipeline`.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from itertools import repeat
 from typing import Any
 
 import hiredis
@@ -30,7 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from psyq.backends.redis.scripts import Script, pack_command, pack_script_call
 
-__all__ = ["WireScripts", "wire_address"]
+__all__ = ["EXEC", "MULTI", "WireScripts", "wire_address"]
 
 # What a URL may hold for the lean path (max_connections sizes redis-py's pools only).
 _PLAIN_OPTIONS = frozenset({"host", "port", "db", "username", "password", "max_connections"})
@@ -49,6 +53,9 @@ def wire_address(url: str) -> dict[str, Any] | None:
         "username": options.get("username"),
         "password": options.get("password"),
     }
+
+
+MULTI, EXEC = pack_command("MULTI"), pack_command("EXEC")
 
 
 def _reply_error(message: str) -> RedisError:
@@ -70,7 +77,8 @@ class _Wire(asyncio.Protocol):
         self._reader = hiredis.Reader(
             encoding="utf-8", replyError=_reply_error, protocolError=InvalidResponse
         )
-        self._pending: deque[asyncio.Future[Any]] = deque()
+        # one entry per reply to come: its caller's future, or None (a reply nobody reads)
+        self._pending: deque[asyncio.Future[Any] | None] = deque()
         self._transport: asyncio.Transport | None = None
 
     @property
@@ -86,7 +94,7 @@ class _Wire(asyncio.Protocol):
         reply = self._reader.gets()
         while reply is not False:
             future = self._pending.popleft()
-            if not future.done():  # a cancelled caller left: drop its reply
+            if future is not None and not future.done():  # a cancelled caller left
                 future.set_result(reply)
             reply = self._reader.gets()
 
@@ -95,19 +103,22 @@ class _Wire(asyncio.Protocol):
         reason = f"connection to Redis lost: {exc or 'closed by the server'}"
         while self._pending:
             future = self._pending.popleft()
-            if not future.done():
+            if future is not None and not future.done():
                 future.set_exception(RedisConnectionError(reason))
 
-    def send(self, packed: bytes) -> asyncio.Future[Any]:
+    def send(self, packed: bytes, skipped: int = 0) -> asyncio.Future[Any]:
+        """Write `packed`; the future resolves to the reply after the first `skipped`
+        replies it draws (e.g. a transaction's OK and QUEUED replies), which are dropped."""
         if self._transport is None or self._transport.is_closing():
             raise RedisConnectionError("connection to Redis lost")
         future = asyncio.get_running_loop().create_future()
         self._transport.write(packed)
+        self._pending.extend(repeat(None, skipped))
         self._pending.append(future)
         return future
 
     async def wait_idle(self) -> None:
-        await asyncio.gather(*self._pending, return_exceptions=True)
+        await asyncio.gather(*filter(None, self._pending), return_exceptions=True)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -133,6 +144,13 @@ class WireScripts:
             _check(await wire.send(pack_command("SCRIPT", "LOAD", script.source)))
             reply = await wire.send(packed)
         return _check(reply)
+
+    async def transaction(self, packed: bytes, count: int) -> Any:
+        """Run `count` packed commands as one MULTI/EXEC; returns EXEC's reply."""
+        wire = self._wire
+        if wire is None or not wire.open:
+            wire = await self._connect()
+        return _check(await wire.send(b"%b%b%b" % (MULTI, packed, EXEC), skipped=count + 1))
 
     async def _connect(self) -> _Wire:
         if self._connecting is None:
