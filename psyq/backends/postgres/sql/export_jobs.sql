@@ -47,13 +47,15 @@ ORDER BY d.parent_id, d.child_key;
 -- statement: the queue row, its auto-id counter raised past the page's numeric ids, and
 -- synchronous_commit off for this transaction only (its commit does not wait for the WAL
 -- flush; the migration's last step, the queue metadata, commits synchronously and so
--- flushes every import before it: see docs/migrate.md, "Durability").
+-- flushes every import before it: see docs/migrate.md, "Durability"). Sequential scans go
+-- off for the transaction too: every lookup of an import is by an index prefix, and a plan
+-- made while a table was small must not scan it whole once it has grown.
 WITH queue AS (
   INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
   ON CONFLICT (qkey) DO UPDATE SET last_id = EXCLUDED.last_id
   WHERE queues.last_id < EXCLUDED.last_id
 )
-SELECT set_config('synchronous_commit', 'off', true);
+SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true);
 
 -- name: existing_drop_new
 -- $2 ids. Returns the rows already under those ids, locked for the import (seq NULL), and,
@@ -63,7 +65,9 @@ SELECT set_config('synchronous_commit', 'off', true);
 -- Every lookup probes a primary key id by id (a lateral subquery; OFFSET 0 keeps the planner
 -- from turning it into a join): a join could take a plan made while the table was small,
 -- scanning all the queue's rows or logs for every page (its cost growing with the queue).
--- The drops delete the rows those probes found, by their row address (ctid).
+-- The drops delete the rows those probes found, by their row address (ctid); a queue without
+-- any log (or link) row is not probed id by id at all (one index lookup instead: the usual
+-- case of a migration, where a queue's completed jobs and their logs come last).
 WITH page AS (SELECT id, n FROM unnest($2::text[]) WITH ORDINALITY AS w(id, n)),
 taken AS (
   SELECT j.id, j.name, j.data, j.timestamp
@@ -81,6 +85,7 @@ dropped_logs AS (
   DELETE FROM logs WHERE ctid = ANY (ARRAY(
     SELECT l.ctid FROM fresh
     CROSS JOIN LATERAL (SELECT ctid FROM logs WHERE qkey = $1 AND job_id = fresh.id OFFSET 0) l
+    WHERE EXISTS (SELECT FROM logs WHERE qkey = $1)
   ))
 ),
 dropped_links AS (
@@ -89,6 +94,7 @@ dropped_links AS (
     CROSS JOIN LATERAL (
       SELECT ctid FROM deps WHERE parent_qkey = $1 AND parent_id = fresh.id OFFSET 0
     ) d
+    WHERE EXISTS (SELECT FROM deps WHERE parent_qkey = $1)
   ))
 )
 SELECT id, name, data, timestamp, NULL::bigint AS seq FROM taken
