@@ -204,3 +204,27 @@ async def test_new_jobs_of_a_page_keep_its_order_around_taken_ids(
         assert [job.id for job in copied.jobs] == ["j9", "j5", "j3", "j1", "j7", "j2"]
     finally:
         await backend.close()
+
+
+async def test_a_page_of_plain_jobs_is_stored_as_a_full_copy_stores_it(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """A page whose jobs never ran and carry no options is copied in fewer columns (the
+    table's defaults fill the rest); the rows equal those of a page copied in full."""
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        plain = [record(f"p{i}") for i in range(3)]
+        assert await backend.import_jobs("a", ExportPage(plain, {}, None)) == 3
+        ran = JobRecord(id="ran", queue="q", name="job", data="null", opts={}, timestamp=1)
+        ran.attempts_made = 1
+        assert await backend.import_jobs("b", ExportPage([*plain, ran], {}, None)) == 4
+        query = "SELECT * FROM {}.jobs WHERE qkey = $1 AND id <> 'ran' ORDER BY id"
+        rows = [await admin.fetch(query.format(schema), f"bull:{q}") for q in ("a", "b")]
+        ignored = ("qkey", "seq")
+        shown = [[{k: v for k, v in row.items() if k not in ignored} for row in r] for r in rows]
+        assert len(shown[0]) == 3
+        assert shown[0] == shown[1]
+    finally:
+        await backend.close()

@@ -19,7 +19,7 @@ from psyq.backends.postgres.queries import migrations
 
 CATALOG = {
     "columns": """
-        SELECT table_name, column_name, data_type, is_nullable,
+        SELECT table_name, column_name, data_type, is_nullable, collation_name,
                replace(COALESCE(column_default, ''), $1 || '.', '') AS column_default
         FROM information_schema.columns WHERE table_schema = $1
         ORDER BY table_name, column_name""",
@@ -82,6 +82,34 @@ async def test_fresh_schema_equals_every_migration_applied_in_turn(
     stepped = await catalog(admin, stepwise)
     assert fresh["columns"] and fresh["indexes"]
     assert fresh == stepped
+
+
+async def test_text_columns_compare_bytewise_and_keep_their_rows(
+    pg_server: str, admin: asyncpg.Connection, fresh_schema: Callable[[], str]
+) -> None:
+    """Migration 10 gives every text column of psyq's tables the "C" collation; rows
+    written before it are found through the rebuilt indexes."""
+    schema = fresh_schema()
+    await migrated(pg_server, schema, target=9)
+    insert = "INSERT INTO {}.jobs (qkey, id, name, data, timestamp, state)"
+    insert += " VALUES ($1, $2, 'n', '1', 1, 'waiting')"
+    for job_id in ("é", "b", "B", "10", "9"):
+        await admin.execute(insert.format(schema), "bull:q", job_id)
+    assert await migrated(pg_server, schema) == [version for version in versions() if version > 9]
+    columns = await admin.fetch(
+        "SELECT table_name, column_name, collation_name FROM information_schema.columns"
+        " WHERE table_schema = $1 AND data_type = 'text' AND table_name <> 'schema_migrations'",
+        schema,
+    )
+    assert columns and {row["collation_name"] for row in columns} == {"C"}
+    await admin.execute("SET enable_seqscan = off")
+    try:
+        ids = "SELECT id FROM {}.jobs WHERE qkey = $1 AND state = 'waiting' ORDER BY id"
+        assert [row["id"] for row in await admin.fetch(ids.format(schema), "bull:q")] == [
+            "10", "9", "B", "b", "é",
+        ]  # fmt: skip
+    finally:
+        await admin.execute("RESET enable_seqscan")
 
 
 async def test_migrating_twice_is_a_no_op(

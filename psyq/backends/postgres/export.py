@@ -126,22 +126,19 @@ Arriving = tuple[JobRecord, str]  # a job to write and the state it arrives in
 async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> int:
     """The page in a few statements whatever its size: the queue row, the ids already taken
     (dropping the old logs and links of the others), every new job in one COPY (or one
-    upsert with `overwrite`), then their logs and children's links. The transaction commits
-    with synchronous_commit off: see docs/migrate.md ("Durability")."""
+    upsert with `overwrite`), then their logs and children's links. Written jobs take new
+    sequence numbers in page order (a COPY leaves them to the column's default). The
+    transaction commits with synchronous_commit off: see docs/migrate.md ("Durability")."""
     _check_states(page.jobs)
     numbers = [int(job.id) for job in page.jobs if _is_number(job.id)]
     await tx.execute("export_jobs.import_begin", qkey, queue_of(qkey), max(numbers, default=0))
-    if overwrite:
-        written = await _all_jobs(tx, qkey, page)
-        seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(written))]
-    else:
-        written, seqs = await _new_jobs(tx, qkey, page)
+    written = await (_all_jobs if overwrite else _new_jobs)(tx, qkey, page)
     if written:
-        rows = _rows(qkey, written, seqs, page.due)
         if overwrite:  # some may be there: replaced in place
-            await tx.execute("export_jobs.upsert_many", qkey, *list(zip(*rows, strict=True))[1:])
+            await _upsert(tx, qkey, written, page.due)
         else:  # none is there (`_new_jobs` checked): COPY, the cheapest way in
-            await tx.conn.copy_records_to_table("jobs", records=rows, columns=_COPIED)
+            columns, rows = _copy_rows(qkey, written, page.due)
+            await tx.conn.copy_records_to_table("jobs", records=rows, columns=columns)
         ids = [job.id for job, _ in written]
         await _add_logs(tx, qkey, ids, page.logs)
         await _add_links(tx, qkey, ids, page.deps)
@@ -168,13 +165,12 @@ async def _all_jobs(tx: Tx, qkey: str, page: ExportPage) -> list[Arriving]:
     return [(job, _arriving_state(job)) for job in page.jobs]
 
 
-async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> tuple[list[Arriving], list[int]]:
-    """The page's jobs whose ids are free and their sequence numbers, in page order (their
-    stale logs and links dropped, in the same statement); refuses (before anything is
-    written) a different job under a taken id."""
+async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> list[Arriving]:
+    """The page's jobs whose ids are free, in page order (their stale logs and links
+    dropped, in the same statement); refuses (before anything is written) a different job
+    under a taken id."""
     rows = await tx.fetch("export_jobs.existing_drop_new", qkey, [job.id for job in page.jobs])
-    existing = {row["id"]: row for row in rows if row["seq"] is None}
-    seqs = sorted(row["seq"] for row in rows if row["seq"] is not None)
+    existing = {row["id"]: row for row in rows}
     written: list[Arriving] = []
     for job in page.jobs:
         old = existing.get(job.id)
@@ -185,7 +181,7 @@ async def _new_jobs(tx: Tx, qkey: str, page: ExportPage) -> tuple[list[Arriving]
                 f"cannot import job {job.id!r} into {queue_of(qkey)!r}: a different job holds "
                 "that id there (import with overwrite to replace it)"
             )
-    return written, seqs
+    return written
 
 
 def _arriving_state(job: JobRecord) -> str:
@@ -198,26 +194,57 @@ def _arriving_state(job: JobRecord) -> str:
     return state
 
 
-# The columns an import writes, in `upsert_many`'s order.
+# The columns an import writes but `seq`, in `upsert_many`'s order (which takes `seq` last).
 _COPIED = (
     "qkey", "id", "name", "data", "opts", "timestamp", "delay", "priority", "progress",
     "attempts_made", "attempts_started", "stalled_counter", "processed_on", "finished_on",
-    "returnvalue", "failed_reason", "stacktrace", "parent_key", "processed_by", "state", "seq",
-    "due",
+    "returnvalue", "failed_reason", "stacktrace", "parent_key", "processed_by", "state", "due",
 )  # fmt: skip
 
 
-def _rows(
-    qkey: str, jobs: list[Arriving], seqs: list[int], due: Mapping[str, int]
-) -> list[tuple[Any, ...]]:
+# What a COPY of jobs that never ran and carry no options needs: the table's defaults fill
+# the other columns with what `_row` would send for them.
+_PLAIN = ("qkey", "id", "name", "data", "timestamp", "state")
+
+
+def _copy_rows(
+    qkey: str, jobs: list[Arriving], due: Mapping[str, int]
+) -> tuple[Sequence[str], list[tuple[Any, ...]]]:
+    """The columns of a COPY and its rows: `_PLAIN`'s when every job is plain (fewer values
+    to encode, send and parse), else `_COPIED`'s. Neither has `seq`: its default, a new
+    number per row in row order, is what the import gives."""
+    if all(_is_plain(job, state) for job, state in jobs):
+        return _PLAIN, [
+            (qkey, job.id, job.name, job.data, job.timestamp, state) for job, state in jobs
+        ]
+    return _COPIED, _rows(qkey, jobs, due)
+
+
+async def _upsert(tx: Tx, qkey: str, jobs: list[Arriving], due: Mapping[str, int]) -> None:
+    """Every job of `jobs` written over whatever holds its id, with new sequence numbers."""
+    columns = list(zip(*_rows(qkey, jobs, due), strict=True))[1:]
+    seqs = [row[0] for row in await tx.fetch("add_jobs.next_seqs", len(jobs))]
+    await tx.execute("export_jobs.upsert_many", qkey, *columns, seqs)
+
+
+def _is_plain(job: JobRecord, state: str) -> bool:
+    """Whether every column of the job's row but `_PLAIN`'s holds the table's default."""
+    return (
+        not job.opts and not job.delay and not job.priority
+        and type(job.progress) is int and job.progress == 0
+        and not job.attempts_made and not job.attempts_started and not job.stalled_counter
+        and job.processed_on is None and job.finished_on is None and job.returnvalue is None
+        and job.failed_reason is None and not job.stacktrace and job.parent_key is None
+        and job.processed_by is None and state != "delayed"
+    )  # fmt: skip
+
+
+def _rows(qkey: str, jobs: list[Arriving], due: Mapping[str, int]) -> list[tuple[Any, ...]]:
     """One row of `_COPIED` values per job."""
-    return [
-        _row(qkey, job, state, seq, due.get(job.id))
-        for (job, state), seq in zip(jobs, seqs, strict=True)
-    ]
+    return [_row(qkey, job, state, due.get(job.id)) for job, state in jobs]
 
 
-def _row(qkey: str, job: JobRecord, state: str, seq: int, due: int | None) -> tuple[Any, ...]:
+def _row(qkey: str, job: JobRecord, state: str, due: int | None) -> tuple[Any, ...]:
     """Runs once per imported job: JSON encoding only where a value is not the usual empty
     one (no options, progress a number, no stack trace)."""
     opts, progress, stack = job.opts, job.progress, job.stacktrace
@@ -228,7 +255,7 @@ def _row(qkey: str, job: JobRecord, state: str, seq: int, due: int | None) -> tu
         job.attempts_made, job.attempts_started, job.stalled_counter, job.processed_on,
         job.finished_on, job.returnvalue, job.failed_reason,
         json_text(list(stack)) if stack else "[]", job.parent_key, job.processed_by, state,
-        seq, _due(job, state, due),
+        _due(job, state, due),
     )  # fmt: skip
 
 

@@ -47,24 +47,27 @@ ORDER BY d.parent_id, d.child_key;
 -- statement: the queue row, its auto-id counter raised past the page's numeric ids, and
 -- synchronous_commit off for this transaction only (its commit does not wait for the WAL
 -- flush; the migration's last step, the queue metadata, commits synchronously and so
--- flushes every import before it: see docs/migrate.md, "Durability").
+-- flushes every import before it: see docs/migrate.md, "Durability"). Sequential scans go
+-- off for the transaction too: every lookup of an import is by an index prefix, and a plan
+-- made while a table was small must not scan it whole once it has grown.
 WITH queue AS (
   INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
   ON CONFLICT (qkey) DO UPDATE SET last_id = EXCLUDED.last_id
   WHERE queues.last_id < EXCLUDED.last_id
 )
-SELECT set_config('synchronous_commit', 'off', true);
+SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true);
 
 -- name: existing_drop_new
--- $2 ids. Returns the rows already under those ids, locked for the import (seq NULL), and,
--- for each other id (the jobs this import writes), a new sequence number (name NULL; the
--- caller hands them out in page order, lowest first); drops those other ids' logs and
--- children's links. One statement for what took four.
+-- $2 ids. Returns the rows already under those ids, locked for the import; drops the other
+-- ids' (the jobs this import writes) logs and children's links. One statement for what
+-- took four (the new jobs' sequence numbers come from the COPY: the column's default).
 -- Every lookup probes a primary key id by id (a lateral subquery; OFFSET 0 keeps the planner
 -- from turning it into a join): a join could take a plan made while the table was small,
 -- scanning all the queue's rows or logs for every page (its cost growing with the queue).
--- The drops delete the rows those probes found, by their row address (ctid).
-WITH page AS (SELECT id, n FROM unnest($2::text[]) WITH ORDINALITY AS w(id, n)),
+-- The drops delete the rows those probes found, by their row address (ctid); a queue without
+-- any log (or link) row is not probed id by id at all (one index lookup instead: the usual
+-- case of a migration, where a queue's completed jobs and their logs come last).
+WITH page AS (SELECT id FROM unnest($2::text[]) AS w(id)),
 taken AS (
   SELECT j.id, j.name, j.data, j.timestamp
   FROM page
@@ -75,12 +78,12 @@ taken AS (
 fresh AS (
   SELECT page.id FROM page LEFT JOIN taken ON taken.id = page.id
   WHERE taken.id IS NULL
-  ORDER BY page.n
 ),
 dropped_logs AS (
   DELETE FROM logs WHERE ctid = ANY (ARRAY(
     SELECT l.ctid FROM fresh
     CROSS JOIN LATERAL (SELECT ctid FROM logs WHERE qkey = $1 AND job_id = fresh.id OFFSET 0) l
+    WHERE EXISTS (SELECT FROM logs WHERE qkey = $1)
   ))
 ),
 dropped_links AS (
@@ -89,11 +92,10 @@ dropped_links AS (
     CROSS JOIN LATERAL (
       SELECT ctid FROM deps WHERE parent_qkey = $1 AND parent_id = fresh.id OFFSET 0
     ) d
+    WHERE EXISTS (SELECT FROM deps WHERE parent_qkey = $1)
   ))
 )
-SELECT id, name, data, timestamp, NULL::bigint AS seq FROM taken
-UNION ALL
-SELECT id, NULL, NULL, NULL, nextval('job_seq') FROM fresh;
+SELECT id, name, data, timestamp FROM taken;
 
 -- name: dedup_keys
 -- Live keys only.
@@ -127,7 +129,7 @@ SET spec = EXCLUDED.spec, template_name = EXCLUDED.template_name,
     pending = EXCLUDED.pending;
 
 -- name: upsert_many
--- $2.. one array per column of the jobs written (state, seq and due computed by the caller),
+-- $2.. one array per column of the jobs written (state, due and seq computed by the caller),
 -- in `upsert`'s order: every job of an import page in one statement.
 INSERT INTO jobs (qkey, id, name, data, opts, timestamp, delay, priority, progress,
                   attempts_made, attempts_started, stalled_counter, processed_on, finished_on,
@@ -142,7 +144,7 @@ FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bi
             $19::text[], $20::text[], $21::bigint[], $22::bigint[])
      AS j(id, name, data, opts, ts, delay, priority, progress, atm, ats, stc, processed_on,
           finished_on, returnvalue, failed_reason, stacktrace, parent_key, processed_by, state,
-          seq, due)
+          due, seq)
 ON CONFLICT (qkey, id) DO UPDATE
 SET name = EXCLUDED.name, data = EXCLUDED.data, opts = EXCLUDED.opts,
     timestamp = EXCLUDED.timestamp, delay = EXCLUDED.delay, priority = EXCLUDED.priority,
