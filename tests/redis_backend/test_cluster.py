@@ -132,19 +132,27 @@ async def test_add_bulk_bigger_than_one_script_call(queue: psyq.Queue, worker_fo
     }
 
 
-async def test_a_flow_whose_queues_share_a_tag(cluster_url: str, worker_for: Any) -> None:
+async def add_tagged_flow(url: str, children_data: list[Any]) -> tuple[Any, str, str]:
+    """A parent with one child per `children_data` item, in two queues sharing a hash tag:
+    (the flow's node, the parents' queue, the children's queue)."""
     tag = uuid.uuid4().hex[:12]
     parents, children = tagged(tag, "parents"), tagged(tag, "children")
-    async with psyq.FlowProducer(connection=cluster_url) as producer:
+    async with psyq.FlowProducer(connection=url) as producer:
         node = await producer.add(
             {
                 "name": "parent",
                 "queue_name": parents,
                 "children": [
-                    {"name": "child", "queue_name": children, "data": {"i": i}} for i in range(3)
+                    {"name": "child", "queue_name": children, "data": data}
+                    for data in children_data
                 ],
             }
         )
+    return node, parents, children
+
+
+async def test_a_flow_whose_queues_share_a_tag(cluster_url: str, worker_for: Any) -> None:
+    node, parents, children = await add_tagged_flow(cluster_url, [{"i": i} for i in range(3)])
     worker_for(children, lambda job: job.data["i"] + 1)
     worker_for(parents, lambda job: job.get_children_values())
     async with psyq.Queue(parents, connection=cluster_url) as queue:
@@ -157,16 +165,7 @@ async def test_a_flow_whose_queues_share_a_tag(cluster_url: str, worker_for: Any
 async def test_an_export_page_is_read_on_the_node_of_its_queue(cluster_url: str) -> None:
     """export_jobs reads each page in one MULTI/EXEC, sent to the node holding the queue's
     slot; the flow's links and a log row come with it."""
-    tag = uuid.uuid4().hex[:12]
-    parents, children = tagged(tag, "parents"), tagged(tag, "children")
-    async with psyq.FlowProducer(connection=cluster_url) as producer:
-        node = await producer.add(
-            {
-                "name": "parent",
-                "queue_name": parents,
-                "children": [{"name": "child", "queue_name": children} for _ in range(2)],
-            }
-        )
+    node, parents, children = await add_tagged_flow(cluster_url, [None, None])
     logged = node.children[0].job.id
     backend = await open_backend(cluster_url)
     try:

@@ -29,7 +29,7 @@ from psyq.backends.base import (
     raise_for_code,
 )
 from psyq.backends.redis.cluster import check_tagged
-from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts
+from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts, pooled_connection
 from psyq.backends.redis.settings import parse_redis_settings
 from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
 from psyq.core.backoff import Reconnect
@@ -272,10 +272,7 @@ async def _client_transaction(client: Any, queue_key: str, packed: bytes, count:
         finally:
             node.release(conn)
     pool = client.connection_pool
-    try:
-        conn = await pool.get_connection()
-    except TypeError:  # redis-py < 5.3 wants a command name (deprecated since)
-        conn = await pool.get_connection("MULTI")
+    conn = await pooled_connection(pool, "MULTI")
     try:
         return await _exec_on(conn, packed, count)
     finally:

@@ -28,6 +28,7 @@ __all__ = [
     "load_scripts",
     "pack_command",
     "pack_script_call",
+    "pooled_connection",
 ]
 
 PRELUDE = "local P = ARGV[1]\n"
@@ -157,10 +158,7 @@ class ScriptPipeline:
         and queue prefix of a script and queue are packed once), no redis-py pipeline."""
         [(script, keys, argv, _)] = batch
         pool = client.connection_pool
-        try:
-            conn = await pool.get_connection()
-        except TypeError:  # redis-py < 5.3 wants a command name (deprecated since)
-            conn = await pool.get_connection("EVALSHA")
+        conn = await pooled_connection(pool, "EVALSHA")
         try:
             await conn.send_packed_command(_pack(script, keys, argv), check_health=False)
             try:
@@ -230,3 +228,12 @@ def pack_script_call(script: Script, queue_key: str, args: tuple[Any, ...]) -> b
 def _pack(script: Script, keys: list[str], argv: tuple[Any, ...]) -> bytes:
     """RESP for `EVALSHA sha numkeys *keys *argv`; argv[0] is the queue prefix."""
     return pack_script_call(script, argv[0][:-1], argv[1:])
+
+
+async def pooled_connection(pool: Any, command: str) -> Any:
+    """A connection of a redis-py pool, to send `command` on by hand (release it to the
+    pool after)."""
+    try:
+        return await pool.get_connection()
+    except TypeError:  # redis-py < 5.3 wants a command name (deprecated since)
+        return await pool.get_connection(command)
