@@ -1,6 +1,6 @@
 """psyq migrate throughput: N jobs from one backend to another on a local Spark session.
 
-    python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size 1000] [--master local[2]]
+    python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size N] [--master local[2]]
                             [--from sqlite|redis|postgres] [--to sqlite|redis|postgres]
                             [--redis URL] [--postgres URL] [--read auto|driver|tasks]
                             [--wave-pages N] [--partitions N] [--source-file PATH]
@@ -122,7 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--queues", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--batch-size", type=int, default=None)  # None: by destination
     parser.add_argument("--master", default="local[2]")
     kinds = ("sqlite", "redis", "postgres")
     parser.add_argument("--from", dest="source", choices=kinds, default="sqlite")

@@ -15,9 +15,23 @@ from urllib.parse import urlsplit
 from psyq.backends.sqlite.backend import parse_sqlite_url
 from psyq_migrate.errors import MigrateError
 
-__all__ = ["check_destination", "check_pair", "check_source", "is_single_owner", "sqlite_path"]
+__all__ = [
+    "check_destination",
+    "check_pair",
+    "check_source",
+    "default_batch_size",
+    "is_single_owner",
+    "sqlite_path",
+]
 
 SINGLE_OWNER = frozenset({"sqlite", "memory"})
+
+# Jobs per page when not given. A Postgres import page costs a fixed few statements (its
+# transaction, the taken-id check, the COPY, logs, links) whatever its size: 4,000 jobs a
+# page spend ~20% less of the server's CPU than 1,000. A Redis import page is one script
+# that holds the server for its whole run (~9 ms per 1,000 jobs), so its pages stay small.
+BATCH_SIZE = 1000
+POSTGRES_BATCH_SIZE = 4000
 
 
 def scheme(url: str) -> str:
@@ -29,6 +43,10 @@ def scheme(url: str) -> str:
 
 def is_single_owner(url: str) -> bool:
     return scheme(url) in SINGLE_OWNER
+
+
+def default_batch_size(destination: str) -> int:
+    return POSTGRES_BATCH_SIZE if scheme(destination) in ("postgres", "postgresql") else BATCH_SIZE
 
 
 def sqlite_path(url: str) -> str | None:

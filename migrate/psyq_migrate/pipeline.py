@@ -29,7 +29,13 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES
 from psyq.backends.sqlite.export import SqliteExport
 from psyq.errors import PsyqError
-from psyq_migrate.endpoints import check_pair, is_single_owner, scheme, sqlite_path
+from psyq_migrate.endpoints import (
+    check_pair,
+    default_batch_size,
+    is_single_owner,
+    scheme,
+    sqlite_path,
+)
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import Batch, WaveReader, pack
 from psyq_migrate.sources import ExportSource, open_source, release_source
@@ -66,7 +72,13 @@ class MigrateOptions:
     dry_run: bool = False
     verify: bool = False
     partitions: int | None = None  # parallel writers; None: Spark's default parallelism
-    batch_size: int = 1000  # jobs per export page / import call
+    batch_size: int | None = None  # jobs per export page / import call; None: by destination
+
+    @property
+    def page_size(self) -> int:
+        """`batch_size`, or the destination's default (`endpoints.default_batch_size`)."""
+        return default_batch_size(self.destination) if self.batch_size is None else self.batch_size
+
     pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
     read_in_tasks: bool | None = None  # None: tasks, but the driver for memory://, SQLite->SQLite
 
@@ -179,7 +191,7 @@ def copy_in_tasks(
         options.source,
         options.destination,
         options.overwrite,
-        options.batch_size,
+        options.page_size,
         metas,
     )
     rdd = spark.sparkContext.parallelize(names, result.writers).mapPartitions(task)
@@ -251,7 +263,7 @@ async def _check_destination(
         for name in names:
             if options.overwrite or name not in present:
                 continue
-            job_id = await find_conflict(source, destination, name, options.batch_size)
+            job_id = await find_conflict(source, destination, name, options.page_size)
             if job_id is not None:
                 raise MigrateError(
                     f"{options.destination!r} already holds a different job {job_id!r} in queue "
@@ -276,7 +288,7 @@ def _move_jobs(
     result.writers = writers
     pages = options.pages_per_task or (SINGLE_OWNER_PAGES if single else PAGES)
     names = [plan.name for plan in result.plans]
-    reader = WaveReader(source, names, options.batch_size, writers, pages)
+    reader = WaveReader(source, names, options.page_size, writers, pages)
     write = functools.partial(_write_wave, spark, options.destination, options.overwrite, single)
     with ThreadPoolExecutor(1, thread_name_prefix="psyq-migrate-wave") as pool:
         wave = runner.run(reader.next_wave())
@@ -340,7 +352,7 @@ async def _finish(
             await release_backend(destination)
     if options.verify:
         names = [plan.name for plan in result.plans]
-        result.verify = await _compare(source, options.destination, names, options.batch_size)
+        result.verify = await _compare(source, options.destination, names, options.page_size)
 
 
 async def _compare(

@@ -101,7 +101,11 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     migrate.add_argument("--overwrite", action="store_true", help="replace different jobs")
     migrate.add_argument("--master", default="local[*]", help="Spark master (local[*])")
     migrate.add_argument("--partitions", type=positive_int, help="parallel writers")
-    migrate.add_argument("--batch-size", type=positive_int, default=1000, help="jobs per batch")
+    migrate.add_argument(
+        "--batch-size",
+        type=positive_int,
+        help="jobs per batch (default: 4000 into Postgres, else 1000)",
+    )
     migrate.add_argument(
         "--read",
         choices=("auto", "driver", "tasks"),
