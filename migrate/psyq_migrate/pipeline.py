@@ -74,13 +74,13 @@ class MigrateOptions:
     partitions: int | None = None  # parallel writers; None: Spark's default parallelism
     batch_size: int | None = None  # jobs per export page / import call; None: by destination
 
+    pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
+    read_in_tasks: bool | None = None  # None: tasks, but the driver for memory://, SQLite->SQLite
+
     @property
     def page_size(self) -> int:
         """`batch_size`, or the destination's default (`endpoints.default_batch_size`)."""
         return default_batch_size(self.destination) if self.batch_size is None else self.batch_size
-
-    pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
-    read_in_tasks: bool | None = None  # None: tasks, but the driver for memory://, SQLite->SQLite
 
 
 @dataclass

@@ -226,12 +226,13 @@ class RedisConnection(BackendAdapter):
         if self._reconnect.failures:
             await self._reconnect.wait()
         replies: list[Any]
+        framed = b"%b%b%b" % (MULTI, packed, EXEC)
         try:
             if self._wire is not None and self._client is not None:
-                replies = await self._wire.transaction(packed, count)
+                replies = await self._wire.transaction(framed, count)
             else:
                 key = self.queue_key(queue)
-                replies = await _client_transaction(self.client, key, packed, count)
+                replies = await _client_transaction(self.client, key, framed, count)
         except CONNECTION_ERRORS as exc:
             raise self._lost(f"{what} on queue {queue!r}", exc) from exc
         except (RedisError, RedisClusterException) as exc:
@@ -259,29 +260,29 @@ class RedisConnection(BackendAdapter):
         return code
 
 
-async def _client_transaction(client: Any, queue_key: str, packed: bytes, count: int) -> list[Any]:
-    """MULTI, the packed commands, EXEC on one redis-py connection (a cluster node's: the
-    one holding the queue's slot); EXEC's replies. The lean path is `WireScripts`."""
+async def _client_transaction(client: Any, queue_key: str, framed: bytes, count: int) -> list[Any]:
+    """`framed` (MULTI, `count` packed commands, EXEC) on one redis-py connection (a cluster
+    node's: the one holding the queue's slot); EXEC's replies. The lean path is `WireScripts`."""
     if isinstance(client, RedisCluster):
         node = client.get_node_from_key(queue_key)
         if node is None:
             raise RedisClusterException(f"no cluster node holds the slot of {queue_key!r}")
         conn = node.acquire_connection()
         try:
-            return await _exec_on(conn, packed, count)
+            return await _exec_on(conn, framed, count)
         finally:
             node.release(conn)
     pool = client.connection_pool
     conn = await pooled_connection(pool, "MULTI")
     try:
-        return await _exec_on(conn, packed, count)
+        return await _exec_on(conn, framed, count)
     finally:
         await pool.release(conn)
 
 
-async def _exec_on(conn: Any, packed: bytes, count: int) -> list[Any]:
+async def _exec_on(conn: Any, framed: bytes, count: int) -> list[Any]:
     try:
-        await conn.send_packed_command(b"%b%b%b" % (MULTI, packed, EXEC), check_health=False)
+        await conn.send_packed_command(framed, check_health=False)
         for _ in range(count + 1):  # MULTI's OK, then one QUEUED per command
             with contextlib.suppress(ResponseError):  # a refused command: EXEC aborts
                 await conn.read_response()

@@ -145,12 +145,12 @@ class WireScripts:
             reply = await wire.send(packed)
         return _check(reply)
 
-    async def transaction(self, packed: bytes, count: int) -> Any:
-        """Run `count` packed commands as one MULTI/EXEC; returns EXEC's reply."""
+    async def transaction(self, framed: bytes, count: int) -> Any:
+        """Run `framed` (MULTI, `count` packed commands, EXEC); returns EXEC's reply."""
         wire = self._wire
         if wire is None or not wire.open:
             wire = await self._connect()
-        return _check(await wire.send(b"%b%b%b" % (MULTI, packed, EXEC), skipped=count + 1))
+        return _check(await wire.send(framed, skipped=count + 1))
 
     async def _connect(self) -> _Wire:
         if self._connecting is None:

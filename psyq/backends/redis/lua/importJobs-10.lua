@@ -25,7 +25,6 @@ do
   end
 end
 local function idOf(j) return page[at[j]] end
-local function stateOf(j) return page[at[j] + 1] end
 local function itemsEnd(j) return at[j] + 2 + page[at[j] + 2] end -- items: at[j] + 3 .. this
 local function extraOf(j) return page[itemsEnd(j) + 1] end
 local function fieldOf(j, name)
@@ -120,7 +119,7 @@ end
 -- has none to clear; one that was there goes below with its logs and lock.
 local written, lastId, done = 0, tonumber(rcall("GET", P .. "id")) or 0, {}
 for j = 1, count do
-  local a = at[j] -- inlined idOf, stateOf, itemsEnd and extraOf: this loop runs per job
+  local a = at[j] -- idOf, the state, itemsEnd and extraOf read inline: this loop runs per job
   local jobId, state, last = page[a], page[a + 1], a + 2 + page[a + 2]
   if not skip[jobId] then
     local jobKey = jobKeys[j]
