@@ -228,3 +228,46 @@ async def test_a_page_of_plain_jobs_is_stored_as_a_full_copy_stores_it(
         assert shown[0] == shown[1]
     finally:
         await backend.close()
+
+
+async def test_a_page_copied_straight_in_that_meets_a_taken_id_is_imported_by_looking(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """Into a queue without logs or links a page is copied without looking at its ids; a
+    taken one rolls that copy back and the page is imported again, looking: the new jobs
+    are written once, and a different job under a taken id is refused with nothing
+    written."""
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        assert await backend.import_jobs("q", ExportPage([record("a")], {}, None)) == 1
+        changed = record("a")
+        changed.data = '"changed"'
+        with pytest.raises(psyq.PsyqError, match="a different job holds that id"):
+            await backend.import_jobs("q", ExportPage([record("d"), changed], {}, None))
+        page = ExportPage([record("b"), record("a"), record("c")], {"c": ["c's log"]}, None)
+        assert await backend.import_jobs("q", page) == 2
+        query = "SELECT id FROM {}.jobs WHERE qkey = 'bull:q' ORDER BY seq"
+        assert [row["id"] for row in await admin.fetch(query.format(schema))] == ["a", "b", "c"]
+        assert await backend.get_job_logs("q", "c", 0, -1, True) == (["c's log"], 1)
+    finally:
+        await backend.close()
+
+
+async def test_a_page_holding_an_id_twice_fails_whole(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """Copied straight in, then looked at: the same id twice in one page is refused as a
+    psyq error naming the key, and nothing of the page is written."""
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        page = ExportPage([record("a"), record("b"), record("a")], {}, None)
+        with pytest.raises(psyq.PsyqError, match="jobs_pkey"):
+            await backend.import_jobs("q", page)
+        query = "SELECT count(*) FROM {}.jobs"
+        assert await admin.fetchval(query.format(schema)) == 0
+    finally:
+        await backend.close()

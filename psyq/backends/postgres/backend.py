@@ -9,10 +9,11 @@ on LISTEN/NOTIFY with a timeout, so a lost notification only costs latency.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
@@ -68,6 +69,26 @@ CONNECTION_LOST = (
     OSError,
     TimeoutError,  # a statement past command_timeout, or no pool connection in time
 )
+
+
+@contextlib.asynccontextmanager
+async def _transaction(conn: asyncpg.Connection) -> AsyncIterator[None]:
+    """`conn.transaction()`, but a call cancelled inside it (a worker closing while it
+    fetches) drops the connection instead of rolling back: asyncpg first waits for the
+    server to acknowledge the cancelled statement, and on a connection whose server side
+    was just killed that wait was seen never to end (the worker's close hung). The server
+    rolls back a transaction whose connection is gone; the pool opens a new one."""
+    transaction = conn.transaction()
+    await transaction.start()
+    try:
+        yield
+    except asyncio.CancelledError:
+        conn.terminate()
+        raise
+    except BaseException:
+        await transaction.rollback()
+        raise
+    await transaction.commit()
 
 
 class PostgresBackend(BackendAdapter):
@@ -191,7 +212,7 @@ class PostgresBackend(BackendAdapter):
         queues whose unnumbered events piled up."""
 
         async def run() -> tuple[T, set[str]]:
-            async with self._acquire() as conn, conn.transaction():
+            async with self._acquire() as conn, _transaction(conn):
                 tx = Tx(conn, self._q, self.settings.channel)
                 result = await action(tx)
                 await tx.flush()
@@ -841,8 +862,7 @@ class PostgresBackend(BackendAdapter):
         return await self._transact(lambda tx: export.export_page(tx, qkey, cursor, limit))
 
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
-        qkey = self._key(queue)
-        return await self._transact(lambda tx: export.import_page(tx, qkey, page, overwrite))
+        return await export.import_jobs(self._transact, self._key(queue), page, overwrite)
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:
         qkey = self._key(queue)

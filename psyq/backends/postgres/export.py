@@ -16,7 +16,7 @@ is in `psyq.backends.base` (`ExportPage`, `export_jobs`, `import_jobs`, queue me
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -26,7 +26,7 @@ from psyq.backends.postgres.records import to_record
 from psyq.backends.postgres.tx import Tx, json_text, queue_of
 from psyq.errors import PsyqError
 
-__all__ = ["export_page", "import_page", "queue_meta", "set_queue_meta"]
+__all__ = ["export_page", "import_jobs", "queue_meta", "set_queue_meta"]
 
 # The lines of a queue in export order: (state, statement that pages it).
 _LINES = (
@@ -121,24 +121,49 @@ async def export_page(tx: Tx, qkey: str, cursor: str | None, limit: int) -> Expo
 
 # ---------------------------------------------------------------------- import
 Arriving = tuple[JobRecord, str]  # a job to write and the state it arrives in
+Transact = Callable[[Callable[[Tx], Awaitable[int]]], Awaitable[int]]
 
 
-async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> int:
-    """The page in a few statements whatever its size: the queue row, the ids already taken
-    (dropping the old logs and links of the others), every new job in one COPY (or one
-    upsert with `overwrite`), then their logs and children's links. Written jobs take new
-    sequence numbers in page order (a COPY leaves them to the column's default). The
-    transaction commits with synchronous_commit off: see docs/migrate.md ("Durability")."""
+class _IdTaken(Exception):
+    """A page copied without looking first found one of its ids taken (a rerun, or jobs
+    imported before): its transaction is rolled back and the page imported by looking."""
+
+
+async def import_jobs(transact: Transact, qkey: str, page: ExportPage, overwrite: bool) -> int:
+    """Import a page in one transaction (`transact` runs it, retried whole). A page of
+    fresh ids into a queue without logs or links (the usual migration: ids never seen, a
+    queue filling up) is copied straight in; the table's primary key checks its ids as the
+    rows go in. Only when it finds one taken is the page imported again, looking first (each
+    id probed, old logs and links of the new ones dropped): so a first run pays for no
+    lookup, and a rerun after a crash pays twice only for the pages it had written."""
+    try:
+        return await transact(lambda tx: _import_page(tx, qkey, page, overwrite, look=False))
+    except _IdTaken:
+        return await transact(lambda tx: _import_page(tx, qkey, page, overwrite, look=True))
+
+
+async def _import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool, look: bool) -> int:
+    """The page in a few statements whatever its size: the queue row, then (`look`, or
+    when the queue has logs or links whose stale rows a new job must not inherit) the ids
+    already taken, dropping the old logs and links of the others, every new job in one COPY
+    (or one upsert with `overwrite`), then their logs and children's links. Without `look`
+    a taken id raises `_IdTaken` (the caller looks). Written jobs take new sequence numbers
+    in page order (a COPY leaves them to the column's default). The transaction commits
+    with synchronous_commit off: see docs/migrate.md ("Durability")."""
     _check_states(page.jobs)
-    numbers = [int(job.id) for job in page.jobs if _is_number(job.id)]
-    await tx.execute("export_jobs.import_begin", qkey, queue_of(qkey), max(numbers, default=0))
-    written = await (_all_jobs if overwrite else _new_jobs)(tx, qkey, page)
+    linked = await tx.fetchval("export_jobs.import_begin", qkey, queue_of(qkey), _top_id(page))
+    look = look or linked  # stale logs or links may lie under a new id: look at the ids first
+    if overwrite:
+        written = await _all_jobs(tx, qkey, page)
+    elif look:
+        written = await _new_jobs(tx, qkey, page)
+    else:
+        written = [(job, _arriving_state(job)) for job in page.jobs]
     if written:
         if overwrite:  # some may be there: replaced in place
             await _upsert(tx, qkey, written, page.due)
-        else:  # none is there (`_new_jobs` checked): COPY, the cheapest way in
-            columns, rows = _copy_rows(qkey, written, page.due)
-            await tx.conn.copy_records_to_table("jobs", records=rows, columns=columns)
+        else:  # none is there (checked, or the primary key refuses the page): COPY
+            await _copy(tx, qkey, written, page.due, looked=look)
         ids = [job.id for job, _ in written]
         await _add_logs(tx, qkey, ids, page.logs)
         await _add_links(tx, qkey, ids, page.deps)
@@ -147,8 +172,26 @@ async def import_page(tx: Tx, qkey: str, page: ExportPage, overwrite: bool) -> i
     return len(written)
 
 
-def _is_number(job_id: str) -> bool:
-    return job_id.isascii() and job_id.isdigit() and len(job_id) <= _BIGINT_DIGITS
+async def _copy(
+    tx: Tx, qkey: str, jobs: list[Arriving], due: Mapping[str, int], looked: bool
+) -> None:
+    """COPY the jobs in. A taken id raises `_IdTaken` unless the ids were `looked` at
+    first: then it is one id twice in the page, and the page fails as it is."""
+    columns, rows = _copy_rows(qkey, jobs, due)
+    try:
+        await tx.conn.copy_records_to_table("jobs", records=rows, columns=columns)
+    except asyncpg.UniqueViolationError as exc:
+        if looked or exc.constraint_name != "jobs_pkey":
+            raise
+        raise _IdTaken from None
+
+
+def _top_id(page: ExportPage) -> int:
+    """The largest numeric id of the page (0: none), which the auto-id counter must pass:
+    ids of ASCII digits that surely fit a bigint (filtered in C, a Python step only for
+    the length)."""
+    digits = filter(str.isdigit, filter(str.isascii, [job.id for job in page.jobs]))
+    return max(map(int, [d for d in digits if len(d) <= _BIGINT_DIGITS]), default=0)
 
 
 def _check_states(jobs: Sequence[JobRecord]) -> None:
@@ -267,9 +310,10 @@ def _due(job: JobRecord, state: str, due: int | None) -> int | None:
 
 async def _add_logs(tx: Tx, qkey: str, ids: list[str], logs: Mapping[str, Sequence[str]]) -> None:
     """The jobs' logs, those of the page (their old ones were dropped)."""
-    owners = [job_id for job_id in ids for _ in logs.get(job_id, ())]
+    logged = [job_id for job_id in ids if job_id in logs] if logs else []
+    owners = [job_id for job_id in logged for _ in logs[job_id]]
     if owners:
-        rows = [row for job_id in ids for row in logs.get(job_id, ())]
+        rows = [row for job_id in logged for row in logs[job_id]]
         await tx.execute("export_jobs.add_logs_many", qkey, owners, rows)
 
 
@@ -278,7 +322,8 @@ async def _add_links(
 ) -> None:
     """The jobs' children links, those of the page (child keys kept as they are; the old
     ones were dropped)."""
-    links = [link for job_id in ids for link in _links_of(job_id, deps.get(job_id))]
+    linked = [job_id for job_id in ids if job_id in deps] if deps else []
+    links = [link for job_id in linked for link in _links_of(job_id, deps[job_id])]
     if links:
         parents, keys, statuses, values = (list(column) for column in zip(*links, strict=True))
         await tx.execute("export_jobs.add_links_many", qkey, parents, keys, statuses, values)

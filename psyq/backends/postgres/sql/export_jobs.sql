@@ -49,13 +49,15 @@ ORDER BY d.parent_id, d.child_key;
 -- flush; the migration's last step, the queue metadata, commits synchronously and so
 -- flushes every import before it: see docs/migrate.md, "Durability"). Sequential scans go
 -- off for the transaction too: every lookup of an import is by an index prefix, and a plan
--- made while a table was small must not scan it whole once it has grown.
+-- made while a table was small must not scan it whole once it has grown. Returns whether the
+-- queue has any log or link row (then a new job's id is checked for stale ones first).
 WITH queue AS (
   INSERT INTO queues (qkey, name, last_id) VALUES ($1, $2, $3)
   ON CONFLICT (qkey) DO UPDATE SET last_id = EXCLUDED.last_id
   WHERE queues.last_id < EXCLUDED.last_id
 )
-SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true);
+SELECT EXISTS (SELECT FROM logs WHERE qkey = $1) OR EXISTS (SELECT FROM deps WHERE parent_qkey = $1),
+       set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true);
 
 -- name: existing_drop_new
 -- $2 ids. Returns the rows already under those ids, locked for the import; drops the other

@@ -39,11 +39,12 @@ SELECT state, count(*) AS n FROM jobs WHERE qkey = $1 GROUP BY state;
 SELECT COALESCE((SELECT paused FROM queues WHERE qkey = $1), false);
 
 -- name: counts_per_priority
--- $2 priorities
-SELECT p AS priority, (
-    SELECT count(*) FROM jobs
-    WHERE qkey = $1 AND state IN ('waiting', 'prioritized') AND priority = p
-) AS n
+-- $2 priorities. Priority 0 is the plain waiting jobs (a waiting job's priority is always 0),
+-- any other the prioritized ones of that priority (their partial index).
+SELECT p AS priority, CASE WHEN p = 0
+    THEN (SELECT count(*) FROM jobs WHERE qkey = $1 AND state = 'waiting')
+    ELSE (SELECT count(*) FROM jobs WHERE qkey = $1 AND state = 'prioritized' AND priority = p)
+END AS n
 FROM unnest($2::integer[]) AS p;
 
 -- name: list_queues

@@ -44,14 +44,28 @@ SELECT count(*) FROM jobs WHERE qkey = $1 AND state = 'active';
 -- queue was drained (then a take that takes jobs clears the flag; the flag has its own row,
 -- queue_drained, so the queue row stays free for adds). Also appends the
 -- active events and NOTIFYs readers; last_event is the newest event id.
+-- Plain waiting jobs first (jobs_by_state, by sequence), then prioritized ones (their
+-- partial index, by priority and sequence): the second read runs only if the first found
+-- fewer than $5.
 WITH picked AS (
     SELECT id, row_number() OVER (ORDER BY priority, seq) AS rn
     FROM (
-        SELECT id, priority, seq FROM jobs
-        WHERE qkey = $1 AND state IN ('waiting', 'prioritized')
-        ORDER BY priority, seq
+        SELECT * FROM (
+            SELECT id, priority, seq FROM jobs
+            WHERE qkey = $1 AND state = 'waiting'
+            ORDER BY seq
+            LIMIT $5
+            FOR UPDATE SKIP LOCKED
+        ) AS waiting
+        UNION ALL
+        SELECT * FROM (
+            SELECT id, priority, seq FROM jobs
+            WHERE qkey = $1 AND state = 'prioritized'
+            ORDER BY priority, seq
+            LIMIT $5
+            FOR UPDATE SKIP LOCKED
+        ) AS prioritized
         LIMIT $5
-        FOR UPDATE SKIP LOCKED
     ) AS ready
 ), taken AS (
     UPDATE jobs
