@@ -20,6 +20,7 @@ from psyq.backends.redis.jobs import (
     record_from_values,
 )
 from psyq.backends.redis.scripts import pack_command
+from psyq.errors import PsyqError
 
 
 def test_record_from_hash_reads_every_field() -> None:
@@ -43,7 +44,7 @@ def test_record_from_hash_reads_every_field() -> None:
 
 
 def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -> None:
-    """An export's HMGET returns the values of RECORD_FIELDS, None for absent fields; empty
+    """Values of RECORD_FIELDS in order (None for absent fields, as HMGET returns them); empty
     texts stay empty texts."""
     hashes = [
         {"name": "n", "data": "1", "timestamp": "5", "returnvalue": "", "progress": ""},
@@ -54,6 +55,24 @@ def test_record_from_values_as_a_script_returns_them_equals_record_from_hash() -
         values = [fields.get(name) for name in RECORD_FIELDS]
         assert record_from_values("q", "1", values) == record_from_hash("q", "1", fields)
     assert record_from_hash("q", "1", hashes[0]).returnvalue == ""
+
+
+def test_numbers_written_as_floats_read_as_whole_numbers() -> None:
+    """Any number field may hold a float ("1.5e3": a hash written by another tool); it reads
+    as the whole number, and absent or empty ones as before. Options that are not JSON
+    still fail (not taken for a number's fault)."""
+    fields = {
+        "timestamp": "1.5e3", "delay": "2.9", "priority": "-0.5", "atm": "", "attemptsMade":
+        "3.0", "ats": "4e0", "stc": "1.5", "processedOn": "0.5", "finishedOn": "",
+    }  # fmt: skip
+    record = record_from_hash("q", "1", fields)
+    assert (record.timestamp, record.delay, record.priority) == (1500, 2, 0)
+    assert (record.attempts_made, record.attempts_started, record.stalled_counter) == (3, 4, 1)
+    assert (record.processed_on, record.finished_on) == (0, None)
+    with pytest.raises(ValueError):
+        record_from_hash("q", "1", {"opts": "{not json", "timestamp": "1.5"})
+    with pytest.raises(ValueError):
+        record_from_hash("q", "1", {"delay": "soon"})
 
 
 async def expected_page(raw: Any, key: str, queue: str, ids_states: list[tuple[str, str]]) -> Any:
@@ -83,14 +102,17 @@ async def expected_page(raw: Any, key: str, queue: str, ids_states: list[tuple[s
     return page
 
 
-@pytest.mark.parametrize("path", ["wire", "redis-py"])
+@pytest.mark.parametrize("path", ["wire", "redis-py", "redis-py-resp3"])
 async def test_an_export_page_holds_what_the_keys_hold(
     url: str, queue_name: str, raw: Any, path: str
 ) -> None:
     """The same page through psyq's own connection and through redis-py's (a URL with
-    other options than host, port, db and credentials)."""
-    if path == "redis-py":
+    other options than host, port, db and credentials), there in RESP2 and RESP3 (hashes
+    come as maps)."""
+    if path != "wire":
         url += ("&" if "?" in url else "?") + "socket_timeout=30"
+    if path == "redis-py-resp3":
+        url += "&protocol=3"
     key = f"bull:{queue_name}"
     flow = psyq.FlowProducer(connection=url)
     tree = await flow.add(
@@ -106,7 +128,7 @@ async def test_an_export_page_holds_what_the_keys_hold(
     )
     await flow.close()
     backend = await open_backend(url)
-    assert (backend._wire is None) == (path == "redis-py")
+    assert (backend._wire is None) == (path != "wire")
     await backend.add_jobs(queue_name, [NewJob("later", "null", {"delay": 60_000})])
     await backend.add_jobs(queue_name, [NewJob("urgent", "[1]", {"priority": 4})])
     await backend.add_jobs(queue_name, [NewJob("w", str(i), {}) for i in range(3)])
@@ -159,15 +181,74 @@ async def test_a_job_removed_after_its_id_was_read_is_left_out(
     assert list(page.due) == [ids[0], ids[2]] and page.logs == {}
 
 
+async def test_jobs_written_alike_or_not_read_as_their_hashes_say(
+    url: str, queue_name: str, raw: Any
+) -> None:
+    """Hashes with other fields in other orders (written by other tools), numbers written as
+    floats, and a hash left with none of the fields a record is read from (left out, as a
+    job removed while read): each job of the page reads as its hash says."""
+    key = f"bull:{queue_name}"
+    hashes = {
+        "a": {"name": "a", "data": "1", "timestamp": "5"},
+        "b": {"timestamp": "7", "data": "2", "name": "b", "atm": "2", "opts": '{"kl":3}'},
+        "c": {"attemptsMade": "3", "delay": "1.5e3", "processedOn": "2.5e1", "name": "c"},
+        "d": {"pb": "w", "stacktrace": '["x"]', "progress": "40", "finishedOn": "9"},
+        "e": {"lockToken": "t"},
+        "f": {"name": "f", "data": "3", "timestamp": "6"},
+    }
+    for job_id, fields in hashes.items():
+        await raw.hset(f"{key}:{job_id}", mapping=fields)
+    await raw.lpush(f"{key}:wait", *hashes)  # the next to be taken ("a") at the right end
+    backend = await open_backend(url)
+    try:
+        page = await backend.export_jobs(queue_name, None, 100)
+    finally:
+        await release_backend(backend)
+    assert [job.id for job in page.jobs] == ["a", "b", "c", "d", "f"]
+    assert page == await expected_page(raw, key, queue_name, [(j.id, "waiting") for j in page.jobs])
+    assert (page.jobs[2].delay, page.jobs[2].processed_on) == (1500, 25)
+
+
+async def test_an_error_reply_in_a_page_read_fails_the_export(
+    url: str, queue_name: str, raw: Any
+) -> None:
+    """A job key that is not a hash (WRONGTYPE inside the MULTI/EXEC) fails the page with
+    an error naming the queue, among thousands of good replies."""
+    key = f"bull:{queue_name}"
+    ids = [str(i) for i in range(3000)]
+    for job_id in ids:
+        await raw.hset(f"{key}:{job_id}", mapping={"name": "n", "data": "1", "timestamp": "5"})
+    await raw.delete(f"{key}:2999")
+    await raw.set(f"{key}:2999", "not a hash")
+    await raw.lpush(f"{key}:wait", *ids)
+    backend = await open_backend(url)
+    try:
+        with pytest.raises(PsyqError, match=f"export failed on queue '{queue_name}'"):
+            await backend.export_jobs(queue_name, None, 4000)
+    finally:
+        await release_backend(backend)
+
+
+def test_chunks_flagged_by_exists_name_their_jobs() -> None:
+    """The jobs read further are those of the chunks whose EXISTS found a key, less the
+    jobs removed meanwhile."""
+    ids = [str(i) for i in range(2 * transfer._CHUNK + 5)]
+    chunks = [ids[: transfer._CHUNK], ids[transfer._CHUNK : 2 * transfer._CHUNK]]
+    assert transfer._flagged(ids, [0, 2, 1], set()) == chunks[1] + ids[2 * transfer._CHUNK :]
+    assert transfer._flagged(ids, [1, 0, 0], {"3"}) == [i for i in chunks[0] if i != "3"]
+    assert transfer._flagged(ids, [0, 0, 0], set()) == []
+
+
 def test_a_page_packs_the_commands_redis_reads() -> None:
-    """The page's HMGETs, packed run by run of ids of one length, are the commands one by
-    one; an EXISTS names every key once (in any order)."""
+    """The page's HGETALLs, packed run by run of ids of one length, are the commands one
+    by one; an EXISTS names every key once (in any order)."""
     ids = ["1", "2", "33", "44", "5", "é6", "777"]
-    packed = transfer._hmgets(b"bull:q:", [job_id.encode() for job_id in ids])
-    assert packed == b"".join(pack_command("HMGET", f"bull:q:{i}", *RECORD_FIELDS) for i in ids)
-    exists = transfer._exists(b"bull:q:", [b"1", b"22", "é".encode()], (b":a", b":bb"))
+    packed = transfer._hgetalls(b"bull:q:", [job_id.encode() for job_id in ids])
+    assert packed == b"".join(pack_command("HGETALL", f"bull:q:{i}") for i in ids)
     reader = hiredis.Reader(encoding="utf-8")
-    reader.feed(exists)
-    name, *keys = reader.gets()
-    assert name == "EXISTS"
-    assert sorted(keys) == sorted(f"bull:q:{i}{s}" for i in ("1", "22", "é") for s in (":a", ":bb"))
+    alternating = ["1", "22", "é", "3", "44", "5", "666", "7", "88"]  # more runs than _RUNS
+    for chosen in (["1", "22", "é"], alternating):
+        reader.feed(transfer._exists(b"bull:q:", [i.encode() for i in chosen], (b":a", b":bb")))
+        name, *keys = reader.gets()
+        assert name == "EXISTS"
+        assert sorted(keys) == sorted(f"bull:q:{i}{s}" for i in chosen for s in (":a", ":bb"))

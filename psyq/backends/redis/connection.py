@@ -238,7 +238,7 @@ class RedisConnection(BackendAdapter):
         except (RedisError, RedisClusterException) as exc:
             raise PsyqError(f"Redis {what} failed on queue {queue!r}: {exc}") from exc
         self._reconnect.failures = 0
-        failed = next((reply for reply in replies if isinstance(reply, Exception)), None)
+        failed = _first_error(replies)
         if failed is not None:
             raise PsyqError(f"Redis {what} failed on queue {queue!r}: {failed}")
         return replies
@@ -258,6 +258,15 @@ class RedisConnection(BackendAdapter):
         code = int(await self._run(name, queue, job_id, *args))
         raise_for_code(code, queue, job_id, operation)
         return code
+
+
+def _first_error(replies: list[Any]) -> Exception | None:
+    """The first error reply among `replies`, if any. The types are gathered in C first
+    (an export page has thousands of replies, of two or three types): a test per reply
+    in Python cost ~350 instructions each."""
+    if not any(issubclass(kind, Exception) for kind in set(map(type, replies))):
+        return None
+    return next(reply for reply in replies if isinstance(reply, Exception))
 
 
 async def _client_transaction(client: Any, queue_key: str, framed: bytes, count: int) -> list[Any]:

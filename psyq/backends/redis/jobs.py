@@ -132,35 +132,60 @@ def record_from_hash(queue: str, job_id: str, fields: Mapping[str, str]) -> JobR
 def record_from_values(
     queue: str, job_id: str, values: Sequence[str | None], state: str | None = None
 ) -> JobRecord:
-    """A JobRecord from the values of RECORD_FIELDS, in order (None: absent, as HMGET
-    returns it). Runs once per job read (an export reads a million): arguments by place,
-    parsing only the fields there."""
+    """A JobRecord from the values of RECORD_FIELDS, in order (None: absent). Runs once
+    per job read (an export reads a million), so it calls nothing for what is absent, "0"
+    or "{}" (most fields of most jobs), and `int` only on the numbers left. A number `int`
+    refuses (a float such as "1.5e3") is read as a float, the record made again."""
     (name, data, opts, timestamp, delay, priority, progress, atm, attempts_made, ats, stc,
      processed_on, finished_on, returnvalue, failed_reason, stacktrace, parent_key,
      processed_by) = values  # fmt: skip
-    return JobRecord(
-        job_id,
-        queue,
-        "" if name is None else name,
-        "null" if data is None else data,
-        decode_opts(opts),
-        _int(timestamp),
-        _int(delay),
-        _int(priority),
-        0 if progress is None or progress == "0" else _json(progress, 0),
-        _int(atm or attempts_made),
-        _int(ats),
-        _int(stc),
-        _int(processed_on) if processed_on else None,
-        _int(finished_on) if finished_on else None,
-        returnvalue,
-        failed_reason,
-        _stacktrace(stacktrace),
-        parent_key,
-        processed_by,
-        None,
-        state,
-    )
+    attempts = atm or attempts_made
+    try:
+        return JobRecord(
+            job_id,
+            queue,
+            "" if name is None else name,
+            "null" if data is None else data,
+            decode_opts(opts) if opts and opts != "{}" else {},
+            int(timestamp) if timestamp else 0,
+            int(delay) if delay and delay != "0" else 0,
+            int(priority) if priority and priority != "0" else 0,
+            0 if progress is None or progress == "0" else _json(progress, 0),
+            int(attempts) if attempts and attempts != "0" else 0,
+            int(ats) if ats and ats != "0" else 0,
+            int(stc) if stc and stc != "0" else 0,
+            int(processed_on) if processed_on else None,
+            int(finished_on) if finished_on else None,
+            returnvalue,
+            failed_reason,
+            _stacktrace(stacktrace) if stacktrace else (),
+            parent_key,
+            processed_by,
+            None,
+            state,
+        )
+    except ValueError:
+        whole = _whole_numbers(values)
+        if whole == list(values):
+            raise  # not a number's doing (e.g. opts that are not JSON)
+        return record_from_values(queue, job_id, whole, state)
+
+
+# The places of the number fields in RECORD_FIELDS.
+_NUMBER_FIELDS = (
+    "timestamp", "delay", "priority", "atm", "attemptsMade", "ats", "stc", "processedOn",
+    "finishedOn",
+)  # fmt: skip
+_NUMBERS = frozenset(RECORD_FIELDS.index(name) for name in _NUMBER_FIELDS)
+
+
+def _whole_numbers(values: Sequence[str | None]) -> list[str | None]:
+    """`values` with each number that is there written as the whole number it reads as
+    ("1.5e3" -> "1500"); absent and empty ones stay as they are."""
+    return [
+        str(_int(value)) if value and place in _NUMBERS else value
+        for place, value in enumerate(values)
+    ]
 
 
 def _stacktrace(text: str | None) -> Sequence[str]:
