@@ -447,6 +447,11 @@ class BackendAdapter(ABC):
         """Events after last_id ("$" = only new ones) as (id, event, fields)."""
         raise self._unsupported("queue events")
 
+    async def newest_event_id(self, queue: str) -> str:
+        """The id of the queue's newest event ("0" when it has none): where a reader that
+        wants only new events starts, so none added between two of its reads is missed."""
+        raise self._unsupported("queue events")
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         raise self._unsupported("queue events")
 

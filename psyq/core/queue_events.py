@@ -9,11 +9,15 @@ drained, paused, resumed, cleaned, deduplicated, duplicated, retries-exhausted,
 waiting-children. `args` carry BullMQ's field names (jobId, returnvalue, failedReason, prev,
 data, delay, ...); `returnvalue` and progress `data` arrive decoded from JSON. Reading starts
 after `last_event_id` ("$": only new events; "0": the whole kept log; or an id seen before).
+"$" is resolved to the newest event's id before the first read, so an event added between
+two reads that found nothing is still delivered; `await events.wait_until_ready()` returns
+once that starting point is fixed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,7 +27,12 @@ from psyq.core.backoff import Reconnect
 from psyq.core.events import EventEmitter
 from psyq.core.options import check_int
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.errors import InvalidOptionsError, JobFailedError, JobNotFoundError
+from psyq.errors import (
+    InvalidOptionsError,
+    JobFailedError,
+    JobNotFoundError,
+    UnsupportedError,
+)
 
 __all__ = ["QueueEvents"]
 
@@ -54,6 +63,7 @@ class QueueEvents(_BackendUser, EventEmitter):
         # Events wait here for `async for` (from the start, so none is missed before the
         # loop begins); when nobody iterates, the newest beyond 10,000 are not kept.
         self._stream: asyncio.Queue[Event] = asyncio.Queue()
+        self._ready = asyncio.Event()
         if autorun:
             try:
                 asyncio.get_running_loop()
@@ -77,6 +87,8 @@ class QueueEvents(_BackendUser, EventEmitter):
         backoff = Reconnect()  # capped, jittered: 50 ms doubling to 2 s while reads fail
         while not self._closed:
             try:
+                if not self._ready.is_set():
+                    await self._fix_start(backend)
                 batch = await backend.read_events(
                     self.name, self.last_event_id, 100, self.blocking_timeout
                 )
@@ -89,6 +101,19 @@ class QueueEvents(_BackendUser, EventEmitter):
             for event_id, event, fields in batch:
                 self.last_event_id = event_id
                 self._dispatch(event, _decode(event, fields), event_id)
+
+    async def _fix_start(self, backend: BackendAdapter) -> None:
+        """Turn "$" into the newest event's id, then say the reader is ready. Left as "$",
+        every read that found nothing would start again after whatever came meanwhile."""
+        if self.last_event_id == "$":
+            with contextlib.suppress(UnsupportedError):  # without it, reads start at "$"
+                self.last_event_id = await backend.newest_event_id(self.name)
+        self._ready.set()
+
+    async def wait_until_ready(self, timeout: float | None = None) -> None:
+        """Return once reading has a fixed starting point (BullMQ's `waitUntilReady`):
+        every event added after this returns is delivered. Needs `run()` going (autorun)."""
+        await asyncio.wait_for(self._ready.wait(), timeout)
 
     def _dispatch(self, event: str, args: dict[str, Any], event_id: str) -> None:
         self.emit(event, args, event_id)
@@ -132,6 +157,7 @@ class QueueEvents(_BackendUser, EventEmitter):
         if self._closed:
             return
         self._closed = True
+        self._ready.set()  # nobody waits for a reader that will not start
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -94,12 +94,37 @@ async def test_only_new_events_by_default(queue: psyq.Queue, backend_url: str) -
     events = psyq.QueueEvents(queue.name, connection=backend_url)
     try:
         rec = Recorder(events, "added")
-        await asyncio.sleep(0.05)
+        await events.wait_until_ready(5)
         await queue.add("new")
         await rec.wait("added")
         assert [args[0]["name"] for args in rec.events["added"]] == ["new"]
     finally:
         await events.close()
+
+
+async def test_reading_after_the_newest_event_id(queue: psyq.Queue) -> None:
+    """Where a "$" reader starts: exactly the events added after it, even when no read was
+    waiting while they were added (a "$" read would start after them)."""
+    backend = await queue._open()
+    assert await backend.newest_event_id(queue.name) == "0"
+    await queue.add("old")
+    start = await backend.newest_event_id(queue.name)
+    assert start != "0"
+    assert await backend.read_events(queue.name, start, 10, 0) == []
+    await queue.add("new")
+    found = await backend.read_events(queue.name, start, 10, 0)
+    assert [(event, fields["jobId"]) for _id, event, fields in found] == [
+        ("added", "2"),
+        ("waiting", "2"),
+    ]
+    newest = await backend.newest_event_id(queue.name)
+    assert await backend.read_events(queue.name, newest, 10, 0) == []
+
+
+async def test_wait_until_ready_returns_after_close(backend_url: str, queue_name: str) -> None:
+    events = psyq.QueueEvents(queue_name, connection=backend_url, autorun=False)
+    await events.close()
+    await events.wait_until_ready(1)
 
 
 async def test_async_iteration(queue: psyq.Queue, queue_events: psyq.QueueEvents) -> None:

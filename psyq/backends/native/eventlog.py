@@ -105,6 +105,13 @@ class EventLog:
         fields.update(_IMPLIED.get(event, ()))
         return f"{self._ms[index]}-{self._first_seq + index}", event, fields
 
+    def newest_id(self) -> str:
+        """The newest event's id ("0" when the queue never had one). Its sequence number is
+        all a reader needs, so a log whose events were all trimmed answers "0-<seq>"."""
+        if self._ms:
+            return f"{self._ms[-1]}-{self.last_seq}"
+        return f"0-{self.last_seq}" if self.last_seq else "0"
+
     def set_max_len(self, max_len: int) -> None:
         self.max_len = max_len
         self._trim()

@@ -348,6 +348,9 @@ class MemoryBackend(BackendAdapter):
             self._forget(queue, lambda s: s.events.waiters, future)
         return self._run(queue, lambda s: s.events.read(after, count))
 
+    async def newest_event_id(self, queue: str) -> str:
+        return self._run(queue, lambda s: s.events.newest_id())
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         def set_max_len(store: QueueStore) -> None:
             store.events.set_max_len(max_len)

@@ -707,6 +707,10 @@ class PostgresBackend(BackendAdapter):
             self.notifier.discard(key, future)
         return await self._events_after(qkey, after, count)
 
+    async def newest_event_id(self, queue: str) -> str:
+        newest = await self._sequence(self._key(queue))
+        return f"0-{newest}" if newest else "0"
+
     async def _events_after(
         self, qkey: str, after: int, count: int, sequence: bool = True
     ) -> list[tuple[str, str, dict[str, Any]]]:

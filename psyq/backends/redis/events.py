@@ -37,6 +37,14 @@ class Events(RedisConnection):
             for entry_id, fields in entries
         ]
 
+    async def newest_event_id(self, queue: str) -> str:
+        key = self.queue_key(queue) + ":events"
+        try:
+            newest = await self.client.xrevrange(key, count=1)
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"reading {key!r}", exc) from exc
+        return str(newest[0][0]) if newest else "0"
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         key = self.queue_key(queue)
         await self.client.hset(key + ":meta", "opts.maxLenEvents", max_len)

@@ -433,6 +433,9 @@ class TcpBackend(BackendAdapter):
         rows = await self._call("read_events", queue, last_id, count, block_ms)
         return [(row[0], row[1], row[2]) for row in rows]
 
+    async def newest_event_id(self, queue: str) -> str:
+        return cast("str", await self._call("newest_event_id", queue))
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         await self._call("set_max_len_events", queue, max_len)
 

@@ -109,6 +109,7 @@ COMMANDS: frozenset[str] = frozenset(
         "get_children_values",
         "get_failed_children_values",
         "read_events",
+        "newest_event_id",
         "set_max_len_events",
         "upsert_job_scheduler",
         "get_job_scheduler",
