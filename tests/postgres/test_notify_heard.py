@@ -26,11 +26,19 @@ class Heard:
     def __call__(self, conn: object, pid: int, channel: str, payload: str) -> None:
         self.payloads.append(payload)
 
+    async def until(self, match: Callable[[str], bool]) -> None:
+        """Until a payload that `match`es arrives (its delivery races the job's own)."""
+        for _ in range(400):
+            if any(match(payload) for payload in self.payloads):
+                return
+            await asyncio.sleep(0.025)
+        raise AssertionError(f"no matching notification among {self.payloads!r}")
+
 
 @pytest.fixture
 async def setup(
     pg_server: str, fresh_schema: Callable[[], str]
-) -> AsyncIterator[tuple[str, Heard]]:
+) -> AsyncIterator[tuple[str, Heard, asyncpg.Connection]]:
     url = url_for(pg_server, fresh_schema())
     async with psyq.Queue(fresh_name("warmup"), connection=url):
         pass  # creates the schema
@@ -38,13 +46,27 @@ async def setup(
     conn = await asyncpg.connect(pg_server)
     await conn.add_listener(parse_postgres_url(url).channel, heard)
     try:
-        yield url, heard
+        yield url, heard, conn
     finally:
         await conn.close()
 
 
-async def test_adds_notify_nobody_until_a_worker_waits(setup: tuple[str, Heard]) -> None:
-    url, heard = setup
+async def _until_announced(conn: asyncpg.Connection, url: str, kind: str, name: str) -> None:
+    """Until a backend listens for the queue's key (`kind` "j": a worker, "e": an event
+    reader): from then on a commit that touches the queue NOTIFYs it."""
+    schema = parse_postgres_url(url).schema
+    query = f"SELECT count(*) FROM {schema}.listeners WHERE key LIKE $1"
+    for _ in range(400):
+        if await conn.fetchval(query, f"{kind}:%{name}"):
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"nobody announced the key {kind}:...{name}")
+
+
+async def test_adds_notify_nobody_until_a_worker_waits(
+    setup: tuple[str, Heard, asyncpg.Connection],
+) -> None:
+    url, heard, conn = setup
     name = fresh_name("heard")
     done = asyncio.Event()
     async with psyq.Queue(name, connection=url) as queue:
@@ -60,17 +82,20 @@ async def test_adds_notify_nobody_until_a_worker_waits(setup: tuple[str, Heard])
         run = asyncio.create_task(worker.run())
         try:
             await _until_idle(queue)
+            await _until_announced(conn, url, "j", name)
             heard.payloads.clear()
             await queue.add("after", {})
             await asyncio.wait_for(done.wait(), 10)
-            assert any(p.startswith("j:") and p.endswith(name) for p in heard.payloads)
+            await heard.until(lambda p: p.startswith("j:") and p.endswith(name))
         finally:
             await worker.close()
             await run
 
 
-async def test_a_queue_events_reader_is_notified_of_events(setup: tuple[str, Heard]) -> None:
-    url, heard = setup
+async def test_a_queue_events_reader_is_notified_of_events(
+    setup: tuple[str, Heard, asyncpg.Connection],
+) -> None:
+    url, heard, conn = setup
     name = fresh_name("heard-events")
     added: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
@@ -83,10 +108,10 @@ async def test_a_queue_events_reader_is_notified_of_events(setup: tuple[str, Hea
         psyq.QueueEvents(name, connection=url) as events,
     ):
         events.on("added", on_added)
-        await asyncio.sleep(0.3)  # the reader announces its key and waits
+        await _until_announced(conn, url, "e", name)
         job = await queue.add("seen", {})
         assert await asyncio.wait_for(added, 10) == job.id
-        assert any(p.startswith("e:") and p.endswith(name) for p in heard.payloads)
+        await heard.until(lambda p: p.startswith("e:") and p.endswith(name))
 
 
 async def _until_idle(queue: psyq.Queue) -> None:
@@ -94,7 +119,6 @@ async def _until_idle(queue: psyq.Queue) -> None:
     for _ in range(200):
         counts = await queue.get_job_counts("waiting", "active", "completed")
         if counts["completed"] == 1:
-            await asyncio.sleep(0.2)  # it announces its key, then waits
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the worker did not finish the first job")
