@@ -100,7 +100,8 @@ async def test_jobs_complete_fail_and_retry_with_events(
 
 async def test_delayed_and_prioritized_jobs(queue: psyq.Queue, worker_for: Any) -> None:
     order: list[str] = []
-    later = await queue.add("later", delay=300)
+    # Due well after the worker starts: once due it would run before the prioritized jobs.
+    later = await queue.add("later", delay=1500)
     await queue.add("low", priority=5)
     await queue.add("high", priority=1)
     await queue.add("plain")
@@ -110,7 +111,7 @@ async def test_delayed_and_prioritized_jobs(queue: psyq.Queue, worker_for: Any) 
         "waiting": 1,
     }
     worker_for(queue.name, lambda job: order.append(job.name))
-    await wait_state(queue, later.id, "completed")
+    await wait_state(queue, later.id, "completed", timeout=10)
     assert order == ["plain", "high", "low", "later"]
 
 
