@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
     add_server_parser(commands)
+    from psyq.cli.inspect import add_inspect_commands
     from psyq.cli.pipeline import add_pipeline_commands
+
+    add_inspect_commands(commands)
 
     add_pipeline_commands(commands)
     return parser
@@ -86,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from psyq.cli.demo import run_demo
 
             return asyncio.run(run_demo(args.jobs, args.concurrency, args.connection))
+        if args.command in ("inspect", "queue"):
+            from psyq.cli.inspect import run_inspect, run_queue_action
+
+            return run_inspect(args) if args.command == "inspect" else run_queue_action(args)
         if args.command == "server":
             from psyq.cli.server import run_server, server_options
 
