@@ -44,10 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
     add_server_parser(commands)
+    from psyq.cli.dashboard import add_dashboard_parser
     from psyq.cli.inspect import add_inspect_commands
     from psyq.cli.pipeline import add_pipeline_commands
 
     add_inspect_commands(commands)
+    add_dashboard_parser(commands)
 
     add_pipeline_commands(commands)
     return parser
@@ -93,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from psyq.cli.inspect import run_inspect, run_queue_action
 
             return run_inspect(args) if args.command == "inspect" else run_queue_action(args)
+        if args.command == "dashboard":
+            from psyq.cli.dashboard import run_dashboard
+
+            return run_dashboard(args)
         if args.command == "server":
             from psyq.cli.server import run_server, server_options
 

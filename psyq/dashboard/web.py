@@ -1,0 +1,210 @@
+"""The dashboard's HTTP side (aiohttp): the page, the JSON API, `/metrics`, and the guards.
+
+    GET  /                                    the page (static/index.html, static/app.js)
+    GET  /api/config                          {"read_only": bool}
+    GET  /api/queues                          every queue: counts per state, paused, workers
+    GET  /api/queues/{queue}                  one queue, with its workers and schedulers
+    GET  /api/queues/{queue}/jobs?state=&start=&end=    a page of jobs, newest first
+    GET  /api/queues/{queue}/jobs/{id}        one job, whole, with its logs
+    POST /api/queues/{queue}/pause | resume
+    POST /api/queues/{queue}/retry            {"state": "failed"|"completed"}
+    POST /api/queues/{queue}/clean            {"state": ..., "grace": ms, "limit": n}
+    POST /api/queues/{queue}/jobs/{id}/retry | promote | remove
+    GET  /metrics                             Prometheus text format 0.0.4
+
+With a token, every request but the page's two files needs `Authorization: Bearer <token>`
+(the page takes it once from `?token=` and keeps it for the tab). Read-only refuses every
+POST with 403. Errors are JSON `{"error": ...}`: 400 bad input, 401/403 refused, 404 unknown
+queue or job, 409 wrong state, 503 store down.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from aiohttp import web
+
+from psyq.dashboard.metrics import render_metrics
+from psyq.dashboard.store import NotFound, Store
+from psyq.errors import (
+    ConnectionError,
+    InvalidOptionsError,
+    JobNotFoundError,
+    JobStateError,
+    LockError,
+    PsyqError,
+)
+
+__all__ = ["create_app"]
+
+STORE: web.AppKey[Store] = web.AppKey("store", Store)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_STATUS: tuple[tuple[type[Exception], int], ...] = (
+    (NotFound, 404),
+    (JobNotFoundError, 404),
+    (InvalidOptionsError, 400),
+    (JobStateError, 409),
+    (LockError, 409),
+    (ConnectionError, 503),
+)
+
+
+def create_app(
+    store: Store, *, read_only: bool = False, token: str | None = None
+) -> web.Application:
+    """The dashboard for `store` (opened on startup, closed on cleanup)."""
+    app = web.Application(middlewares=[_guard(read_only, token), _errors])
+    app[STORE] = store
+    app.on_startup.append(lambda app: store.open())
+    app.on_cleanup.append(lambda app: store.close())
+    app.router.add_get("/", _page("index.html", "text/html"))
+    app.router.add_get("/app.js", _page("app.js", "text/javascript"))
+    app.router.add_get("/api/config", _config(read_only))
+    app.router.add_get("/metrics", _metrics)
+    _add_api(app.router)
+    return app
+
+
+def _add_api(router: web.UrlDispatcher) -> None:
+    queue, job = "/api/queues/{queue}", "/api/queues/{queue}/jobs/{id}"
+    router.add_get("/api/queues", _handler(lambda store, r: store.summaries()))
+    router.add_get(queue, _handler(lambda store, r: store.details(_q(r))))
+    router.add_get(queue + "/jobs", _jobs)
+    router.add_get(job, _handler(lambda store, r: store.job(_q(r), r.match_info["id"])))
+    router.add_post(queue + "/pause", _handler(lambda store, r: store.pause(_q(r))))
+    router.add_post(queue + "/resume", _handler(lambda store, r: store.resume(_q(r))))
+    router.add_post(queue + "/retry", _retry_all)
+    router.add_post(queue + "/clean", _clean)
+    for action in ("retry", "promote", "remove"):
+        router.add_post(f"{job}/{action}", _job_action(action))
+
+
+def _handler(call: Callable[[Store, web.Request], Awaitable[Any]]) -> Handler:
+    """An aiohttp handler replying with what `call(store, request)` returns, as JSON."""
+
+    async def handle(request: web.Request) -> web.Response:
+        return _json(await call(request.app[STORE], request))
+
+    return handle
+
+
+def _config(read_only: bool) -> Handler:
+    async def config(request: web.Request) -> web.Response:
+        return _json({"read_only": read_only})
+
+    return config
+
+
+def _q(request: web.Request) -> str:
+    return request.match_info["queue"]
+
+
+def _json(value: Any, status: int = 200) -> web.Response:
+    return web.json_response(value, status=status, dumps=lambda v: json.dumps(v, default=str))
+
+
+async def _jobs(request: web.Request) -> web.Response:
+    state = request.query.get("state", "failed")
+    start = _int(request.query, "start", 0)
+    end = _int(request.query, "end", start + 19)
+    return _json(await request.app[STORE].jobs(_q(request), state, start, end))
+
+
+async def _retry_all(request: web.Request) -> web.Response:
+    body = await _body(request)
+    state = body.get("state", "failed")
+    return _json(await request.app[STORE].retry_all(_q(request), state))
+
+
+async def _clean(request: web.Request) -> web.Response:
+    body = await _body(request)
+    store = request.app[STORE]
+    state = body.get("state", "completed")
+    done = await store.clean(_q(request), state, _int(body, "grace", 0), _int(body, "limit", 0))
+    return _json(done)
+
+
+def _job_action(action: str) -> Handler:
+    async def act(request: web.Request) -> web.Response:
+        store, job_id = request.app[STORE], request.match_info["id"]
+        call = {"retry": store.retry_job, "promote": store.promote_job, "remove": store.remove_job}
+        return _json(await call[action](_q(request), job_id))
+
+    return act
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    text = render_metrics(await request.app[STORE].summaries())
+    return web.Response(body=text.encode(), headers={"Content-Type": METRICS_TYPE})
+
+
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    if not request.can_read_body:
+        return {}
+    try:
+        body = await request.json()
+    except ValueError:
+        raise InvalidOptionsError("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidOptionsError(f"the request body must be a JSON object, got {body!r}")
+    return body
+
+
+def _int(source: Any, key: str, default: int) -> int:
+    text = source.get(key, default)
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise InvalidOptionsError(f"{key} must be a whole number, got {text!r}") from None
+
+
+def _page(name: str, content_type: str) -> Handler:
+    body = resources.files("psyq.dashboard").joinpath("static", name).read_bytes()
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type=content_type, charset="utf-8")
+
+    return page
+
+
+# ---------------------------------------------------------------------- middlewares
+def _guard(read_only: bool, token: str | None) -> Any:
+    """401 without the token (when one is set), 403 for a POST on a read-only dashboard."""
+    expected = f"Bearer {token}".encode() if token else None
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if expected is not None and not _has_token(request, expected):
+            return _json({"error": "this dashboard needs its token"}, 401)
+        if read_only and request.method != "GET":
+            return _json({"error": "this dashboard is read-only"}, 403)
+        return await handler(request)
+
+    return guard
+
+
+def _has_token(request: web.Request, expected: bytes) -> bool:
+    if request.path in PUBLIC_PATHS:
+        return True
+    return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
+
+
+# The page and its script hold no data (the script sends the token with every API call).
+PUBLIC_PATHS = frozenset({"/", "/app.js"})
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """psyq errors become JSON replies with the status that fits; the message names the value."""
+    try:
+        return await handler(request)
+    except PsyqError as exc:
+        status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+        return _json({"error": str(exc)}, status)

@@ -1,0 +1,231 @@
+"""The dashboard over real TCP: its JSON API, actions, guards and /metrics, on every backend."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from importlib import resources
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+import psyq
+from psyq.dashboard.metrics import render_metrics
+from psyq.dashboard.store import Store
+from psyq.dashboard.web import create_app
+from tests.conformance.conftest import BACKENDS
+from tests.conftest import fresh_name
+
+Client = Callable[..., Any]
+
+
+@pytest.fixture(params=["memory", "sqlite", "tcp", "redis", "postgres"])
+def url(request: pytest.FixtureRequest) -> str:
+    return BACKENDS[request.param](request)
+
+
+async def _fill(url: str, name: str) -> dict[str, str]:
+    """Two waiting jobs, one delayed, one completed, one failed (with a log line)."""
+    async with psyq.Queue(name, connection=url) as queue:
+        done, bad, *_ = await queue.add_bulk(
+            [
+                {"name": "done"},
+                {"name": "<script>x</script>", "data": {"y": "<b>"}},
+                {"name": "a"},
+                {"name": "b"},
+            ]
+        )
+        later = await queue.add("later", None, delay=600_000)
+        worker = psyq.Worker(name, None, connection=url, autorun=False)
+        try:
+            taken = await worker.get_next_job("t1", block=False)
+            assert taken is not None and taken.id == done.id
+            await taken.move_to_completed("ok", "t1")
+            taken = await worker.get_next_job("t2", block=False)
+            assert taken is not None and taken.id == bad.id
+            await taken.log("tried once")
+            await taken.move_to_failed(RuntimeError("boom"), "t2")
+        finally:
+            await worker.close()
+    return {"done": done.id, "bad": bad.id, "later": later.id}
+
+
+@pytest.fixture
+async def serve(url: str) -> AsyncIterator[Callable[..., Any]]:
+    """serve(read_only=False, token=None) -> request(method, path, json=None, token=None)
+    against a dashboard listening on a free port."""
+    servers: list[TestServer] = []
+    session = aiohttp.ClientSession()
+
+    async def start(read_only: bool = False, token: str | None = None) -> Client:
+        server = TestServer(create_app(Store(url), read_only=read_only, token=token))
+        await server.start_server()
+        servers.append(server)
+
+        async def request(
+            method: str, path: str, json: Any = None, auth: str | None = token
+        ) -> tuple[int, Any]:
+            headers = {"Authorization": f"Bearer {auth}"} if auth else {}
+            async with session.request(
+                method, server.make_url(path), json=json, headers=headers
+            ) as reply:
+                if reply.content_type == "application/json":
+                    return reply.status, await reply.json()
+                return reply.status, await reply.text()
+
+        return request
+
+    try:
+        yield start
+    finally:
+        await session.close()
+        for server in servers:
+            await server.close()
+
+
+async def test_the_api_shows_what_the_store_holds(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    ids = await _fill(url, name)
+    request = await serve()
+    status, queues = await request("GET", "/api/queues")
+    assert status == 200
+    row = next(q for q in queues if q["name"] == name)
+    assert row["paused"] is False and row["workers"] == 0
+    assert row["counts"] == {
+        "waiting": 2,
+        "paused": 0,
+        "prioritized": 0,
+        "delayed": 1,
+        "active": 0,
+        "waiting-children": 0,
+        "completed": 1,
+        "failed": 1,
+    }
+    status, page = await request("GET", f"/api/queues/{name}/jobs?state=waiting&start=0&end=0")
+    assert status == 200 and page["total"] == 2 and [j["name"] for j in page["jobs"]] == ["b"]
+    status, job = await request("GET", f"/api/queues/{name}/jobs/{ids['bad']}")
+    assert status == 200 and job["state"] == "failed" and job["failed_reason"] == "boom"
+    assert job["name"] == "<script>x</script>" and job["data"] == {"y": "<b>"}  # data, as is
+    assert job["logs"] == ["tried once"]
+    status, details = await request("GET", f"/api/queues/{name}")
+    assert status == 200 and details["workers"] == [] and details["schedulers"] == []
+
+
+async def test_unknown_things_and_bad_input_are_named(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    await _fill(url, name)
+    request = await serve()
+    cases = [
+        (f"/api/queues/{name}-nope", 404, f"{name}-nope"),
+        (f"/api/queues/{name}/jobs/12345", 404, "12345"),
+        (f"/api/queues/{name}/jobs?state=sleeping", 400, "sleeping"),
+        (f"/api/queues/{name}/jobs?state=failed&start=x", 400, "'x'"),
+        (f"/api/queues/{name}/jobs?state=failed&start=5&end=2", 400, "5..2"),
+    ]
+    for path, code, named in cases:
+        status, body = await request("GET", path)
+        assert (status, named in body["error"]) == (code, True), (path, body)
+    status, body = await request("POST", f"/api/queues/{name}/clean", {"state": "active"})
+    assert status == 400 and "active" in body["error"]
+
+
+async def test_actions_change_the_store(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    ids = await _fill(url, name)
+    request = await serve()
+    base = f"/api/queues/{name}"
+    assert await request("POST", base + "/pause") == (200, {"paused": True})
+    assert (await request("GET", base))[1]["paused"] is True
+    assert await request("POST", base + "/resume") == (200, {"paused": False})
+    assert await request("POST", base + "/retry", {"state": "failed"}) == (200, {"retried": 1})
+    assert await request("POST", base + "/clean", {"state": "completed"}) == (200, {"removed": 1})
+    assert (await request("POST", f"{base}/jobs/{ids['later']}/promote"))[0] == 200
+    status, body = await request("POST", f"{base}/jobs/{ids['later']}/promote")
+    assert status == 409 and ids["later"] in body["error"]  # no longer delayed
+    assert (await request("POST", f"{base}/jobs/{ids['done']}/remove"))[0] == 404  # cleaned
+    assert (await request("POST", f"{base}/jobs/{ids['later']}/remove"))[0] == 200
+    async with psyq.Queue(name, connection=url) as queue:
+        assert await queue.get_job_counts("waiting", "delayed", "completed", "failed") == {
+            "waiting": 3,
+            "delayed": 0,
+            "completed": 0,
+            "failed": 0,
+        }
+
+
+async def test_read_only_refuses_actions(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    await _fill(url, name)
+    request = await serve(read_only=True)
+    assert await request("GET", "/api/config") == (200, {"read_only": True})
+    status, body = await request("POST", f"/api/queues/{name}/pause")
+    assert status == 403 and "read-only" in body["error"]
+    async with psyq.Queue(name, connection=url) as queue:
+        assert not await queue.is_paused()
+
+
+async def test_a_token_guards_every_call_but_the_page(url: str, serve: Any) -> None:
+    request = await serve(token="s3cret")
+    assert (await request("GET", "/api/queues", auth=None))[0] == 401
+    assert (await request("GET", "/metrics", auth="wrong"))[0] == 401
+    assert (await request("GET", "/api/queues"))[0] == 200
+    status, page = await request("GET", "/", auth=None)
+    assert status == 200 and '<script src="app.js">' in page
+
+
+async def test_metrics_are_the_stored_counts(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    await _fill(url, name)
+    request = await serve()
+    status, text = await request("GET", "/metrics")
+    assert status == 200
+    samples = parse_metrics(text)
+    assert samples[("psyq_queue_jobs", (("queue", name), ("state", "waiting")))] == 2
+    assert samples[("psyq_queue_jobs", (("queue", name), ("state", "failed")))] == 1
+    assert samples[("psyq_queue_paused", (("queue", name),))] == 0
+    assert samples[("psyq_queue_workers", (("queue", name),))] == 0
+
+
+def test_label_values_are_escaped() -> None:
+    name = 'a"b\\c\nd'
+    text = render_metrics([{"name": name, "paused": True, "counts": {"waiting": 3}, "workers": 1}])
+    assert 'psyq_queue_paused{queue="a\\"b\\\\c\\nd"} 1' in text.splitlines()
+    samples = parse_metrics(text)
+    assert samples[("psyq_queue_jobs", (("queue", name), ("state", "waiting")))] == 3
+
+
+def test_the_page_never_renders_store_values_as_markup() -> None:
+    script = resources.files("psyq.dashboard").joinpath("static", "app.js").read_text()
+    assert "innerHTML" not in script and "insertAdjacentHTML" not in script
+    assert "textContent" in script
+
+
+def parse_metrics(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A small reader of the text format: (name, labels) -> value; HELP/TYPE lines checked."""
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert line.split()[1] in ("HELP", "TYPE"), line
+            continue
+        head, _, value = line.rpartition(" ")
+        metric, _, labels = head.partition("{")
+        samples[(metric, tuple(_labels(labels.removesuffix("}"))))] = float(value)
+    return samples
+
+
+def _labels(text: str) -> list[tuple[str, str]]:
+    pairs, i = [], 0
+    while i < len(text):
+        key_end = text.index('="', i)
+        key, i, value = text[i:key_end], key_end + 2, []
+        while text[i] != '"':
+            if text[i] == "\\":
+                i += 1
+                value.append({"n": "\n"}.get(text[i], text[i]))
+            else:
+                value.append(text[i])
+            i += 1
+        pairs.append((key, "".join(value)))
+        i += 2  # the closing quote and the comma
+    return pairs
