@@ -133,6 +133,19 @@ def _deduplication(name: str, value: Any) -> dict[str, Any]:
     return spec
 
 
+def _telemetry(name: str, value: Any) -> dict[str, Any]:
+    """BullMQ's `telemetry`: `metadata`, the producer's trace context as text, and
+    `omitContext`, true when the worker should not continue that trace."""
+    spec = _check_mapping(name, value, {"metadata", "omitContext"})
+    if "metadata" in spec and not isinstance(spec["metadata"], str):
+        raise InvalidOptionsError(
+            f"option '{name}.metadata' must be a string, got {spec['metadata']!r}", option=name
+        )
+    if "omitContext" in spec:
+        _check_bool(f"{name}.omitContext", spec["omitContext"])
+    return spec
+
+
 def _int(minimum: int = 0, maximum: int | None = None) -> Callable[[str, Any], int]:
     return lambda name, value: check_int(name, value, minimum=minimum, maximum=maximum)
 
@@ -161,6 +174,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "timestamp": _int(),
     "timeout": _int(minimum=1),
     "durable": _check_bool,
+    "telemetry": _telemetry,
 }
 
 _SNAKE = {

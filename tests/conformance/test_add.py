@@ -6,7 +6,7 @@ import pytest
 
 import psyq
 
-from .conftest import now_ms
+from .conftest import WorkerFactory, now_ms, wait_state
 
 ALL_STATES = (
     "waiting",
@@ -113,6 +113,22 @@ async def test_option_names_camel_and_snake(
         assert "remove_on_complete" not in seen
 
 
+async def test_telemetry_travels_with_the_job(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """BullMQ's `telemetry` option (the producer's trace context as text) is stored with the
+    job and handed to its worker as it was given."""
+    context = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+    telemetry = {"metadata": context, "omitContext": False}
+    job = await queue.add("send", {}, telemetry=telemetry)
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.opts["telemetry"] == telemetry
+    seen: list[object] = []
+    make_worker(lambda job: seen.append(job.opts.get("telemetry")))
+    await wait_state(queue, job.id, "completed")
+    assert seen == [telemetry]
+
+
 async def test_unknown_option_is_named_and_nothing_written(queue: psyq.Queue) -> None:
     with pytest.raises(psyq.InvalidOptionsError, match="bogusOption"):
         await queue.add("send", {}, {"bogusOption": 1})
@@ -137,6 +153,9 @@ async def test_unknown_option_is_named_and_nothing_written(queue: psyq.Queue) ->
         ("keepLogs", -1),
         ("sizeLimit", 0),
         ("timestamp", 1.5),
+        ("telemetry", {"metadata": 5}),
+        ("telemetry", {"omitContext": "no"}),
+        ("telemetry", {"traceparent": "x"}),
     ],
 )
 async def test_bad_option_value_is_named_and_nothing_written(

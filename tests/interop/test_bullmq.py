@@ -12,6 +12,9 @@ import pytest
 import psyq
 from tests.conftest import fresh_name
 
+# A W3C trace context as BullMQ's telemetry integrations store it (`telemetry.metadata`).
+TRACE = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -50,13 +53,19 @@ async def test_node_adds_psyq_processes(node: Any, interop_redis_url: str) -> No
         {"name": "plain", "data": {"n": 21}},
         {"name": "prioritized", "data": {"n": 1}, "opts": {"priority": 3}},
         {"name": "delayed", "data": {"n": 2}, "opts": {"delay": 100}},
-        {"name": "custom", "data": {"n": 3}, "opts": {"jobId": "my-id", "attempts": 2}},
+        {
+            "name": "custom",
+            "data": {"n": 3},
+            "opts": {"jobId": "my-id", "attempts": 2, "telemetry": {"metadata": TRACE}},
+        },
         {"name": "bad", "data": {"n": 0, "fail": True}, "opts": {"attempts": 2, "backoff": 10}},
     ]
     ids = node("add.js", name, interop_redis_url, json.dumps(jobs))
     assert ids[:4] == ["1", "2", "3", "my-id"]  # BullMQ counts custom ids too: the last is "5"
     await run_psyq_worker(name, interop_redis_url, len(jobs))
     async with psyq.Queue(name, connection=interop_redis_url) as queue:
+        custom = await queue.get_job("my-id")
+        assert custom is not None and custom.opts["telemetry"] == {"metadata": TRACE}
         for job_id, spec in zip(ids[:4], jobs[:4], strict=True):
             job = await queue.get_job(job_id)
             assert job is not None and job.name == spec["name"]
@@ -80,7 +89,13 @@ async def test_psyq_adds_node_processes(node: Any, interop_redis_url: str) -> No
         plain = await queue.add("plain", {"n": 5})
         prioritized = await queue.add("prioritized", {"n": 7}, priority=2)
         delayed = await queue.add("delayed", {"n": 9}, delay=100)
-        custom = await queue.add("custom", {"n": 4}, job_id="psyq-id", remove_on_fail=False)
+        custom = await queue.add(
+            "custom",
+            {"n": 4},
+            job_id="psyq-id",
+            remove_on_fail=False,
+            telemetry={"metadata": TRACE},
+        )
         bad = await queue.add("bad", {"n": 0, "fail": True}, attempts=2, backoff=10)
         outcomes = node("work.js", name, interop_redis_url, "5")
         for job in (plain, prioritized, delayed, custom):
@@ -98,6 +113,8 @@ async def test_psyq_adds_node_processes(node: Any, interop_redis_url: str) -> No
         assert failed.failed_reason == "node says no" and failed.attempts_made == 2
         counts = await queue.get_job_counts()
         assert counts["completed"] == 4 and counts["failed"] == 1 and counts["active"] == 0
+    seen = node("inspect.js", name, interop_redis_url, json.dumps([custom.id]))
+    assert seen[custom.id]["telemetry"] == {"metadata": TRACE}  # BullMQ's option, as Node reads it
 
 
 async def test_a_node_flow_runs_on_psyq_workers(node: Any, interop_redis_url: str) -> None:

@@ -44,23 +44,33 @@ _ENCODE = {
     "ignoreDependencyOnFailure": "idof",
     "removeDependencyOnFailure": "rdof",
     "keepLogs": "kl",
-    "telemetryMetadata": "tm",
-    "omitContext": "omc",
 }
 _DECODE = {short: long for long, short in _ENCODE.items()}
+# BullMQ keeps the `telemetry` option's two fields as top-level keys of the stored options.
+_TELEMETRY = {"metadata": "tm", "omitContext": "omc"}
+_TELEMETRY_KEYS = {short: long for long, short in _TELEMETRY.items()}
 
 
 def encode_opts(opts: Mapping[str, Any]) -> str:
     if not opts:
         return "{}"
-    return json.dumps({_ENCODE.get(k, k): v for k, v in opts.items()}, separators=(",", ":"))
+    stored = {_ENCODE.get(k, k): v for k, v in opts.items() if k != "telemetry"}
+    for field, value in opts.get("telemetry", {}).items():
+        stored[_TELEMETRY[field]] = value
+    return json.dumps(stored, separators=(",", ":"))
 
 
 def _parse_opts(text: str) -> dict[str, Any]:
     raw = json.loads(text)
     if not isinstance(raw, dict):
         return {}
-    return {_DECODE.get(str(k), str(k)): v for k, v in raw.items()}
+    opts: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _TELEMETRY_KEYS:
+            opts.setdefault("telemetry", {})[_TELEMETRY_KEYS[key]] = value
+        else:
+            opts[_DECODE.get(str(key), str(key))] = value
+    return opts
 
 
 # A job's options from its `opts` field, compressed keys spelled out.

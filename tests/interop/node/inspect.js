@@ -1,5 +1,5 @@
 // Read jobs back with Node BullMQ: node inspect.js <queue> <redis url> '<[ids]>'
-// Prints {id: {state, returnvalue, attemptsMade, failedReason, name, data}} (JSON).
+// Prints {id: {state, returnvalue, attemptsMade, failedReason, name, data, telemetry}} (JSON).
 const { Queue } = require('bullmq');
 
 (async () => {
@@ -15,6 +15,7 @@ const { Queue } = require('bullmq');
       failedReason: job.failedReason,
       name: job.name,
       data: job.data,
+      telemetry: job.opts.telemetry,
     };
   }
   found.counts = await queue.getJobCounts();
