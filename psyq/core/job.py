@@ -123,6 +123,12 @@ class Job:
             self._data = codec.loads(self._data_json)
         return self._data
 
+    @data.setter
+    def data(self, value: Any) -> None:
+        """Replace this snapshot's data, as assigning `job.data` in BullMQ does (middleware
+        that opens a packed payload uses it); the store keeps its own: `update_data` writes."""
+        self._data = value
+
     @property
     def returnvalue(self) -> Any:
         if self._returnvalue is _UNSET:
