@@ -58,6 +58,19 @@ JobState = Literal[
     "unknown",
 ]
 
+# The states in the order of a job's life, as tables of counts show them ("paused": waiting
+# while the queue is paused).
+STATE_ORDER: tuple[str, ...] = (
+    "waiting",
+    "paused",
+    "prioritized",
+    "delayed",
+    "active",
+    "waiting-children",
+    "completed",
+    "failed",
+)
+
 # The states `get_job_counts` and `get_jobs` understand ("paused" = waiting while paused).
 JOB_STATES: tuple[str, ...] = (
     "waiting",

@@ -24,24 +24,14 @@ from rich.table import Column, Table
 
 import psyq
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JOB_STATES
+from psyq.backends.base import JOB_STATES, STATE_ORDER
 from psyq.cli.main import CliError, positive_int
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
 
 __all__ = ["add_inspect_commands", "run_inspect", "run_queue_action"]
 
-# The states counted, in a job's order of life ("paused": waiting while the queue is paused),
-# with the short column titles of the tables.
-COUNTED_STATES = {
-    "waiting": "waiting",
-    "paused": "",
-    "prioritized": "prio",
-    "delayed": "delayed",
-    "active": "active",
-    "waiting-children": "children",
-    "completed": "done",
-    "failed": "failed",
-}
+# Short column titles of the tables ("paused" jobs are counted in the waiting column).
+TITLES = {"prioritized": "prio", "waiting-children": "children", "completed": "done"}
 ACTIONS = ("pause", "resume", "drain", "clean", "retry", "promote", "remove", "obliterate")
 # Actions that delete jobs or run finished ones again ask for --yes.
 NEED_YES = frozenset({"drain", "clean", "obliterate", "retry"})
@@ -117,7 +107,7 @@ async def _inspect(args: argparse.Namespace, names: list[str]) -> int:
 
 
 async def _counts(queue: psyq.Queue) -> dict[str, Any]:
-    counts = await queue.get_job_counts(*COUNTED_STATES)
+    counts = await queue.get_job_counts(*STATE_ORDER)
     return {"name": queue.name, "paused": await queue.is_paused(), "counts": counts}
 
 
@@ -261,14 +251,16 @@ def _overview_table(console: Console, rows: list[dict[str, Any]]) -> None:
     if not rows:
         console.print("no queues")
         return
-    titles = [title for title in COUNTED_STATES.values() if title]
+    shown = [state for state in STATE_ORDER if state != "paused"]
+    titles = [TITLES.get(state, state) for state in shown]
     numbers = [Column(title, justify="right", no_wrap=True) for title in titles]
     widest = max(len(row["name"]) for row in rows)
     table = _table(Column("queue", min_width=min(widest, 40)), *numbers, "paused")
     for row in rows:
         counts = dict(row["counts"])
         counts["waiting"] += counts.pop("paused")  # one column: jobs waiting to be taken
-        table.add_row(row["name"], *map(str, counts.values()), "yes" if row["paused"] else "")
+        values = [str(counts[state]) for state in shown]
+        table.add_row(row["name"], *values, "yes" if row["paused"] else "")
     console.print(table)
 
 

@@ -12,22 +12,12 @@ from typing import Any
 
 import psyq
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JOB_STATES, BackendAdapter
+from psyq.backends.base import JOB_STATES, STATE_ORDER, BackendAdapter
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
 from psyq.errors import InvalidOptionsError, JobNotFoundError, PsyqError
 
-__all__ = ["COUNTED_STATES", "NotFound", "Store"]
+__all__ = ["NotFound", "Store"]
 
-COUNTED_STATES = (
-    "waiting",
-    "paused",
-    "prioritized",
-    "delayed",
-    "active",
-    "waiting-children",
-    "completed",
-    "failed",
-)
 NAMES_MAX_AGE = 2.0
 MAX_PAGE = 500
 
@@ -78,7 +68,7 @@ class Store:
         return {
             "name": name,
             "paused": await queue.is_paused(),
-            "counts": await queue.get_job_counts(*COUNTED_STATES),
+            "counts": await queue.get_job_counts(*STATE_ORDER),
             "workers": len(await queue.get_workers()),
         }
 

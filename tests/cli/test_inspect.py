@@ -17,34 +17,12 @@ import psyq
 from psyq.cli.main import main
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
+from tests.queues import fill_queue
 
 
 @pytest.fixture(params=["sqlite-durable", "tcp", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
-
-
-async def _fill(url: str, name: str) -> dict[str, str]:
-    """Two waiting jobs, one delayed, one prioritized, one completed, one failed (with a log).
-    Returns their ids by role."""
-    async with psyq.Queue(name, connection=url) as queue:
-        done, bad, *_ = await queue.add_bulk(
-            [{"name": "done"}, {"name": "bad", "data": {"x": "<b>"}}, {"name": "a"}, {"name": "b"}]
-        )
-        later = await queue.add("later", None, delay=600_000)
-        urgent = await queue.add("urgent", None, priority=2)
-        worker = psyq.Worker(name, None, connection=url, autorun=False)
-        try:
-            taken = await worker.get_next_job("t1", block=False)
-            assert taken is not None and taken.id == done.id
-            await taken.move_to_completed({"ok": 1}, "t1")
-            taken = await worker.get_next_job("t2", block=False)
-            assert taken is not None and taken.id == bad.id
-            await taken.log("tried once")
-            await taken.move_to_failed(RuntimeError("boom"), "t2")
-        finally:
-            await worker.close()
-    return {"done": done.id, "bad": bad.id, "later": later.id, "urgent": urgent.id}
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
@@ -64,7 +42,7 @@ def test_overview_lists_every_queue_with_its_counts(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name, paused = fresh_name("insp"), fresh_name("insp-paused")
-    asyncio.run(_fill(url, name))
+    asyncio.run(fill_queue(url, name))
     assert main(["queue", "pause", paused, "--connection", url]) == 2  # not there yet
 
     async def add_paused() -> None:
@@ -97,7 +75,7 @@ def test_one_queue_shows_its_newest_jobs_of_a_state(
     url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     name = fresh_name("insp")
-    ids = asyncio.run(_fill(url, name))
+    ids = asyncio.run(fill_queue(url, name))
     view = _run(capsys, "inspect", name, "--connection", url, "--json")
     assert view["state"] == "failed" and view["counts"]["failed"] == 1
     assert [(job["id"], job["failed_reason"]) for job in view["jobs"]] == [(ids["bad"], "boom")]
@@ -110,7 +88,7 @@ def test_one_queue_shows_its_newest_jobs_of_a_state(
 
 def test_one_job_whole_with_its_logs(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     name = fresh_name("insp")
-    ids = asyncio.run(_fill(url, name))
+    ids = asyncio.run(fill_queue(url, name))
     job = _run(capsys, "inspect", name, "--job", ids["bad"], "--json", "--connection", url)
     assert job["state"] == "failed" and job["data"] == {"x": "<b>"}
     assert job["failed_reason"] == "boom" and job["attempts_made"] == 1
@@ -123,7 +101,7 @@ def test_one_job_whole_with_its_logs(url: str, capsys: pytest.CaptureFixture[str
 
 def test_actions_change_the_store(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     name = fresh_name("insp")
-    ids = asyncio.run(_fill(url, name))
+    ids = asyncio.run(fill_queue(url, name))
     args = ["--connection", url, "--json"]
     assert _run(capsys, "queue", "pause", name, *args)["paused"] is True
     assert {row["name"]: row["paused"] for row in _run(capsys, "inspect", *args)}[name] is True
@@ -158,7 +136,7 @@ def test_bad_input_exits_2_naming_the_value(
 ) -> None:
     url = f"sqlite:///{tmp_path}/jobs.db?durability=durable"
     name = fresh_name("insp")
-    asyncio.run(_fill(url, name))
+    asyncio.run(fill_queue(url, name))
     capsys.readouterr()
     assert main([part.format(q=name) for part in argv] + ["--connection", url]) == 2
     err = capsys.readouterr().err

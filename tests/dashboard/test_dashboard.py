@@ -16,6 +16,7 @@ from psyq.dashboard.store import Store
 from psyq.dashboard.web import create_app
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
+from tests.queues import fill_queue
 
 Client = Callable[..., Any]
 
@@ -23,32 +24,6 @@ Client = Callable[..., Any]
 @pytest.fixture(params=["memory", "sqlite", "tcp", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
-
-
-async def _fill(url: str, name: str) -> dict[str, str]:
-    """Two waiting jobs, one delayed, one completed, one failed (with a log line)."""
-    async with psyq.Queue(name, connection=url) as queue:
-        done, bad, *_ = await queue.add_bulk(
-            [
-                {"name": "done"},
-                {"name": "<script>x</script>", "data": {"y": "<b>"}},
-                {"name": "a"},
-                {"name": "b"},
-            ]
-        )
-        later = await queue.add("later", None, delay=600_000)
-        worker = psyq.Worker(name, None, connection=url, autorun=False)
-        try:
-            taken = await worker.get_next_job("t1", block=False)
-            assert taken is not None and taken.id == done.id
-            await taken.move_to_completed("ok", "t1")
-            taken = await worker.get_next_job("t2", block=False)
-            assert taken is not None and taken.id == bad.id
-            await taken.log("tried once")
-            await taken.move_to_failed(RuntimeError("boom"), "t2")
-        finally:
-            await worker.close()
-    return {"done": done.id, "bad": bad.id, "later": later.id}
 
 
 @pytest.fixture
@@ -86,7 +61,7 @@ async def serve(url: str) -> AsyncIterator[Callable[..., Any]]:
 
 async def test_the_api_shows_what_the_store_holds(url: str, serve: Any) -> None:
     name = fresh_name("dash")
-    ids = await _fill(url, name)
+    ids = await fill_queue(url, name, bad_name="<script>x</script>")
     request = await serve()
     status, queues = await request("GET", "/api/queues")
     assert status == 200
@@ -95,7 +70,7 @@ async def test_the_api_shows_what_the_store_holds(url: str, serve: Any) -> None:
     assert row["counts"] == {
         "waiting": 2,
         "paused": 0,
-        "prioritized": 0,
+        "prioritized": 1,
         "delayed": 1,
         "active": 0,
         "waiting-children": 0,
@@ -106,7 +81,7 @@ async def test_the_api_shows_what_the_store_holds(url: str, serve: Any) -> None:
     assert status == 200 and page["total"] == 2 and [j["name"] for j in page["jobs"]] == ["b"]
     status, job = await request("GET", f"/api/queues/{name}/jobs/{ids['bad']}")
     assert status == 200 and job["state"] == "failed" and job["failed_reason"] == "boom"
-    assert job["name"] == "<script>x</script>" and job["data"] == {"y": "<b>"}  # data, as is
+    assert job["name"] == "<script>x</script>" and job["data"] == {"x": "<b>"}  # data, as is
     assert job["logs"] == ["tried once"]
     status, details = await request("GET", f"/api/queues/{name}")
     assert status == 200 and details["workers"] == [] and details["schedulers"] == []
@@ -114,7 +89,7 @@ async def test_the_api_shows_what_the_store_holds(url: str, serve: Any) -> None:
 
 async def test_unknown_things_and_bad_input_are_named(url: str, serve: Any) -> None:
     name = fresh_name("dash")
-    await _fill(url, name)
+    await fill_queue(url, name, bad_name="<script>x</script>")
     request = await serve()
     cases = [
         (f"/api/queues/{name}-nope", 404, f"{name}-nope"),
@@ -132,7 +107,7 @@ async def test_unknown_things_and_bad_input_are_named(url: str, serve: Any) -> N
 
 async def test_actions_change_the_store(url: str, serve: Any) -> None:
     name = fresh_name("dash")
-    ids = await _fill(url, name)
+    ids = await fill_queue(url, name, bad_name="<script>x</script>")
     request = await serve()
     base = f"/api/queues/{name}"
     assert await request("POST", base + "/pause") == (200, {"paused": True})
@@ -156,7 +131,7 @@ async def test_actions_change_the_store(url: str, serve: Any) -> None:
 
 async def test_read_only_refuses_actions(url: str, serve: Any) -> None:
     name = fresh_name("dash")
-    await _fill(url, name)
+    await fill_queue(url, name, bad_name="<script>x</script>")
     request = await serve(read_only=True)
     assert await request("GET", "/api/config") == (200, {"read_only": True})
     status, body = await request("POST", f"/api/queues/{name}/pause")
@@ -176,7 +151,7 @@ async def test_a_token_guards_every_call_but_the_page(url: str, serve: Any) -> N
 
 async def test_metrics_are_the_stored_counts(url: str, serve: Any) -> None:
     name = fresh_name("dash")
-    await _fill(url, name)
+    await fill_queue(url, name, bad_name="<script>x</script>")
     request = await serve()
     status, text = await request("GET", "/metrics")
     assert status == 200

@@ -19,8 +19,7 @@ from psyq.dashboard.store import Store
 from psyq.dashboard.web import create_app
 from tests.conftest import fresh_name
 from tests.interop.conftest import _missing
-
-from .test_dashboard import _fill
+from tests.queues import fill_queue
 
 PAGE_JS = Path(__file__).parent / "node" / "page.js"
 
@@ -77,13 +76,13 @@ async def show(jsdom: Path, base: str, route: str, token: str | None = None) -> 
 async def test_the_queue_list_and_a_queue_with_markup_in_a_job_name(jsdom: Path, site: Any) -> None:
     base, url = await site()
     name = fresh_name("page")
-    ids = await _fill(url, name)
+    ids = await fill_queue(url, name, bad_name="<script>x</script>")
     shown = await show(jsdom, base, "#/")
     assert shown["error"] == ""
     header, *rows = shown["rows"]
     assert header[:3] == ["queue", "waiting", "paused"]
     [row] = [r for r in rows if r[0] == name]
-    assert row[1:9] == ["2", "0", "0", "1", "0", "0", "1", "1"]
+    assert row[1:9] == ["2", "0", "1", "1", "0", "0", "1", "1"]
     failed = await show(jsdom, base, f"#/q/{name}/failed/0")
     assert failed["where"] == f"/ {name}"
     [job_row] = failed["rows"][1:]
@@ -100,10 +99,10 @@ async def test_the_queue_list_and_a_queue_with_markup_in_a_job_name(jsdom: Path,
 async def test_a_job_page_and_a_read_only_dashboard(jsdom: Path, site: Any) -> None:
     base, url = await site(read_only=True)
     name = fresh_name("page")
-    ids = await _fill(url, name)
+    ids = await fill_queue(url, name, bad_name="<script>x</script>")
     shown = await show(jsdom, base, f"#/q/{name}/job/{ids['bad']}")
     fields = {row[0]: row[1] for row in shown["rows"][1:]}
-    assert json.loads(fields["data"]) == {"y": "<b>"}
+    assert json.loads(fields["data"]) == {"x": "<b>"}
     assert json.loads(fields["failed_reason"]) == "boom"
     assert json.loads(fields["state"]) == "failed"
     assert shown["buttons"] and all(disabled for _, disabled in shown["buttons"])
@@ -111,7 +110,7 @@ async def test_a_job_page_and_a_read_only_dashboard(jsdom: Path, site: Any) -> N
 
 async def test_the_page_asks_for_the_token(jsdom: Path, site: Any) -> None:
     base, url = await site(token="s3cret")
-    await _fill(url, fresh_name("page"))
+    await fill_queue(url, fresh_name("page"))
     refused = await show(jsdom, base, "#/")
     assert "token" in refused["error"] and refused["rows"] == []
     allowed = await show(jsdom, base, "#/", token="s3cret")
