@@ -18,7 +18,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from psyq.backends.base import ExportPage, JobRecord, Limiter, NewJob
+from psyq.backends.base import STATE_ORDER, ExportPage, JobRecord, Limiter, NewJob
 from psyq.backends.native.store import QueueStore
 from psyq.errors import PsyqError
 
@@ -34,17 +34,8 @@ __all__ = [
     "restore_links",
 ]
 
-# The order jobs leave a queue in an export (and arrive in the destination).
-EXPORT_ORDER = (
-    "waiting",
-    "paused",
-    "prioritized",
-    "delayed",
-    "active",
-    "waiting-children",
-    "completed",
-    "failed",
-)
+# The order jobs leave a queue in an export (and arrive in the destination): a job's life.
+EXPORT_ORDER = STATE_ORDER
 
 
 # ---------------------------------------------------------------------- export
