@@ -50,7 +50,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_inspect_commands(commands)
     add_dashboard_parser(commands)
-
     add_pipeline_commands(commands)
     return parser
 

@@ -25,6 +25,15 @@ async def test_a_plain_job_hash_and_wait_list(queue: psyq.Queue, raw: Any) -> No
     assert await raw.zrange(f"{key}:marker", 0, -1, withscores=True) == [("0", 0.0)]
 
 
+async def test_telemetry_is_stored_as_bullmq_stores_it(queue: psyq.Queue, raw: Any) -> None:
+    telemetry = {"metadata": '{"traceparent":"00-ab-cd-01"}', "omitContext": False}
+    job = await queue.add("send", {}, telemetry=telemetry)
+    stored = json.loads(await raw.hget(f"bull:{queue.name}:{job.id}", "opts"))
+    assert stored == {"tm": telemetry["metadata"], "omc": False}
+    read = await queue.get_job(job.id)
+    assert read is not None and read.opts["telemetry"] == telemetry
+
+
 async def test_priority_and_delay_scores(queue: psyq.Queue, raw: Any) -> None:
     key = f"bull:{queue.name}"
     first = await queue.add("p", priority=7)

@@ -55,8 +55,12 @@ def encode_opts(opts: Mapping[str, Any]) -> str:
     if not opts:
         return "{}"
     stored = {_ENCODE.get(k, k): v for k, v in opts.items() if k != "telemetry"}
-    for field, value in opts.get("telemetry", {}).items():
-        stored[_TELEMETRY[field]] = value
+    telemetry = dict(opts.get("telemetry") or {})
+    for field, short in _TELEMETRY.items():
+        if field in telemetry:
+            stored[short] = telemetry.pop(field)
+    if telemetry:  # fields BullMQ does not know stay where they were
+        stored["telemetry"] = telemetry
     return json.dumps(stored, separators=(",", ":"))
 
 
@@ -68,6 +72,8 @@ def _parse_opts(text: str) -> dict[str, Any]:
     for key, value in raw.items():
         if key in _TELEMETRY_KEYS:
             opts.setdefault("telemetry", {})[_TELEMETRY_KEYS[key]] = value
+        elif key == "telemetry" and isinstance(value, dict):
+            opts.setdefault("telemetry", {}).update(value)
         else:
             opts[_DECODE.get(str(key), str(key))] = value
     return opts
