@@ -98,11 +98,13 @@ class Sandbox:
                 return message
 
     def _take(self) -> _Child:
+        """An idle child, or a new one (children that died while idle are reaped)."""
         with self._lock:
             while self._idle:
                 child = self._idle.pop()
                 if child.alive():
                     return child
+                child.kill()
         return _Child.start(self.target)
 
     def _give_back(self, child: _Child) -> None:
