@@ -4,8 +4,10 @@ does that before it calls the pool's reset)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
+from psyq.backends.base import NewJob
 from psyq.backends.postgres import PostgresBackend
 
 from .conftest import url_for
@@ -25,3 +27,30 @@ async def test_a_transaction_left_open_is_rolled_back_on_release(
             assert await conn.fetchval("SELECT to_regclass('pg_temp.left_open')") is None
     finally:
         await backend.close()
+
+
+async def test_a_cancelled_transaction_never_goes_back_open(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """Adds cancelled at every point of their transaction (during BEGIN, a statement or
+    COMMIT): no connection returns to the pool inside a transaction (asyncpg would warn
+    through the loop's exception handler), and the backend keeps working."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    backend = PostgresBackend(url_for(pg_server, fresh_schema(), pool_min="1", pool_max="2"))
+    await backend.open()
+    try:
+        for turns in range(40):
+            job = NewJob("x", "{}", {"jobId": f"j{turns}"})
+            call = asyncio.ensure_future(backend.add_jobs("q", [job]))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+        added = await backend.add_jobs("q", [NewJob("x", "{}", {"jobId": "after"})])
+        assert [record.id for record in added] == ["after"]
+    finally:
+        await backend.close()
+        loop.set_exception_handler(None)
+    assert [m for m in reported if "active transaction" in m] == []

@@ -79,16 +79,26 @@ async def _transaction(conn: asyncpg.Connection) -> AsyncIterator[None]:
     was just killed that wait was seen never to end (the worker's close hung). The server
     rolls back a transaction whose connection is gone; the pool opens a new one."""
     transaction = conn.transaction()
-    await transaction.start()
+    await _or_terminate(conn, transaction.start())
     try:
         yield
     except asyncio.CancelledError:
         conn.terminate()
         raise
     except BaseException:
-        await transaction.rollback()
+        await _or_terminate(conn, transaction.rollback())
         raise
-    await transaction.commit()
+    await _or_terminate(conn, transaction.commit())
+
+
+async def _or_terminate(conn: asyncpg.Connection, step: Awaitable[None]) -> None:
+    """Await a BEGIN, COMMIT or ROLLBACK; cancelled on the way, drop the connection (its
+    transaction state is unknown; the pool would otherwise roll back gracefully, and warn)."""
+    try:
+        await step
+    except asyncio.CancelledError:
+        conn.terminate()
+        raise
 
 
 class PostgresBackend(BackendAdapter):
