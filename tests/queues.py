@@ -4,6 +4,18 @@ from __future__ import annotations
 
 import psyq
 
+# The counts per state (in STATE_ORDER) of a queue fill_queue made.
+FILLED_COUNTS = {
+    "waiting": 2,
+    "paused": 0,
+    "prioritized": 1,
+    "delayed": 1,
+    "active": 0,
+    "waiting-children": 0,
+    "completed": 1,
+    "failed": 1,
+}
+
 
 async def fill_queue(url: str, name: str, bad_name: str = "bad") -> dict[str, str]:
     """Two waiting jobs (a, b), one delayed (later), one prioritized (urgent), one completed

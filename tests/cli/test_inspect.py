@@ -17,7 +17,7 @@ import psyq
 from psyq.cli.main import main
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
-from tests.queues import fill_queue
+from tests.queues import FILLED_COUNTS, fill_queue
 
 
 @pytest.fixture(params=["sqlite-durable", "tcp", "redis", "postgres"])
@@ -54,16 +54,7 @@ def test_overview_lists_every_queue_with_its_counts(
     capsys.readouterr()
     rows = {row["name"]: row for row in _run(capsys, "inspect", "--connection", url, "--json")}
     assert rows[name]["paused"] is False
-    assert rows[name]["counts"] == {
-        "waiting": 2,
-        "paused": 0,
-        "prioritized": 1,
-        "delayed": 1,
-        "active": 0,
-        "waiting-children": 0,
-        "completed": 1,
-        "failed": 1,
-    }
+    assert rows[name]["counts"] == FILLED_COUNTS
     assert rows[paused]["paused"] is True and rows[paused]["counts"]["paused"] == 1
     assert main(["inspect", "--connection", url]) == 0  # the table
     table = capsys.readouterr().out
