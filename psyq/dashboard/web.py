@@ -14,7 +14,8 @@
 
 With a token, every request but the page's two files needs `Authorization: Bearer <token>`
 (the page takes it once from `?token=` and keeps it for the tab). Read-only refuses every
-POST with 403. Errors are JSON `{"error": ...}`: 400 bad input, 401/403 refused, 404 unknown
+POST with 403; a POST that is not `application/json` gets 415 (other sites' pages cannot send
+that type). Errors are JSON `{"error": ...}`: 400 bad input, 401/403/415 refused, 404 unknown
 queue or job, 409 wrong state, 503 store down.
 """
 
@@ -183,8 +184,11 @@ def _guard(read_only: bool, token: str | None) -> Any:
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if expected is not None and not _has_token(request, expected):
             return _json({"error": "this dashboard needs its token"}, 401)
-        if read_only and request.method != "GET":
-            return _json({"error": "this dashboard is read-only"}, 403)
+        if request.method != "GET":
+            if read_only:
+                return _json({"error": "this dashboard is read-only"}, 403)
+            if request.content_type != "application/json":
+                return _json({"error": NOT_JSON}, 415)
         return await handler(request)
 
     return guard
@@ -195,6 +199,10 @@ def _has_token(request: web.Request, expected: bytes) -> bool:
         return True
     return hmac.compare_digest(request.headers.get("Authorization", "").encode(), expected)
 
+
+# A page elsewhere can make a browser POST here only as a "simple" request (no JSON type, no
+# Authorization header): requiring JSON keeps cross-site requests out even without a token.
+NOT_JSON = "actions need Content-Type: application/json"
 
 # The page and its script hold no data (the script sends the token with every API call).
 PUBLIC_PATHS = frozenset({"/", "/app.js"})

@@ -42,6 +42,8 @@ async def serve(url: str) -> AsyncIterator[Callable[..., Any]]:
             method: str, path: str, json: Any = None, auth: str | None = token
         ) -> tuple[int, Any]:
             headers = {"Authorization": f"Bearer {auth}"} if auth else {}
+            if method == "POST" and json is None:
+                json = {}  # actions are JSON requests
             async with session.request(
                 method, server.make_url(path), json=json, headers=headers
             ) as reply:
@@ -118,6 +120,24 @@ async def test_actions_change_the_store(url: str, serve: Any) -> None:
             "completed": 0,
             "failed": 0,
         }
+
+
+async def test_actions_must_be_json_requests(url: str) -> None:
+    """What a page on another site could make a browser send (a form or text/plain POST,
+    without the token header) is refused, even on a dashboard without a token."""
+    name = fresh_name("dash")
+    await fill_queue(url, name)
+    async with aiohttp.ClientSession() as session:
+        server = TestServer(create_app(Store(url)))
+        await server.start_server()
+        try:
+            path = server.make_url(f"/api/queues/{name}/pause")
+            async with session.post(path, data="x", headers={"Content-Type": "text/plain"}) as r:
+                assert r.status == 415 and "application/json" in (await r.json())["error"]
+        finally:
+            await server.close()
+    async with psyq.Queue(name, connection=url) as queue:
+        assert not await queue.is_paused()
 
 
 async def test_read_only_refuses_actions(url: str, serve: Any) -> None:
