@@ -60,7 +60,9 @@ class Payload:
         """The envelope of `data` (None stays None: there is nothing to hide)."""
         if data is None:
             return None
-        raw = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        # allow_nan=False: what is packed must be JSON that psyq's own check would accept.
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        raw = text.encode()
         steps = []
         if self.compress_from is not None and len(raw) >= self.compress_from:
             raw, steps = zlib.compress(raw, self.level), [ZLIB]
@@ -83,7 +85,10 @@ class Payload:
                 raw = zlib.decompress(raw)
             except zlib.error as exc:
                 raise PsyqError(f"the compressed payload is damaged: {exc}") from None
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise PsyqError(f"the payload is not JSON once opened: {exc}") from None
 
     def _decrypt(self, token: Any) -> bytes:
         if self._fernet is None:

@@ -158,3 +158,21 @@ async def test_validation_listed_after_payload_says_so(url: str) -> None:
     async with psyq.Queue(name, connection=url, plugins=plugins) as queue:
         with pytest.raises(psyq.JobVetoedError, match="before Payload"):
             await queue.add("send", {"to": "a"})
+
+
+async def test_data_that_is_not_json_is_refused_before_packing() -> None:
+    async with psyq.Queue(fresh_name("payload"), connection="memory://") as queue:
+        queue_with = psyq.Queue(queue.name, connection="memory://", plugins=[Payload(keys=[KEY])])
+        async with queue_with:
+            with pytest.raises(psyq.JobVetoedError, match="not JSON compliant"):
+                await queue_with.add("x", {"v": float("nan")})
+        assert await queue.get_job_counts("waiting") == {"waiting": 0}
+
+
+def test_an_envelope_that_opens_to_no_json_says_so() -> None:
+    import base64
+    import zlib
+
+    broken = {MARKER: "zlib", "payload": base64.b64encode(zlib.compress(b"{nope")).decode()}
+    with pytest.raises(psyq.PsyqError, match="not JSON once opened"):
+        Payload().open(broken)
