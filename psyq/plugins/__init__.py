@@ -1,6 +1,8 @@
 """pluggy middleware: hook specs, the per-Queue/Worker plugin host, built-in plugins.
 
-See docs/plugins.md.
+Built in: `StructuredLogging` (here); in their own modules, each needing its extra:
+`prometheus.PrometheusMetrics`, `otel.TracePropagation`, `payload.Payload`,
+`validation.SchemaValidation`. See docs/plugins.md.
 """
 
 from psyq.plugins.hookspecs import hookimpl
