@@ -11,6 +11,8 @@ import asyncpg
 import pytest
 
 import psyq
+from psyq.backends.base import NewJob
+from psyq.backends.postgres import PostgresBackend
 from psyq.backends.postgres.config import parse_postgres_url
 from tests.conftest import fresh_name
 
@@ -122,3 +124,33 @@ async def _until_idle(queue: psyq.Queue) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the worker did not finish the first job")
+
+
+async def test_a_waiter_announcing_during_a_transition_is_not_left_asleep(
+    setup: tuple[str, Heard, asyncpg.Connection],
+) -> None:
+    """The race of migration 0012: a transition decides to notify nobody (no entry yet),
+    a waiter announces and reads before that transition commits. The announcement now waits
+    for the transition, so the read sees the job it made ready."""
+    url, _heard, conn = setup
+    settings = parse_postgres_url(url)
+    backend = PostgresBackend(url)
+    await backend.open()
+    name = fresh_name("race")
+    qkey = f"bull:{name}"
+    try:
+        [job] = await backend.add_jobs(name, [NewJob("x", "{}", {"delay": 600_000})])
+        async with conn.transaction():  # a promotion, paused after its wake decision
+            await conn.execute(f"SET LOCAL search_path = {settings.schema}")
+            await conn.execute(
+                "UPDATE jobs SET state = 'waiting', due = NULL WHERE qkey = $1 AND id = $2",
+                qkey,
+                job.id,
+            )
+            await conn.execute("SELECT notify_heard($1, $2)", settings.channel, "j:" + qkey)
+            waiting = asyncio.ensure_future(backend.wait_for_job(name, 30_000))
+            done, _ = await asyncio.wait({waiting}, timeout=0.5)
+            assert not done  # the announcement waits for this transaction
+        await asyncio.wait_for(waiting, 10)  # woken by its read, not by the 30 s timeout
+    finally:
+        await backend.close()

@@ -266,7 +266,15 @@ class PostgresBackend(BackendAdapter):
         return rows[0][0] if rows else None
 
     async def _announce(self, keys: list[str], listener: str, ttl_ms: int) -> None:
-        await self._read("listeners.announce", keys, listener, ttl_ms)
+        """Write the entries once no transaction that decided without them is still open
+        (listeners.lock), so the waiter's read that follows sees what those wrote."""
+
+        async def run() -> None:
+            async with self._acquire() as conn, _transaction(conn):
+                await conn.execute(self._q["listeners.lock"], keys, self.settings.channel)
+                await conn.execute(self._q["listeners.announce"], keys, listener, ttl_ms)
+
+        await self._retrying(run)
 
     async def _forget(self, listener: str) -> None:
         """Drop this backend's listener entries, one try (they expire if the server is away)."""

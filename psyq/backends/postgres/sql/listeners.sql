@@ -2,6 +2,12 @@
 -- NOTIFY only keys someone listens for (notify_heard, migration 0008).
 -- Effects: rows of the listeners table. Events: none. Returns: nothing.
 
+-- name: lock
+-- $1 keys, $2 channel. Before an announcement, in its transaction: waits until every
+-- transaction that decided whether to notify one of the keys (notify_heard, holding the
+-- key's lock to its end) has ended (migration 0012).
+SELECT pg_advisory_xact_lock(1886615921, hashtext($2::text || k)) FROM unnest($1::text[]) AS k;
+
 -- name: announce
 -- $1 keys, $2 listener id (one per open backend), $3 time to live ms. Also drops other
 -- listeners' expired entries (a backend that died without forgetting its keys).
