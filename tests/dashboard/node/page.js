@@ -31,8 +31,9 @@ const { JSDOM } = require('jsdom');
         scripts: document.querySelectorAll('script').length,
         buttons: [...view.querySelectorAll('button')].map((b) => [b.textContent, b.disabled]),
       }));
-      dom.window.close();
-      return;
+      // Exit now: the page's next refresh (a timer, a fetch in flight) would run against a
+      // closed window. Writes to a pipe are synchronous on Linux: the line is out.
+      process.exit(0);
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
