@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test lint check bench clean
+.PHONY: demo test lint check bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,3 +29,7 @@ bench: $(VENV)/.installed
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+
+# The property tests of bad input with many more examples than CI runs.
+fuzz: $(VENV)/.installed
+	HYPOTHESIS_PROFILE=long $(PY) -m pytest -q tests/conformance/test_property_add.py

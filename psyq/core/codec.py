@@ -9,7 +9,7 @@ from typing import Any
 
 from psyq.errors import InvalidDataError
 
-__all__ = ["bad_unicode", "dumps", "loads", "printable"]
+__all__ = ["bad_text", "bad_unicode", "dumps", "loads", "printable"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
@@ -43,6 +43,14 @@ def bad_unicode(text: str) -> str | None:
     except UnicodeEncodeError as exc:
         return f"it holds a lone surrogate {text[exc.start]!r}, which is not valid Unicode"
     return None
+
+
+def bad_text(text: str) -> str | None:
+    """`bad_unicode`, and a NUL character too: for text a store keeps as it is (names, ids,
+    log rows; Postgres text cannot hold NUL), where JSON would have escaped it."""
+    if "\x00" in text:
+        return "it holds a NUL character ('\\x00'), which Postgres cannot store"
+    return bad_unicode(text)
 
 
 UNICODE_HINT = "decode bytes with errors='replace', or send them as base64"

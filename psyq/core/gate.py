@@ -27,7 +27,7 @@ __all__ = ["job_name", "new_job", "text"]
 
 def text(what: str, value: str, job: object) -> str:
     """`value` if every store can hold it, else InvalidDataError naming `what` of `job`."""
-    problem = codec.bad_unicode(value)
+    problem = codec.bad_text(value)
     if problem is not None:
         raise InvalidDataError(
             f"{what} of job {job!r} cannot be stored: {problem} ({codec.UNICODE_HINT})"
@@ -38,7 +38,7 @@ def text(what: str, value: str, job: object) -> str:
 def job_name(name: Any) -> str:
     if not isinstance(name, str):
         raise InvalidOptionsError(f"job name must be a string, got {name!r}")
-    problem = codec.bad_unicode(name)
+    problem = codec.bad_text(name)
     if problem is not None:
         raise InvalidDataError(f"job name {name!r} cannot be stored: {problem}")
     return name

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from psyq.core.codec import UNICODE_HINT, bad_unicode
+from psyq.core.codec import UNICODE_HINT, bad_text
 from psyq.errors import InvalidOptionsError
 
 __all__ = [
@@ -55,7 +55,7 @@ def check_text(name: str, value: Any) -> str:
     """Return `value` if it is a string every store can hold, else raise naming `name`."""
     if not isinstance(value, str):
         raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
-    problem = bad_unicode(value)
+    problem = bad_text(value)
     if problem is not None:
         raise InvalidOptionsError(
             f"option {name!r} ({value!r}) cannot be stored: {problem} ({UNICODE_HINT})",
