@@ -52,9 +52,8 @@ data = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
     max_leaves=8,
 )
-keep = st.one_of(
-    st.booleans(), integers, st.fixed_dictionaries({}, optional={"count": integers, "age": integers})
-)
+keep_spec = st.fixed_dictionaries({}, optional={"count": integers, "age": integers})
+keep = st.one_of(st.booleans(), integers, keep_spec)
 OPTION_VALUES: dict[str, st.SearchStrategy[Any]] = {
     "attempts": integers,
     "priority": integers,
