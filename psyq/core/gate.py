@@ -36,6 +36,8 @@ def text(what: str, value: str, job: object) -> str:
 
 
 def job_name(name: Any) -> str:
+    if type(name) is str and name.isascii() and "\x00" not in name:
+        return name  # the common case, at the cost of two C calls
     if not isinstance(name, str):
         raise InvalidOptionsError(f"job name must be a string, got {name!r}")
     problem = codec.bad_text(name)
@@ -54,7 +56,7 @@ def new_job(
     """The checked job: its name, options (over `defaults`) and data encoded as JSON."""
     name = job_name(name)
     try:
-        given = normalize_job_options(opts, **(kwargs or {}))
+        given = normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
     except InvalidOptionsError as exc:
         raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
     merged = merge_job_options(defaults or {}, given)
