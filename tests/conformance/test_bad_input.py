@@ -11,6 +11,13 @@ import psyq
 
 from .conftest import WorkerFactory, wait_state
 
+
+@pytest.fixture
+def backend_url(any_backend_url: str) -> str:
+    """Every backend, and psyq:// over a server's in-memory engine too."""
+    return any_backend_url
+
+
 LONE = "bad\ud800text"  # what errors="surrogateescape" or os.listdir can produce
 ALL_STATES = ("waiting", "active", "completed", "failed", "delayed", "prioritized", "paused")
 

@@ -79,9 +79,9 @@ options = st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.none(), max
 @settings(settings.get_profile(PROFILE))
 @given(name=text, value=data, opts=options)
 async def test_an_add_round_trips_or_is_refused_with_nothing_written(
-    backend_url: str, name: str, value: Any, opts: dict[str, Any]
+    any_backend_url: str, name: str, value: Any, opts: dict[str, Any]
 ) -> None:
-    async with psyq.Queue(fresh_name("prop"), connection=backend_url) as queue:
+    async with psyq.Queue(fresh_name("prop"), connection=any_backend_url) as queue:
         try:
             job = await queue.add(name, value, opts)
         except (psyq.InvalidDataError, psyq.InvalidOptionsError) as exc:
