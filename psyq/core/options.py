@@ -7,6 +7,7 @@ An unknown name or a bad value raises `InvalidOptionsError` naming it; nothing i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -84,13 +85,26 @@ def _check_mapping(name: str, value: Any, allowed: set[str]) -> dict[str, Any]:
     return dict(value)
 
 
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def _reads_as_integer(text: str) -> bool:
+    """BullMQ's rule for custom ids: one that JS's `parseInt` gives back unchanged is an
+    integer (taken for an auto id); "01", "-0", "1.5" or a number JS cannot hold exactly
+    are not."""
+    if text == "-0" or not _DECIMAL.fullmatch(text):
+        return False
+    number = int(text)
+    return abs(number) < 10**21 and int(float(number)) == number
+
+
 def _job_id(name: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
     text = check_text(name, str(value))
     if not text:
         raise InvalidOptionsError(f"option {name!r} must not be empty", option=name)
-    if text.lstrip("-").isdigit():
+    if _reads_as_integer(text):
         raise InvalidOptionsError(
             f"option {name!r} must not be an integer ({value!r}); integers are auto ids",
             option=name,
