@@ -15,17 +15,20 @@
 With a token, every request but the page's two files needs `Authorization: Bearer <token>`
 (the page takes it once from `?token=` and keeps it for the tab). Read-only refuses every
 POST with 403; a POST that is not `application/json` gets 415 (other sites' pages cannot send
-that type). Errors are JSON `{"error": ...}`: 400 bad input, 401/403/415 refused, 404 unknown
-queue or job, 409 wrong state, 503 store down.
+that type). Without a token, a request reaching a loopback socket must carry a loopback Host
+header with this port (403 otherwise: DNS rebinding). Errors are JSON `{"error": ...}`: 400
+bad input, 401/403/415 refused, 404 unknown queue or job, 409 wrong state, 503 store down.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -58,7 +61,10 @@ def create_app(
     store: Store, *, read_only: bool = False, token: str | None = None
 ) -> web.Application:
     """The dashboard for `store` (opened on startup, closed on cleanup)."""
-    app = web.Application(middlewares=[_guard(read_only, token), _errors])
+    guards = [_guard(read_only, token), _errors]
+    if token is None:
+        guards.insert(0, _loopback_host_guard)
+    app = web.Application(middlewares=guards)
     app[STORE] = store
     app.on_startup.append(lambda app: store.open())
     app.on_cleanup.append(lambda app: store.close())
@@ -176,6 +182,51 @@ def _page(name: str, content_type: str) -> Handler:
 
 
 # ---------------------------------------------------------------------- middlewares
+@web.middleware
+async def _loopback_host_guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Without a token, a request that reached a loopback socket must name a loopback host
+    and this port in its Host header. A page elsewhere can point its own name at 127.0.0.1
+    (DNS rebinding) and then read this dashboard as same-origin; its requests still carry
+    that name, and are refused here."""
+    local = request.transport.get_extra_info("sockname") if request.transport else None
+    host = request.headers.get("Host")
+    if host is None or not local or not _is_loopback_address(local[0]):
+        return await handler(request)
+    if not _is_loopback_host(host, local[1]):
+        return _json({"error": FOREIGN_HOST.format(host=host, port=local[1])}, 403)
+    return await handler(request)
+
+
+FOREIGN_HOST = (
+    "Host {host!r} refused: this dashboard listens on a loopback address without a token, so "
+    "it answers only requests for localhost:{port}, 127.0.0.1:{port} or [::1]:{port} "
+    "(a guard against DNS rebinding); start it with --token to serve other host names"
+)
+
+
+def _is_loopback_address(text: str) -> bool:
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _is_loopback_host(host: str, port: int) -> bool:
+    """Whether a Host header names this machine's loopback (a name or an address) and `port`
+    (80 when it names none)."""
+    try:
+        parts = urlsplit(f"//{host}")
+        named_port = parts.port
+    except ValueError:
+        return False
+    name = (parts.hostname or "").rstrip(".")
+    loopback = name == "localhost" or _is_loopback_address(name)
+    return loopback and (named_port or 80) == port
+
+
 def _guard(read_only: bool, token: str | None) -> Any:
     """401 without the token (when one is set), 403 for a POST on a read-only dashboard."""
     expected = f"Bearer {token}".encode() if token else None

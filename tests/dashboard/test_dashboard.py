@@ -215,3 +215,68 @@ def _labels(text: str) -> list[tuple[str, str]]:
         pairs.append((key, "".join(value)))
         i += 2  # the closing quote and the comma
     return pairs
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("localhost:{port}", True),
+        ("127.0.0.1:{port}", True),
+        ("[::1]:{port}", True),
+        ("LOCALHOST:{port}", True),
+        ("evil.example:{port}", False),
+        ("evil.example", False),
+        ("localhost:{other}", False),
+        ("localhost", False),  # port 80, not this one
+        ("127.0.0.1.evil.example:{port}", False),
+        ("localhost:notaport", False),
+    ],
+)
+async def test_a_loopback_dashboard_without_a_token_refuses_foreign_hosts(
+    tmp_path: Any, host: str, allowed: bool
+) -> None:
+    """DNS rebinding: a page on evil.example re-points its name at 127.0.0.1 and reads the
+    dashboard as same-origin; its requests still say `Host: evil.example`. Sent over real TCP
+    to a dashboard listening on 127.0.0.1, with that Host header."""
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    name = fresh_name("dash")
+    await fill_queue(url, name)
+    server = TestServer(create_app(Store(url)), host="127.0.0.1")
+    await server.start_server()
+    try:
+        port = server.port
+        assert port is not None
+        header = host.format(port=port, other=port + 1)
+        async with aiohttp.ClientSession() as session:
+            for path in ("/", "/api/queues"):
+                async with session.get(server.make_url(path), headers={"Host": header}) as r:
+                    if allowed:
+                        assert r.status == 200, (header, path)
+                    else:
+                        body = await r.json()
+                        assert r.status == 403, (header, path)
+                        assert "DNS rebinding" in body["error"] and header in body["error"]
+            pause = server.make_url(f"/api/queues/{name}/pause")
+            async with session.post(pause, json={}, headers={"Host": header}) as r:
+                assert r.status == (200 if allowed else 403)
+    finally:
+        await server.close()
+    async with psyq.Queue(name, connection=url) as queue:
+        assert await queue.is_paused() is allowed
+
+
+async def test_a_token_lets_other_host_names_in(tmp_path: Any) -> None:
+    """Behind a reverse proxy the Host header is the site's name: with a token (which a page
+    elsewhere does not have) any Host is served."""
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    server = TestServer(create_app(Store(url), token="s3cret"), host="127.0.0.1")
+    await server.start_server()
+    try:
+        headers = {"Host": "dashboard.example.org", "Authorization": "Bearer s3cret"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(server.make_url("/api/queues"), headers=headers) as r,
+        ):
+            assert r.status == 200
+    finally:
+        await server.close()
