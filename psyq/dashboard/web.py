@@ -1,12 +1,16 @@
 """The dashboard's HTTP side (aiohttp): the page, the JSON API, `/metrics`, and the guards.
 
     GET  /                                    the page (static/index.html, static/app.js)
-    GET  /api/config                          {"read_only": bool}
+    GET  /                                    the page (static/index.html, app.js, app.css)
+    GET  /api/config                          {"read_only": bool, "now": ms}
     GET  /api/queues                          every queue: counts per state, paused, workers
     GET  /api/queues/{queue}                  one queue, with its workers and schedulers
-    GET  /api/queues/{queue}/jobs?state=&start=&end=    a page of jobs, newest first
-    GET  /api/queues/{queue}/jobs/{id}        one job, whole, with its logs
-    POST /api/queues/{queue}/pause | resume
+    GET  /api/queues/{queue}/jobs?state=&start=&end=&search=    a page of jobs, newest first
+    GET  /api/queues/{queue}/jobs/{id}        one job, whole, with its logs and parent
+    GET  /api/queues/{queue}/jobs/{id}/flow   the flow the job is in, from its root down
+    GET  /api/queues/{queue}/metrics?minutes= completed and failed per minute, oldest first
+    GET  /api/queues/{queue}/events           server-sent events: the queue's QueueEvents
+    POST /api/queues/{queue}/pause | resume | promote
     POST /api/queues/{queue}/retry            {"state": "failed"|"completed"}
     POST /api/queues/{queue}/clean            {"state": ..., "grace": ms, "limit": n}
     POST /api/queues/{queue}/jobs/{id}/retry | promote | remove
@@ -22,16 +26,21 @@ bad input, 401/403/415 refused, 404 unknown queue or job, 409 wrong state, 503 s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+import psyq
 from psyq.dashboard.metrics import render_metrics
 from psyq.dashboard.store import NotFound, Store
 from psyq.errors import (
@@ -65,11 +74,14 @@ def create_app(
     if token is None:
         guards.insert(0, _loopback_host_guard)
     app = web.Application(middlewares=guards)
+    hub = EventHub(store)
     app[STORE] = store
+    app[HUB] = hub
     app.on_startup.append(lambda app: store.open())
+    app.on_shutdown.append(lambda app: hub.close())
     app.on_cleanup.append(lambda app: store.close())
-    app.router.add_get("/", _page("index.html", "text/html"))
-    app.router.add_get("/app.js", _page("app.js", "text/javascript"))
+    for path, (name, content_type) in STATIC.items():
+        app.router.add_get(path, _page(name, content_type))
     app.router.add_get("/api/config", _config(read_only))
     app.router.add_get("/metrics", _metrics)
     _add_api(app.router)
@@ -82,8 +94,12 @@ def _add_api(router: web.UrlDispatcher) -> None:
     router.add_get(queue, _handler(lambda store, r: store.details(_q(r))))
     router.add_get(queue + "/jobs", _jobs)
     router.add_get(job, _handler(lambda store, r: store.job(_q(r), r.match_info["id"])))
+    router.add_get(job + "/flow", _handler(lambda store, r: store.flow(_q(r), r.match_info["id"])))
+    router.add_get(queue + "/metrics", _metrics_of_queue)
+    router.add_get(queue + "/events", _events)
     router.add_post(queue + "/pause", _handler(lambda store, r: store.pause(_q(r))))
     router.add_post(queue + "/resume", _handler(lambda store, r: store.resume(_q(r))))
+    router.add_post(queue + "/promote", _handler(lambda store, r: store.promote_all(_q(r))))
     router.add_post(queue + "/retry", _retry_all)
     router.add_post(queue + "/clean", _clean)
     for action in ("retry", "promote", "remove"):
@@ -101,7 +117,7 @@ def _handler(call: Callable[[Store, web.Request], Awaitable[Any]]) -> Handler:
 
 def _config(read_only: bool) -> Handler:
     async def config(request: web.Request) -> web.Response:
-        return _json({"read_only": read_only})
+        return _json({"read_only": read_only, "now": int(time.time() * 1000)})
 
     return config
 
@@ -118,7 +134,122 @@ async def _jobs(request: web.Request) -> web.Response:
     state = request.query.get("state", "failed")
     start = _int(request.query, "start", 0)
     end = _int(request.query, "end", start + 19)
-    return _json(await request.app[STORE].jobs(_q(request), state, start, end))
+    search = request.query.get("search", "").strip()
+    return _json(await request.app[STORE].jobs(_q(request), state, start, end, search))
+
+
+async def _metrics_of_queue(request: web.Request) -> web.Response:
+    minutes = _int(request.query, "minutes", 60)
+    return _json(await request.app[STORE].metrics(_q(request), minutes))
+
+
+# ---------------------------------------------------------------------- live events
+KEEP_ALIVE = 10.0  # seconds between comments on a quiet stream (finds closed tabs, too)
+INBOX = 1_000  # events kept for a slow tab; beyond, they are dropped (it re-reads anyway)
+READY_TIMEOUT = 10.0
+
+
+@dataclass
+class _Watch:
+    events: psyq.QueueEvents
+    inboxes: set[asyncio.Queue[tuple[str, dict[str, Any]] | None]] = field(default_factory=set)
+    task: asyncio.Task[None] | None = None
+
+
+class EventHub:
+    """One QueueEvents per queue that an open page watches, fanned out to its streams; a
+    queue's reader closes with its last stream."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._watches: dict[str, _Watch] = {}
+
+    @contextlib.asynccontextmanager
+    async def subscribe(
+        self, name: str
+    ) -> AsyncIterator[asyncio.Queue[tuple[str, dict[str, Any]] | None]]:
+        """An inbox of (event, args) of queue `name`, from the moment this yields; None in
+        it means the dashboard is shutting down."""
+        await self._store.queue(name)  # NotFound for a queue the store does not hold
+        watch = self._watches.get(name)
+        if watch is None:
+            events = psyq.QueueEvents(
+                name, connection=self._store.connection, prefix=self._store.prefix
+            )
+            watch = self._watches[name] = _Watch(events)
+            watch.task = asyncio.ensure_future(self._pump(watch))
+        inbox: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(INBOX)
+        watch.inboxes.add(inbox)
+        try:
+            await watch.events.wait_until_ready(READY_TIMEOUT)
+            yield inbox
+        finally:
+            watch.inboxes.discard(inbox)
+            if not watch.inboxes and self._watches.get(name) is watch:
+                del self._watches[name]
+                await _stop(watch)
+
+    async def _pump(self, watch: _Watch) -> None:
+        async for event, args, _ in watch.events:
+            for inbox in list(watch.inboxes):
+                if not inbox.full():
+                    inbox.put_nowait((event, args))
+
+    async def close(self) -> None:
+        """Ends every stream (at shutdown, so no open tab holds the server up)."""
+        watches, self._watches = list(self._watches.values()), {}
+        for watch in watches:
+            for inbox in watch.inboxes:
+                with contextlib.suppress(asyncio.QueueFull):
+                    inbox.put_nowait(None)
+            await _stop(watch)
+
+
+async def _stop(watch: _Watch) -> None:
+    if watch.task is not None:
+        watch.task.cancel()
+        await asyncio.gather(watch.task, return_exceptions=True)
+    await watch.events.close()
+
+
+HUB: web.AppKey[EventHub] = web.AppKey("hub", EventHub)
+
+# What a stream sends of an event: enough for the page to know what changed (it reads the
+# rest through the API), never data or return values.
+_EVENT_FIELDS = ("jobId", "prev", "delay", "attemptsMade")
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    """`text/event-stream` of the queue's events: `ready` once reading has a fixed start
+    (every later event reaches the stream), then one message per event."""
+    async with request.app[HUB].subscribe(_q(request)) as inbox:
+        response = web.StreamResponse(headers=SSE_HEADERS)
+        await response.prepare(request)
+        with contextlib.suppress(ConnectionError):
+            await response.write(_sse("ready", {"queue": _q(request)}))
+            while True:
+                try:
+                    item = await asyncio.wait_for(inbox.get(), KEEP_ALIVE)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if item is None:
+                    break
+                event, args = item
+                fields = {key: args[key] for key in _EVENT_FIELDS if key in args}
+                await response.write(_sse("job", {"event": event, **fields}))
+        return response
+
+
+SSE_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",  # a proxy in front must not hold events back
+}
+
+
+def _sse(event: str, value: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(value, default=str)}\n\n".encode()
 
 
 async def _retry_all(request: web.Request) -> web.Response:
@@ -176,7 +307,9 @@ def _page(name: str, content_type: str) -> Handler:
     body = resources.files("psyq.dashboard").joinpath("static", name).read_bytes()
 
     async def page(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type=content_type, charset="utf-8")
+        reply = web.Response(body=body, content_type=content_type, charset="utf-8")
+        reply.headers.update(PAGE_HEADERS)
+        return reply
 
     return page
 
@@ -255,8 +388,27 @@ def _has_token(request: web.Request, expected: bytes) -> bool:
 # Authorization header): requiring JSON keeps cross-site requests out even without a token.
 NOT_JSON = "actions need Content-Type: application/json"
 
-# The page and its script hold no data (the script sends the token with every API call).
-PUBLIC_PATHS = frozenset({"/", "/app.js"})
+# The page's files, served as they ship in the wheel (no CDN: the page works offline).
+STATIC = {
+    "/": ("index.html", "text/html"),
+    "/app.js": ("app.js", "text/javascript"),
+    "/app.css": ("app.css", "text/css"),
+    "/favicon.svg": ("favicon.svg", "image/svg+xml"),
+}
+
+# The page loads nothing from elsewhere, runs no inline script and cannot be framed (no
+# clickjacking of its buttons).
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+# The page and its files hold no data (the script sends the token with every API call).
+PUBLIC_PATHS = frozenset(STATIC)
 
 
 @web.middleware
