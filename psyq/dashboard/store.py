@@ -125,9 +125,18 @@ class Store:
         if not 1 <= minutes <= METRICS_MINUTES:
             raise InvalidOptionsError(f"minutes must be 1..{METRICS_MINUTES}, got {minutes}")
         queue = await self.queue(name)
-        view: dict[str, Any] = {"minutes": minutes}
-        for kind in ("completed", "failed"):
+        counts = await queue.get_job_counts(*FINISHED_STATES)
+        view: dict[str, Any] = {"minutes": minutes, "source": "metrics"}
+        for kind in FINISHED_STATES:
             found = await queue.get_metrics(kind, 0, minutes - 1)
+            if found["meta"]["count"] == 0 and counts[kind]:
+                # This store kept no per-minute metrics (SQLite keeps them in the process
+                # that ran the jobs): count the kept jobs by the minute they finished.
+                now = await self._open_backend().now_ms()
+                view[kind] = await _per_minute(queue, kind, minutes, now)
+                view["source"] = "jobs"
+                view[f"{kind}_total"] = counts[kind]
+                continue
             points = list(reversed(found["data"]))
             view[kind] = [0] * (minutes - len(points)) + points
             view[f"{kind}_total"] = found["meta"]["count"]
@@ -230,6 +239,23 @@ async def _search(queue: psyq.Queue, state: str, text: str) -> tuple[list[psyq.J
         if len(chunk) < SEARCH_CHUNK:
             break
     return found, scanned
+
+
+async def _per_minute(queue: psyq.Queue, kind: str, minutes: int, now_ms: int) -> list[int]:
+    """Jobs of `kind` (newest finished first) per minute they finished, oldest minute first,
+    among the newest SEARCH_SCAN."""
+    first_minute = now_ms // 60_000 - minutes + 1
+    points = [0] * minutes
+    for start in range(0, SEARCH_SCAN, SEARCH_CHUNK):
+        chunk = await queue.get_jobs([kind], start, start + SEARCH_CHUNK - 1)
+        for job in chunk:
+            minute = (job.finished_on or 0) // 60_000 - first_minute
+            if minute < 0:
+                return points
+            points[min(minute, minutes - 1)] += 1
+        if len(chunk) < SEARCH_CHUNK:
+            break
+    return points
 
 
 def _split_key(key: str | None, prefix: str) -> dict[str, str] | None:

@@ -49,8 +49,11 @@ def chromium_path() -> str:
     return str(found)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One Chromium for the browser tests (they all live in test_browser.py). Module-scoped,
+    not session-scoped: Playwright's sync API holds the thread's event loop while it runs,
+    and the async tests of later modules need it back."""
     executable = chromium_path()
     try:
         from playwright.sync_api import sync_playwright
@@ -155,4 +158,5 @@ def page(browser: Any) -> Iterator[Any]:
 def screenshot(tab: Any, name: str) -> None:
     """Save what the tab shows as build/screenshots/<name>.png (CI keeps that folder)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    tab.evaluate("window.scrollTo(0, 0)")  # the sticky header at the top, where it belongs
     tab.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)

@@ -4,6 +4,7 @@ Screenshots of the main views go to build/screenshots/ (docs/dashboard.md shows 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -165,3 +166,278 @@ async def start_worker(url: str, name: str) -> psyq.Worker:
 
     worker = psyq.Worker(name, work, connection=url)
     return worker
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Any) -> str:
+    return f"sqlite:///{tmp_path}/jobs.db?durability=durable"
+
+
+async def make_flow(url: str, top: str, sub: str) -> dict[str, str]:
+    """report (top) <- fetch (sub, completed), render (sub) <- font (top)."""
+    async with psyq.FlowProducer(connection=url) as flows:
+        root = await flows.add(
+            {
+                "name": "report",
+                "queue_name": top,
+                "children": [
+                    {"name": "fetch", "queue_name": sub},
+                    {
+                        "name": "render",
+                        "queue_name": sub,
+                        "children": [{"name": "font", "queue_name": top}],
+                    },
+                ],
+            }
+        )
+    worker = psyq.Worker(sub, None, connection=url, autorun=False)
+    try:
+        fetch = await worker.get_next_job("t", block=False)
+        assert fetch is not None and fetch.name == "fetch"
+        await fetch.move_to_completed("ok", "t")
+    finally:
+        await worker.close()
+    return {
+        "report": root.job.id,
+        "fetch": root.children[0].job.id,
+        "render": root.children[1].job.id,
+        "font": root.children[1].children[0].job.id,
+    }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis", "postgres"])
+def test_a_flow_is_a_tree_across_queues(
+    backend: str, request: pytest.FixtureRequest, site: Callable[..., Site], page: Any
+) -> None:
+    url = BACKENDS[backend](request)
+    top, sub = fresh_name("flow-top"), fresh_name("flow-sub")
+    dash = site(url)
+    ids = dash.run(make_flow(url, top, sub))
+    page.goto(f"{dash.base}/#/q/{top}/job/{ids['font']}/flow")
+    tree = page.locator('ul.tree[aria-label="flow"]')
+    expect(tree.locator("li")).to_have_count(4)
+    expected = {
+        f"{top}:{ids['report']}": "Waiting children",
+        f"{sub}:{ids['fetch']}": "Completed",
+        f"{sub}:{ids['render']}": "Waiting children",
+        f"{top}:{ids['font']}": "Waiting",
+    }
+    for node, state in expected.items():
+        expect(tree.locator(f'li[data-node="{node}"] > .node .pill')).to_have_text(state)
+    # The tree's shape: font under render under report; this job is marked.
+    render = tree.locator(f'li[data-node="{sub}:{ids["render"]}"]')
+    expect(render.locator(f'li[data-node="{top}:{ids["font"]}"]')).to_have_class("here")
+    expect(page.locator(".facts")).to_contain_text(f"{sub} #{ids['render']}")  # the parent
+    if backend == "sqlite":
+        screenshot(page, "flow")
+    tree.locator(f'li[data-node="{top}:{ids["report"]}"] > .node a').click()
+    expect(page.locator("h1")).to_contain_text("report")
+
+
+def test_pages_search_and_schedulers(sqlite_url: str, site: Callable[..., Site], page: Any) -> None:
+    name = fresh_name("page")
+    dash = site(sqlite_url)
+
+    async def fill() -> list[str]:
+        async with psyq.Queue(name, connection=sqlite_url) as queue:
+            jobs = await queue.add_bulk(
+                [{"name": f"{'sms' if i % 2 else 'mail'}-{i}"} for i in range(45)]
+            )
+            await queue.upsert_job_scheduler(
+                "nightly", {"pattern": "0 3 * * *"}, {"name": "cleanup"}
+            )
+            return [job.id for job in jobs]
+
+    ids = dash.run(fill())
+    page.goto(f"{dash.base}/#/q/{name}/waiting/0")
+    cards = page.locator(".jobs .job")
+    expect(cards).to_have_count(20)
+    expect(cards.first).to_have_attribute("data-job", ids[-1])  # newest first
+    pager = page.locator(".pager")
+    expect(pager).to_contain_text("1\N{EN DASH}20 of 45 · page 1 of 3")
+    pager.locator('a[rel="next"]').click()
+    expect(pager).to_contain_text("21\N{EN DASH}40 of 45 · page 2 of 3")
+    pager.locator('a[rel="next"]').click()
+    expect(cards).to_have_count(5)
+    expect(pager).to_contain_text("41\N{EN DASH}45 of 45")
+    expect(pager.locator('a[rel="next"]')).to_have_count(0)
+    pager.locator('a[rel="prev"]').click()
+    expect(pager).to_contain_text("page 2 of 3")
+
+    page.fill("#job-search", "SMS")
+    page.press("#job-search", "Enter")
+    expect(pager).to_contain_text("1\N{EN DASH}20 of 22")
+    expect(pager).to_contain_text("name contains “SMS”")
+    names = cards.locator(".title a").all_inner_texts()
+    assert len(names) == 20 and all(n.startswith("sms-") for n in names)
+    screenshot(page, "search")
+    page.fill("#job-search", ids[7])
+    page.press("#job-search", "Enter")
+    expect(page.locator("h1")).to_contain_text("sms-7")
+
+    page.goto(f"{dash.base}/#/q/{name}/waiting/0")
+    schedulers = page.locator('table[aria-label="job schedulers"] tbody tr')
+    expect(schedulers).to_have_count(1)
+    expect(schedulers).to_contain_text("nightly")
+    expect(schedulers).to_contain_text("cron 0 3 * * *")
+    expect(schedulers.locator("time")).to_contain_text(re.compile(r"^in \d+"))
+
+
+def test_queue_actions_ask_first(sqlite_url: str, site: Callable[..., Site], page: Any) -> None:
+    """Destructive and mass actions wait for a confirmation; Cancel and Escape do nothing."""
+    name = fresh_name("page")
+    dash = site(sqlite_url)
+    ids = dash.run(fill_queue(sqlite_url, name))
+
+    async def counts() -> dict[str, int]:
+        async with psyq.Queue(name, connection=sqlite_url) as queue:
+            return await queue.get_job_counts("failed", "completed", "delayed", "waiting")
+
+    dialog = page.locator("dialog#confirm")
+    page.goto(f"{dash.base}/#/q/{name}/failed/0")
+    page.click('[data-action="retry-all"]')
+    expect(dialog).to_contain_text("Retry every failed job")
+    screenshot(page, "confirm")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    assert dash.run(counts())["failed"] == 1
+    page.click('[data-action="retry-all"]')
+    dialog.locator("#confirm-ok").click()
+    expect(page.locator("#notice")).to_have_text("Retried 1 job")
+    assert dash.run(counts())["failed"] == 0
+    expect(tab_count(page, "failed")).to_have_text("0")
+
+    page.click('.tabs a[data-state="completed"]')
+    page.click('[data-action="clean"]')
+    expect(dialog).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    assert dash.run(counts())["completed"] == 1
+    page.click('[data-action="clean"]')
+    dialog.locator("#confirm-ok").click()
+    expect(tab_count(page, "completed")).to_have_text("0")
+    assert dash.run(counts())["completed"] == 0
+
+    page.click('.tabs a[data-state="delayed"]')
+    page.click(f'.job[data-job="{ids["later"]}"] [data-action="promote"]')
+    expect(tab_count(page, "delayed")).to_have_text("0")
+    assert dash.run(counts())["delayed"] == 0
+
+    page.click('[data-action="pause"]')
+    expect(page.locator(".head .badge")).to_have_text("paused")
+    assert dash.run(is_paused(sqlite_url, name)) is True
+    page.click('[data-action="resume"]')
+    expect(page.locator(".head .badge")).to_have_count(0)
+    assert dash.run(is_paused(sqlite_url, name)) is False
+
+
+async def is_paused(url: str, name: str) -> bool:
+    async with psyq.Queue(name, connection=url) as queue:
+        return await queue.is_paused()
+
+
+def test_read_only_and_token(sqlite_url: str, site: Callable[..., Site], page: Any) -> None:
+    name = fresh_name("page")
+    reader = site(sqlite_url, read_only=True)
+    reader.run(fill_queue(sqlite_url, name))
+    page.goto(f"{reader.base}/#/q/{name}/failed/0")
+    expect(page.locator("#mode")).to_be_visible()
+    buttons = page.locator("[data-action]")
+    expect(buttons.first).to_be_visible()
+    assert buttons.count() >= 3
+    for i in range(buttons.count()):
+        expect(buttons.nth(i)).to_be_disabled()
+
+    guarded = site(sqlite_url, token="s3cret")
+    page.goto(f"{guarded.base}/#/q/{name}/failed/0")
+    expect(page.locator("#error")).to_contain_text("token")
+    page.goto(f"{guarded.base}/?token=s3cret#/q/{name}/failed/0")
+    expect(page.locator("h1")).to_have_text(name)
+    assert "token" not in page.url  # taken out of the address bar (and history)
+    expect(page.locator("#live")).to_have_attribute("data-live", "yes")  # the stream has it too
+
+
+def test_without_the_stream_the_page_polls(
+    sqlite_url: str, site: Callable[..., Site], page: Any
+) -> None:
+    name = fresh_name("page")
+    dash = site(sqlite_url)
+    dash.run(fill_queue(sqlite_url, name))
+    page.route("**/events", lambda route: route.abort())
+    page.goto(f"{dash.base}/#/q/{name}/waiting/0")
+    expect(page.locator("#live")).to_have_text("polling every 3 s")
+    expect(tab_count(page, "waiting")).to_have_text("2")
+
+    async def add() -> None:
+        async with psyq.Queue(name, connection=sqlite_url) as queue:
+            await queue.add("late", None)
+
+    dash.run(add())
+    expect(tab_count(page, "waiting")).to_have_text("3")
+
+
+def test_a_phone_and_a_keyboard(
+    sqlite_url: str, site: Callable[..., Site], browser: Any, page: Any
+) -> None:
+    name = fresh_name("page")
+    dash = site(sqlite_url)
+    ids = dash.run(fill_queue(sqlite_url, name, bad_name="a-rather-long-job-name-" * 4))
+
+    # The keyboard alone: "/" finds the queue filter, Tab reaches the queue, Enter opens it,
+    # Tab reaches Pause; Remove asks first and Enter on the dialog's default cancels.
+    page.goto(dash.base + "/")
+    expect(page.locator(".cards")).to_be_visible()
+    page.keyboard.press("/")
+    expect(page.locator("#filter")).to_be_focused()
+    page.keyboard.type(name)
+    page.keyboard.press("Tab")
+    expect(page.locator(f'#queues a[data-queue="{name}"]')).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_have_text(name)
+    tab_to(page, '[data-action="pause"]')
+    page.keyboard.press("Enter")
+    wait_until(lambda: dash.run(is_paused(sqlite_url, name)))
+    page.goto(f"{dash.base}/#/q/{name}/failed/0")
+    tab_to(page, f'.job[data-job="{ids["bad"]}"] [data-action="remove"]')
+    page.keyboard.press("Enter")
+    expect(page.locator("dialog#confirm")).to_be_visible()
+    page.keyboard.press("Enter")  # the focused button is Cancel
+    expect(page.locator("dialog#confirm")).to_be_hidden()
+    assert dash.run(state_of(sqlite_url, name, ids["bad"])) == "failed"
+
+    # A phone: the queue list folds behind a button; nothing is wider than the screen.
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        tab = phone.new_page()
+        tab.set_default_timeout(WAIT_MS)
+        tab.goto(dash.base + "/")
+        expect(tab.locator("#sidebar")).to_be_hidden()
+        tab.click("#menu")
+        tab.click(f'#queues a[data-queue="{name}"]')
+        expect(tab.locator("h1")).to_have_text(name)
+        expect(tab.locator("#sidebar")).to_be_hidden()
+        tab.click('.tabs a[data-state="failed"]')
+        expect(tab.locator(".jobs .job")).to_have_count(1)
+        assert fits(tab)
+        screenshot(tab, "phone-queue")
+        tab.click(f'.job[data-job="{ids["bad"]}"] .title a')
+        expect(tab.locator('[data-field="failed_reason"]')).to_have_text("boom")
+        assert fits(tab)
+        screenshot(tab, "phone-job")
+    finally:
+        phone.close()
+
+
+def tab_to(tab: Any, selector: str, presses: int = 60) -> None:
+    """Press Tab until `selector` has the focus (fails after `presses`)."""
+    target = tab.locator(selector)
+    expect(target).to_be_visible()
+    for _ in range(presses):
+        tab.keyboard.press("Tab")
+        if target.evaluate("node => node === document.activeElement"):
+            return
+    pytest.fail(f"{selector} never got the focus in {presses} Tab presses")
+
+
+def fits(tab: Any) -> bool:
+    return bool(tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator, Callable
 from importlib import resources
 from typing import Any
@@ -40,7 +42,9 @@ async def serve(url: str) -> AsyncIterator[Callable[..., Any]]:
 
         async def request(
             method: str, path: str, json: Any = None, auth: str | None = token
-        ) -> tuple[int, Any]:
+        ) -> Any:
+            if method == "URL":
+                return server.make_url(path)
             headers = {"Authorization": f"Bearer {auth}"} if auth else {}
             if method == "POST" and json is None:
                 json = {}  # actions are JSON requests
@@ -144,7 +148,8 @@ async def test_read_only_refuses_actions(url: str, serve: Any) -> None:
     name = fresh_name("dash")
     await fill_queue(url, name, bad_name="<script>x</script>")
     request = await serve(read_only=True)
-    assert await request("GET", "/api/config") == (200, {"read_only": True})
+    status, config = await request("GET", "/api/config")
+    assert status == 200 and config["read_only"] is True and isinstance(config["now"], int)
     status, body = await request("POST", f"/api/queues/{name}/pause")
     assert status == 403 and "read-only" in body["error"]
     async with psyq.Queue(name, connection=url) as queue:
@@ -280,3 +285,103 @@ async def test_a_token_lets_other_host_names_in(tmp_path: Any) -> None:
             assert r.status == 200
     finally:
         await server.close()
+
+
+async def test_metrics_search_and_promote_all(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    ids = await fill_queue(url, name)
+    request = await serve()
+    base = f"/api/queues/{name}"
+    status, metrics = await request("GET", base + "/metrics?minutes=5")
+    assert status == 200 and metrics["minutes"] == 5
+    assert len(metrics["completed"]) == len(metrics["failed"]) == 5
+    assert (sum(metrics["completed"]), sum(metrics["failed"])) == (1, 1)
+    assert (metrics["completed_total"], metrics["failed_total"]) == (1, 1)
+    status, body = await request("GET", base + "/metrics?minutes=0")
+    assert status == 400 and "minutes" in body["error"]
+
+    status, found = await request("GET", base + "/jobs?state=waiting&search=B")
+    assert status == 200 and [job["name"] for job in found["jobs"]] == ["b"]
+    assert found["total"] == 1 and found["scanned"] == 2 and found["all_scanned"] is True
+    status, found = await request("GET", base + "/jobs?state=waiting&search=zzz")
+    assert status == 200 and found["jobs"] == [] and found["total"] == 0
+
+    assert await request("POST", base + "/promote") == (200, {"promoted": 1})
+    async with psyq.Queue(name, connection=url) as queue:
+        assert await queue.get_job_state(ids["later"]) == "waiting"
+
+
+async def test_a_flow_is_shown_from_its_root(url: str, serve: Any) -> None:
+    top, sub = fresh_name("flow-top"), fresh_name("flow-sub")
+    async with psyq.FlowProducer(connection=url) as flows:
+        root = await flows.add(
+            {
+                "name": "report",
+                "queue_name": top,
+                "children": [
+                    {"name": "fetch", "queue_name": sub},
+                    {
+                        "name": "render",
+                        "queue_name": sub,
+                        "children": [{"name": "font", "queue_name": top}],
+                    },
+                ],
+            }
+        )
+    font = root.children[1].children[0].job
+    request = await serve()
+    status, tree = await request("GET", f"/api/queues/{top}/jobs/{font.id}/flow")
+    assert status == 200
+
+    def shape(node: dict[str, Any]) -> Any:
+        return (node["queue"], node["name"], node["state"], sorted(map(shape, node["children"])))
+
+    assert shape(tree) == (
+        top,
+        "report",
+        "waiting-children",
+        [
+            (sub, "fetch", "waiting", []),
+            (sub, "render", "waiting-children", [(top, "font", "waiting", [])]),
+        ],
+    )
+    status, job = await request("GET", f"/api/queues/{sub}/jobs/{root.children[0].job.id}")
+    assert job["parent"] == {"queue": top, "id": root.job.id}
+
+
+async def test_events_stream_what_happens_to_the_queue(url: str, serve: Any) -> None:
+    """The page's live updates: `ready` once the reader has a fixed start, then an event for
+    a job added after it."""
+    name = fresh_name("dash")
+    await fill_queue(url, name)
+    request = await serve()
+    assert (await request("GET", f"/api/queues/{name}-nope/events"))[0] == 404
+    server_url = await request("URL", f"/api/queues/{name}/events")
+    async with aiohttp.ClientSession() as session, session.get(server_url) as reply:
+        assert reply.status == 200 and reply.content_type == "text/event-stream"
+        first = await _next_message(reply)
+        assert first == ("ready", {"queue": name})
+        async with psyq.Queue(name, connection=url) as queue:
+            job = await queue.add("fresh", None)
+        seen = []
+        while not any(data.get("jobId") == job.id for _, data in seen):
+            seen.append(await asyncio.wait_for(_next_message(reply), 10))
+        assert all(kind == "job" for kind, _ in seen)
+        assert {data["event"] for _, data in seen if data.get("jobId") == job.id} & {
+            "added",
+            "waiting",
+        }
+
+
+async def _next_message(reply: aiohttp.ClientResponse) -> tuple[str, dict[str, Any]]:
+    """The next server-sent event of a stream (comments skipped): (event, data)."""
+    lines: list[str] = []
+    while True:
+        line = (await reply.content.readline()).decode().rstrip("\n")
+        if line:
+            lines.append(line)
+            continue
+        fields = dict(entry.split(": ", 1) for entry in lines if not entry.startswith(":"))
+        lines = []
+        if fields:
+            return fields["event"], json.loads(fields["data"])

@@ -253,7 +253,7 @@ function overviewView() {
 }
 
 // ------------------------------------------------------------------ charts
-function barChart(title, values, state, unit) {
+function barChart(title, values, state, unit, source) {
   const width = 300;
   const height = 70;
   const max = Math.max(1, ...values);
@@ -274,7 +274,8 @@ function barChart(title, values, state, unit) {
     h("h3", {}, h("span", { text: title }),
       h("span", { class: "muted", text: `${total} · ${(total / values.length).toFixed(1)}/min` })),
     svg,
-    h("p", { class: "muted small" }, `last ${values.length} min · peak ${max}/min`));
+    h("p", { class: "muted small" }, `last ${values.length} min · peak ${max}/min`
+      + (source === "jobs" ? " · counted from the kept jobs" : "")));
 }
 
 function countsChart(queue) {
@@ -358,8 +359,8 @@ async function queueView(r) {
       details.paused ? h("span", { class: "badge paused-q", text: "paused" }) : null),
     toolbar,
     h("div", { class: "charts" },
-      barChart("Completed per minute", metrics.completed, "completed", "completed"),
-      barChart("Failed per minute", metrics.failed, "failed", "failed"),
+      barChart("Completed per minute", metrics.completed, "completed", "completed", metrics.source),
+      barChart("Failed per minute", metrics.failed, "failed", "failed", metrics.source),
       countsChart(q)),
     tabs,
     searchForm(q, state, r.search),
