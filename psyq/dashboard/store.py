@@ -8,6 +8,7 @@ listing scans the keyspace.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -225,7 +226,19 @@ def _job_line(job: psyq.Job) -> dict[str, Any]:
         "delay": job.delay,
         "priority": job.priority,
         "parent_key": job.parent_key,
+        "data_preview": _preview(job.data),
     }
+
+
+PREVIEW_CHARS = 160
+
+
+def _preview(value: Any) -> str:
+    """The start of a job's data as compact JSON, for a list (the job page shows it all)."""
+    if value is None:
+        return ""
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
 
 
 async def _search(queue: psyq.Queue, state: str, text: str) -> tuple[list[psyq.Job], int]:

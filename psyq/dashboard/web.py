@@ -146,6 +146,8 @@ async def _metrics_of_queue(request: web.Request) -> web.Response:
 # ---------------------------------------------------------------------- live events
 KEEP_ALIVE = 10.0  # seconds between comments on a quiet stream (finds closed tabs, too)
 INBOX = 1_000  # events kept for a slow tab; beyond, they are dropped (it re-reads anyway)
+BATCH_EVERY = 0.25  # a busy queue's events go out together, at most four messages a second
+BATCH_SHOWN = 50  # events named in one message; the rest are only counted
 READY_TIMEOUT = 10.0
 
 
@@ -214,31 +216,47 @@ async def _stop(watch: _Watch) -> None:
 
 HUB: web.AppKey[EventHub] = web.AppKey("hub", EventHub)
 
-# What a stream sends of an event: enough for the page to know what changed (it reads the
+# What a stream says of an event: enough for the page to know what changed (it reads the
 # rest through the API), never data or return values.
-_EVENT_FIELDS = ("jobId", "prev", "delay", "attemptsMade")
+_EVENT_FIELDS = ("jobId", "prev")
 
 
 async def _events(request: web.Request) -> web.StreamResponse:
     """`text/event-stream` of the queue's events: `ready` once reading has a fixed start
-    (every later event reaches the stream), then one message per event."""
+    (every later event reaches the stream), then `jobs` messages, each with the events that
+    came since the last one: {"events": [{"event", "jobId", "prev"}...], "count": n}."""
     async with request.app[HUB].subscribe(_q(request)) as inbox:
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
         with contextlib.suppress(ConnectionError):
             await response.write(_sse("ready", {"queue": _q(request)}))
-            while True:
-                try:
-                    item = await asyncio.wait_for(inbox.get(), KEEP_ALIVE)
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-                    continue
-                if item is None:
-                    break
-                event, args = item
-                fields = {key: args[key] for key in _EVENT_FIELDS if key in args}
-                await response.write(_sse("job", {"event": event, **fields}))
+            while await _send_batch(response, inbox):
+                await asyncio.sleep(BATCH_EVERY)
         return response
+
+
+async def _send_batch(
+    response: web.StreamResponse, inbox: asyncio.Queue[tuple[str, dict[str, Any]] | None]
+) -> bool:
+    """Wait for events, then send what has come as one message; False at shutdown."""
+    while True:
+        try:
+            first = await asyncio.wait_for(inbox.get(), KEEP_ALIVE)
+            break
+        except TimeoutError:
+            await response.write(b": keep-alive\n\n")
+    batch = [first]
+    while not inbox.empty():
+        batch.append(inbox.get_nowait())
+    events = [item for item in batch if item is not None]
+    if len(events) < len(batch):
+        return False  # shutting down
+    shown = [
+        {"event": event, **{key: args[key] for key in _EVENT_FIELDS if key in args}}
+        for event, args in events[:BATCH_SHOWN]
+    ]
+    await response.write(_sse("jobs", {"events": shown, "count": len(batch)}))
+    return True
 
 
 SSE_HEADERS = {

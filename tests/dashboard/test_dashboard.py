@@ -363,11 +363,12 @@ async def test_events_stream_what_happens_to_the_queue(url: str, serve: Any) -> 
         assert first == ("ready", {"queue": name})
         async with psyq.Queue(name, connection=url) as queue:
             job = await queue.add("fresh", None)
-        seen = []
-        while not any(data.get("jobId") == job.id for _, data in seen):
-            seen.append(await asyncio.wait_for(_next_message(reply), 10))
-        assert all(kind == "job" for kind, _ in seen)
-        assert {data["event"] for _, data in seen if data.get("jobId") == job.id} & {
+        seen: list[dict[str, Any]] = []
+        while not any(event.get("jobId") == job.id for event in seen):
+            kind, data = await asyncio.wait_for(_next_message(reply), 10)
+            assert kind == "jobs" and data["count"] >= len(data["events"]) > 0
+            seen += data["events"]
+        assert {event["event"] for event in seen if event.get("jobId") == job.id} & {
             "added",
             "waiting",
         }

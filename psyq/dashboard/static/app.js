@@ -307,6 +307,16 @@ function countsChart(queue) {
       h("span", { class: "muted", text: `since this page opened (${since})` })));
 }
 
+const METRICS_MS = 10000; // per-minute figures change slowly: read them at most this often
+const metricsCache = new Map();
+async function metricsOf(queue) {
+  const kept = metricsCache.get(queue);
+  if (kept && now() - kept.t < METRICS_MS) return kept.value;
+  const value = await api(`${qpath(queue)}/metrics?minutes=60`);
+  metricsCache.set(queue, { t: now(), value });
+  return value;
+}
+
 function remember(queue, counts) {
   const samples = app.history.get(queue) || [];
   samples.push({ t: now(), counts });
@@ -322,7 +332,7 @@ async function queueView(r) {
   const search = r.search ? "&search=" + enc(r.search) : "";
   const [jobs, metrics] = await Promise.all([
     api(`${qpath(r.queue)}/jobs?state=${state}&start=${start}&end=${start + PAGE - 1}${search}`),
-    api(`${qpath(r.queue)}/metrics?minutes=60`),
+    metricsOf(r.queue),
   ]);
   remember(r.queue, details.counts);
   const known = app.queues.find((x) => x.name === r.queue);
@@ -453,6 +463,7 @@ function jobList(queue, state, page) {
         ran !== null ? h("span", { text: `ran ${duration(ran)}` }) : null,
         job.finished_on ? h("span", {}, "finished ", when(job.finished_on)) : null,
         job.attempts ? h("span", { text: `attempts ${job.attempts}` }) : null),
+      job.data_preview ? h("div", { class: "preview mono", title: "data", text: job.data_preview }) : null,
       job.failed_reason ? h("div", { class: "reason", text: job.failed_reason }) : null);
   });
   return h("ul", { class: "jobs", "aria-label": `${LABELS[state]} jobs` }, ...items);
@@ -657,8 +668,15 @@ async function refresh() {
 }
 
 let eventTimer = null;
-function onStoreEvent() {
+function onStoreEvent(batch) {
   // Events come in bursts (a worker finishing many jobs): one re-read per 200 ms at most.
+  // A job's page re-reads only for events of that job.
+  const r = route();
+  if (r.view === "job" && batch && batch.count === batch.events.length
+      && !batch.events.some((e) => String(e.jobId) === r.id)) {
+    loadQueues().then(() => renderSidebar(r.queue), () => {});
+    return;
+  }
   if (eventTimer) return;
   eventTimer = setTimeout(async () => {
     eventTimer = null;
@@ -702,7 +720,7 @@ async function readStream(stream) {
         const message = parseEvent(buffer.slice(0, cut));
         buffer = buffer.slice(cut + 2);
         if (message.event === "ready") { stream.live = true; setLive(true); onStoreEvent(); }
-        else if (message.event === "job") onStoreEvent(message.data);
+        else if (message.event === "jobs") onStoreEvent(message.data);
       }
     }
     throw new Error("the event stream ended");
@@ -756,7 +774,15 @@ async function onRoute() {
   schedulePoll();
 }
 
+function tickTimes() {
+  // Relative times age between refreshes ("just now" becomes "2 min ago").
+  for (const node of document.querySelectorAll("#view time[datetime]")) {
+    node.textContent = ago(Date.parse(node.getAttribute("datetime")));
+  }
+}
+
 function start() {
+  setInterval(tickTimes, 10000);
   document.getElementById("filter").addEventListener("input", () => renderSidebar(route().queue));
   document.getElementById("menu").addEventListener("click", () => {
     const open = document.getElementById("sidebar").classList.toggle("open");
