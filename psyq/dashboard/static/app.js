@@ -202,8 +202,11 @@ function renderSidebar(current) {
     : `${app.queues.length} queue${app.queues.length === 1 ? "" : "s"}`;
 }
 
-async function loadQueues() {
+let queuesRead = 0;
+async function loadQueues(maxAge = 0) {
+  if (maxAge && Date.now() - queuesRead < maxAge) return;
   app.queues = await api("/api/queues");
+  queuesRead = Date.now();
 }
 
 // ------------------------------------------------------------------ routes
@@ -609,7 +612,7 @@ async function render() {
   try {
     if (r.view === "job") nodes = await jobView(r);
     else if (r.view === "queue") nodes = await queueView(r);
-    else { await loadQueues(); nodes = overviewView(); }
+    else { await loadQueues(1000); nodes = overviewView(); }
   } catch (error) {
     if (seq !== app.seq) return;
     if (error.status === 404 && r.view === "job") {
