@@ -310,11 +310,13 @@ function countsChart(queue) {
       h("span", { class: "muted", text: `since this page opened (${since})` })));
 }
 
-const METRICS_MS = 10000; // per-minute figures change slowly: read them at most this often
+// Per-minute figures: read again after 10 s, or 1 s after an event said a job finished.
+const METRICS_MS = 10000;
+const METRICS_STALE_MS = 1000;
 const metricsCache = new Map();
 async function metricsOf(queue) {
   const kept = metricsCache.get(queue);
-  if (kept && now() - kept.t < METRICS_MS) return kept.value;
+  if (kept && now() - kept.t < (kept.stale ? METRICS_STALE_MS : METRICS_MS)) return kept.value;
   const value = await api(`${qpath(queue)}/metrics?minutes=60`);
   metricsCache.set(queue, { t: now(), value });
   return value;
@@ -675,6 +677,11 @@ function onStoreEvent(batch) {
   // Events come in bursts (a worker finishing many jobs): one re-read per 200 ms at most.
   // A job's page re-reads only for events of that job.
   const r = route();
+  const kept = metricsCache.get(r.queue);
+  if (kept && batch && (batch.count > batch.events.length
+      || batch.events.some((e) => e.event === "completed" || e.event === "failed"))) {
+    kept.stale = true;
+  }
   if (r.view === "job" && batch && batch.count === batch.events.length
       && !batch.events.some((e) => String(e.jobId) === r.id)) {
     loadQueues().then(() => renderSidebar(r.queue), () => {});
