@@ -16,7 +16,7 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES, STATE_ORDER, BackendAdapter
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
-from psyq.errors import InvalidOptionsError, JobNotFoundError, PsyqError
+from psyq.errors import InvalidOptionsError, JobNotFoundError, JobStateError, PsyqError
 
 __all__ = ["NotFound", "Store"]
 
@@ -200,6 +200,16 @@ class Store:
     async def promote_job(self, name: str, job_id: str) -> dict[str, Any]:
         await (await self._job(name, job_id)).promote()
         return {"promoted": job_id}
+
+    async def cancel_job(self, name: str, job_id: str) -> dict[str, Any]:
+        """Ask the worker running the job to stop it (cooperative; see Queue.cancel_job)."""
+        queue = await self.queue(name)
+        if not await queue.cancel_job(job_id, "cancelled from the dashboard"):
+            state = await queue.get_job_state(job_id)
+            if state == "unknown":
+                raise NotFound(f"no job {job_id!r} in queue {name!r}")
+            raise JobStateError(job_id, state, "cancel")
+        return {"cancelled": job_id}
 
     async def remove_job(self, name: str, job_id: str) -> dict[str, Any]:
         if not await (await self.queue(name)).remove(job_id):

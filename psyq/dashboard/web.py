@@ -13,7 +13,7 @@
     POST /api/queues/{queue}/pause | resume | promote
     POST /api/queues/{queue}/retry            {"state": "failed"|"completed"}
     POST /api/queues/{queue}/clean            {"state": ..., "grace": ms, "limit": n}
-    POST /api/queues/{queue}/jobs/{id}/retry | promote | remove
+    POST /api/queues/{queue}/jobs/{id}/retry | promote | remove | cancel
     GET  /metrics                             Prometheus text format 0.0.4
 
 With a token, every request but the page's two files needs `Authorization: Bearer <token>`
@@ -102,7 +102,7 @@ def _add_api(router: web.UrlDispatcher) -> None:
     router.add_post(queue + "/promote", _handler(lambda store, r: store.promote_all(_q(r))))
     router.add_post(queue + "/retry", _retry_all)
     router.add_post(queue + "/clean", _clean)
-    for action in ("retry", "promote", "remove"):
+    for action in ("retry", "promote", "remove", "cancel"):
         router.add_post(f"{job}/{action}", _job_action(action))
 
 
@@ -287,7 +287,12 @@ async def _clean(request: web.Request) -> web.Response:
 def _job_action(action: str) -> Handler:
     async def act(request: web.Request) -> web.Response:
         store, job_id = request.app[STORE], request.match_info["id"]
-        call = {"retry": store.retry_job, "promote": store.promote_job, "remove": store.remove_job}
+        call = {
+            "retry": store.retry_job,
+            "promote": store.promote_job,
+            "remove": store.remove_job,
+            "cancel": store.cancel_job,
+        }
         return _json(await call[action](_q(request), job_id))
 
     return act

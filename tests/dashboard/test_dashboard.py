@@ -386,3 +386,42 @@ async def _next_message(reply: aiohttp.ClientResponse) -> tuple[str, dict[str, A
         lines = []
         if fields:
             return fields["event"], json.loads(fields["data"])
+
+
+async def test_an_active_job_can_be_cancelled(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    ids = await fill_queue(url, name)
+    request = await serve()
+    status, body = await request("POST", f"/api/queues/{name}/jobs/{ids['urgent']}/cancel")
+    assert status == 409 and f"cannot cancel job {ids['urgent']!r}" in body["error"]
+    status, body = await request("POST", f"/api/queues/{name}/jobs/nope/cancel")
+    assert status == 404 and "nope" in body["error"]
+    worker = psyq.Worker(name, None, connection=url, autorun=False)
+    try:
+        job = await worker.get_next_job("t", block=False)
+        assert job is not None
+        path = f"/api/queues/{name}/jobs/{job.id}/cancel"
+        assert await request("POST", path) == (200, {"cancelled": job.id})
+        async with psyq.Queue(name, connection=url) as queue:
+            backend = await queue._open()
+            assert await backend.get_cancelled(name, [job.id]) == {
+                job.id: "cancelled from the dashboard"
+            }
+    finally:
+        await worker.close()
+
+
+async def test_shutting_down_ends_open_streams(url: str) -> None:
+    """A tab left open does not hold the dashboard up when it stops."""
+    name = fresh_name("dash")
+    await fill_queue(url, name)
+    server = TestServer(create_app(Store(url)))
+    await server.start_server()
+    async with aiohttp.ClientSession() as session:
+        reply = await session.get(server.make_url(f"/api/queues/{name}/events"))
+        try:
+            assert await _next_message(reply) == ("ready", {"queue": name})
+            await asyncio.wait_for(server.close(), 10)
+            assert await asyncio.wait_for(reply.content.read(), 10) == b""  # the end
+        finally:
+            reply.close()

@@ -433,7 +433,14 @@ function jobActions(queue, job, state, small = true, onPage = false) {
       id: "promote", small, aria: `Promote job ${id}`, done: () => `Job ${id} promoted`,
     }));
   }
-  if (state !== "active") {
+  if (state === "active") {
+    out.push(act("Cancel", () => api(`${jpath(queue, id)}/cancel`, "POST"), {
+      id: "cancel", small, danger: true, aria: `Cancel job ${id}`, confirmLabel: "Ask to stop",
+      confirm: `Ask the worker running job ${id} (${job.name}) to stop it? Its processor sees the `
+        + "cancellation and the job fails.",
+      done: () => `Asked the worker to stop job ${id}`,
+    }));
+  } else {
     out.push(act("Remove", () => api(`${jpath(queue, id)}/remove`, "POST"), {
       id: "remove", small, danger: true, aria: `Remove job ${id}`, confirmLabel: "Remove",
       confirm: `Remove job ${id} (${job.name}) from ${queue}? This cannot be undone.`,
