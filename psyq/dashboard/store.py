@@ -28,6 +28,7 @@ SEARCH_CHUNK = 500
 METRICS_MINUTES = 24 * 60
 FLOW_MAX_CHILDREN = 100
 FLOW_MAX_UP = 32
+MAX_LOGS = 1_000  # a job's page shows its newest log lines, this many at most
 
 
 class NotFound(PsyqError):
@@ -117,7 +118,9 @@ class Store:
         if job is None:
             raise NotFound(f"no job {job_id!r} in queue {name!r}")
         view = {"state": await job.get_state(), **job.to_dict()}
-        view["logs"] = (await queue.get_job_logs(job.id))["logs"]
+        newest = await queue.get_job_logs(job.id, 0, MAX_LOGS - 1, asc=False)
+        view["logs"] = newest["logs"][::-1]  # the newest MAX_LOGS, oldest first
+        view["logs_total"] = newest["count"]
         view["parent"] = _split_key(job.parent_key, self.prefix)
         return view
 

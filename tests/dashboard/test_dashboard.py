@@ -425,3 +425,17 @@ async def test_shutting_down_ends_open_streams(url: str) -> None:
             assert await asyncio.wait_for(reply.content.read(), 10) == b""  # the end
         finally:
             reply.close()
+
+
+async def test_a_job_shows_its_newest_log_lines(url: str, serve: Any) -> None:
+    name = fresh_name("dash")
+    async with psyq.Queue(name, connection=url) as queue:
+        job = await queue.add("chatty", None)
+        for i in range(5):
+            await job.log(f"line {i}")
+    request = await serve()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("psyq.dashboard.store.MAX_LOGS", 3)
+        status, shown = await request("GET", f"/api/queues/{name}/jobs/{job.id}")
+    assert status == 200
+    assert shown["logs"] == ["line 2", "line 3", "line 4"] and shown["logs_total"] == 5

@@ -555,7 +555,7 @@ async function jobView(r) {
     : job.progress !== null && job.progress !== undefined && job.progress !== 0
       ? h("div", {}, h("h2", { text: "Progress" }), h("pre", { text: pretty(job.progress) })) : null;
   const tabs = h("nav", { class: "tabs", "aria-label": "job details" }, ...JOB_TABS.map((t) => {
-    const label = { data: "Data", options: "Options", logs: `Logs (${job.logs.length})`, error: "Error",
+    const label = { data: "Data", options: "Options", logs: `Logs (${job.logs_total})`, error: "Error",
       result: "Result", flow: "Flow" }[t];
     const a = h("a", { href: `#/q/${enc(q)}/job/${enc(r.id)}/${t}`, "data-tab": t,
       class: t === "error" && failed ? "s-failed" : "" }, label);
@@ -583,8 +583,11 @@ async function jobPanel(queue, job, tab) {
       : h("pre", { "data-json": "returnvalue", text: pretty(job.returnvalue) });
   }
   if (tab === "logs") {
-    return job.logs.length ? h("ol", { class: "logs" }, ...job.logs.map((line) => h("li", { text: line })))
-      : h("p", { class: "muted", text: "No log lines." });
+    if (!job.logs.length) return h("p", { class: "muted", text: "No log lines." });
+    const first = job.logs_total - job.logs.length + 1;
+    return h("div", {},
+      first > 1 ? h("p", { class: "muted small", text: `the newest ${job.logs.length} of ${job.logs_total} lines` }) : null,
+      h("ol", { class: "logs", start: first }, ...job.logs.map((line) => h("li", { text: line }))));
   }
   if (tab === "error") {
     const all = traces(job);
