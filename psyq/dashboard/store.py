@@ -56,6 +56,10 @@ class Store:
             self._backend = None
 
     # ------------------------------------------------------------------ reading
+    async def now_ms(self) -> int:
+        """The store's clock (job times are the store's, and so are "3 min ago"s)."""
+        return await self._open_backend().now_ms()
+
     async def queue_names(self, fresh: bool = False) -> list[str]:
         if fresh or time.monotonic() - self._names_read > NAMES_MAX_AGE:
             self._names = sorted(await self._open_backend().list_queues())

@@ -27,20 +27,19 @@ bad input, 401/403/415 refused, 404 unknown queue or job, 409 wrong state, 503 s
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import hmac
 import ipaddress
 import json
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-import psyq
+from psyq.dashboard.live import EventHub, Inbox
 from psyq.dashboard.metrics import render_metrics
 from psyq.dashboard.store import NotFound, Store
 from psyq.errors import (
@@ -117,7 +116,8 @@ def _handler(call: Callable[[Store, web.Request], Awaitable[Any]]) -> Handler:
 
 def _config(read_only: bool) -> Handler:
     async def config(request: web.Request) -> web.Response:
-        return _json({"read_only": read_only, "now": int(time.time() * 1000)})
+        now = await request.app[STORE].now_ms()
+        return _json({"read_only": read_only, "now": now})
 
     return config
 
@@ -145,73 +145,8 @@ async def _metrics_of_queue(request: web.Request) -> web.Response:
 
 # ---------------------------------------------------------------------- live events
 KEEP_ALIVE = 10.0  # seconds between comments on a quiet stream (finds closed tabs, too)
-INBOX = 1_000  # events kept for a slow tab; beyond, they are dropped (it re-reads anyway)
 BATCH_EVERY = 0.25  # a busy queue's events go out together, at most four messages a second
 BATCH_SHOWN = 50  # events named in one message; the rest are only counted
-READY_TIMEOUT = 10.0
-
-
-@dataclass
-class _Watch:
-    events: psyq.QueueEvents
-    inboxes: set[asyncio.Queue[tuple[str, dict[str, Any]] | None]] = field(default_factory=set)
-    task: asyncio.Task[None] | None = None
-
-
-class EventHub:
-    """One QueueEvents per queue that an open page watches, fanned out to its streams; a
-    queue's reader closes with its last stream."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._watches: dict[str, _Watch] = {}
-
-    @contextlib.asynccontextmanager
-    async def subscribe(
-        self, name: str
-    ) -> AsyncIterator[asyncio.Queue[tuple[str, dict[str, Any]] | None]]:
-        """An inbox of (event, args) of queue `name`, from the moment this yields; None in
-        it means the dashboard is shutting down."""
-        await self._store.queue(name)  # NotFound for a queue the store does not hold
-        watch = self._watches.get(name)
-        if watch is None:
-            events = psyq.QueueEvents(
-                name, connection=self._store.connection, prefix=self._store.prefix
-            )
-            watch = self._watches[name] = _Watch(events)
-            watch.task = asyncio.ensure_future(self._pump(watch))
-        inbox: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(INBOX)
-        watch.inboxes.add(inbox)
-        try:
-            await watch.events.wait_until_ready(READY_TIMEOUT)
-            yield inbox
-        finally:
-            watch.inboxes.discard(inbox)
-            if not watch.inboxes and self._watches.get(name) is watch:
-                del self._watches[name]
-                await _stop(watch)
-
-    async def _pump(self, watch: _Watch) -> None:
-        async for event, args, _ in watch.events:
-            for inbox in list(watch.inboxes):
-                if not inbox.full():
-                    inbox.put_nowait((event, args))
-
-    async def close(self) -> None:
-        """Ends every stream (at shutdown, so no open tab holds the server up)."""
-        watches, self._watches = list(self._watches.values()), {}
-        for watch in watches:
-            for inbox in watch.inboxes:
-                with contextlib.suppress(asyncio.QueueFull):
-                    inbox.put_nowait(None)
-            await _stop(watch)
-
-
-async def _stop(watch: _Watch) -> None:
-    if watch.task is not None:
-        watch.task.cancel()
-        await asyncio.gather(watch.task, return_exceptions=True)
-    await watch.events.close()
 
 
 HUB: web.AppKey[EventHub] = web.AppKey("hub", EventHub)
@@ -228,16 +163,14 @@ async def _events(request: web.Request) -> web.StreamResponse:
     async with request.app[HUB].subscribe(_q(request)) as inbox:
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
-        with contextlib.suppress(ConnectionError):
+        with contextlib.suppress(builtins.ConnectionError):  # the tab went away
             await response.write(_sse("ready", {"queue": _q(request)}))
             while await _send_batch(response, inbox):
                 await asyncio.sleep(BATCH_EVERY)
         return response
 
 
-async def _send_batch(
-    response: web.StreamResponse, inbox: asyncio.Queue[tuple[str, dict[str, Any]] | None]
-) -> bool:
+async def _send_batch(response: web.StreamResponse, inbox: Inbox) -> bool:
     """Wait for events, then send what has come as one message; False at shutdown."""
     while True:
         try:

@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestServer
 import psyq
 from psyq.dashboard.metrics import render_metrics
 from psyq.dashboard.store import Store
-from psyq.dashboard.web import create_app
-from tests.conformance.conftest import BACKENDS
+from psyq.dashboard.web import HUB, create_app
+from tests.conformance.conftest import BACKENDS, wait_for
 from tests.conftest import fresh_name
 from tests.queues import FILLED_COUNTS, fill_queue
 
@@ -439,3 +439,25 @@ async def test_a_job_shows_its_newest_log_lines(url: str, serve: Any) -> None:
         status, shown = await request("GET", f"/api/queues/{name}/jobs/{job.id}")
     assert status == 200
     assert shown["logs"] == ["line 2", "line 3", "line 4"] and shown["logs_total"] == 5
+
+
+async def test_a_closed_tab_lets_its_reader_go(url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The queue's reader closes with the last stream; a tab that went away is noticed at
+    the next event, without an error."""
+    name = fresh_name("dash")
+    await fill_queue(url, name)
+    app = create_app(Store(url))
+    server = TestServer(app)
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            reply = await session.get(server.make_url(f"/api/queues/{name}/events"))
+            assert (await _next_message(reply))[0] == "ready"
+            assert list(app[HUB]._watches) == [name]
+            reply.close()
+        async with psyq.Queue(name, connection=url) as queue:
+            await queue.add("after", None)
+            await wait_for(lambda: not app[HUB]._watches, timeout=10)
+    finally:
+        await server.close()
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
