@@ -21,6 +21,7 @@ import pytest
 
 from psyq.dashboard.store import Store
 from psyq.dashboard.web import create_app
+from tests.dashboard.conftest import FAILED
 from tests.interop.conftest import _missing
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
@@ -59,6 +60,9 @@ def browser() -> Iterator[Any]:
         from playwright.sync_api import sync_playwright
     except ImportError:
         _missing("the dashboard's browser tests need Playwright: pip install 'psyq[test]'")
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
     playwright = sync_playwright().start()
     try:
         chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
@@ -129,7 +133,7 @@ def site() -> Iterator[Callable[..., Site]]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A fresh browser tab (its own context) that may load nothing but 127.0.0.1: a request
     elsewhere (a CDN, a font) is refused and fails the test. Script errors fail it too."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -149,6 +153,8 @@ def page(browser: Any) -> Iterator[Any]:
     tab.on("pageerror", lambda error: errors.append(str(error)))
     try:
         yield tab
+        if request.node.stash.get(FAILED, False):  # what the page showed when it failed
+            screenshot(tab, f"failed-{request.node.name}")
     finally:
         context.close()
     assert outside == [], f"the page tried to load from elsewhere: {outside}"

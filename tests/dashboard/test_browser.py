@@ -82,6 +82,14 @@ def wait_until(check: Callable[[], Any], timeout: float = WAIT_MS / 1000) -> Any
         time.sleep(0.05)
 
 
+def open_state(tab: Any, state: str) -> None:
+    """Click a state's tab and wait until the page shows that state (its buttons are the
+    state's own: "Clean failed" becomes "Clean completed")."""
+    tab.click(f'.tabs a[data-state="{state}"]')
+    current = tab.locator('.tabs a[aria-current="page"]')
+    expect(current).to_have_attribute("data-state", state)
+
+
 def tab_count(tab: Any, state: str) -> Any:
     return tab.locator(f'.tabs a[data-state="{state}"] .pill')
 
@@ -111,7 +119,7 @@ def test_a_walk_through_the_dashboard(url: str, site: Callable[..., Site], page:
     for state, count in {"waiting": 2, "prioritized": 1, "delayed": 1, "failed": 2}.items():
         expect(tab_count(page, state)).to_have_text(str(count))
 
-    page.click('.tabs a[data-state="failed"]')
+    open_state(page, "failed")
     cards = page.locator(".jobs .job")
     expect(cards).to_have_count(2)
     bad = page.locator(f'.job[data-job="{ids["bad"]}"]')
@@ -155,7 +163,7 @@ def test_a_walk_through_the_dashboard(url: str, site: Callable[..., Site], page:
 
     # Live: a worker completes the remaining jobs; the page's counts follow, pushed by the
     # server (the view is not polled while its event stream is up).
-    page.click('.tabs a[data-state="completed"]')
+    open_state(page, "completed")
     expect(tab_count(page, "completed")).to_have_text("1")
     expect(page.locator("#live")).to_have_attribute("data-live", "yes")
     worker = dash.run(start_worker(url, name))
@@ -318,7 +326,7 @@ def test_queue_actions_ask_first(sqlite_url: str, site: Callable[..., Site], pag
     assert dash.run(counts())["failed"] == 0
     expect(tab_count(page, "failed")).to_have_text("0")
 
-    page.click('.tabs a[data-state="completed"]')
+    open_state(page, "completed")
     page.click('[data-action="clean"]')
     expect(dialog).to_be_visible()
     page.keyboard.press("Escape")
@@ -329,7 +337,7 @@ def test_queue_actions_ask_first(sqlite_url: str, site: Callable[..., Site], pag
     expect(tab_count(page, "completed")).to_have_text("0")
     assert dash.run(counts())["completed"] == 0
 
-    page.click('.tabs a[data-state="delayed"]')
+    open_state(page, "delayed")
     page.click(f'.job[data-job="{ids["later"]}"] [data-action="promote"]')
     expect(tab_count(page, "delayed")).to_have_text("0")
     assert dash.run(counts())["delayed"] == 0
@@ -407,7 +415,8 @@ def test_a_phone_and_a_keyboard(
     expect(page.locator("h1")).to_have_text(name)
     tab_to(page, '[data-action="pause"]')
     page.keyboard.press("Enter")
-    wait_until(lambda: dash.run(is_paused(sqlite_url, name)))
+    expect(page.locator(".head .badge")).to_have_text("paused")
+    assert dash.run(is_paused(sqlite_url, name))
     page.goto(f"{dash.base}/#/q/{name}/failed/0")
     tab_to(page, f'.job[data-job="{ids["bad"]}"] [data-action="remove"]')
     page.keyboard.press("Enter")
@@ -427,7 +436,7 @@ def test_a_phone_and_a_keyboard(
         tab.click(f'#queues a[data-queue="{name}"]')
         expect(tab.locator("h1")).to_have_text(name)
         expect(tab.locator("#sidebar")).to_be_hidden()
-        tab.click('.tabs a[data-state="failed"]')
+        open_state(tab, "failed")
         expect(tab.locator(".jobs .job")).to_have_count(1)
         assert fits(tab)
         screenshot(tab, "phone-queue")

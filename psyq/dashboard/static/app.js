@@ -183,9 +183,16 @@ function act(label, call, options = {}) {
 }
 
 // ------------------------------------------------------------------ sidebar
+let sidebarShown = "";
 function renderSidebar(current) {
   const filter = document.getElementById("filter").value.trim().toLowerCase();
   const shown = app.queues.filter((q) => q.name.toLowerCase().includes(filter));
+  // Re-drawn only when something in it changed, keeping the focus where it was.
+  const signature = JSON.stringify([current, app.queues.length, shown]);
+  if (signature === sidebarShown) return;
+  sidebarShown = signature;
+  const list = document.getElementById("queues");
+  const focused = list.contains(document.activeElement) ? document.activeElement.dataset.queue : null;
   const items = shown.map((q) => {
     const link = h("a", { href: `#/q/${enc(q.name)}`, "data-queue": q.name },
       h("span", { class: "qname", text: q.name, title: q.name }),
@@ -196,7 +203,11 @@ function renderSidebar(current) {
     if (q.name === current) link.setAttribute("aria-current", "page");
     return h("li", {}, link);
   });
-  document.getElementById("queues").replaceChildren(...items);
+  list.replaceChildren(...items);
+  if (focused !== null) {
+    const again = [...list.querySelectorAll("a[data-queue]")].find((a) => a.dataset.queue === focused);
+    if (again) again.focus();
+  }
   document.getElementById("queue-count").textContent = filter
     ? `${shown.length} of ${app.queues.length} queues`
     : `${app.queues.length} queue${app.queues.length === 1 ? "" : "s"}`;
@@ -310,13 +321,13 @@ function countsChart(queue) {
       h("span", { class: "muted", text: `since this page opened (${since})` })));
 }
 
-// Per-minute figures: read again after 10 s, or 1 s after an event said a job finished.
+// Per-minute figures: read again after 10 s, or once an event says a job finished (the
+// stream sends at most four messages a second).
 const METRICS_MS = 10000;
-const METRICS_STALE_MS = 1000;
 const metricsCache = new Map();
 async function metricsOf(queue) {
   const kept = metricsCache.get(queue);
-  if (kept && now() - kept.t < (kept.stale ? METRICS_STALE_MS : METRICS_MS)) return kept.value;
+  if (kept && !kept.stale && now() - kept.t < METRICS_MS) return kept.value;
   const value = await api(`${qpath(queue)}/metrics?minutes=60`);
   metricsCache.set(queue, { t: now(), value });
   return value;
