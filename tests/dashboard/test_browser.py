@@ -461,3 +461,27 @@ def tab_to(tab: Any, selector: str, presses: int = 60) -> None:
 
 def fits(tab: Any) -> bool:
     return bool(tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+
+def test_odd_queue_names_and_job_ids(sqlite_url: str, site: Callable[..., Site], page: Any) -> None:
+    """Names and ids are user input: slashes, spaces, '%', '#', '?' and accents travel
+    through the address bar and the API intact."""
+    name, job_id = "été/100% #1?", "order/42?x=1#top"
+    dash = site(sqlite_url)
+
+    async def fill() -> None:
+        async with psyq.Queue(name, connection=sqlite_url) as queue:
+            await queue.add("ship <now>", {"to": "Zoë"}, job_id=job_id)
+
+    dash.run(fill())
+    page.goto(dash.base + "/")
+    page.click(f'.card[data-queue="{name}"] h3 a')
+    expect(page.locator("h1")).to_have_text(name)
+    open_state(page, "waiting")
+    page.click(f'.job[data-job="{job_id}"] .title a')
+    expect(page.locator("h1")).to_contain_text("ship <now>")
+    expect(page.locator('pre[data-json="data"]')).to_contain_text('"to": "Zoë"')
+    page.reload()  # the address alone leads back here
+    expect(page.locator('pre[data-json="data"]')).to_contain_text('"to": "Zoë"')
+    page.fill("#filter", "100%")
+    expect(page.locator("#queues a")).to_have_count(1)
