@@ -344,6 +344,11 @@ function remember(queue, counts) {
 async function queueView(r) {
   const details = await api(qpath(r.queue));
   const state = r.state || STATES.find((st) => details.counts[st]) || "waiting";
+  if (!r.state) {
+    // The first state with jobs, chosen once: the address keeps it, so live updates that
+    // empty that state do not switch the tab under the reader.
+    history.replaceState(null, "", location.pathname + location.search + queueHash(r.queue, state));
+  }
   const start = r.page * PAGE;
   const search = r.search ? "&search=" + enc(r.search) : "";
   const [jobs, metrics] = await Promise.all([
