@@ -461,3 +461,29 @@ async def test_a_closed_tab_lets_its_reader_go(url: str, caplog: pytest.LogCaptu
     finally:
         await server.close()
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+async def test_the_page_files_and_their_headers(tmp_path: Any) -> None:
+    """Every file of the page is served from the wheel; the page may load nothing from
+    elsewhere, run no inline script, nor be framed by another site."""
+    server = TestServer(create_app(Store(f"sqlite:///{tmp_path}/jobs.db")))
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            for path, kind in [
+                ("/", "text/html"),
+                ("/app.js", "text/javascript"),
+                ("/app.css", "text/css"),
+                ("/favicon.svg", "image/svg+xml"),
+            ]:
+                async with session.get(server.make_url(path)) as reply:
+                    assert (reply.status, reply.content_type) == (200, kind), path
+                    policy = reply.headers["Content-Security-Policy"]
+                    assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy
+                    assert "unsafe-inline" not in policy
+                    assert reply.headers["X-Content-Type-Options"] == "nosniff"
+                    # No address but the SVG namespace (a name, never fetched).
+                    body = (await reply.text()).replace("http://www.w3.org/2000/svg", "")
+                    assert "http://" not in body and "https://" not in body, path
+    finally:
+        await server.close()
