@@ -125,8 +125,16 @@ def test_a_walk_through_the_dashboard(url: str, site: Callable[..., Site], page:
     bad = page.locator(f'.job[data-job="{ids["bad"]}"]')
     expect(bad.locator(".title a")).to_have_text("<script>x</script>")  # text, not markup
     expect(bad.locator(".reason")).to_have_text("boom")
+    # A card opens in place on its error (a traceback as text), then its data.
+    parse_card = page.locator(f'.job[data-job="{parse_id}"]')
+    parse_card.locator('[data-action="details"]').click()
+    expect(parse_card.locator('pre[data-field="stacktrace"]')).to_contain_text("Traceback")
     if shots:
         screenshot(page, "queue-failed")
+    parse_card.get_by_role("tab", name="Data").click()
+    expect(parse_card.locator('pre[data-json="data"]')).to_contain_text('"file": "x.csv"')
+    parse_card.locator('[data-action="details"]').click()
+    expect(parse_card.locator(".details")).to_have_count(0)
 
     page.click(f'.job[data-job="{parse_id}"] .title a')
     stack = page.locator('pre[data-field="stacktrace"]')
@@ -361,11 +369,13 @@ def test_read_only_and_token(sqlite_url: str, site: Callable[..., Site], page: A
     reader.run(fill_queue(sqlite_url, name))
     page.goto(f"{reader.base}/#/q/{name}/failed/0")
     expect(page.locator("#mode")).to_be_visible()
-    buttons = page.locator("[data-action]")
+    buttons = page.locator('[data-action]:not([data-action="details"])')
     expect(buttons.first).to_be_visible()
     assert buttons.count() >= 3
     for i in range(buttons.count()):
         expect(buttons.nth(i)).to_be_disabled()
+    page.click('[data-action="details"]')  # reading is not acting
+    expect(page.locator(".job .details")).to_contain_text("boom")
 
     guarded = site(sqlite_url, token="s3cret")
     page.goto(f"{guarded.base}/#/q/{name}/failed/0")

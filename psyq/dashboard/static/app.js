@@ -32,6 +32,7 @@ const app = {
   seq: 0,
   refreshTimer: null,
   stream: null, // {queue, controller, live}
+  open: new Map(), // job cards shown open: "<queue>\n<id>" -> the tab shown
 };
 
 // ------------------------------------------------------------------ small helpers
@@ -355,6 +356,9 @@ async function queueView(r) {
     api(`${qpath(r.queue)}/jobs?state=${state}&start=${start}&end=${start + PAGE - 1}${search}`),
     metricsOf(r.queue),
   ]);
+  const opened = jobs.jobs.filter((job) => app.open.has(cardKey(r.queue, job.id)));
+  const full = new Map(await Promise.all(opened.map(async (job) =>
+    [job.id, await api(jpath(r.queue, job.id)).catch(() => null)])));
   remember(r.queue, details.counts);
   const known = app.queues.find((x) => x.name === r.queue);
   if (known) Object.assign(known, { counts: details.counts, paused: details.paused, workers: details.workers.length });
@@ -395,7 +399,7 @@ async function queueView(r) {
       countsChart(q)),
     tabs,
     searchForm(q, state, r.search),
-    jobList(q, state, jobs),
+    jobList(q, state, jobs, full),
     pager(q, state, r.page, jobs, r.search),
     h("h2", { text: `Workers (${details.workers.length})` }),
     workersTable(details.workers),
@@ -467,7 +471,46 @@ function jobActions(queue, job, state, small = true, onPage = false) {
   return out;
 }
 
-function jobList(queue, state, page) {
+const cardKey = (queue, id) => queue + "\n" + id;
+const CARD_TABS = ["data", "options", "logs", "error", "result"];
+
+function detailsToggle(queue, job) {
+  const key = cardKey(queue, job.id);
+  const open = app.open.has(key);
+  const button = h("button", { type: "button", class: "small", "data-action": "details",
+    "aria-expanded": String(open), "aria-label": `${open ? "Hide" : "Show"} the details of job ${job.id}`,
+    text: open ? "Hide" : "Details" });
+  button.addEventListener("click", () => {
+    if (app.open.has(key)) app.open.delete(key);
+    else app.open.set(key, job.failed_reason ? "error" : "data");
+    refresh();
+  });
+  return button;
+}
+
+function cardDetails(queue, job) {
+  // A job's data, options, logs, error and result inside its card, tab by tab.
+  const key = cardKey(queue, job.id);
+  const box = h("div", { class: "details", "data-details": job.id });
+  const draw = async (focus) => {
+    const tab = app.open.get(key) || "data";
+    const labels = { data: "Data", options: "Options", logs: `Logs (${job.logs_total})`, error: "Error",
+      result: "Result" };
+    const tabs = h("div", { class: "tabs", role: "tablist", "aria-label": `job ${job.id}` },
+      ...CARD_TABS.map((t) => {
+        const b = h("button", { type: "button", role: "tab", "data-tab": t, "aria-selected": String(t === tab),
+          class: t === "error" && job.failed_reason ? "s-failed" : "", text: labels[t] });
+        b.addEventListener("click", () => { app.open.set(key, t); draw(true); });
+        return b;
+      }));
+    box.replaceChildren(tabs, h("div", { role: "tabpanel" }, await jobPanel(queue, job, tab)));
+    if (focus) box.querySelector(`[data-tab="${tab}"]`).focus();
+  };
+  draw(false);
+  return box;
+}
+
+function jobList(queue, state, page, full = new Map()) {
   if (!page.jobs.length) {
     const text = page.search ? `No ${LABELS[state].toLowerCase()} job is named like “${page.search}”.`
       : `No ${LABELS[state].toLowerCase()} jobs.`;
@@ -481,7 +524,8 @@ function jobList(queue, state, page) {
         h("a", { href: `#/q/${enc(queue)}/job/${enc(job.id)}`, text: job.name || "(no name)" }),
         h("span", { class: "muted mono", text: "#" + job.id }),
         job.parent_key ? h("span", { class: "muted small", text: "in a flow" }) : null),
-      h("div", { class: "acts" }, progressBar(job.progress, false, state), ...jobActions(queue, job, state)),
+      h("div", { class: "acts" }, progressBar(job.progress, false, state), detailsToggle(queue, job),
+        ...jobActions(queue, job, state)),
       h("div", { class: "meta" },
         h("span", {}, "added ", when(job.timestamp)),
         job.delay && state === "delayed"
@@ -492,7 +536,8 @@ function jobList(queue, state, page) {
         job.finished_on ? h("span", {}, "finished ", when(job.finished_on)) : null,
         job.attempts ? h("span", { text: `attempts ${job.attempts}` }) : null),
       job.data_preview ? h("div", { class: "preview mono", title: "data", text: job.data_preview }) : null,
-      job.failed_reason ? h("div", { class: "reason", text: job.failed_reason }) : null);
+      job.failed_reason ? h("div", { class: "reason", text: job.failed_reason }) : null,
+      full.get(job.id) ? cardDetails(queue, full.get(job.id)) : null);
   });
   return h("ul", { class: "jobs", "aria-label": `${LABELS[state]} jobs` }, ...items);
 }
@@ -673,6 +718,7 @@ function focusKey(node) {
   const href = node.getAttribute("href");
   if (href) return `a[href="${CSS.escape(href)}"]`;
   const item = node.closest("[data-job]");
+  if (node.dataset.tab && item) return `[data-job="${CSS.escape(item.dataset.job)}"] [data-tab="${CSS.escape(node.dataset.tab)}"]`;
   const action = node.dataset.action;
   if (action) return (item ? `[data-job="${CSS.escape(item.dataset.job)}"] ` : "") + `[data-action="${CSS.escape(action)}"]`;
   return null;
