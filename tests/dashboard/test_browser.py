@@ -133,6 +133,9 @@ def test_a_walk_through_the_dashboard(url: str, site: Callable[..., Site], page:
         screenshot(page, "queue-failed")
     parse_card.get_by_role("tab", name="Data").click()
     expect(parse_card.locator('pre[data-json="data"]')).to_contain_text('"file": "x.csv"')
+    page.keyboard.press("ArrowRight")  # the tab keys move between a card's tabs
+    expect(parse_card.get_by_role("tab", name="Options")).to_be_focused()
+    expect(parse_card.locator('pre[data-json="opts"]')).to_contain_text('"attempts": 1')
     parse_card.locator('[data-action="details"]').click()
     expect(parse_card.locator(".details")).to_have_count(0)
 

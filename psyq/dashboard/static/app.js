@@ -503,6 +503,15 @@ function cardDetails(queue, job) {
         b.addEventListener("click", () => { app.open.set(key, t); draw(true); });
         return b;
       }));
+    tabs.addEventListener("keydown", (event) => {
+      // The tab pattern's keys: arrows move between tabs, Home and End to the ends.
+      const at = CARD_TABS.indexOf(app.open.get(key) || "data");
+      const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: CARD_TABS.length - 1 }[event.key];
+      if (to === undefined) return;
+      event.preventDefault();
+      app.open.set(key, CARD_TABS[(to + CARD_TABS.length) % CARD_TABS.length]);
+      draw(true);
+    });
     box.replaceChildren(tabs, h("div", { role: "tabpanel" }, await jobPanel(queue, job, tab)));
     if (focus) box.querySelector(`[data-tab="${tab}"]`).focus();
   };
