@@ -138,8 +138,9 @@ class Store:
         for kind in FINISHED_STATES:
             found = await queue.get_metrics(kind, 0, minutes - 1)
             if found["meta"]["count"] == 0 and counts[kind]:
-                # This store kept no per-minute metrics (SQLite keeps them in the process
-                # that ran the jobs): count the kept jobs by the minute they finished.
+                # The store kept no per-minute metrics for the jobs it holds (SQLite keeps
+                # them in memory: none after a restart): count the kept jobs by the minute
+                # they finished.
                 now = await self._open_backend().now_ms()
                 view[kind] = await _per_minute(queue, kind, minutes, now)
                 view["source"] = "jobs"
