@@ -7,13 +7,15 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conformance.conftest import redis_url, services_required
+from tests.interop.sides import NodeDriver, NodeSide, PsyqSide
 from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 
 NODE_SCRIPTS = Path(__file__).parent / "node"
@@ -75,3 +77,33 @@ def node(request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path])
 @pytest.fixture
 def interop_redis_url(request: pytest.FixtureRequest) -> str:
     return redis_url(request)
+
+
+@pytest.fixture(scope="session", params=BULLMQ_MAJORS, ids=lambda major: f"bullmq{major}")
+def node_driver(
+    request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path]
+) -> Iterator[NodeDriver]:
+    """One long-lived Node BullMQ process per major per run, serving every case (driver.js)."""
+    modules = bullmq_installs(request.param)
+    driver = NodeDriver(modules, redis_url(request))
+    driver.major = request.param  # type: ignore[attr-defined]
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+async def sides(node_driver: NodeDriver, interop_redis_url: str) -> AsyncIterator[Sides]:
+    """(Node, psyq) on the same Redis; both closed (their workers and listeners too) after."""
+    node, ours = NodeSide(node_driver), PsyqSide(interop_redis_url)
+    try:
+        yield Sides(node, ours, str(node_driver.major))  # type: ignore[attr-defined]
+    finally:
+        await ours.close()
+        await node.close()
+
+
+@dataclass
+class Sides:
+    node: NodeSide
+    psyq: PsyqSide
+    major: str
