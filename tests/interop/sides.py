@@ -5,8 +5,9 @@ drives psyq in this process. A case is written once against `Side` and runs both
 Jobs are described the same on both sides (`job()` returns BullMQ's camelCase fields), and
 both sides' workers run the same processor: `job.data["steps"]`, in order (see driver.js's
 `runSteps`): progress, log, fail, failUntil (fail until attempt n), unrecoverable, delay
-(move_to_delayed), child (add a child, wait for it), rateLimit, sleep, childrenValues and
-return; a step with `once` runs on the job's first pass only (marked in its data)."""
+(move_to_delayed), child (add a child, wait for it), rateLimit, sleep, childrenValues,
+ignoredFailures and return; a step with `once` runs on the job's first pass only (marked in
+its data)."""
 
 from __future__ import annotations
 
@@ -93,6 +94,10 @@ class NodeDriver:
             self._proc.kill()
             self._proc.wait()
         self._reader.join(timeout=5)
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
         self._stderr.close()
 
 
@@ -254,6 +259,8 @@ async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:
             await asyncio.sleep(step["sleep"] / 1000)
         if "childrenValues" in step:
             return await job.get_children_values()
+        if "ignoredFailures" in step:
+            return await job.get_failed_children_values()
         if "return" in step:
             return step["return"]
     return {"by": "psyq", "name": job.name}
@@ -292,6 +299,7 @@ class PsyqSide(Side):
         return ids(node)
 
     async def job(self, queue: str, job_id: str) -> dict[str, Any] | None:
+        state = await self.queue(queue).get_job_state(job_id)  # first: see driver.js
         found = await self.queue(queue).get_job(job_id)
         if found is None:
             return None
@@ -301,7 +309,7 @@ class PsyqSide(Side):
             "name": found.name,
             "data": found.data,
             "opts": found.opts,
-            "state": await found.get_state(),
+            "state": state,
             "returnvalue": found.returnvalue,
             "failedReason": found.failed_reason,
             "stacktrace": list(found.stacktrace or []),

@@ -25,7 +25,9 @@ function keep(thing) {
   return nextHandle;
 }
 
+// The state is read first: once final, the fields read after it are final too.
 async function job(name, id) {
+  const state = await queue(name).getJobState(id);
   const found = await queue(name).getJob(id);
   if (!found) return null;
   const logs = await queue(name).getJobLogs(id);
@@ -34,7 +36,7 @@ async function job(name, id) {
     name: found.name,
     data: found.data,
     opts: found.opts,
-    state: await found.getState(),
+    state,
     returnvalue: found.returnvalue === undefined ? null : found.returnvalue,
     failedReason: found.failedReason === undefined ? null : found.failedReason,
     stacktrace: found.stacktrace || [],
@@ -80,6 +82,7 @@ async function runSteps(job, token, worker) {
     }
     if ('sleep' in step) await new Promise((resolve) => setTimeout(resolve, step.sleep));
     if ('childrenValues' in step) return await job.getChildrenValues();
+    if ('ignoredFailures' in step) return await job.getFailedChildrenValues();
     if ('return' in step) return step.return;
   }
   return { by: 'node', name: job.name };
@@ -145,7 +148,7 @@ const ops = {
     const names = ['added', 'waiting', 'active', 'progress', 'completed', 'failed', 'delayed',
       'removed', 'paused', 'resumed', 'retries-exhausted', 'waiting-children', 'deduplicated',
       'duplicated', 'stalled', 'drained', 'cleaned'];
-    for (const event of names) events.on(event, (args) => seen.push({ event, args: args || {} }));
+    for (const event of names) events.on(event, (args) => seen.push({ event, args: args && typeof args === 'object' ? args : {} }));
     await events.waitUntilReady();
     return keep({ events, seen });
   },
