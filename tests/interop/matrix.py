@@ -172,6 +172,31 @@ async def custom_id(m: Matrix) -> None:
     m.expect(not added, "adding an existing id again adds a job")
 
 
+@case("telemetry metadata (trace context)")
+async def telemetry(m: Matrix) -> None:
+    trace = '{"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+    job_id = await m.producer.add(m.queue, "traced", {}, {"telemetry": {"metadata": trace}})
+    [job] = (await m.run([job_id])).values()
+    theirs = await m.consumer.job(m.queue, job_id)
+    for side, seen in ((m.producer, job), (m.consumer, theirs)):
+        kept = (seen or {}).get("opts", {}).get("telemetry", {}).get("metadata")
+        m.expect(kept == trace, f"{side.name} reads the trace context changed")
+
+
+@case("sizeLimit")
+async def size_limit(m: Matrix) -> None:
+    job_id = await m.producer.add(m.queue, "small", {"text": "x" * 10}, {"sizeLimit": 1000})
+    [job] = (await m.run([job_id])).values()
+    m.expect(job["opts"].get("sizeLimit") == 1000, "the sizeLimit option is not kept")
+    for side in m.sides:
+        refused = False
+        try:
+            await side.add(m.queue, "big", {"text": "x" * 2000}, {"sizeLimit": 1000})
+        except Exception:
+            refused = True
+        m.expect(refused, f"{side.name} adds data over its sizeLimit")
+
+
 # ---------------------------------------------------------------------------- retries
 @case("attempts with fixed backoff")
 async def fixed_backoff(m: Matrix) -> None:
@@ -407,7 +432,7 @@ async def remove_dependency(m: Matrix) -> None:
     m.expect(parent["returnvalue"] == {key: 5}, f"the parent is {parent['state']}")
 
 
-@case("WaitingChildrenError (children added by the processor)")
+@case("WaitingChildrenError (a child added with the parent option)")
 async def waiting_children(m: Matrix) -> None:
     children = fresh_name("mx-kids")
     child = {"queue": children, "name": "kid", "data": steps({"return": 7})}

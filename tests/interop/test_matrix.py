@@ -31,6 +31,9 @@ def observed() -> Iterator[dict[tuple[str, str, str, str], str]]:
     if RECORD and seen:
         results = render.load() if render.RESULTS.exists() else {"stores": {}}
         results["features"] = list(CASES)
+        for rows in results["stores"].values():  # features renamed or removed since
+            for gone in set(rows) - set(CASES):
+                del rows[gone]
         for (store, feature, direction, major), outcome in sorted(seen.items()):
             row = results["stores"].setdefault(store, {}).setdefault(feature, {})
             row.setdefault(direction, {})[major] = outcome

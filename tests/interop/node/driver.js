@@ -6,6 +6,10 @@
 const readline = require('readline');
 const bullmq = require('bullmq');
 
+// stdout carries the answers only: anything a library logs goes to stderr.
+console.log = console.error;
+console.info = console.error;
+
 const { Queue, Worker, QueueEvents, FlowProducer } = bullmq;
 const { DelayedError, WaitingChildrenError, UnrecoverableError, RateLimitError } = bullmq;
 const url = process.argv[2];
