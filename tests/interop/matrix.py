@@ -218,6 +218,38 @@ async def exponential_backoff(m: Matrix) -> None:
     m.expect(time.monotonic() - started >= 0.12, "retries sooner than 40 + 80 ms")
 
 
+@case("attempts with a custom backoff strategy, and jitter")
+async def custom_backoff(m: Matrix) -> None:
+    custom = {"attempts": 3, "backoff": {"type": "linear", "delay": 30}}
+    jitter = {"attempts": 2, "backoff": {"type": "fixed", "delay": 40, "jitter": 0.5}}
+    ids = [
+        await m.producer.add(m.queue, "custom", steps({"failUntil": 3}), custom),
+        await m.producer.add(m.queue, "jitter", steps({"failUntil": 2}), jitter),
+    ]
+    jobs = await m.run(ids, customBackoff={"type": "linear", "ms": 30})
+    for job in jobs.values():
+        m.expect(job["state"] == "completed", f"the {job['name']} job does not complete")
+    m.expect(jobs[ids[0]]["attemptsMade"] == 3, "the custom strategy's retries are miscounted")
+
+
+@case("job scheduler: workers of both sides on one queue")
+async def scheduler_mixed(m: Matrix) -> None:
+    await m.producer.upsert_scheduler(m.queue, "mix", {"every": 150}, {"name": "mix"})
+    workers = [(side, await side.start_worker(m.queue)) for side in m.sides]
+    try:
+        deadline = time.monotonic() + 15
+        while len(ids := await m.producer.get_jobs(m.queue, ["completed"])) < 6:
+            assert time.monotonic() < deadline, f"{len(ids)} of 6 runs completed"
+            await asyncio.sleep(0.02)
+    finally:
+        for side, handle in workers:
+            m.expect(not await side.stop_worker(handle), f"{side.name}'s worker reports errors")
+    runs = sorted(_millis(ids))
+    m.expect(all(b - a >= 150 for a, b in itertools.pairwise(runs)), "runs closer than every")
+    pending = await m.consumer.get_jobs(m.queue, PENDING)
+    m.expect(len(pending) == 1, f"{len(pending)} pending runs, not 1")
+
+
 @case("failed reason and stack trace (attempts exhausted)")
 async def failed(m: Matrix) -> None:
     job_id = await m.producer.add(m.queue, "bad", steps({"fail": "no way"}), {"attempts": 2})

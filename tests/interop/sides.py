@@ -333,12 +333,17 @@ class PsyqSide(Side):
         return [job.id for job in await self.queue(queue).get_jobs(types, asc=asc)]
 
     async def start_worker(self, queue: str, **opts: Any) -> int:
+        """A worker with `opts` (BullMQ's names: concurrency, limiter) and `customBackoff`
+        ({type, ms}): a custom backoff strategy of that name, always waiting ms."""
         errors: list[str] = []
         holder: list[psyq.Worker] = []
 
         async def process(job: psyq.Job) -> Any:
             return await _run_steps(job, holder[0], self)
 
+        custom = opts.pop("customBackoff", None)
+        if custom is not None:
+            opts["backoff_strategies"] = {custom["type"]: lambda *args: custom["ms"]}
         worker = psyq.Worker(queue, process, connection=self.url, drain_delay=1, **opts)
         holder.append(worker)
         worker.on("error", lambda error, *rest: errors.append(str(error)))

@@ -130,10 +130,15 @@ const ops = {
   removeScheduler: ({ queue: name, id }) => queue(name).removeJobScheduler(id),
   getSchedulers: ({ queue: name }) => queue(name).getJobSchedulers(0, -1, true),
   getScheduler: ({ queue: name, id }) => queue(name).getJobScheduler(id).then((found) => found || null),
+  // opts: the Worker's options, and `customBackoff` ({type, ms}): the custom backoff
+  // strategy (BullMQ takes one for every custom type), always waiting ms.
   startWorker: ({ queue: name, opts }) => {
+    const { customBackoff, ...workerOpts } = opts || {};
+    const settings = customBackoff ? { backoffStrategy: () => customBackoff.ms } : {};
     const worker = new Worker(name, (job, token) => runSteps(job, token, worker), {
       connection: { ...connection, maxRetriesPerRequest: null },
-      ...(opts || {}),
+      settings,
+      ...workerOpts,
     });
     const seen = { errors: [] };
     worker.on('error', (err) => seen.errors.push(String(err && err.message)));
