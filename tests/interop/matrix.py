@@ -656,6 +656,22 @@ async def scheduler_cron(m: Matrix) -> None:
         )
 
 
+@case("job scheduler: cron `?` and @-aliases; both sides compute the same next run")
+async def scheduler_cron_forms(m: Matrix) -> None:
+    repeat = {"pattern": "* * * ? * *", "limit": 2, "immediately": True}
+    await m.producer.upsert_scheduler(m.queue, "q", repeat, {"name": "q"})
+    ids = await _scheduled(m, 2)
+    m.expect(_millis(ids)[1] % 1000 == 0, "a `?` pattern's second run is off the second")
+    patterns = [("@hourly", None), ("@weekly", None), ("30 2 * * *", "America/New_York")]
+    for number, (pattern, tz) in enumerate(patterns):
+        spec = {"pattern": pattern, **({"tz": tz} if tz else {})}
+        key = f"same{number}"
+        firsts = [
+            await side.upsert_scheduler(m.queue, key, spec, {"name": key}) for side in m.sides
+        ]
+        m.expect(firsts[0] == firsts[1], f"the sides compute different next runs for {pattern!r}")
+
+
 @case("job scheduler: startDate, endDate, template options")
 async def scheduler_dates(m: Matrix) -> None:
     start = int(time.time() * 1000) + 300

@@ -15,7 +15,7 @@ from psyq.backends.base import (
     JobRecord,
     NewJob,
 )
-from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.connection import RedisConnection, log
 from psyq.backends.redis.jobs import (
     add_meta,
     decode_opts,
@@ -75,7 +75,9 @@ class Schedulers(RedisConnection):
 
     async def _schedule_next(self, queue: str, records: list[JobRecord]) -> None:
         """A scheduler's current run became active: add its next run (BullMQ's workers do
-        this too, so either side's workers continue either side's schedulers)."""
+        this too, so either side's workers continue either side's schedulers). A next run
+        that cannot be made (a pattern psyq cannot read, Redis gone) is logged to
+        `psyq.redis`, as BullMQ's worker emits an error: the fetched jobs still run."""
         for record in records:
             scheduler_id = record.opts.get("repeatJobKey")
             if not isinstance(scheduler_id, str):
@@ -83,10 +85,13 @@ class Schedulers(RedisConnection):
             prev = record.id.rsplit(":", 1)[-1]
             if record.id != f"repeat:{scheduler_id}:{prev}" or not prev.isdigit():
                 continue
-            fields, current = await self._scheduler_fields(queue, scheduler_id)
-            if not fields or current != int(prev):
-                continue  # removed, replaced, or this run was not the current one
-            await self._add_next(queue, scheduler_id, record, fields, int(prev))
+            try:
+                fields, current = await self._scheduler_fields(queue, scheduler_id)
+                if not fields or current != int(prev):
+                    continue  # removed, replaced, or this run was not the current one
+                await self._add_next(queue, scheduler_id, record, fields, int(prev))
+            except Exception:  # the fetched jobs are active: they must reach the worker
+                log.exception("no next run for scheduler %r of %r", scheduler_id, queue)
 
     async def _add_next(
         self,

@@ -62,10 +62,11 @@ async function job(name, id) {
 // Steps, run in order; a step marked `once` runs on the job's first pass only (the mark is
 // kept in the job's data, so a job that comes back skips it, whichever side runs it then).
 async function runSteps(job, token, worker) {
-  for (const [index, step] of (job.data.steps || []).entries()) {
+  const data = job.data && typeof job.data === 'object' ? job.data : {};
+  for (const [index, step] of (data.steps || []).entries()) {
     const mark = `done${index}`;
-    if (step.once && job.data[mark]) continue;
-    if (step.once) await job.updateData({ ...job.data, [mark]: true });
+    if (step.once && data[mark]) continue;
+    if (step.once) await job.updateData({ ...data, [mark]: true });
     if ('progress' in step) await job.updateProgress(step.progress);
     if ('log' in step) await job.log(step.log);
     if ('fail' in step) throw new Error(step.fail);
