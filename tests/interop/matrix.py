@@ -672,6 +672,24 @@ async def scheduler_cron_forms(m: Matrix) -> None:
         m.expect(firsts[0] == firsts[1], f"the sides compute different next runs for {pattern!r}")
 
 
+@case("repeat add option (BullMQ 5's legacy repeatable jobs)")
+async def legacy_repeat(m: Matrix) -> None:
+    try:
+        job_id = await m.producer.add(m.queue, "legacy", {}, {"repeat": {"every": 300}})
+    except Exception:
+        m.expect(False, f"{m.producer.name} refuses the `repeat` option: use a job scheduler")
+        return
+    [job] = (await m.run([job_id])).values()
+    repeats = job_id.startswith("repeat:") and job["opts"].get("repeat") is not None
+    if repeats:  # BullMQ 5 made a legacy repeatable job (BullMQ 6 adds a plain job)
+        pending = await m.producer.get_jobs(m.queue, PENDING)
+        m.expect(
+            len(pending) == 1,
+            f"{m.consumer.name}'s worker runs a legacy repeatable job once, without a next "
+            "iteration (legacy repeatable jobs are deprecated in BullMQ 5, gone in 6)",
+        )
+
+
 @case("job scheduler: startDate, endDate, template options")
 async def scheduler_dates(m: Matrix) -> None:
     start = int(time.time() * 1000) + 300
