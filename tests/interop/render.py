@@ -24,7 +24,8 @@ BullMQ produces (adds the jobs, the flow or the scheduler) and a psyq worker pro
 **psyq → Node** the reverse; in both, each side reads back what the other wrote (states,
 return values, failed reasons, progress, logs, counts, events) and they must agree.
 ✓ means every check passed with both BullMQ majors; otherwise the cell names the
-difference (and the major it concerns).
+difference (and the major it concerns). Stack traces cross as they are: each side reads
+the other's, in the other language's format.
 
 Postgres is not in the table yet: psyq's Postgres backend does not speak BullMQ 6's
 Postgres layout, so Node BullMQ cannot share its queues.

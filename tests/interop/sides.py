@@ -1,6 +1,7 @@
 """The two sides of the interop matrix behind one interface: `NodeSide` drives Node BullMQ
 through one long-lived `node/driver.js` process (JSON lines on its stdin/stdout), `PsyqSide`
-drives psyq in this process. A case is written once against `Side` and runs both ways.
+drives psyq in this process. Both have the same methods, so a case (matrix.py) is written
+once and runs both ways.
 
 Jobs are described the same on both sides (`job()` returns BullMQ's camelCase fields), and
 both sides' workers run the same processor: `job.data["steps"]`, in order (see driver.js's
@@ -105,21 +106,7 @@ class NodeError(Exception):
     """A request the Node driver answered with an error (its stack)."""
 
 
-class Side:
-    """What a matrix case may ask of either side."""
-
-    name: str
-
-    async def add(
-        self, queue: str, name: str, data: Any, opts: Mapping[str, Any] | None = None
-    ) -> str:
-        raise NotImplementedError
-
-    async def job(self, queue: str, job_id: str) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-
-class NodeSide(Side):
+class NodeSide:
     name = "node"
 
     def __init__(self, driver: NodeDriver) -> None:
@@ -266,7 +253,7 @@ async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:
     return {"by": "psyq", "name": job.name}
 
 
-class PsyqSide(Side):
+class PsyqSide:
     name = "psyq"
 
     def __init__(self, url: str) -> None:

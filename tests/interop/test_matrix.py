@@ -15,6 +15,7 @@ import pytest
 from tests.interop import render
 from tests.interop.conftest import Sides
 from tests.interop.matrix import CASES, Matrix
+from tests.interop.sides import NodeSide, PsyqSide
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -75,3 +76,10 @@ def test_docs_table_is_rendered_from_the_results() -> None:
     assert render.PAGE.read_text(encoding="utf-8") == render.render(results), (
         "docs/interop.md differs from matrix.json: python -m tests.interop.render"
     )
+
+
+def test_both_sides_offer_the_same_methods() -> None:
+    def public(cls: type) -> set[str]:
+        return {name for name in vars(cls) if not name.startswith("_")} - {"name", "queue"}
+
+    assert public(NodeSide) == public(PsyqSide)
