@@ -580,6 +580,55 @@ async def remove(m: Matrix) -> None:
     m.expect(await m.producer.counts(m.queue, "delayed") == {"delayed": 0}, "still counted")
 
 
+@case("change priority, change delay, update data from the other side")
+async def changes(m: Matrix) -> None:
+    low = await m.producer.add(m.queue, "low", TICK, {"priority": 9})
+    high = await m.producer.add(m.queue, "high", TICK, {"priority": 5})
+    await m.consumer.change_priority(m.queue, low, 1)
+    later = await m.producer.add(m.queue, "later", {}, {"delay": 600_000})
+    await m.consumer.change_delay(m.queue, later, 50)
+    await m.consumer.update_data(m.queue, high, {"steps": [{"return": "new data"}]})
+    jobs = await m.run([low, high, later])
+    m.expect(jobs[low]["priority"] == 1, "the changed priority reads back changed")
+    m.expect(
+        jobs[low]["processedOn"] <= jobs[high]["processedOn"], "the priority change is ignored"
+    )
+    m.expect(jobs[later]["state"] == "completed", "the shortened delay is ignored")
+    m.expect(jobs[high]["returnvalue"] == "new data", "the updated data is not what runs")
+
+
+@case("drain, clean, obliterate from the other side")
+async def cleanup(m: Matrix) -> None:
+    ids = [await m.producer.add(m.queue, f"c{i}", {}) for i in range(2)]
+    await m.run(ids)
+    await m.producer.add(m.queue, "waiting", {})
+    await m.producer.add(m.queue, "delayed", {}, {"delay": 600_000})
+    await m.consumer.drain(m.queue, True)
+    counts = await m.producer.counts(m.queue, "waiting", "delayed", "completed")
+    m.expect(counts["waiting"] == counts["delayed"] == 0, "drain leaves jobs")
+    cleaned = await m.consumer.clean(m.queue, 0, 10, "completed")
+    m.expect(sorted(cleaned) == sorted(ids), "clean removes other jobs")
+    m.expect(await m.producer.counts(m.queue, "completed") == {"completed": 0}, "clean keeps jobs")
+    await m.producer.add(m.queue, "left", {})
+    await m.consumer.obliterate(m.queue)
+    left = (await m.producer.counts(m.queue, "waiting"))["waiting"]  # BullMQ 5 adds "paused"
+    m.expect(left == 0, "obliterate leaves jobs")
+
+
+@case("getWorkers lists the other side's workers")
+async def get_workers(m: Matrix) -> None:
+    worker = await m.consumer.start_worker(m.queue)
+    try:
+        job_id = await m.producer.add(m.queue, "w", {})
+        await m.finished([job_id])
+        deadline = time.monotonic() + 5
+        while not (seen := await m.producer.workers(m.queue)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        m.expect(seen >= 1, f"{m.producer.name} does not list {m.consumer.name}'s worker")
+    finally:
+        await m.consumer.stop_worker(worker)
+
+
 @case("getters and counts")
 async def getters(m: Matrix) -> None:
     await m.producer.add(m.queue, "w", {})

@@ -183,6 +183,30 @@ class NodeSide:
     async def set_global_concurrency(self, queue: str, concurrency: int) -> None:
         await self._call("setGlobalConcurrency", queue=queue, concurrency=concurrency)
 
+    async def change_priority(self, queue: str, job_id: str, priority: int) -> None:
+        await self._call("changePriority", queue=queue, id=job_id, priority=priority)
+
+    async def change_delay(self, queue: str, job_id: str, delay: int) -> None:
+        await self._call("changeDelay", queue=queue, id=job_id, delay=delay)
+
+    async def update_data(self, queue: str, job_id: str, data: Any) -> None:
+        await self._call("updateData", queue=queue, id=job_id, data=data)
+
+    async def drain(self, queue: str, delayed: bool = False) -> None:
+        await self._call("drain", queue=queue, delayed=delayed)
+
+    async def clean(self, queue: str, grace: int, limit: int, kind: str) -> list[str]:
+        return [
+            str(i)
+            for i in await self._call("clean", queue=queue, grace=grace, limit=limit, type=kind)
+        ]
+
+    async def obliterate(self, queue: str) -> None:
+        await self._call("obliterate", queue=queue)
+
+    async def workers(self, queue: str) -> int:
+        return int(await self._call("workers", queue=queue))
+
     async def set_global_rate_limit(self, queue: str, max_jobs: int, duration: int) -> None:
         await self._call("setGlobalRateLimit", queue=queue, max=max_jobs, duration=duration)
 
@@ -388,6 +412,27 @@ class PsyqSide:
 
     async def set_global_concurrency(self, queue: str, concurrency: int) -> None:
         await self.queue(queue).set_global_concurrency(concurrency)
+
+    async def change_priority(self, queue: str, job_id: str, priority: int) -> None:
+        await (await self._get(queue, job_id)).change_priority(priority)
+
+    async def change_delay(self, queue: str, job_id: str, delay: int) -> None:
+        await (await self._get(queue, job_id)).change_delay(delay)
+
+    async def update_data(self, queue: str, job_id: str, data: Any) -> None:
+        await (await self._get(queue, job_id)).update_data(data)
+
+    async def drain(self, queue: str, delayed: bool = False) -> None:
+        await self.queue(queue).drain(delayed)
+
+    async def clean(self, queue: str, grace: int, limit: int, kind: str) -> list[str]:
+        return await self.queue(queue).clean(grace, limit, kind)
+
+    async def obliterate(self, queue: str) -> None:
+        await self.queue(queue).obliterate(force=True)
+
+    async def workers(self, queue: str) -> int:
+        return len(await self.queue(queue).get_workers())
 
     async def set_global_rate_limit(self, queue: str, max_jobs: int, duration: int) -> None:
         await self.queue(queue).set_global_rate_limit(max_jobs, duration)
