@@ -270,8 +270,8 @@ async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:
             await asyncio.sleep(step["sleep"] / 1000)
         if "childrenValues" in step:
             return await job.get_children_values()
-        if "ignoredFailures" in step:
-            return await job.get_failed_children_values()
+        if "ignoredFailures" in step:  # psyq lists them among the dependencies (docs/api.md)
+            return (await job.get_dependencies()).get("ignored", {})
         if "return" in step:
             return step["return"]
     return {"by": "psyq", "name": job.name}

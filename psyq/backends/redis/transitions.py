@@ -4,7 +4,6 @@ the transitions of single jobs (progress, logs, data, priority, delay, promote, 
 
 from __future__ import annotations
 
-import base64
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,11 @@ from psyq.backends.base import (
     StalledResult,
     raise_for_code,
 )
-from psyq.backends.redis.connection import CONNECTION_ERRORS
+from psyq.backends.redis.connection import (
+    CONNECTION_ERRORS,
+    PSYQ_WORKER_SUFFIX,
+    worker_client_name,
+)
 from psyq.backends.redis.jobs import (
     SKIP_LOCK_TOKEN,
     record_from_fields,
@@ -72,13 +75,14 @@ class Transitions(Schedulers):
         return max(block_ms, 1) / 1000
 
     def _waiting_client(self, queue: str) -> Any:
-        """The connections workers of `queue` block on, named as BullMQ names a worker's
-        (`<prefix>:<base64(queue)>`), so BullMQ's getWorkers (CLIENT LIST) sees them."""
+        """The connections workers of `queue` block on, named as BullMQ names a named
+        worker's (`<prefix>:<base64(queue)>:w:psyq`), so BullMQ's getWorkers (CLIENT LIST)
+        sees them."""
         if self._client is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
         client = self._waiting.get(queue)
         if client is None:
-            name = f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
+            name = worker_client_name(self.prefix, queue) + PSYQ_WORKER_SUFFIX
             client = self._waiting[queue] = self._new_client(blocking=True, name=name)
         return client
 
