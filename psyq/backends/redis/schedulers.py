@@ -120,8 +120,10 @@ class Schedulers(RedisConnection):
     ) -> tuple[dict[str, str], int | None]:
         """(the scheduler hash, the millis of its current run: None when not listed)."""
         key = self.queue_key(queue)
-        fields = await self.client.hgetall(f"{key}:repeat:{scheduler_id}")
-        score = await self.client.zscore(f"{key}:repeat", scheduler_id)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(f"{key}:repeat:{scheduler_id}")
+            pipe.zscore(f"{key}:repeat", scheduler_id)
+            fields, score = await pipe.execute()
         return fields, None if score is None else int(score)
 
     async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ the transitions of single jobs (progress, logs, data, priority, delay, promote, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -65,8 +66,14 @@ class Transitions(Schedulers):
         arg = json.dumps(self._fetch_arg(request))
         hashes = await self._run("moveToActive", queue, arg)
         records = self._records(queue, hashes, request.tokens)
-        await self._schedule_next(queue, records)
+        await self._schedule_next_shielded(queue, records)
         return records
+
+    async def _schedule_next_shielded(self, queue: str, records: list[JobRecord]) -> None:
+        """Add the next runs of the schedulers whose runs were just fetched, to the end even
+        when the caller is cancelled (a closing worker): else a scheduler would stop."""
+        if any("repeatJobKey" in record.opts for record in records):
+            await asyncio.shield(self._schedule_next(queue, records))
 
     def _block_timeout(self, block_ms: int) -> float:
         """BZPOPMIN's timeout in seconds (never 0, which would block forever)."""
@@ -134,7 +141,7 @@ class Transitions(Schedulers):
             arg["fetch"] = self._fetch_arg(fetch)
         codes, hashes = await self._run("moveToFinished", queue, json.dumps(arg))
         fetched = self._records(queue, hashes, fetch.tokens) if fetch is not None else []
-        await self._schedule_next(queue, fetched)
+        await self._schedule_next_shielded(queue, fetched)
         return list(codes), fetched
 
     async def move_to_finished(
