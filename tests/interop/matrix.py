@@ -772,3 +772,19 @@ async def scheduler_admin(m: Matrix) -> None:
     for side in m.sides:
         m.expect(await side.schedulers(m.queue) == [], "the removed scheduler is listed")
         m.expect(await side.get_jobs(m.queue, PENDING) == [], "the removed scheduler's run stays")
+
+
+@case("job scheduler: removing its pending run is refused")
+async def scheduler_run_removal(m: Matrix) -> None:
+    first = await m.producer.upsert_scheduler(m.queue, "keep", {"pattern": "0 0 1 1 *"}, {})
+    refused = False
+    try:
+        await m.consumer.remove(m.queue, first)
+    except Exception:
+        refused = True
+    kept = await m.producer.job(m.queue, first) is not None
+    m.expect(
+        refused and kept,
+        f"{m.consumer.name} removes a scheduler's pending run (BullMQ refuses: error -8, remove "
+        "the scheduler instead), leaving the scheduler without runs",
+    )
