@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from psyq import __version__ as psyq_version
 from psyq.backends.base import (
     Limiter,
@@ -117,7 +119,11 @@ class Admin(RedisConnection):
         base = worker_client_name(self.prefix, queue)
         now = await self.now_ms()
         found = []
-        for client in await self.client.client_list():
+        try:
+            clients = await self.client.client_list()
+        except ResponseError:  # CLIENT LIST refused (an ACL, a managed Redis): psyq's only
+            return []
+        for client in clients:
             name = client.get("name") or ""
             ours = name == base + PSYQ_WORKER_SUFFIX
             if not ours and (name == base or name.startswith(base + ":w:")):
