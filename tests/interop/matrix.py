@@ -246,7 +246,7 @@ async def scheduler_mixed(m: Matrix) -> None:
             m.expect(not await side.stop_worker(handle), f"{side.name}'s worker reports errors")
     runs = sorted(_millis(ids))
     m.expect(all(b - a >= 150 for a, b in itertools.pairwise(runs)), "runs closer than every")
-    pending = await m.consumer.get_jobs(m.queue, PENDING)
+    pending = await _fresh_runs(m.consumer, m.queue)
     m.expect(len(pending) == 1, f"{len(pending)} pending runs, not 1")
 
 
@@ -639,13 +639,16 @@ async def getters(m: Matrix) -> None:
 
 
 # ---------------------------------------------------------------------------- schedulers
-async def _scheduled(m: Matrix, count: int) -> list[str]:
+async def _scheduled(m: Matrix, count: int, until_done: bool = False) -> list[str]:
+    """The ids of the runs the consumer's worker completed: at least `count`, and with
+    `until_done` all of them (none left pending or running)."""
     worker = await m.consumer.start_worker(m.queue)
     try:
         deadline = time.monotonic() + 15
         while True:
             ids: list[str] = await m.producer.get_jobs(m.queue, ["completed"])
-            if len(ids) >= count:
+            left = await m.producer.get_jobs(m.queue, [*PENDING, "active"]) if until_done else []
+            if len(ids) >= count and not left:
                 break
             assert time.monotonic() < deadline, f"{len(ids)} of {count} runs completed"
             await asyncio.sleep(0.02)
@@ -653,6 +656,17 @@ async def _scheduled(m: Matrix, count: int) -> list[str]:
         errors = await m.consumer.stop_worker(worker)
     m.expect(not errors, f"{m.consumer.name}'s worker reports errors")
     return sorted(ids, key=lambda job_id: int(job_id.rsplit(":", 1)[1]))
+
+
+async def _fresh_runs(side: Any, queue: str) -> list[str]:
+    """The pending runs no worker has started: a closing worker may hand back a run it
+    took (it waits again, started once), beside the scheduler's next run."""
+    fresh = []
+    for job_id in await side.get_jobs(queue, PENDING):
+        job = await side.job(queue, job_id)
+        if job is not None and not job["processedOn"]:
+            fresh.append(job_id)
+    return fresh
 
 
 def _millis(ids: list[str]) -> list[int]:
@@ -676,7 +690,7 @@ async def scheduler_every(m: Matrix) -> None:
             len(listed) == 1 and listed[0]["every"] == 300 and listed[0]["iterationCount"] >= 4,
             f"{side.name} lists the scheduler differently",
         )
-        pending = await side.get_jobs(m.queue, PENDING)
+        pending = await _fresh_runs(side, m.queue)
         m.expect(len(pending) == 1, f"{len(pending)} pending runs, not 1")
 
 
@@ -735,16 +749,19 @@ async def legacy_repeat(m: Matrix) -> None:
 
 @case("job scheduler: startDate, endDate, template options")
 async def scheduler_dates(m: Matrix) -> None:
-    start = int(time.time() * 1000) + 300
-    end = start + 650
-    repeat = {"every": 200, "startDate": start, "endDate": end}
+    start = int(time.time() * 1000) + 500
+    end = start + 1500
+    repeat = {"every": 300, "startDate": start, "endDate": end}
     opts = {"attempts": 3, "backoff": {"type": "fixed", "delay": 10}, "priority": 4}
     template = {"name": "dated", "data": steps({"failUntil": 2}, {"log": "ran"}), "opts": opts}
     await m.producer.upsert_scheduler(m.queue, "dated", repeat, template)
-    ids = await _scheduled(m, 4)
+    ids = await _scheduled(m, 2, until_done=True)
     runs = _millis(ids)
     m.expect(runs[0] >= start, "runs before its startDate")
-    m.expect(runs[-1] <= end, "runs after its endDate")
+    # BullMQ's worker checks endDate against the run that starts, not the one it adds, so
+    # with `every` its last run may fall one interval past the end (whether it does depends
+    # on timing); psyq's never does. Beyond that one interval is a difference.
+    m.expect(runs[-1] <= end + 300, "runs more than one interval after its endDate")
     for side in m.sides:
         job = await side.job(m.queue, ids[-1])
         m.expect(job["attemptsMade"] == 2 and job["priority"] == 4, "template options lost")
