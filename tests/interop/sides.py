@@ -177,8 +177,8 @@ class NodeSide:
     async def promote(self, queue: str, job_id: str) -> None:
         await self._call("promote", queue=queue, id=job_id)
 
-    async def remove(self, queue: str, job_id: str) -> None:
-        await self._call("remove", queue=queue, id=job_id)
+    async def remove(self, queue: str, job_id: str) -> bool:
+        return bool(await self._call("remove", queue=queue, id=job_id))
 
     async def set_global_concurrency(self, queue: str, concurrency: int) -> None:
         await self._call("setGlobalConcurrency", queue=queue, concurrency=concurrency)
@@ -407,8 +407,8 @@ class PsyqSide:
     async def promote(self, queue: str, job_id: str) -> None:
         await (await self._get(queue, job_id)).promote()
 
-    async def remove(self, queue: str, job_id: str) -> None:
-        await self.queue(queue).remove(job_id)
+    async def remove(self, queue: str, job_id: str) -> bool:
+        return await self.queue(queue).remove(job_id)
 
     async def set_global_concurrency(self, queue: str, concurrency: int) -> None:
         await self.queue(queue).set_global_concurrency(concurrency)
