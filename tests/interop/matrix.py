@@ -232,24 +232,6 @@ async def custom_backoff(m: Matrix) -> None:
     m.expect(jobs[ids[0]]["attemptsMade"] == 3, "the custom strategy's retries are miscounted")
 
 
-@case("job scheduler: workers of both sides on one queue")
-async def scheduler_mixed(m: Matrix) -> None:
-    await m.producer.upsert_scheduler(m.queue, "mix", {"every": 150}, {"name": "mix"})
-    workers = [(side, await side.start_worker(m.queue)) for side in m.sides]
-    try:
-        deadline = time.monotonic() + 15
-        while len(ids := await m.producer.get_jobs(m.queue, ["completed"])) < 6:
-            assert time.monotonic() < deadline, f"{len(ids)} of 6 runs completed"
-            await asyncio.sleep(0.02)
-    finally:
-        for side, handle in workers:
-            m.expect(not await side.stop_worker(handle), f"{side.name}'s worker reports errors")
-    runs = sorted(_millis(ids))
-    m.expect(all(b - a >= 150 for a, b in itertools.pairwise(runs)), "runs closer than every")
-    pending = await _fresh_runs(m.consumer, m.queue)
-    m.expect(len(pending) == 1, f"{len(pending)} pending runs, not 1")
-
-
 @case("failed reason and stack trace (attempts exhausted)")
 async def failed(m: Matrix) -> None:
     job_id = await m.producer.add(m.queue, "bad", steps({"fail": "no way"}), {"attempts": 2})
@@ -789,6 +771,24 @@ async def scheduler_admin(m: Matrix) -> None:
     for side in m.sides:
         m.expect(await side.schedulers(m.queue) == [], "the removed scheduler is listed")
         m.expect(await side.get_jobs(m.queue, PENDING) == [], "the removed scheduler's run stays")
+
+
+@case("job scheduler: workers of both sides on one queue")
+async def scheduler_mixed(m: Matrix) -> None:
+    await m.producer.upsert_scheduler(m.queue, "mix", {"every": 150}, {"name": "mix"})
+    workers = [(side, await side.start_worker(m.queue)) for side in m.sides]
+    try:
+        deadline = time.monotonic() + 15
+        while len(ids := await m.producer.get_jobs(m.queue, ["completed"])) < 6:
+            assert time.monotonic() < deadline, f"{len(ids)} of 6 runs completed"
+            await asyncio.sleep(0.02)
+    finally:
+        for side, handle in workers:
+            m.expect(not await side.stop_worker(handle), f"{side.name}'s worker reports errors")
+    runs = sorted(_millis(ids))
+    m.expect(all(b - a >= 150 for a, b in itertools.pairwise(runs)), "runs closer than every")
+    pending = await _fresh_runs(m.consumer, m.queue)
+    m.expect(len(pending) == 1, f"{len(pending)} pending runs, not 1")
 
 
 @case("job scheduler: removing its pending run is refused")
