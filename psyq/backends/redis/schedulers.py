@@ -79,17 +79,15 @@ class Schedulers(RedisConnection):
         that cannot be made (a pattern psyq cannot read, Redis gone) is logged to
         `psyq.redis`, as BullMQ's worker emits an error: the fetched jobs still run."""
         for record in records:
-            scheduler_id = record.opts.get("repeatJobKey")
-            if not isinstance(scheduler_id, str):
+            run = _run_of(record)
+            if run is None:
                 continue
-            prev = record.id.rsplit(":", 1)[-1]
-            if record.id != f"repeat:{scheduler_id}:{prev}" or not prev.isdigit():
-                continue
+            scheduler_id, prev = run
             try:
                 fields, current = await self._scheduler_fields(queue, scheduler_id)
-                if not fields or current != int(prev):
+                if not fields or current != prev:
                     continue  # removed, replaced, or this run was not the current one
-                await self._add_next(queue, scheduler_id, record, fields, int(prev))
+                await self._add_next(queue, scheduler_id, record, fields, prev)
             except Exception:  # the fetched jobs are active: they must reach the worker
                 log.exception("no next run for scheduler %r of %r", scheduler_id, queue)
 
@@ -111,7 +109,10 @@ class Schedulers(RedisConnection):
         if millis is None:
             return  # done: like BullMQ, the scheduler stays scored by its last run
         spec = {name: entry[name] for name in _SPEC_FIELDS if name in entry}
-        template = NewJob(entry["name"], fields.get("data") or "{}", entry["template"]["opts"])
+        # BullMQ 5's repeatable jobs (Queue.add with `repeat`) keep their data and options
+        # in their runs, not in the scheduler's hash: the next run takes the current one's.
+        opts = entry["template"]["opts"] if "opts" in fields else _template_opts(record.opts)
+        template = NewJob(entry["name"], fields.get("data") or record.data, opts)
         run = _Run(scheduler_id, spec, template, count + 1)
         await self._add_run(queue, run, "next", str(prev), millis, {}, now)
 
@@ -148,6 +149,27 @@ class Schedulers(RedisConnection):
 
     async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
         return bool(await self._run("removeJobScheduler", queue, scheduler_id))
+
+
+def _run_of(record: JobRecord) -> tuple[str, int] | None:
+    """(scheduler id, millis) when `record` is a scheduler's run, `repeat:<id>:<millis>`
+    (by BullMQ's job scheduler, by psyq's, or by BullMQ 5's Queue.add with `repeat`, whose
+    runs name their scheduler only in the `rjk` hash field)."""
+    if not record.id.startswith("repeat:"):
+        return None
+    scheduler_id, _, millis = record.id.removeprefix("repeat:").rpartition(":")
+    named = record.opts.get("repeatJobKey", scheduler_id)
+    if not scheduler_id or not millis.isdigit() or named != scheduler_id:
+        return None
+    return scheduler_id, int(millis)
+
+
+_RUN_OPTS = frozenset({"repeat", "jobId", "delay", "timestamp", "prevMillis", "repeatJobKey"})
+
+
+def _template_opts(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's options without those of the run itself."""
+    return {name: value for name, value in opts.items() if name not in _RUN_OPTS}
 
 
 class _Run:

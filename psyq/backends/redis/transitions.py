@@ -72,7 +72,7 @@ class Transitions(Schedulers):
     async def _schedule_next_shielded(self, queue: str, records: list[JobRecord]) -> None:
         """Add the next runs of the schedulers whose runs were just fetched, to the end even
         when the caller is cancelled (a closing worker): else a scheduler would stop."""
-        if any("repeatJobKey" in record.opts for record in records):
+        if any(record.id.startswith("repeat:") for record in records):
             await asyncio.shield(self._schedule_next(queue, records))
 
     def _block_timeout(self, block_ms: int) -> float:
