@@ -1,0 +1,91 @@
+"""Reading queues: jobs by id or state, counts, logs, the queue list."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psyq.backends.base import JOB_STATES, JobRecord
+from psyq.backends.postgres.bullmq.connection import BullmqConnection
+
+__all__ = ["Queries"]
+
+# psyq's state -> (the layout's state, which of its waiting jobs)
+_SELECT = {
+    "waiting": ("waiting", "plain"),
+    "paused": ("waiting", "plain"),
+    "prioritized": ("waiting", "prioritized"),
+    "active": ("active", "any"),
+    "delayed": ("delayed", "any"),
+    "completed": ("completed", "any"),
+    "failed": ("failed", "any"),
+    "waiting-children": ("waiting-children", "any"),
+}
+
+
+class Queries(BullmqConnection):
+    """Reads."""
+
+    async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
+        rows = await self._rows("queries.job", queue, job_id)
+        return self._records(queue, rows)[0] if rows else None
+
+    async def get_state(self, queue: str, job_id: str) -> str:
+        rows = await self._rows("queries.state", queue, job_id)
+        if not rows:
+            return "unknown"
+        state: str = rows[0]["state"]
+        return "prioritized" if state == "waiting" and rows[0]["priority"] > 0 else state
+
+    async def get_jobs(
+        self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
+    ) -> list[JobRecord]:
+        """Waiting jobs are listed as "paused" while the queue is paused (and the other way
+        round), as BullMQ's Redis layout keeps them in one list or the other."""
+        paused = bool(await self._value("queries.paused", queue)) if states else False
+        records: list[JobRecord] = []
+        for state in states:
+            if state not in _SELECT or (state == "waiting" and paused):
+                continue
+            if state == "paused" and not paused:
+                continue
+            layout_state, which = _SELECT[state]
+            rows = await self._rows("queries.in_state", queue, layout_state, which)
+            found = self._records(queue, rows)
+            records += found if asc else found[::-1]
+        stop = None if end == -1 else end + 1
+        return records[start:stop]
+
+    async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:
+        [row] = await self._rows("queries.counts", queue)
+        paused = bool(row["paused"])
+        counts = {
+            "waiting": 0 if paused else row["waiting"],
+            "paused": row["waiting"] if paused else 0,
+            "prioritized": row["prioritized"],
+            "active": row["active"],
+            "delayed": row["delayed"],
+            "completed": row["completed"],
+            "failed": row["failed"],
+            "waiting-children": row["waiting_children"],
+        }
+        return {state: int(counts.get(state, 0)) for state in (states or JOB_STATES)}
+
+    async def get_job_logs(
+        self, queue: str, job_id: str, start: int, end: int, asc: bool
+    ) -> tuple[list[str], int]:
+        rows = [row["row"] for row in await self._rows("queries.logs", queue, job_id)]
+        ordered = rows if asc else rows[::-1]
+        stop = None if end == -1 else end + 1
+        return ordered[start:stop], len(rows)
+
+    async def is_paused(self, queue: str) -> bool:
+        return bool(await self._value("queries.paused", queue))
+
+    async def list_queues(self) -> list[str]:
+        return [row["queue"] for row in await self._rows("queries.queues")]
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        rows = await self._rows("queries.counts_per_priority", queue, list(priorities))
+        return {str(p): int(row[0]) for p, row in zip(priorities, rows, strict=True)}

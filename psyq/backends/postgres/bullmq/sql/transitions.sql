@@ -1,0 +1,154 @@
+-- Fetching and settling through the layout's functions, with the server's clock.
+-- Errors: the functions raise SQLSTATE BM001 with the code in DETAIL (-1 missing job,
+-- -3 not active, -4 pending children, -6 lock mismatch, -9 failed children).
+-- Events (written by the functions): waiting (promoted), active, completed, failed,
+-- retries-exhausted, delayed, drained, stalled.
+
+-- name: take
+-- $1 queue, $2 tokens (one job per token), $3 lock ms, $4 worker name, $5 limiter max,
+-- $6 limiter duration ms -> the rows of the jobs taken, in token order. Each call of
+-- move_to_active promotes due delayed jobs and honours pause, global concurrency and
+-- the limiter; later calls see what earlier ones took.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT taken.*
+  FROM clock,
+       unnest($2::text[]) WITH ORDINALITY AS slot(token, n),
+       LATERAL move_to_active($1::text, slot.token, $3::bigint, clock.now, $4::text,
+                              $5::integer, $6::bigint) AS taken
+ ORDER BY slot.n;
+
+-- name: complete
+-- $1 queue, $2 id, $3 token, $4 return value (JSON text) -> finished_on. Retention comes
+-- from the job's own removeOnComplete (true, a count, or {age, count}).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), keep AS (
+  SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+)
+SELECT move_to_completed(
+         $1::text, $2::text, $3::text, $4::jsonb, clock.now,
+         COALESCE(keep.k = 'true'::jsonb, false),
+         CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+         CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+  FROM clock LEFT JOIN keep ON true;
+
+-- name: complete_take
+-- As complete, then as take for $5 tokens, $6 lock ms, $7 worker name, $8 limiter max,
+-- $9 limiter duration ms. The takes read the completion's finish time, so they run after
+-- it, in the same statement (one round trip, one commit).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), keep AS (
+  SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+), done AS (
+  SELECT move_to_completed(
+           $1::text, $2::text, $3::text, $4::jsonb, clock.now,
+           COALESCE(keep.k = 'true'::jsonb, false),
+           CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+           CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                     WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+           AS finished_on
+    FROM clock LEFT JOIN keep ON true
+)
+SELECT taken.*
+  FROM done,
+       unnest($5::text[]) WITH ORDINALITY AS slot(token, n),
+       LATERAL move_to_active($1::text, slot.token, $6::bigint, done.finished_on, $7::text,
+                              $8::integer, $9::bigint) AS taken
+ ORDER BY slot.n;
+
+-- name: fail
+-- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace (JSON array text) -> finished_on.
+-- Retention comes from the job's own removeOnFail.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), keep AS (
+  SELECT opts -> 'removeOnFail' AS k FROM job WHERE queue = $1 AND id = $2
+)
+SELECT move_to_failed(
+         $1::text, $2::text, $3::text, $4::text, $5::jsonb, clock.now,
+         COALESCE(keep.k = 'true'::jsonb, false),
+         CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+         CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+  FROM clock LEFT JOIN keep ON true;
+
+-- name: retry_now
+-- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace: back to waiting (attempts + 1),
+-- at the front when the job is lifo.
+SELECT retry_job($1::text, $2::text, $3::text,
+                 COALESCE((SELECT (opts ->> 'lifo')::boolean FROM job
+                            WHERE queue = $1 AND id = $2), false),
+                 $4::text, $5::jsonb);
+
+-- name: retry_later
+-- $1 queue, $2 id, $3 token, $4 delay ms, $5 reason, $6 stacktrace: delayed by $4 from
+-- now (attempts + 1).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT move_to_delayed($1::text, $2::text, $3::text, clock.now + $4::bigint, $4::bigint,
+                       false, $5::text, $6::jsonb)
+  FROM clock;
+
+-- name: delay
+-- $1 queue, $2 id, $3 token ('0': any), $4 due time ms: delayed until then, no attempt.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT move_to_delayed($1::text, $2::text, $3::text, $4::bigint,
+                       GREATEST($4::bigint - clock.now, 0), true, NULL, NULL)
+  FROM clock;
+
+-- name: to_wait
+-- $1 queue, $2 id, $3 token -> -1 when the job is missing, else the limiter's window.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT move_active_to_wait($1::text, $2::text, $3::text, clock.now) FROM clock;
+
+-- name: extend_locks
+-- $1 queue, $2 ids, $3 tokens, $4 lock ms -> the ids whose lock is no longer theirs.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), held AS (
+  SELECT * FROM unnest($2::text[], $3::text[]) AS held(id, token)
+), renewed AS (
+  UPDATE job
+     SET locked_until_ms = clock.now + $4::bigint
+    FROM held, clock
+   WHERE job.queue = $1 AND job.id = held.id
+     AND job.state = 'active' AND job.lock_token = held.token
+  RETURNING job.id
+)
+SELECT held.id FROM held WHERE held.id NOT IN (SELECT id FROM renewed);
+
+-- name: stalled
+-- $1 queue, $2 most stalls allowed, $3 check interval ms -> the ids moved back to
+-- waiting (the layout marks on one pass and reclaims on the next; a job past the limit
+-- goes back with a deferred failure that the worker taking it applies).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT stalled.id
+  FROM clock,
+       LATERAL move_stalled_jobs_to_wait($1::text, $2::integer, clock.now, $3::bigint)
+         AS stalled(id);
+
+-- name: ready_in
+-- $1 queue -> 0 when a job can be taken now, the ms until the next delayed job is due,
+-- or NULL (nothing to wait for but a notification).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT CASE
+         WHEN EXISTS (SELECT 1 FROM meta
+                       WHERE queue = $1 AND field = 'paused' AND value = '1') THEN NULL
+         WHEN EXISTS (SELECT 1 FROM job WHERE queue = $1 AND state = 'waiting') THEN 0
+         ELSE GREATEST((SELECT min(process_at_ms) FROM job
+                         WHERE queue = $1 AND state = 'delayed') - clock.now, 0)
+       END
+  FROM clock;
