@@ -1,5 +1,7 @@
 """Interop with Node BullMQ: the npm registry's bullmq (5 and 6) installed into a temp dir
-once per test run, and a Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH)."""
+once per test run, and a Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH);
+for BullMQ 6's Postgres backend, bullmq@6 with the `pg` driver and a Postgres server found
+as tests/postgres finds it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conformance.conftest import redis_url, services_required
+from tests.postgres.conftest import fresh_schema, pg_server  # noqa: F401 - the fixtures
 from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 
 NODE_SCRIPTS = Path(__file__).parent / "node"
@@ -27,13 +30,14 @@ def _missing(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """`install(major)` -> a node_modules folder holding bullmq@major (installed once)."""
-    installed: dict[str, Path] = {}
+def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """`install(major, driver="ioredis@5")` -> a node_modules folder holding bullmq@major
+    and the driver (installed once)."""
+    installed: dict[tuple[str, str], Path] = {}
     cache = tmp_path_factory.mktemp("npm-cache")
 
-    def install(major: str) -> Path:
-        if major not in installed:
+    def install(major: str, driver: str = "ioredis@5") -> Path:
+        if (major, driver) not in installed:
             npm = shutil.which("npm")
             if npm is None or shutil.which("node") is None:
                 _missing(
@@ -41,21 +45,31 @@ def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str],
                 )
             folder = tmp_path_factory.mktemp(f"bullmq{major}")
             args = [str(npm), "install", "--prefix", str(folder), "--cache", str(cache)]
-            args += ["--no-audit", "--no-fund", "--loglevel=error", f"bullmq@{major}", "ioredis@5"]
+            args += ["--no-audit", "--no-fund", "--loglevel=error", f"bullmq@{major}", driver]
             done = subprocess.run(args, capture_output=True, text=True, timeout=240)
             if done.returncode != 0:
                 _missing(f"npm install bullmq@{major} failed: {done.stderr.strip()[-500:]}")
-            installed[major] = folder / "node_modules"
-        return installed[major]
+            installed[(major, driver)] = folder / "node_modules"
+        return installed[(major, driver)]
 
     return install
 
 
 @pytest.fixture(params=BULLMQ_MAJORS, ids=lambda major: f"bullmq{major}")
-def node(request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path]) -> Any:
+def node(request: pytest.FixtureRequest, bullmq_installs: Callable[..., Path]) -> Any:
     """`node(script, *args)` -> the JSON a script under node/ printed, run with bullmq@N."""
-    modules = bullmq_installs(request.param)
+    return _runner(bullmq_installs(request.param), request.param)
 
+
+@pytest.fixture
+def node_pg(bullmq_installs: Callable[..., Path]) -> Any:
+    """`node_pg(script, *args)` -> the JSON a script under node/pg/ printed, run with
+    bullmq@6 and the `pg` driver (BullMQ 6's Postgres backend)."""
+    run = _runner(bullmq_installs("6", "pg@8"), "6")
+    return lambda script, *args: run(f"pg/{script}", *args)
+
+
+def _runner(modules: Path, version: str) -> Any:
     def run(script: str, *args: str) -> Any:
         env = {**os.environ, "NODE_PATH": str(modules)}
         done = subprocess.run(
@@ -68,7 +82,7 @@ def node(request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path])
         assert done.returncode == 0, f"node {script} failed: {done.stderr[-2000:]}"
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    run.version = request.param  # type: ignore[attr-defined]
+    run.version = version  # type: ignore[attr-defined]
     return run
 
 

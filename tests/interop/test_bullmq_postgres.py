@@ -1,0 +1,105 @@
+"""Node BullMQ 6 and psyq on the same Postgres queues (BullMQ 6's own layout, psyq's
+`?layout=bullmq`): jobs added by one are processed by the other, with the same results,
+progress, attempts and states seen from both sides, and Node's QueueEvents sees what psyq
+workers finish. Each test uses a fresh schema; the first client to open it migrates it
+(psyq with the bullmq package's migrations, Node with its own on top)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import psyq
+from tests.conftest import fresh_name
+from tests.interop.test_bullmq import run_psyq_worker
+from tests.postgres.conftest import url_for
+
+pytestmark = pytest.mark.timeout(300)
+
+NODE_JOBS = [
+    {"name": "plain", "data": {"n": 21}},
+    {"name": "prioritized", "data": {"n": 1}, "opts": {"priority": 3}},
+    {"name": "delayed", "data": {"n": 2}, "opts": {"delay": 100}},
+    {"name": "custom", "data": {"n": 3}, "opts": {"jobId": "my-id", "attempts": 2}},
+    {"name": "bad", "data": {"n": 0, "fail": True}, "opts": {"attempts": 2, "backoff": 10}},
+]
+
+
+async def test_node_adds_psyq_processes(
+    node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    schema, name = fresh_schema(), fresh_name("interop")
+    url = url_for(pg_server, schema, layout="bullmq")
+    ids = node_pg("add.js", name, pg_server, schema, json.dumps(NODE_JOBS))
+    assert ids == ["1", "2", "3", "my-id", "4"]  # the layout's counter skips custom ids
+    events = asyncio.create_task(
+        asyncio.to_thread(node_pg, "events.js", name, pg_server, schema, str(len(ids)))
+    )
+    await run_psyq_worker(name, url, len(NODE_JOBS))
+    async with psyq.Queue(name, connection=url) as queue:
+        for job_id, spec in zip(ids[:4], NODE_JOBS[:4], strict=True):
+            job = await queue.get_job(job_id)
+            assert job is not None and job.name == spec["name"] and job.data == spec["data"]
+            assert await job.get_state() == "completed"
+            assert job.returnvalue == {"doubled": spec["data"]["n"] * 2, "name": spec["name"]}
+            assert job.attempts_made == 1
+        bad = await queue.get_job(ids[4])
+        assert bad is not None and await bad.get_state() == "failed"
+        assert bad.attempts_made == 2 and bad.failed_reason == "psyq says no"
+    seen = node_pg("inspect.js", name, pg_server, schema, json.dumps(ids))
+    for job_id, spec in zip(ids[:4], NODE_JOBS[:4], strict=True):
+        assert seen[job_id]["state"] == "completed"
+        assert seen[job_id]["returnvalue"] == {
+            "doubled": spec["data"]["n"] * 2,
+            "name": spec["name"],
+        }
+        assert seen[job_id]["attemptsMade"] == 1
+    assert seen[ids[4]]["state"] == "failed" and seen[ids[4]]["attemptsMade"] == 2
+    assert seen[ids[4]]["failedReason"] == "psyq says no"
+    assert seen["counts"] == {
+        "wait": 0,
+        "active": 0,
+        "completed": 4,
+        "failed": 1,
+        "delayed": 0,
+        "prioritized": 0,
+    }
+    heard = await asyncio.wait_for(events, 60)
+    assert heard["completed"]["1"] == {"doubled": 42, "name": "plain"}
+    assert set(heard["completed"]) == set(ids[:4])
+    assert heard["failed"] == {ids[4]: "psyq says no"}
+
+
+async def test_psyq_adds_node_processes(
+    node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    schema, name = fresh_schema(), fresh_name("interop")
+    url = url_for(pg_server, schema, layout="bullmq")
+    async with psyq.Queue(name, connection=url) as queue:
+        plain = await queue.add("plain", {"n": 21})
+        prioritized = await queue.add("prioritized", {"n": 1}, priority=2)
+        delayed = await queue.add("delayed", {"n": 2}, delay=100)
+        bad = await queue.add("bad", {"n": 0, "fail": True}, attempts=2, backoff=10)
+        jobs = [plain, prioritized, delayed, bad]
+        assert [job.id for job in jobs] == ["1", "2", "3", "4"]
+        outcomes = node_pg("work.js", name, pg_server, schema, str(len(jobs)))
+        assert outcomes[plain.id] == {
+            "state": "completed",
+            "value": {"doubled": 42, "name": "plain"},
+        }
+        assert outcomes[bad.id]["state"] == "failed"
+        for job in jobs[:3]:
+            stored = await queue.get_job(job.id)
+            assert stored is not None and await stored.get_state() == "completed"
+            assert stored.progress == 50
+            assert stored.returnvalue == {"doubled": job.data["n"] * 2, "name": job.name}
+            assert stored.attempts_made == 1
+        failed = await queue.get_job(bad.id)
+        assert failed is not None and await failed.get_state() == "failed"
+        assert failed.attempts_made == 2 and failed.failed_reason == "node says no"
+        counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
+        assert counts == {"waiting": 0, "active": 0, "completed": 3, "failed": 1}
