@@ -20,11 +20,15 @@ class Adding(BullmqConnection):
         if not jobs:
             return []
         entries = [self._entry(queue, new) for new in jobs]
-        linked = any("parentId" in entry or "dedupId" in entry for entry in entries)
+        # add_flow also announces a custom id that exists ("duplicated"); the bulk insert
+        # skips it silently
+        linked = any(entry["id"] or "parentId" in entry or "dedupId" in entry for entry in entries)
         try:
-            rows = await self._rows(
-                "adding.flow" if linked else "adding.bulk", queue, json.dumps(entries)
-            )
+            given = json.dumps(entries)
+            if linked:
+                rows = await self._rows("adding.flow", given)
+            else:
+                rows = await self._rows("adding.bulk", queue, given)
         except LayoutCode as exc:
             raise_for_code(exc.code, queue, "", "add")
             raise

@@ -26,6 +26,8 @@ class Admin(BullmqConnection):
     async def clean(self, queue: str, grace_ms: int, limit: int, state: str) -> list[str]:
         layout_state = "waiting" if state in ("wait", "paused") else state
         rows = await self._rows("admin.clean", queue, layout_state, grace_ms, limit)
+        if not rows:  # the layout announces only cleans that removed something
+            await self._rows("events.publish", queue, "cleaned", '{"count": "0"}')
         return [row["id"] for row in rows]
 
     async def obliterate(self, queue: str, force: bool) -> None:

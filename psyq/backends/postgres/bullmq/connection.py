@@ -182,6 +182,18 @@ class BullmqConnection(BackendAdapter):
             raise_for_code(exc.code, queue, job_id, operation)
             raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
 
+    async def _settle(
+        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+    ) -> list[asyncpg.Record]:
+        """As _transition, for a worker settling a job it took: a job no longer active
+        means its lock was lost (the layout says "not active", Redis "lock missing")."""
+        try:
+            return await self._rows(name, *args)
+        except LayoutCode as exc:
+            code = ErrorCode.LOCK_MISSING if exc.code == ErrorCode.NOT_IN_STATE else exc.code
+            raise_for_code(code, queue, job_id, operation)
+            raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
+
     async def _coded(self, name: str, queue: str, job_id: str, operation: str, *args: Any) -> int:
         """Run a statement whose value is a code (< 0: refused) and raise for it."""
         code = int(await self._value(name, *args) or 0)

@@ -77,6 +77,12 @@ class Listener:
     async def wait(future: asyncio.Future[None], timeout_ms: int) -> None:
         await asyncio.wait({future}, timeout=max(timeout_ms, 0) / 1000)
 
+    @staticmethod
+    async def wait_any(futures: list[asyncio.Future[None]], timeout_ms: int) -> None:
+        await asyncio.wait(
+            futures, timeout=max(timeout_ms, 0) / 1000, return_when="FIRST_COMPLETED"
+        )
+
     def _on_notify(self, conn: Any, pid: int, channel: str, payload: str) -> None:
         for future in self._waiters.pop((channel, payload), ()):
             if not future.done():

@@ -91,7 +91,7 @@ class Transitions(BullmqConnection):
     ) -> list[JobRecord]:
         if isinstance(outcome, Completed):
             if fetch is not None and fetch.tokens:
-                rows = await self._transition(
+                rows = await self._settle(
                     "transitions.complete_take",
                     queue,
                     job_id,
@@ -106,7 +106,7 @@ class Transitions(BullmqConnection):
                     *_limits(fetch),
                 )
                 return await self._deliverable(queue, self._records(queue, rows), rows)
-            await self._transition(
+            await self._settle(
                 "transitions.complete",
                 queue,
                 job_id,
@@ -117,7 +117,7 @@ class Transitions(BullmqConnection):
                 outcome.returnvalue,
             )
         else:
-            await self._transition(
+            await self._settle(
                 "transitions.fail",
                 queue,
                 job_id,
@@ -133,7 +133,7 @@ class Transitions(BullmqConnection):
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         stack = json.dumps(list(outcome.stacktrace))
         if outcome.delay > 0:
-            await self._transition(
+            await self._settle(
                 "transitions.retry_later",
                 queue,
                 job_id,
@@ -146,7 +146,7 @@ class Transitions(BullmqConnection):
                 stack,
             )
         else:
-            await self._transition(
+            await self._settle(
                 "transitions.retry_now",
                 queue,
                 job_id,
@@ -192,7 +192,17 @@ class Transitions(BullmqConnection):
     async def move_stalled_jobs_to_wait(
         self, queue: str, max_stalled_count: int, stalled_interval_ms: int
     ) -> StalledResult:
-        rows = await self._rows(
-            "transitions.stalled", queue, max_stalled_count, stalled_interval_ms
-        )
-        return StalledResult(stalled=[row["id"] for row in rows])
+        rows = await self._rows("transitions.stalled", queue, max_stalled_count)
+        result = StalledResult(stalled=[row["id"] for row in rows if not row["over"]])
+        for row in rows:
+            if row["over"]:
+                await self._rows(
+                    "transitions.fail",
+                    queue,
+                    row["id"],
+                    "0",
+                    "job stalled more than allowable limit",
+                    "[]",
+                )
+                result.failed.append(row["id"])
+        return result

@@ -1,7 +1,8 @@
 -- Adding jobs through the layout's own functions, with the server's clock.
--- $1 queue, $2 entries: a JSON array of BullMQ's batch entries (queue, id, name, data as
--- JSON text, opts, priority, delay, attempts, lifo, parentQueue, parentId, parentKey,
--- dedupId); an entry without `timestamp` is stamped with the server's clock.
+-- bulk: $1 queue, $2 entries; flow: $1 entries. Entries: a JSON array of BullMQ's batch
+-- entries (queue, id, name, data as JSON text, opts, priority, delay, attempts, lifo,
+-- parentQueue, parentId, parentKey, dedupId); an entry without `timestamp` is stamped
+-- with the server's clock.
 -- Returns (id, now) per entry in input order. Events: added, waiting | delayed (written
 -- by the layout's functions, which also NOTIFY bullmq_jobs).
 
@@ -30,7 +31,7 @@ WITH clock AS (
            CASE WHEN entry ? 'timestamp' THEN entry
                 ELSE entry || jsonb_build_object('timestamp', clock.now) END
            ORDER BY n) AS list
-    FROM clock, jsonb_array_elements($2::jsonb) WITH ORDINALITY AS given(entry, n)
+    FROM clock, jsonb_array_elements($1::jsonb) WITH ORDINALITY AS given(entry, n)
 )
 SELECT added.id, clock.now
   FROM clock, entries, LATERAL add_flow(entries.list) WITH ORDINALITY AS added(id, n)

@@ -127,16 +127,33 @@ WITH clock AS (
 SELECT held.id FROM held WHERE held.id NOT IN (SELECT id FROM renewed);
 
 -- name: stalled
--- $1 queue, $2 most stalls allowed, $3 check interval ms -> the ids moved back to
--- waiting (the layout marks on one pass and reclaims on the next; a job past the limit
--- goes back with a deferred failure that the worker taking it applies).
+-- $1 queue, $2 most stalls allowed -> (id, over): active jobs whose lock expired. Those
+-- within the limit go back to waiting now (stalled count + 1, at the end of the line;
+-- events: stalled); those over it stay active for the caller to fail (over = true). psyq
+-- reclaims on the lease's expiry instead of the layout's mark-then-sweep over two passes:
+-- a live worker of any client renews its lease long before it expires.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), expired AS (
+  SELECT job.id, job.stalled_count + 1 > $2::integer AS over
+    FROM job, clock
+   WHERE job.queue = $1 AND job.state = 'active' AND job.locked_until_ms < clock.now
+     FOR UPDATE OF job SKIP LOCKED
+), moved AS (
+  UPDATE job
+     SET state = 'waiting', lock_token = NULL, locked_until_ms = NULL,
+         stalled_marked = false, stalled_count = job.stalled_count + 1,
+         seq = nextval('job_seq')
+    FROM expired
+   WHERE job.queue = $1 AND job.id = expired.id AND NOT expired.over
+  RETURNING job.id
+), announced AS (
+  SELECT publish_event($1::text, 'stalled', jsonb_build_object('jobId', moved.id)) FROM moved
 )
-SELECT stalled.id
-  FROM clock,
-       LATERAL move_stalled_jobs_to_wait($1::text, $2::integer, clock.now, $3::bigint)
-         AS stalled(id);
+SELECT expired.id, expired.over,
+       (SELECT count(*) FROM announced) AS events,
+       CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('bullmq_jobs', $1) END AS woken
+  FROM expired;
 
 -- name: ready_in
 -- $1 queue -> 0 when a job can be taken now, the ms until the next delayed job is due,
