@@ -3,6 +3,7 @@ promotion, through the layout's functions."""
 
 from __future__ import annotations
 
+from psyq.backends.base import Limiter
 from psyq.backends.postgres.bullmq.connection import BullmqConnection
 from psyq.errors import PsyqError
 
@@ -48,3 +49,23 @@ class Admin(BullmqConnection):
 
     async def promote_jobs(self, queue: str, count: int) -> int:
         return int(await self._value("admin.promote_jobs", queue, count or None) or 0)
+
+    # ------------------------------------------------------------------ limits
+    async def rate_limit(self, queue: str, delay_ms: int) -> None:
+        await self._rows("admin.rate_limit", queue, delay_ms)
+
+    async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
+        return int(await self._value("admin.rate_limit_ttl", queue, max_jobs or 0))
+
+    async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
+        if limiter is None:
+            await self._rows("admin.remove_meta", queue, ["max", "duration"])
+        else:
+            values = [str(limiter.max), str(limiter.duration)]
+            await self._rows("admin.set_meta", queue, ["max", "duration"], values)
+
+    async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
+        if concurrency is None:
+            await self._rows("admin.remove_meta", queue, ["concurrency"])
+        else:
+            await self._rows("admin.set_meta", queue, ["concurrency"], [str(concurrency)])

@@ -27,3 +27,25 @@ SELECT retry_jobs($1::text, $2::text, $3::integer, $4::bigint);
 -- name: promote_jobs
 -- $1 queue, $2 most jobs (NULL: all) -> jobs moved.
 SELECT promote_jobs($1::text, $2::integer);
+
+-- name: rate_limit
+-- $1 queue, $2 ms: hold the whole queue that long (the layout's limiter window, full).
+SELECT set_rate_limit($1::text, $2::bigint,
+                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: rate_limit_ttl
+-- $1 queue, $2 max jobs (0: the global limit's) -> ms the queue stays limited (0 when
+-- not limited, -2 with no limit and no window).
+SELECT rate_limit_ttl($1::text, $2::integer,
+                      (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: set_meta
+-- $1 queue, $2 fields, $3 values: settings in the queue's meta rows (max, duration,
+-- concurrency: read by every client's move_to_active).
+INSERT INTO meta (queue, field, value)
+SELECT $1, field, value FROM unnest($2::text[], $3::text[]) AS given(field, value)
+ON CONFLICT (queue, field) DO UPDATE SET value = EXCLUDED.value;
+
+-- name: remove_meta
+-- $1 queue, $2 fields.
+DELETE FROM meta WHERE queue = $1 AND field = ANY($2::text[]);

@@ -8,13 +8,19 @@
 -- $1 queue, $2 tokens (one job per token), $3 lock ms, $4 worker name, $5 limiter max,
 -- $6 limiter duration ms -> the rows of the jobs taken, in token order. Each call of
 -- move_to_active promotes due delayed jobs and honours pause, global concurrency and
--- the limiter; later calls see what earlier ones took.
+-- the limiter; later calls see what earlier ones took. A queue held by hand (a limiter
+-- window filled to the layout's "full" mark, 2^53 - 1 points) gives nothing, whatever
+-- limiter the worker has.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 )
 SELECT taken.*
   FROM clock,
-       unnest($2::text[]) WITH ORDINALITY AS slot(token, n),
+       unnest(CASE WHEN EXISTS (SELECT 1 FROM rate_limit
+                                 WHERE queue = $1 AND expire_at_ms > clock.now
+                                   AND points >= 9007199254740991)
+                   THEN '{}'::text[] ELSE $2::text[] END)
+         WITH ORDINALITY AS slot(token, n),
        LATERAL move_to_active($1::text, slot.token, $3::bigint, clock.now, $4::text,
                               $5::integer, $6::bigint) AS taken
  ORDER BY slot.n;
@@ -55,7 +61,11 @@ WITH clock AS (
 )
 SELECT taken.*
   FROM done,
-       unnest($5::text[]) WITH ORDINALITY AS slot(token, n),
+       unnest(CASE WHEN EXISTS (SELECT 1 FROM rate_limit
+                                 WHERE queue = $1 AND expire_at_ms > done.finished_on
+                                   AND points >= 9007199254740991)
+                   THEN '{}'::text[] ELSE $5::text[] END)
+         WITH ORDINALITY AS slot(token, n),
        LATERAL move_to_active($1::text, slot.token, $6::bigint, done.finished_on, $7::text,
                               $8::integer, $9::bigint) AS taken
  ORDER BY slot.n;
