@@ -69,3 +69,13 @@ class Admin(BullmqConnection):
             await self._rows("admin.remove_meta", queue, ["concurrency"])
         else:
             await self._rows("admin.set_meta", queue, ["concurrency"], [str(concurrency)])
+
+    # ------------------------------------------------------------------ deduplication
+    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
+        found = await self._value("admin.dedup_job", queue, dedup_id)
+        return None if found is None else str(found)
+
+    async def remove_deduplication_key(
+        self, queue: str, dedup_id: str, job_id: str | None = None
+    ) -> bool:
+        return bool(await self._rows("admin.remove_dedup", queue, dedup_id, job_id))

@@ -49,3 +49,17 @@ ON CONFLICT (queue, field) DO UPDATE SET value = EXCLUDED.value;
 -- name: remove_meta
 -- $1 queue, $2 fields.
 DELETE FROM meta WHERE queue = $1 AND field = ANY($2::text[]);
+
+-- name: dedup_job
+-- $1 queue, $2 deduplication id -> the id of the job holding it, while it lives.
+SELECT job_id FROM dedup
+ WHERE queue = $1 AND dedup_id = $2
+   AND (expire_at_ms IS NULL
+        OR expire_at_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: remove_dedup
+-- $1 queue, $2 deduplication id, $3 job id (NULL: whichever holds it) -> the key, when
+-- it was removed.
+DELETE FROM dedup
+ WHERE queue = $1 AND dedup_id = $2 AND ($3::text IS NULL OR job_id = $3)
+RETURNING dedup_id;
