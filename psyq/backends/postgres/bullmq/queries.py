@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from psyq.backends.base import JOB_STATES, JobRecord
 from psyq.backends.postgres.bullmq.connection import BullmqConnection
 
 __all__ = ["Queries"]
 
+MAX_METRICS_POINTS = 7 * 24 * 60  # one week of minutes, as BullMQ keeps
 # psyq's state -> (the layout's state, which of its waiting jobs)
 _SELECT = {
     "waiting": ("waiting", "plain"),
@@ -89,3 +91,22 @@ class Queries(BullmqConnection):
     ) -> dict[str, int]:
         rows = await self._rows("queries.counts_per_priority", queue, list(priorities))
         return {str(p): int(row[0]) for p, row in zip(priorities, rows, strict=True)}
+
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+        """BullMQ's shape, newest minute first; the current minute is counted too."""
+        rows = await self._rows("queries.metrics", queue, kind)
+        total, points = 0, []
+        if rows and rows[0]["prev_ts"] is not None:
+            row = rows[0]
+            total = int(row["count"])
+            quiet = max(0, int(row["now"]) // 60_000 - int(row["prev_ts"]) // 60_000)
+            current = total - int(row["prev_count"])
+            stored = [int(p) for p in row["data"]]
+            points = ([0] * min(quiet, MAX_METRICS_POINTS) + [current] + stored)[
+                :MAX_METRICS_POINTS
+            ]
+        elif rows:
+            total = int(rows[0]["count"])
+            points = [total]
+        stop = None if end == -1 else end + 1
+        return {"meta": {"count": total}, "data": points[start:stop], "count": len(points)}

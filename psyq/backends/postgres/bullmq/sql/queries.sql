@@ -55,3 +55,10 @@ SELECT count(job.id)
   LEFT JOIN job ON job.queue = $1 AND job.state = 'waiting' AND job.priority = asked.priority
  GROUP BY asked.n
  ORDER BY asked.n;
+
+-- name: metrics
+-- $1 queue, $2 kind ('completed' | 'failed') -> the layout's metrics row (count, the
+-- minute and count of the last stored point, stored points newest first) and the clock.
+SELECT count, prev_ts, prev_count, data,
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+  FROM metrics WHERE queue = $1 AND kind = $2;

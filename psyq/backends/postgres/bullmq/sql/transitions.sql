@@ -27,7 +27,9 @@ SELECT taken.*
 
 -- name: complete
 -- $1 queue, $2 id, $3 token, $4 return value (JSON text) -> finished_on. Retention comes
--- from the job's own removeOnComplete (true, a count, or {age, count}).
+-- from the job's own removeOnComplete (true, a count, or {age, count}). The finish is
+-- counted in the layout's per-minute metrics (a week of points), as Node workers with
+-- the `metrics` option count it.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
@@ -38,7 +40,8 @@ SELECT move_to_completed(
          COALESCE(keep.k = 'true'::jsonb, false),
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
-                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END),
+       collect_metrics($1::text, 'completed', 10080, clock.now)
   FROM clock LEFT JOIN keep ON true;
 
 -- name: complete_take
@@ -56,7 +59,8 @@ WITH clock AS (
            CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
            CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
                                      WHEN 'object' THEN (keep.k ->> 'count')::integer END)
-           AS finished_on
+           AS finished_on,
+         collect_metrics($1::text, 'completed', 10080, clock.now)
     FROM clock LEFT JOIN keep ON true
 )
 SELECT taken.*
@@ -83,7 +87,8 @@ SELECT move_to_failed(
          COALESCE(keep.k = 'true'::jsonb, false),
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
-                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END),
+       collect_metrics($1::text, 'failed', 10080, clock.now)
   FROM clock LEFT JOIN keep ON true;
 
 -- name: retry_now
