@@ -7,10 +7,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from psyq.backends.base import JobRecord, NewJob, raise_for_code
+from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.bullmq.connection import BullmqConnection, LayoutCode
+from psyq.errors import JobNotFoundError
 
-__all__ = ["Adding"]
+__all__ = ["Adding", "refuse"]
 
 
 class Adding(BullmqConnection):
@@ -33,10 +34,8 @@ class Adding(BullmqConnection):
             raise_for_code(exc.code, queue, "", "add")
             raise
         ids = [str(row["id"]) for row in rows]
-        for new, job_id in zip(jobs, ids, strict=True):
-            if job_id.startswith("-") and job_id[1:].isdigit():
-                parent = new.opts.get("parent") or {}
-                raise_for_code(int(job_id), queue, str(parent.get("id", "")), "add")
+        for entry, job_id in zip(entries, ids, strict=True):
+            refuse(entry, job_id)
         now = int(rows[0]["now"]) if rows else 0
         records = [_record(queue, job_id, new, now) for job_id, new in zip(ids, jobs, strict=True)]
         custom = [r.id for r, new in zip(records, jobs, strict=True) if "jobId" in new.opts]
@@ -78,6 +77,16 @@ class Adding(BullmqConnection):
         """The layout names queues without a prefix: `<prefix>:<queue>` -> `<queue>`."""
         head = self.settings.prefix + ":"
         return queue_key[len(head) :] if queue_key.startswith(head) else queue_key
+
+
+def refuse(entry: dict[str, Any], job_id: str) -> None:
+    """Raise for an id that is a negative code (add_flow's refusals): -5 the parent is
+    missing, -7 the job has another parent."""
+    if not (job_id.startswith("-") and job_id[1:].isdigit()):
+        return
+    if int(job_id) == ErrorCode.PARENT_MISSING:
+        raise JobNotFoundError(str(entry.get("parentQueue")), str(entry.get("parentId")))
+    raise_for_code(int(job_id), entry["queue"], entry["id"], "add")
 
 
 def _record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:

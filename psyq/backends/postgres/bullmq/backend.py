@@ -9,6 +9,7 @@ together from one class per concern, each in its own module:
     connection.py   pool, named statements (sql/), the layout's error codes, job rows
     listen.py       LISTEN bullmq_jobs / bullmq_events
     adding.py       add_jobs
+    flows.py        add_flow, the tree, dependencies, children's values
     transitions.py  fetch, wait, settle (with fetch-next), retries, locks, stalls
     jobs.py         progress, data, logs, priority, delay, promote, reprocess, remove
     queries.py      jobs, states, counts, logs, queue list
@@ -21,6 +22,7 @@ from __future__ import annotations
 from psyq.backends.postgres.bullmq.adding import Adding
 from psyq.backends.postgres.bullmq.admin import Admin
 from psyq.backends.postgres.bullmq.events import Events
+from psyq.backends.postgres.bullmq.flows import Flows
 from psyq.backends.postgres.bullmq.jobs import JobMutations
 from psyq.backends.postgres.bullmq.queries import Queries
 from psyq.backends.postgres.bullmq.transitions import Transitions
@@ -28,7 +30,7 @@ from psyq.backends.postgres.bullmq.transitions import Transitions
 __all__ = ["BullmqPostgresBackend"]
 
 
-class BullmqPostgresBackend(Adding, Transitions, JobMutations, Queries, Admin, Events):
+class BullmqPostgresBackend(Flows, Adding, Transitions, JobMutations, Queries, Admin, Events):
     """BullMQ 6's Postgres layout (see the top for where each part lives)."""
 
     kind = "postgres"

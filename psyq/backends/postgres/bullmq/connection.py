@@ -45,8 +45,10 @@ def _state_of(row: asyncpg.Record) -> str:
     return "prioritized" if state == "waiting" and row["priority"] > 0 else state
 
 
-def to_record(queue: str, row: asyncpg.Record) -> JobRecord:
-    """A `job` row as a JobRecord (jsonb columns arrive as JSON text)."""
+def to_record(queue: str, row: asyncpg.Record, prefix: str = "bull") -> JobRecord:
+    """A `job` row as a JobRecord (jsonb columns arrive as JSON text). The layout keys a
+    parent `<queue>:<id>`; psyq, as BullMQ's Redis layout, `<prefix>:<queue>:<id>`."""
+    parent_key = row["parent_key"]
     progress = row["progress"]
     stacktrace = row["stacktrace"]
     return JobRecord(
@@ -67,7 +69,7 @@ def to_record(queue: str, row: asyncpg.Record) -> JobRecord:
         returnvalue=row["return_value"],
         failed_reason=row["failed_reason"],
         stacktrace=() if stacktrace is None else json.loads(stacktrace),
-        parent_key=row["parent_key"],
+        parent_key=None if parent_key is None else f"{prefix}:{parent_key}",
         processed_by=row["processed_by"],
         lock_token=row["lock_token"] if row["state"] == "active" else None,
         state=_state_of(row),
@@ -203,9 +205,16 @@ class BullmqConnection(BackendAdapter):
     async def now_ms(self) -> int:
         return int(await self._value("queries.now"))
 
-    @staticmethod
-    def _records(queue: str, rows: Sequence[asyncpg.Record]) -> list[JobRecord]:
-        return [to_record(queue, row) for row in rows]
+    def _records(self, queue: str, rows: Sequence[asyncpg.Record]) -> list[JobRecord]:
+        return [to_record(queue, row, self.settings.prefix) for row in rows]
+
+    def job_key(self, queue: str, job_id: str) -> str:
+        """psyq's key of a job: `<prefix>:<queue>:<id>` (the layout's is `<queue>:<id>`)."""
+        return f"{self.settings.prefix}:{queue}:{job_id}"
+
+    def from_layout_key(self, key: str) -> str:
+        """psyq's key of a job the layout names `<queue>:<id>`."""
+        return f"{self.settings.prefix}:{key}"
 
 
 def _translate(exc: asyncpg.PostgresError, url: str) -> Exception:
