@@ -15,6 +15,7 @@ together from one class per concern, each in its own module:
     queries.py      jobs, states, counts, logs, queue list
     admin.py        pause/resume/drain/clean/obliterate, bulk retry and promote
     events.py       the events stream (QueueEvents)
+    registry.py     psyq's worker registry and cancellations (psyq_* tables)
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ from psyq.backends.postgres.bullmq.events import Events
 from psyq.backends.postgres.bullmq.flows import Flows
 from psyq.backends.postgres.bullmq.jobs import JobMutations
 from psyq.backends.postgres.bullmq.queries import Queries
+from psyq.backends.postgres.bullmq.registry import Registry
 from psyq.backends.postgres.bullmq.transitions import Transitions
 
 __all__ = ["BullmqPostgresBackend"]
 
 
-class BullmqPostgresBackend(Flows, Adding, Transitions, JobMutations, Queries, Admin, Events):
+class BullmqPostgresBackend(
+    Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Registry
+):
     """BullMQ 6's Postgres layout (see the top for where each part lives)."""
 
     kind = "postgres"

@@ -89,17 +89,22 @@ async def read_ledger(conn: asyncpg.Connection, schema: str) -> Ledger | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, schema: str) -> Ledger:
-    """Make `schema` usable: check its ledger, and apply the bundled BullMQ migrations it
-    lacks (when the `bullmq` package is installed). Returns the ledger afterwards."""
+    """Make `schema` usable: check its ledger, apply the bundled BullMQ migrations it
+    lacks (when the `bullmq` package is installed), and add psyq's own tables. Returns
+    the ledger afterwards."""
     ledger = await read_ledger(conn, schema)
     if ledger is not None:
         check_ledger(ledger, schema)
-        if ledger.version >= NEEDED_VERSION:
-            return ledger
-    bundled = bundled_migrations()
-    if bundled is None:
-        raise SchemaError(_cannot_create(schema, ledger))
-    return await _migrate(conn, schema, bundled)
+    if ledger is None or ledger.version < NEEDED_VERSION:
+        bundled = bundled_migrations()
+        if bundled is None:
+            raise SchemaError(_cannot_create(schema, ledger))
+        ledger = await _migrate(conn, schema, bundled)
+    q = load_statements()
+    async with conn.transaction():
+        await conn.execute(q["schema.lock"], schema)
+        await conn.execute(q["registry.create"])
+    return ledger
 
 
 async def _migrate(
