@@ -15,6 +15,7 @@ together from one class per concern, each in its own module:
     queries.py      jobs, states, counts, logs, queue list
     admin.py        pause/resume/drain/clean/obliterate, bulk retry and promote
     events.py       the events stream (QueueEvents)
+    schedulers.py   job schedulers (cron times computed here, the next run added on take)
     registry.py     psyq's worker registry and cancellations (psyq_* tables)
 """
 
@@ -27,13 +28,14 @@ from psyq.backends.postgres.bullmq.flows import Flows
 from psyq.backends.postgres.bullmq.jobs import JobMutations
 from psyq.backends.postgres.bullmq.queries import Queries
 from psyq.backends.postgres.bullmq.registry import Registry
+from psyq.backends.postgres.bullmq.schedulers import Schedulers
 from psyq.backends.postgres.bullmq.transitions import Transitions
 
 __all__ = ["BullmqPostgresBackend"]
 
 
 class BullmqPostgresBackend(
-    Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Registry
+    Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Schedulers, Registry
 ):
     """BullMQ 6's Postgres layout (see the top for where each part lives)."""
 

@@ -202,6 +202,9 @@ class BullmqConnection(BackendAdapter):
         raise_for_code(code, queue, job_id, operation)
         return code
 
+    async def _after_take(self, queue: str, rows: list[asyncpg.Record]) -> None:
+        """Called with the rows of jobs just taken (schedulers add their next run)."""
+
     async def now_ms(self) -> int:
         return int(await self._value("queries.now"))
 

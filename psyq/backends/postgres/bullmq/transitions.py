@@ -50,6 +50,7 @@ class Transitions(BullmqConnection):
     ) -> list[JobRecord]:
         """Jobs taken with a deferred failure (the layout's mark for a job that stalled
         too often) fail now, as BullMQ's workers fail them, instead of running."""
+        await self._after_take(queue, rows)
         kept = []
         for record, row in zip(records, rows, strict=True):
             reason = row["deferred_failure"]  # type: ignore[index]
