@@ -26,12 +26,14 @@ class Adding(BullmqConnection):
         linked = any(entry["id"] or "parentId" in entry or "dedupId" in entry for entry in entries)
         try:
             given = json.dumps(entries)
-            if linked:
+            if len(entries) == 1:
+                rows = await self._rows("adding.one", *_one(entries[0]))
+            elif linked:
                 rows = await self._rows("adding.flow", given)
             else:
                 rows = await self._rows("adding.bulk", queue, given)
         except LayoutCode as exc:
-            raise_for_code(exc.code, queue, "", "add")
+            refuse(entries[0], str(exc.code))
             raise
         ids = [str(row["id"]) for row in rows]
         for entry, job_id in zip(entries, ids, strict=True):
@@ -77,6 +79,26 @@ class Adding(BullmqConnection):
         """The layout names queues without a prefix: `<prefix>:<queue>` -> `<queue>`."""
         head = self.settings.prefix + ":"
         return queue_key[len(head) :] if queue_key.startswith(head) else queue_key
+
+
+def _one(entry: dict[str, Any]) -> list[Any]:
+    """add_job's parameters for one batch entry (see adding.sql, `one`)."""
+    return [
+        entry["queue"],
+        entry["id"],
+        entry["name"],
+        entry["data"],
+        json.dumps(entry["opts"]),
+        entry["priority"],
+        entry["delay"],
+        entry.get("timestamp"),
+        entry["attempts"],
+        entry.get("parentQueue"),
+        entry.get("parentId"),
+        entry.get("parentKey"),
+        entry.get("dedupId"),
+        entry["lifo"],
+    ]
 
 
 def refuse(entry: dict[str, Any], job_id: str) -> None:

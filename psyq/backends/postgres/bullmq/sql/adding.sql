@@ -40,3 +40,18 @@ SELECT added.id, clock.now
 -- name: records
 -- $1 queue, $2 ids -> the rows of those jobs (for ids that already existed).
 SELECT * FROM job WHERE queue = $1 AND id = ANY($2::text[]);
+
+-- name: one
+-- One job through the layout's add_job (which also announces an existing custom id:
+-- "duplicated"). $1 queue, $2 id ('' for the next of the queue's counter), $3 name,
+-- $4 data, $5 opts, $6 priority, $7 delay, $8 timestamp (NULL: the server's clock),
+-- $9 attempts, $10 parent queue, $11 parent id, $12 parent key, $13 dedup id, $14 lifo
+-- -> (id, now). Errors: -5 the parent is missing, -7 the job has another parent.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT add_job($1::text, $2::text, $3::text, $4::jsonb, $5::jsonb, $6::integer, $7::bigint,
+               COALESCE($8::bigint, clock.now), $9::integer, $10::text, $11::text,
+               $12::text, $13::text, NULL, $14::boolean) AS id,
+       clock.now
+  FROM clock;

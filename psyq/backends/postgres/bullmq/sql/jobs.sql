@@ -52,5 +52,18 @@ SELECT promote($1::text, $2::text);
 SELECT reprocess_job($1::text, $2::text, $3::text, false, true, true);
 
 -- name: remove
--- $1 queue, $2 id, $3 remove children -> 1 removed, 0 not (missing or locked).
-SELECT remove($1::text, $2::text, $3::boolean);
+-- $1 queue, $2 id, $3 remove children -> 1 removed, 0 not (missing or locked). The
+-- layout's remove announces only the children it takes; the job's own "removed" event
+-- (with the state it left, read from the statement's snapshot) is written here.
+WITH before AS (
+  SELECT CASE WHEN state = 'waiting' AND priority > 0 THEN 'prioritized'
+              ELSE state::text END AS state
+    FROM job WHERE queue = $1 AND id = $2
+), gone AS (
+  SELECT remove($1::text, $2::text, $3::boolean) AS n
+)
+SELECT gone.n,
+       CASE WHEN gone.n = 1 THEN
+         publish_event($1::text, 'removed', jsonb_build_object('jobId', $2::text, 'prev', before.state))
+       END AS event
+  FROM gone LEFT JOIN before ON true;
