@@ -16,6 +16,7 @@ together from one class per concern, each in its own module:
     admin.py        pause/resume/drain/clean/obliterate, bulk retry and promote
     events.py       the events stream (QueueEvents)
     schedulers.py   job schedulers (cron times computed here, the next run added on take)
+    transfer.py     export / import pages and queue metadata (psyq migrate)
     registry.py     psyq's worker registry and cancellations (psyq_* tables)
 """
 
@@ -28,14 +29,14 @@ from psyq.backends.postgres.bullmq.flows import Flows
 from psyq.backends.postgres.bullmq.jobs import JobMutations
 from psyq.backends.postgres.bullmq.queries import Queries
 from psyq.backends.postgres.bullmq.registry import Registry
-from psyq.backends.postgres.bullmq.schedulers import Schedulers
+from psyq.backends.postgres.bullmq.transfer import Transfer
 from psyq.backends.postgres.bullmq.transitions import Transitions
 
 __all__ = ["BullmqPostgresBackend"]
 
 
 class BullmqPostgresBackend(
-    Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Schedulers, Registry
+    Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Transfer, Registry
 ):
     """BullMQ 6's Postgres layout (see the top for where each part lives)."""
 
