@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -24,7 +24,9 @@ from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.core.backoff import Reconnect
 from psyq.errors import ConnectionError, PsyqError
 
-__all__ = ["BullmqConnection", "LayoutCode", "to_record"]
+__all__ = ["BullmqConnection", "LayoutCode", "to_record", "translate"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("psyq.postgres")
 # The SQLSTATE the layout's functions raise, with BullMQ's numeric code in DETAIL.
@@ -146,22 +148,32 @@ class BullmqConnection(BackendAdapter):
     async def _rows(self, name: str, *args: Any) -> list[asyncpg.Record]:
         """Run one named statement; retried after a lost connection or a deadlock. A layout
         refusal is raised as LayoutCode, any other server error as PsyqError."""
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
+            return rows
+
+        return await self._on_connection(run)
+
+    async def _on_connection(self, run: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`run(conn)` on a pool connection, run again whole after a lost connection or a
+        deadlock (it must be one statement or one transaction)."""
         tries = self.settings.pool_max + 3
         for attempt in range(tries):
             await self._reconnect.wait()
             try:
                 async with self.pool.acquire(timeout=self.settings.command_timeout) as conn:
-                    rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
+                    result = await run(conn)
             except CONFLICTS as exc:
                 self._give_up_after(attempt, tries, exc)
             except CONNECTION_LOST as exc:
                 self._reconnect.failed()
                 self._give_up_after(attempt, tries, exc)
             except asyncpg.PostgresError as exc:
-                raise _translate(exc, self.url) from exc
+                raise translate(exc, self.url) from exc
             else:
                 self._reconnect.succeeded()
-                return rows
+                return result
         raise AssertionError("unreachable")
 
     def _give_up_after(self, attempt: int, tries: int, exc: BaseException) -> None:
@@ -192,9 +204,7 @@ class BullmqConnection(BackendAdapter):
         try:
             return await self._rows(name, *args)
         except LayoutCode as exc:
-            code = ErrorCode.LOCK_MISSING if exc.code == ErrorCode.NOT_IN_STATE else exc.code
-            raise_for_code(code, queue, job_id, operation)
-            raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
+            raise settle_error(exc, queue, job_id, operation) from exc
 
     async def _coded(self, name: str, queue: str, job_id: str, operation: str, *args: Any) -> int:
         """Run a statement whose value is a code (< 0: refused) and raise for it."""
@@ -220,7 +230,19 @@ class BullmqConnection(BackendAdapter):
         return f"{self.settings.prefix}:{key}"
 
 
-def _translate(exc: asyncpg.PostgresError, url: str) -> Exception:
+def settle_error(exc: LayoutCode, queue: str, job_id: str, operation: str) -> PsyqError:
+    """The psyq error of a worker's settle the layout refused: a job no longer active means
+    its lock was lost (the layout says "not active", Redis "lock missing")."""
+    code = ErrorCode.LOCK_MISSING if exc.code == ErrorCode.NOT_IN_STATE else exc.code
+    try:
+        raise_for_code(code, queue, job_id, operation)
+    except PsyqError as error:
+        return error
+    return PsyqError(str(exc))
+
+
+def translate(exc: asyncpg.PostgresError, url: str) -> Exception:
+    """The psyq-side exception of a server error (LayoutCode for the layout's refusals)."""
     sqlstate = getattr(exc, "sqlstate", None)
     if sqlstate == LAYOUT_ERROR:
         detail = getattr(exc, "detail", None) or "0"

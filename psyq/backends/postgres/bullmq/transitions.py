@@ -5,7 +5,10 @@ retry_job, move_to_delayed, move_active_to_wait, move_stalled_jobs_to_wait)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
 
 from psyq.backends.base import (
     Completed,
@@ -14,11 +17,18 @@ from psyq.backends.base import (
     FetchRequest,
     JobRecord,
     Retry,
+    Settlement,
     StalledResult,
     raise_for_code,
 )
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.backends.postgres.bullmq.connection import (
+    BullmqConnection,
+    LayoutCode,
+    settle_error,
+    translate,
+)
 from psyq.backends.postgres.bullmq.listen import JOBS_CHANNEL
+from psyq.errors import PsyqError
 
 __all__ = ["Transitions"]
 
@@ -28,21 +38,34 @@ def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
     return (None, None) if limiter is None else (limiter.max, limiter.duration)
 
 
+def _take_args(queue: str, fetch: FetchRequest) -> list[Any]:
+    """The `transitions.take` parameters of a fetch."""
+    return [queue, list(fetch.tokens), fetch.lock_duration, fetch.worker_name, *_limits(fetch)]
+
+
+def _settle_call(queue: str, item: Settlement, count: bool = True) -> tuple[str, str, list[Any]]:
+    """(statement, operation, parameters) that settle one job; `count`: in the metrics."""
+    outcome, head = item.outcome, [queue, item.job_id, item.token]
+    if isinstance(outcome, Completed):
+        return "transitions.complete", "complete", [*head, outcome.returnvalue, count]
+    stack = json.dumps(list(outcome.stacktrace))
+    if isinstance(outcome, Failed):
+        return "transitions.fail", "fail", [*head, outcome.reason, stack, count]
+    if outcome.delay > 0:
+        return "transitions.retry_later", "retry", [*head, outcome.delay, outcome.reason, stack]
+    return "transitions.retry_now", "retry", [*head, outcome.reason, stack]
+
+
 class Transitions(BullmqConnection):
     """Moves jobs through their states."""
+
+    batch_settles = True
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
         if not request.tokens:
             return []
-        rows = await self._rows(
-            "transitions.take",
-            queue,
-            list(request.tokens),
-            request.lock_duration,
-            request.worker_name,
-            *_limits(request),
-        )
+        rows = await self._rows("transitions.take", *_take_args(queue, request))
         return await self._deliverable(queue, self._records(queue, rows), rows)
 
     async def _deliverable(
@@ -67,6 +90,7 @@ class Transitions(BullmqConnection):
                 record.lock_token,
                 reason,
                 json.dumps(list(record.stacktrace)),
+                True,
             )
         return kept
 
@@ -90,25 +114,9 @@ class Transitions(BullmqConnection):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
-        if isinstance(outcome, Completed):
-            if fetch is not None and fetch.tokens:
-                rows = await self._settle(
-                    "transitions.complete_take",
-                    queue,
-                    job_id,
-                    "complete",
-                    queue,
-                    job_id,
-                    token,
-                    outcome.returnvalue,
-                    list(fetch.tokens),
-                    fetch.lock_duration,
-                    fetch.worker_name,
-                    *_limits(fetch),
-                )
-                return await self._deliverable(queue, self._records(queue, rows), rows)
-            await self._settle(
-                "transitions.complete",
+        if isinstance(outcome, Completed) and fetch is not None and fetch.tokens:
+            rows = await self._settle(
+                "transitions.complete_take",
                 queue,
                 job_id,
                 "complete",
@@ -116,48 +124,93 @@ class Transitions(BullmqConnection):
                 job_id,
                 token,
                 outcome.returnvalue,
+                list(fetch.tokens),
+                fetch.lock_duration,
+                fetch.worker_name,
+                *_limits(fetch),
             )
-        else:
-            await self._settle(
-                "transitions.fail",
-                queue,
-                job_id,
-                "fail",
-                queue,
-                job_id,
-                token,
-                outcome.reason,
-                json.dumps(list(outcome.stacktrace)),
-            )
+            return await self._deliverable(queue, self._records(queue, rows), rows)
+        name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
+        await self._settle(name, queue, job_id, operation, *args)
         return await self.move_to_active(queue, fetch) if fetch is not None else []
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
-        stack = json.dumps(list(outcome.stacktrace))
-        if outcome.delay > 0:
-            await self._settle(
-                "transitions.retry_later",
-                queue,
-                job_id,
-                "retry",
-                queue,
-                job_id,
-                token,
-                outcome.delay,
-                outcome.reason,
-                stack,
+        name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
+        await self._settle(name, queue, job_id, operation, *args)
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """Every settlement in one transaction (one commit): the completions in one
+        statement when none is refused, else each settlement in a savepoint so a refused
+        one is undone alone and reported; then the metrics, once per kind, and the take for
+        `fetch`."""
+        calls = [_settle_call(queue, item, count=False) for item in settlements]
+        done = [item for item in settlements if isinstance(item.outcome, Completed)]
+        failed = sum(isinstance(item.outcome, Failed) for item in settlements)
+
+        async def run(conn: asyncpg.Connection) -> tuple[list[Any], list[asyncpg.Record]]:
+            async with conn.transaction():
+                errors = await self._settle_in(conn, queue, settlements, calls, done)
+                finished = {"completed": 0, "failed": failed}
+                for error, item in zip(errors, settlements, strict=True):
+                    if error is None and isinstance(item.outcome, Completed):
+                        finished["completed"] += 1
+                    elif error is not None and isinstance(item.outcome, Failed):
+                        finished["failed"] -= 1
+                for kind, jobs in finished.items():
+                    if jobs:
+                        await conn.execute(self._q["transitions.count"], queue, kind, jobs)
+                rows: list[asyncpg.Record] = []
+                if fetch is not None and fetch.tokens:
+                    rows = await conn.fetch(self._q["transitions.take"], *_take_args(queue, fetch))
+            return errors, rows
+
+        found, rows = await self._on_connection(run)
+        errors: list[PsyqError | None] = [
+            None if error is None else settle_error(error, queue, item.job_id, operation)
+            for error, item, (_name, operation, _args) in zip(
+                found, settlements, calls, strict=True
             )
-        else:
-            await self._settle(
-                "transitions.retry_now",
-                queue,
-                job_id,
-                "retry",
-                queue,
-                job_id,
-                token,
-                outcome.reason,
-                stack,
-            )
+        ]
+        return errors, await self._deliverable(queue, self._records(queue, rows), rows)
+
+    async def _settle_in(
+        self,
+        conn: asyncpg.Connection,
+        queue: str,
+        settlements: Sequence[Settlement],
+        calls: list[tuple[str, str, list[Any]]],
+        done: list[Settlement],
+    ) -> list[Any]:
+        """Settle in the open transaction; one LayoutCode (or None) per settlement."""
+        if len(done) == len(settlements) > 1:
+            try:
+                async with conn.transaction():
+                    await conn.fetch(
+                        self._q["transitions.complete_many"],
+                        queue,
+                        [item.job_id for item in done],
+                        [item.token for item in done],
+                        [item.outcome.returnvalue for item in done],  # type: ignore[union-attr]
+                    )
+                return [None] * len(settlements)
+            except asyncpg.PostgresError as exc:
+                if not isinstance(translate(exc, self.url), LayoutCode):
+                    raise
+        errors: list[Any] = []
+        for name, _operation, args in calls:
+            try:
+                async with conn.transaction():
+                    await conn.fetch(self._q[name], *args)
+            except asyncpg.PostgresError as exc:
+                error = translate(exc, self.url)
+                if not isinstance(error, LayoutCode):
+                    raise
+                errors.append(error)
+            else:
+                errors.append(None)
+        return errors
 
     async def move_to_delayed(
         self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
@@ -204,6 +257,7 @@ class Transitions(BullmqConnection):
                     "0",
                     "job stalled more than allowable limit",
                     "[]",
+                    True,
                 )
                 result.failed.append(row["id"])
         return result

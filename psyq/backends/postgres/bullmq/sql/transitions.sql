@@ -26,7 +26,8 @@ SELECT taken.*
  ORDER BY slot.n;
 
 -- name: complete
--- $1 queue, $2 id, $3 token, $4 return value (JSON text) -> finished_on. Retention comes
+-- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now
+-- -> finished_on. Retention comes
 -- from the job's own removeOnComplete (true, a count, or {age, count}). The finish is
 -- counted in the layout's per-minute metrics (a week of points), as Node workers with
 -- the `metrics` option count it.
@@ -41,8 +42,38 @@ SELECT move_to_completed(
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
                                    WHEN 'object' THEN (keep.k ->> 'count')::integer END),
-       collect_metrics($1::text, 'completed', 10080, clock.now)
+       CASE WHEN $5::boolean THEN collect_metrics($1::text, 'completed', 10080, clock.now) END
   FROM clock LEFT JOIN keep ON true;
+
+-- name: complete_many
+-- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text): as complete for each, in
+-- one statement (any refusal fails it whole: the caller then settles one by one); not
+-- counted (see count).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), item AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
+                AS item(id, token, value, n)
+), keep AS (
+  SELECT item.n, job.opts -> 'removeOnComplete' AS k
+    FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
+)
+SELECT move_to_completed(
+         $1::text, item.id, item.token, item.value::jsonb, clock.now,
+         COALESCE(keep.k = 'true'::jsonb, false),
+         CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+         CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+  FROM clock, item JOIN keep ON keep.n = item.n
+ ORDER BY item.n;
+
+-- name: count
+-- $1 queue, $2 kind ('completed' | 'failed'), $3 jobs: count finished jobs in the
+-- layout's metrics (its row is a per-queue lock: taken once per batch, just before the
+-- commit).
+SELECT collect_metrics($1::text, $2::text, 10080,
+                       (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+  FROM generate_series(1, $3::integer);
 
 -- name: complete_take
 -- As complete, then as take for $5 tokens, $6 lock ms, $7 worker name, $8 limiter max,
@@ -75,7 +106,8 @@ SELECT taken.*
  ORDER BY slot.n;
 
 -- name: fail
--- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace (JSON array text) -> finished_on.
+-- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace (JSON array text), $6 count it in
+-- the metrics now -> finished_on.
 -- Retention comes from the job's own removeOnFail.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
@@ -88,7 +120,7 @@ SELECT move_to_failed(
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
                                    WHEN 'object' THEN (keep.k ->> 'count')::integer END),
-       collect_metrics($1::text, 'failed', 10080, clock.now)
+       CASE WHEN $6::boolean THEN collect_metrics($1::text, 'failed', 10080, clock.now) END
   FROM clock LEFT JOIN keep ON true;
 
 -- name: retry_now
