@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from tests.postgres.conftest import fresh_schema, pg_server  # noqa: F401 - the 
 from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 
 NODE_SCRIPTS = Path(__file__).parent / "node"
+PYTHON_SCRIPTS = Path(__file__).parent / "python"
+BULLMQ_PY = "bullmq[postgres]==3.4.4"  # bullmq for Python whose Postgres backend is tested
 BULLMQ_MAJORS = ("5", "6")
 
 
@@ -83,6 +86,40 @@ def _runner(modules: Path, version: str) -> Any:
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     run.version = version  # type: ignore[attr-defined]
+    return run
+
+
+@pytest.fixture(scope="session")
+def bullmq_py_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The python of a virtualenv holding bullmq for Python with its Postgres driver (made
+    once per test run; psyq's own environment never imports it)."""
+    folder = tmp_path_factory.mktemp("bullmq-py")
+    made = subprocess.run([sys.executable, "-m", "venv", str(folder)], capture_output=True)
+    python = folder / "bin" / "python"
+    if made.returncode != 0:
+        _missing(f"could not make a virtualenv: {made.stderr.decode()[-500:]}")
+    args = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", BULLMQ_PY]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        _missing(f"pip install {BULLMQ_PY} failed: {done.stderr.strip()[-500:]}")
+    return python
+
+
+@pytest.fixture
+def bullmq_py(bullmq_py_python: Path) -> Any:
+    """`bullmq_py(command, *args)` -> the JSON tests/interop/python/bullmq_pg.py printed."""
+
+    def run(command: str, *args: str) -> Any:
+        script = str(PYTHON_SCRIPTS / "bullmq_pg.py")
+        done = subprocess.run(
+            [str(bullmq_py_python), script, command, *args],
+            capture_output=True,
+            text=True,
+            timeout=50,
+        )
+        assert done.returncode == 0, f"bullmq_pg.py {command} failed: {done.stderr[-2000:]}"
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
     return run
 
 

@@ -1,8 +1,9 @@
-"""Node BullMQ 6 and psyq on the same Postgres queues (BullMQ 6's own layout, psyq's
-`?layout=bullmq`): jobs added by one are processed by the other, with the same results,
-progress, attempts and states seen from both sides, and Node's QueueEvents sees what psyq
-workers finish. Each test uses a fresh schema; the first client to open it migrates it
-(psyq with the bullmq package's migrations, Node with its own on top)."""
+"""Node BullMQ 6, bullmq for Python 3.4 and psyq on the same Postgres queues (BullMQ 6's
+own layout, psyq's `?layout=bullmq`): jobs added by one are processed by the other, with
+the same results, progress, attempts and states seen from both sides, and Node's
+QueueEvents sees what psyq workers finish. Each test uses a fresh schema; the first client
+to open it migrates it (psyq with the bullmq package's migrations, Node with its own on
+top, bullmq for Python with its own)."""
 
 from __future__ import annotations
 
@@ -103,3 +104,57 @@ async def test_psyq_adds_node_processes(
         assert failed.attempts_made == 2 and failed.failed_reason == "node says no"
         counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
         assert counts == {"waiting": 0, "active": 0, "completed": 3, "failed": 1}
+
+
+PY_JOBS = [
+    {"name": "plain", "data": {"n": 21}},
+    {"name": "prioritized", "data": {"n": 1}, "opts": {"priority": 3}},
+    {"name": "delayed", "data": {"n": 2}, "opts": {"delay": 100}},
+    {"name": "bad", "data": {"n": 0, "fail": True}, "opts": {"attempts": 2, "backoff": 10}},
+]
+
+
+async def test_bullmq_for_python_adds_psyq_processes(
+    bullmq_py: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """bullmq for Python 3.4 creates the schema (its ledger has no minimum-client column)."""
+    schema, name = fresh_schema(), fresh_name("interop")
+    url = url_for(pg_server, schema, layout="bullmq")
+    ids = bullmq_py("add", name, pg_server, schema, json.dumps(PY_JOBS))
+    assert ids == ["1", "2", "3", "4"]
+    await run_psyq_worker(name, url, len(PY_JOBS))
+    seen = bullmq_py("inspect", name, pg_server, schema, json.dumps(ids))
+    for job_id, spec in zip(ids[:3], PY_JOBS[:3], strict=True):
+        assert seen[job_id]["state"] == "completed"
+        assert seen[job_id]["returnvalue"] == {
+            "doubled": spec["data"]["n"] * 2,
+            "name": spec["name"],
+        }
+        assert seen[job_id]["attemptsMade"] == 1
+    assert seen[ids[3]]["state"] == "failed" and seen[ids[3]]["attemptsMade"] == 2
+    assert seen[ids[3]]["failedReason"] == "psyq says no"
+
+
+async def test_psyq_adds_bullmq_for_python_processes(
+    bullmq_py: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    schema, name = fresh_schema(), fresh_name("interop")
+    url = url_for(pg_server, schema, layout="bullmq")
+    async with psyq.Queue(name, connection=url) as queue:
+        plain = await queue.add("plain", {"n": 21})
+        prioritized = await queue.add("prioritized", {"n": 1}, priority=2)
+        bad = await queue.add("bad", {"n": 0, "fail": True}, attempts=2, backoff=10)
+        outcomes = bullmq_py("work", name, pg_server, schema, "3")
+        assert outcomes[plain.id] == {
+            "state": "completed",
+            "value": {"doubled": 42, "name": "plain"},
+        }
+        assert outcomes[bad.id]["state"] == "failed"
+        for job in (plain, prioritized):
+            stored = await queue.get_job(job.id)
+            assert stored is not None and await stored.get_state() == "completed"
+            assert stored.progress == 50 and stored.attempts_made == 1
+            assert stored.returnvalue == {"doubled": job.data["n"] * 2, "name": job.name}
+        failed = await queue.get_job(bad.id)
+        assert failed is not None and await failed.get_state() == "failed"
+        assert failed.attempts_made == 2 and failed.failed_reason == "bullmq-py says no"
