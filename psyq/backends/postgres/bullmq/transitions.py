@@ -27,7 +27,7 @@ from psyq.backends.postgres.bullmq.connection import (
     settle_error,
     translate,
 )
-from psyq.backends.postgres.bullmq.listen import JOBS_CHANNEL
+from psyq.backends.postgres.bullmq.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.errors import PsyqError
 
 __all__ = ["Transitions"]
@@ -36,6 +36,9 @@ __all__ = ["Transitions"]
 def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
     limiter = fetch.limiter
     return (None, None) if limiter is None else (limiter.max, limiter.duration)
+
+
+CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL)
 
 
 def _take_args(queue: str, fetch: FetchRequest) -> list[Any]:
@@ -95,15 +98,22 @@ class Transitions(BullmqConnection):
         return kept
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
-        future = self.listener.register(JOBS_CHANNEL, queue)
+        """Until a job may be ready: a job notification of the queue, or the time
+        `ready_in` gives; at its global concurrency, an event of the queue too (a finishing
+        job frees a slot, which the layout announces as an event only)."""
+        woken = [self.listener.register(channel, queue) for channel in CHANNELS]
         try:
             ready = await self._value("transitions.ready_in", queue)
             if ready == 0:
                 return
-            wait = timeout_ms if ready is None else min(timeout_ms, int(ready))
-            await self.listener.wait(future, wait)
+            if ready == -1:
+                await self.listener.wait_any(woken, timeout_ms)
+            else:
+                wait = timeout_ms if ready is None else min(timeout_ms, int(ready))
+                await self.listener.wait(woken[0], wait)
         finally:
-            self.listener.discard(JOBS_CHANNEL, queue, future)
+            for channel, future in zip(CHANNELS, woken, strict=True):
+                self.listener.discard(channel, queue, future)
 
     # ------------------------------------------------------------------ settling
     async def move_to_finished(

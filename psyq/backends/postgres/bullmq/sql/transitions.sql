@@ -203,16 +203,31 @@ SELECT expired.id, expired.over,
   FROM expired;
 
 -- name: ready_in
--- $1 queue -> 0 when a job can be taken now, the ms until the next delayed job is due,
--- or NULL (nothing to wait for but a notification).
+-- $1 queue -> 0 when a job can be taken now; ms until the next delayed job is due or a
+-- limit's window ends; NULL when only a notification can make one ready (paused, empty);
+-- -1 when the queue is at its global concurrency (a finishing job frees a slot: the
+-- layout announces it on bullmq_events only).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), settings AS (
+  SELECT max(value) FILTER (WHERE field = 'paused') = '1' AS paused,
+         max(value) FILTER (WHERE field = 'max')::bigint AS max_jobs,
+         max(value) FILTER (WHERE field = 'concurrency')::bigint AS concurrency
+    FROM meta WHERE queue = $1
+), window_ AS (
+  SELECT points, expire_at_ms FROM rate_limit WHERE queue = $1
 )
 SELECT CASE
-         WHEN EXISTS (SELECT 1 FROM meta
-                       WHERE queue = $1 AND field = 'paused' AND value = '1') THEN NULL
+         WHEN settings.paused THEN NULL
+         WHEN EXISTS (SELECT 1 FROM window_
+                       WHERE expire_at_ms > clock.now
+                         AND points >= COALESCE(settings.max_jobs, 9007199254740991))
+           THEN (SELECT expire_at_ms FROM window_) - clock.now
+         WHEN settings.concurrency IS NOT NULL
+              AND (SELECT count(*) FROM job WHERE queue = $1 AND state = 'active')
+                  >= settings.concurrency THEN -1
          WHEN EXISTS (SELECT 1 FROM job WHERE queue = $1 AND state = 'waiting') THEN 0
          ELSE GREATEST((SELECT min(process_at_ms) FROM job
                          WHERE queue = $1 AND state = 'delayed') - clock.now, 0)
        END
-  FROM clock;
+  FROM clock, settings;
