@@ -16,7 +16,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
-from tests.interop.test_bullmq import run_psyq_worker
+from tests.interop.test_bullmq import process, run_psyq_worker
 from tests.postgres.conftest import url_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -158,3 +158,57 @@ async def test_psyq_adds_bullmq_for_python_processes(
         failed = await queue.get_job(bad.id)
         assert failed is not None and await failed.get_state() == "failed"
         assert failed.attempts_made == 2 and failed.failed_reason == "bullmq-py says no"
+
+
+async def test_a_node_flow_runs_on_psyq_workers(
+    node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    schema = fresh_schema()
+    parents, children = fresh_name("interop-parents"), fresh_name("interop-children")
+    url = url_for(pg_server, schema, layout="bullmq")
+    added = node_pg("flow.js", parents, children, pg_server, schema)
+    done = asyncio.Event()
+
+    async def parent(job: psyq.Job) -> dict[str, Any]:
+        values = await job.get_children_values()
+        done.set()
+        return {"sum": sum(v["doubled"] for v in values.values()), "keys": sorted(values)}
+
+    kids = psyq.Worker(children, process, connection=url)
+    tops = psyq.Worker(parents, parent, connection=url)
+    try:
+        await asyncio.wait_for(done.wait(), 20)
+    finally:
+        await kids.close()
+        await tops.close()
+    seen = node_pg("inspect.js", parents, pg_server, schema, json.dumps([added["parent"]]))
+    assert seen[added["parent"]]["state"] == "completed"
+    keys = sorted(f"bull:{children}:{child}" for child in added["children"])
+    assert seen[added["parent"]]["returnvalue"] == {"sum": 12, "keys": keys}
+
+
+async def test_a_psyq_flow_runs_on_node_workers(
+    node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    schema = fresh_schema()
+    parents, children = fresh_name("interop-parents"), fresh_name("interop-children")
+    url = url_for(pg_server, schema, layout="bullmq")
+    async with psyq.FlowProducer(connection=url) as producer:
+        tree = await producer.add(
+            {
+                "name": "parent",
+                "queue_name": parents,
+                "children": [
+                    {"name": "child", "queue_name": children, "data": {"n": n}} for n in (1, 2, 3)
+                ],
+            }
+        )
+    result = node_pg("work_flow.js", parents, children, pg_server, schema)
+    keys = sorted(f"{children}:{child.job.id}" for child in tree.children)  # the layout's keys
+    assert result == {"sum": 12, "keys": keys}
+    async with psyq.Queue(parents, connection=url) as queue:
+        parent = await queue.get_job(tree.job.id)
+        assert parent is not None and await parent.get_state() == "completed"
+        assert parent.returnvalue == result
+        values = await parent.get_children_values()
+        assert sorted(values) == sorted(f"bull:{key}" for key in keys)
