@@ -11,16 +11,16 @@ from psyq.backends.postgres.bullmq.connection import BullmqConnection
 __all__ = ["Queries"]
 
 MAX_METRICS_POINTS = 7 * 24 * 60  # one week of minutes, as BullMQ keeps
-# psyq's state -> (the layout's state, which of its waiting jobs)
-_SELECT = {
-    "waiting": ("waiting", "plain"),
-    "paused": ("waiting", "plain"),
-    "prioritized": ("waiting", "prioritized"),
-    "active": ("active", "any"),
-    "delayed": ("delayed", "any"),
-    "completed": ("completed", "any"),
-    "failed": ("failed", "any"),
-    "waiting-children": ("waiting-children", "any"),
+# psyq's state -> (the statement family listing it, its $2, the count that sizes it)
+_LISTS = {
+    "waiting": ("ready", "plain", "waiting"),
+    "paused": ("ready", "plain", "waiting"),
+    "prioritized": ("ready", "prioritized", "prioritized"),
+    "active": ("other", "active", "active"),
+    "delayed": ("delayed", "delayed", "delayed"),
+    "completed": ("finished", "completed", "completed"),
+    "failed": ("finished", "failed", "failed"),
+    "waiting-children": ("other", "waiting-children", "waiting_children"),
 }
 
 
@@ -41,21 +41,32 @@ class Queries(BullmqConnection):
     async def get_jobs(
         self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
     ) -> list[JobRecord]:
-        """Waiting jobs are listed as "paused" while the queue is paused (and the other way
-        round), as BullMQ's Redis layout keeps them in one list or the other."""
-        paused = bool(await self._value("queries.paused", queue)) if states else False
+        """The slice [start, end] of the states' jobs one after the other, each state read
+        only for the part of the slice it holds. Waiting jobs are listed as "paused" while
+        the queue is paused (and the other way round), as BullMQ's Redis layout keeps them
+        in one list or the other."""
+        if not states:
+            return []
+        [counts] = await self._rows("queries.counts", queue)
+        paused = bool(counts["paused"])
         records: list[JobRecord] = []
+        position, stop = 0, None if end == -1 else end + 1
         for state in states:
-            if state not in _SELECT or (state == "waiting" and paused):
+            if state not in _LISTS or (state == "waiting" and paused):
                 continue
             if state == "paused" and not paused:
                 continue
-            layout_state, which = _SELECT[state]
-            rows = await self._rows("queries.in_state", queue, layout_state, which)
-            found = self._records(queue, rows)
-            records += found if asc else found[::-1]
-        stop = None if end == -1 else end + 1
-        return records[start:stop]
+            family, which, counted = _LISTS[state]
+            size = int(counts[counted])
+            first = max(start - position, 0)
+            last = size if stop is None else min(size, stop - position)
+            position += size
+            if last <= first:
+                continue
+            name = f"queries.in_{family}_{'asc' if asc else 'desc'}"
+            rows = await self._rows(name, queue, which, first, last - first)
+            records += self._records(queue, rows)
+        return records
 
     async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:
         [row] = await self._rows("queries.counts", queue)

@@ -11,16 +11,68 @@ SELECT * FROM job WHERE queue = $1 AND id = $2;
 -- $1 queue, $2 id -> state and priority ("prioritized" is waiting with priority > 0).
 SELECT state::text, priority FROM job WHERE queue = $1 AND id = $2;
 
--- name: in_state
--- $1 queue, $2 layout state, $3 which waiting jobs ('plain': priority 0, 'prioritized':
--- priority > 0, 'any'). Rows in the order BullMQ lists them ascending: waiting ones in
--- the order they will be taken, delayed by due time, finished ones by finish time.
+-- in_<order>_<direction>:
+-- A page of one state's jobs: $1 queue, $2 the layout state (or, for `ready`, which
+-- waiting jobs), $3 offset, $4 most rows. `_asc` lists them in BullMQ's ascending order,
+-- `_desc` the other way; each order is one the layout's indexes serve.
+
+-- name: in_finished_asc
+-- completed and failed jobs, by finish time.
+SELECT * FROM job
+ WHERE queue = $1 AND state = $2::text::job_state AND state IN ('completed', 'failed')
+ ORDER BY finished_at_ms ASC, seq ASC, id ASC
+OFFSET $3 LIMIT $4;
+
+-- name: in_finished_desc
+-- completed and failed jobs, by finish time.
+SELECT * FROM job
+ WHERE queue = $1 AND state = $2::text::job_state AND state IN ('completed', 'failed')
+ ORDER BY finished_at_ms DESC, seq DESC, id DESC
+OFFSET $3 LIMIT $4;
+
+-- name: in_delayed_asc
+-- delayed jobs, by due time.
+SELECT * FROM job
+ WHERE queue = $1 AND state = 'delayed' AND $2::text = 'delayed'
+ ORDER BY process_at_ms ASC, seq ASC, id ASC
+OFFSET $3 LIMIT $4;
+
+-- name: in_delayed_desc
+-- delayed jobs, by due time.
+SELECT * FROM job
+ WHERE queue = $1 AND state = 'delayed' AND $2::text = 'delayed'
+ ORDER BY process_at_ms DESC, seq DESC, id DESC
+OFFSET $3 LIMIT $4;
+
+-- name: in_ready_asc
+-- waiting jobs ('plain': priority 0, 'prioritized': above, 'any'), in the order they will be taken.
+SELECT * FROM job
+ WHERE queue = $1 AND state = 'waiting' AND ($2 = 'any' OR ($2 = 'plain') = (priority = 0))
+ ORDER BY priority ASC, seq ASC, id ASC
+OFFSET $3 LIMIT $4;
+
+-- name: in_ready_desc
+-- waiting jobs ('plain': priority 0, 'prioritized': above, 'any'), in the order they will be taken.
+SELECT * FROM job
+ WHERE queue = $1 AND state = 'waiting' AND ($2 = 'any' OR ($2 = 'plain') = (priority = 0))
+ ORDER BY priority DESC, seq DESC, id DESC
+OFFSET $3 LIMIT $4;
+
+-- name: in_other_asc
+-- active and waiting-children jobs, by sequence.
 SELECT * FROM job
  WHERE queue = $1 AND state = $2::text::job_state
-   AND ($3 = 'any' OR ($3 = 'plain' AND priority = 0) OR ($3 = 'prioritized' AND priority > 0))
- ORDER BY CASE WHEN $2 IN ('completed', 'failed') THEN finished_at_ms
-               WHEN $2 = 'delayed' THEN process_at_ms END,
-          priority, seq, id;
+   AND state IN ('active', 'waiting-children')
+ ORDER BY seq ASC, id ASC
+OFFSET $3 LIMIT $4;
+
+-- name: in_other_desc
+-- active and waiting-children jobs, by sequence.
+SELECT * FROM job
+ WHERE queue = $1 AND state = $2::text::job_state
+   AND state IN ('active', 'waiting-children')
+ ORDER BY seq DESC, id DESC
+OFFSET $3 LIMIT $4;
 
 -- name: counts
 -- $1 queue -> jobs per layout state (waiting split by priority) and the paused flag.
