@@ -10,7 +10,8 @@
 -- move_to_active promotes due delayed jobs and honours pause, global concurrency and
 -- the limiter; later calls see what earlier ones took. A queue held by hand (a limiter
 -- window filled to the layout's "full" mark, 2^53 - 1 points) gives nothing, whatever
--- limiter the worker has.
+-- limiter the worker has. move_to_active runs once per job there is to take (waiting or
+-- due when the statement starts; at least once, to promote), not once per token.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 )
@@ -19,7 +20,16 @@ SELECT taken.*
        unnest(CASE WHEN EXISTS (SELECT 1 FROM rate_limit
                                  WHERE queue = $1 AND expire_at_ms > clock.now
                                    AND points >= 9007199254740991)
-                   THEN '{}'::text[] ELSE $2::text[] END)
+                   THEN '{}'::text[]
+                   ELSE ($2::text[])[1:GREATEST(1,
+                          (SELECT count(*) FROM (SELECT 1 FROM job
+                                                  WHERE queue = $1 AND state = 'waiting'
+                                                  LIMIT cardinality($2::text[])) AS ready)
+                          + (SELECT count(*) FROM (SELECT 1 FROM job
+                                                    WHERE queue = $1 AND state = 'delayed'
+                                                      AND process_at_ms <= clock.now
+                                                    LIMIT cardinality($2::text[])) AS due))]
+              END)
          WITH ORDINALITY AS slot(token, n),
        LATERAL move_to_active($1::text, slot.token, $3::bigint, clock.now, $4::text,
                               $5::integer, $6::bigint) AS taken
@@ -99,7 +109,16 @@ SELECT taken.*
        unnest(CASE WHEN EXISTS (SELECT 1 FROM rate_limit
                                  WHERE queue = $1 AND expire_at_ms > done.finished_on
                                    AND points >= 9007199254740991)
-                   THEN '{}'::text[] ELSE $5::text[] END)
+                   THEN '{}'::text[]
+                   ELSE ($5::text[])[1:GREATEST(1,
+                          (SELECT count(*) FROM (SELECT 1 FROM job
+                                                  WHERE queue = $1 AND state = 'waiting'
+                                                  LIMIT cardinality($5::text[])) AS ready)
+                          + (SELECT count(*) FROM (SELECT 1 FROM job
+                                                    WHERE queue = $1 AND state = 'delayed'
+                                                      AND process_at_ms <= done.finished_on
+                                                    LIMIT cardinality($5::text[])) AS due))]
+              END)
          WITH ORDINALITY AS slot(token, n),
        LATERAL move_to_active($1::text, slot.token, $6::bigint, done.finished_on, $7::text,
                               $8::integer, $9::bigint) AS taken
