@@ -39,6 +39,9 @@ def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
 
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL)
+# A batch's finished-job count whose row id is a multiple of this folds the queue's counts
+# into the layout's metrics rows (which Node reads); psyq's get_metrics folds first.
+FOLD_EVERY = 64
 
 
 def _take_args(queue: str, fetch: FetchRequest) -> list[Any]:
@@ -159,7 +162,10 @@ class Transitions(BullmqConnection):
         done = [item for item in settlements if isinstance(item.outcome, Completed)]
         failed = sum(isinstance(item.outcome, Failed) for item in settlements)
 
+        fold = False
+
         async def run(conn: asyncpg.Connection) -> tuple[list[Any], list[asyncpg.Record]]:
+            nonlocal fold
             async with conn.transaction():
                 errors = await self._settle_in(conn, queue, settlements, calls, done)
                 finished = {"completed": 0, "failed": failed}
@@ -170,13 +176,18 @@ class Transitions(BullmqConnection):
                         finished["failed"] -= 1
                 for kind, jobs in finished.items():
                     if jobs:
-                        await conn.execute(self._q["transitions.count"], queue, kind, jobs)
+                        counted = await conn.fetchval(
+                            self._q["transitions.count"], queue, kind, jobs
+                        )
+                        fold = fold or counted % FOLD_EVERY == 0
                 rows: list[asyncpg.Record] = []
                 if fetch is not None and fetch.tokens:
                     rows = await conn.fetch(self._q["transitions.take"], *_take_args(queue, fetch))
             return errors, rows
 
         found, rows = await self._on_connection(run)
+        if fold:
+            await self._value("transitions.fold", queue)
         errors: list[PsyqError | None] = [
             None if error is None else settle_error(error, queue, item.job_id, operation)
             for error, item, (_name, operation, _args) in zip(

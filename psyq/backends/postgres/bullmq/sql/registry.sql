@@ -1,5 +1,6 @@
 -- What the layout has no place for, in psyq's own tables beside BullMQ's (prefixed psyq_,
--- never touching BullMQ's objects): the worker registry and cancellation requests.
+-- never touching BullMQ's objects): the worker registry, cancellation requests, and
+-- finished-job counts not yet folded into the layout's metrics rows.
 
 -- name: create
 -- Created when psyq opens the schema (idempotent; run under the schema's advisory lock).
@@ -10,6 +11,13 @@ CREATE TABLE IF NOT EXISTS psyq_worker (
   started bigint NOT NULL,
   expires bigint NOT NULL,
   PRIMARY KEY (queue, name)
+);
+CREATE TABLE IF NOT EXISTS psyq_finished (
+  id     bigserial PRIMARY KEY,  -- append-only: counting a finish locks no shared row
+  queue  text    NOT NULL,
+  kind   text    NOT NULL,       -- 'completed' | 'failed'
+  at_ms  bigint  NOT NULL,
+  jobs   integer NOT NULL
 );
 CREATE TABLE IF NOT EXISTS psyq_cancel (
   queue   text    NOT NULL,

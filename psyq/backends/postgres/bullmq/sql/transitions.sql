@@ -39,20 +39,22 @@ SELECT taken.*
 -- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now
 -- -> finished_on. Retention comes
 -- from the job's own removeOnComplete (true, a count, or {age, count}). The finish is
--- counted in the layout's per-minute metrics (a week of points), as Node workers with
--- the `metrics` option count it.
+-- counted for the layout's per-minute metrics (a week of points, as Node workers with the
+-- `metrics` option count): appended to psyq_finished, folded into them by `fold`.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
   SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'completed', clock.now, 1 FROM clock WHERE $5::boolean
 )
 SELECT move_to_completed(
          $1::text, $2::text, $3::text, $4::jsonb, clock.now,
          COALESCE(keep.k = 'true'::jsonb, false),
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
-                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END),
-       CASE WHEN $5::boolean THEN collect_metrics($1::text, 'completed', 10080, clock.now) END
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
   FROM clock LEFT JOIN keep ON true;
 
 -- name: complete_many
@@ -78,12 +80,30 @@ SELECT move_to_completed(
  ORDER BY item.n;
 
 -- name: count
--- $1 queue, $2 kind ('completed' | 'failed'), $3 jobs: count finished jobs in the
--- layout's metrics (its row is a per-queue lock: taken once per batch, just before the
--- commit).
-SELECT collect_metrics($1::text, $2::text, 10080,
-                       (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-  FROM generate_series(1, $3::integer);
+-- $1 queue, $2 kind ('completed' | 'failed'), $3 jobs -> the count's row id: finished
+-- jobs of a settled batch, appended to psyq_finished (the layout's metrics row is one
+-- lock per queue and kind; `fold` moves the counts there).
+INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3)
+RETURNING id;
+
+-- name: fold
+-- $1 queue: move the queue's appended counts into the layout's metrics rows, oldest
+-- first, one collect_metrics per job (what Node workers with the `metrics` option call),
+-- unless another fold of the queue is under way. Returns the jobs folded.
+WITH turn AS (
+  SELECT pg_try_advisory_xact_lock(hashtext('psyq:fold:' || $1::text)) AS mine
+), taken AS (
+  DELETE FROM psyq_finished
+   WHERE queue = $1 AND (SELECT mine FROM turn)
+  RETURNING kind, at_ms, jobs
+), folded AS (
+  SELECT collect_metrics($1::text, each.kind, 10080, each.at_ms)
+    FROM (SELECT taken.kind, taken.at_ms
+            FROM taken, generate_series(1, taken.jobs)
+           ORDER BY taken.at_ms) AS each
+)
+SELECT count(*) FROM folded;
 
 -- name: complete_take
 -- As complete, then as take for $5 tokens, $6 lock ms, $7 worker name, $8 limiter max,
@@ -100,9 +120,11 @@ WITH clock AS (
            CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
            CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
                                      WHEN 'object' THEN (keep.k ->> 'count')::integer END)
-           AS finished_on,
-         collect_metrics($1::text, 'completed', 10080, clock.now)
+           AS finished_on
     FROM clock LEFT JOIN keep ON true
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'completed', clock.now, 1 FROM clock
 )
 SELECT taken.*
   FROM done,
@@ -132,14 +154,16 @@ WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
   SELECT opts -> 'removeOnFail' AS k FROM job WHERE queue = $1 AND id = $2
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'failed', clock.now, 1 FROM clock WHERE $6::boolean
 )
 SELECT move_to_failed(
          $1::text, $2::text, $3::text, $4::text, $5::jsonb, clock.now,
          COALESCE(keep.k = 'true'::jsonb, false),
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
-                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END),
-       CASE WHEN $6::boolean THEN collect_metrics($1::text, 'failed', 10080, clock.now) END
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
   FROM clock LEFT JOIN keep ON true;
 
 -- name: retry_now
