@@ -89,3 +89,21 @@ async def test_without_the_bullmq_package_a_missing_schema_is_explained(
     url = url_for(pg_server, fresh_schema(), layout="bullmq")
     with pytest.raises(SchemaError, match=r"has no BullMQ layout.*bullmq-postgres.*migrate: true"):
         await BullmqPostgresBackend(url).open()
+
+
+async def test_migrations_newer_than_psyq_knows_are_not_applied(
+    pg_server: str,
+    fresh_schema: Callable[[], str],
+    admin: asyncpg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bundled = layout_schema.bundled_migrations()
+    assert bundled is not None
+    future = (layout_schema.KNOWN_VERSION + 1, "9999_future", "SELECT no_such_function()")
+    monkeypatch.setattr(layout_schema, "bundled_migrations", lambda: [*bundled, future])
+    schema = fresh_schema()
+    backend = BullmqPostgresBackend(url_for(pg_server, schema, layout="bullmq"))
+    await backend.open()
+    await backend.close()
+    applied = await _ledger(admin, schema)
+    assert max(version for version, _, _ in applied) <= layout_schema.KNOWN_VERSION

@@ -24,6 +24,7 @@ from psyq.errors import PsyqError
 
 __all__ = [
     "CLIENT_MAJOR",
+    "KNOWN_VERSION",
     "NEEDED_VERSION",
     "TESTED_WITH",
     "Ledger",
@@ -35,6 +36,9 @@ __all__ = [
 
 CLIENT_MAJOR = 6  # the BullMQ major whose layout psyq speaks
 NEEDED_VERSION = 4  # the oldest ledger psyq works with: what bullmq for Python 3.4 ships
+# The newest migration psyq knows (Node bullmq 6.7.0's): a newer one found in the installed
+# package is not applied (its minimum client is unknown until psyq is tested with it).
+KNOWN_VERSION = 11
 TESTED_WITH = "Node bullmq 6.7.0 (ledger version 11) and bullmq for Python 3.4.4 (version 4)"
 _MIGRATION_FILE = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
@@ -122,7 +126,7 @@ async def _migrate(
         ledger = Ledger(row["version"], row["min_client_version"])
         check_ledger(ledger, schema)
         for version, name, sql in bundled:
-            if version > ledger.version:
+            if ledger.version < version <= KNOWN_VERSION:
                 await conn.execute(sql)
                 await conn.execute(q["schema.record"], version, name, CLIENT_MAJOR)
         row = await conn.fetchrow(q["schema.ledger"])
