@@ -5,6 +5,7 @@ retry_job, move_to_delayed, move_active_to_wait, move_stalled_jobs_to_wait)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
 
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL)
+log = logging.getLogger("psyq.postgres")
 # A batch's finished-job count whose row id is a multiple of this folds the queue's counts
 # into the layout's metrics rows (which Node reads); psyq's get_metrics folds first.
 FOLD_EVERY = 64
@@ -75,29 +77,24 @@ class Transitions(BullmqConnection):
         return await self._deliverable(queue, self._records(queue, rows), rows)
 
     async def _deliverable(
-        self, queue: str, records: list[JobRecord], rows: list[object]
+        self, queue: str, records: list[JobRecord], rows: list[asyncpg.Record]
     ) -> list[JobRecord]:
         """Jobs taken with a deferred failure (the layout's mark for a job that stalled
-        too often) fail now, as BullMQ's workers fail them, instead of running."""
+        too often or whose failParentOnFailure child failed) fail now, as BullMQ's workers
+        fail them, instead of running."""
         await self._after_take(queue, rows)
         kept = []
         for record, row in zip(records, rows, strict=True):
-            reason = row["deferred_failure"]  # type: ignore[index]
+            reason = row["deferred_failure"]
             if reason is None:
                 kept.append(record)
                 continue
-            await self._transition(
-                "transitions.fail",
-                queue,
-                record.id,
-                "fail",
-                queue,
-                record.id,
-                record.lock_token,
-                reason,
-                json.dumps(list(record.stacktrace)),
-                True,
-            )
+            stack = json.dumps(list(record.stacktrace))
+            args = (queue, record.id, record.lock_token, reason, stack, True)
+            try:
+                await self._transition("transitions.fail", queue, record.id, "fail", *args)
+            except PsyqError as exc:  # its lease ends and the stall check takes it back
+                log.warning("psyq: could not fail job %r (%s): %s", record.id, reason, exc)
         return kept
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
