@@ -3,7 +3,8 @@
     python bench/run.py [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
                         [--peers PEER[,PEER...]|none] [--quick]
 
-Peers: bunqueue (Bun), bullmq (Node BullMQ), and Python peers each run from its own
+Peers: bunqueue (Bun), bullmq (Node BullMQ), bullmq-pg (Node BullMQ 6 on its PostgreSQL
+backend, postgresql:// backends), and Python peers each run from its own
 virtualenv (bench/peers/<name>/.venv, made on first use from its requirements.txt):
 bullmq-py, saq, arq (redis:// backends) and pgqueuer, procrastinate, bullmq-py-pg (bullmq
 for Python's Postgres backend) (postgresql:// backends). Each backend gets one table: a
@@ -52,6 +53,7 @@ from peerlib import steady_adds  # noqa: E402  (the pacing the Python peers use 
 PEERS = {
     "bunqueue": HERE / "peers" / "bunqueue",
     "bullmq": HERE / "peers" / "bullmq",
+    "bullmq-pg": HERE / "peers" / "bullmq-pg",
     "pgqueuer": HERE / "peers" / "pgqueuer",
     "procrastinate": HERE / "peers" / "procrastinate",
     "bullmq-py": HERE / "peers" / "bullmq-py",
@@ -330,16 +332,26 @@ async def drop_bench_queues(url: str) -> None:
         await client.aclose()
 
 
+# Node peers: the npm package each installs, and the server it needs (as PYTHON_PEERS).
+NODE_PEERS: dict[str, tuple[str, tuple[str, str] | None]] = {
+    "bullmq": ("bullmq", None),
+    "bullmq-pg": ("bullmq", POSTGRES_ONLY),  # Node BullMQ 6 on its PostgreSQL backend
+}
+
+
 def run_node_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
     """A Node peer (`node bench.mjs`), installed with npm on first use."""
+    package, needs = NODE_PEERS[name]
+    if needs is not None and needs[0] not in env:
+        return f"{name} {needs[1]}"
     folder = PEERS[name]
-    if not (folder / "node_modules" / name / "package.json").exists():
+    if not (folder / "node_modules" / package / "package.json").exists():
         npm = shutil.which("npm")
         if npm is None:
             return "npm is not installed"
         install = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error"]
         subprocess.run(install, cwd=folder, check=False, capture_output=True)
-    if not (folder / "node_modules" / name / "package.json").exists():
+    if not (folder / "node_modules" / package / "package.json").exists():
         return f"could not install {name} with npm in {folder}"
     return run_peer_command(name, ["node", "bench.mjs", json.dumps(cfg)], env)
 
@@ -347,7 +359,7 @@ def run_node_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[s
 def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
     """The peer's figures, or the reason it could not run. With env["PEER_TCP"], against the
     peer's own TCP server (memory, started here, its per-client rate limit turned off)."""
-    if name == "bullmq":
+    if name in NODE_PEERS:
         return run_node_peer(name, cfg, env)
     if name in PYTHON_PEERS:
         return run_python_peer(name, cfg, env)

@@ -128,9 +128,12 @@ def _restart(cluster: PrivateCluster, how: str) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("how", ["restart", "outage"])
-async def test_server_restart_loses_and_repeats_no_job(cluster: PrivateCluster, how: str) -> None:
+@pytest.mark.parametrize("layout", ["psyq", "bullmq"])
+async def test_server_restart_loses_and_repeats_no_job(
+    cluster: PrivateCluster, how: str, layout: str
+) -> None:
     app = f"psyq_restart_{uuid.uuid4().hex[:8]}"
-    url = f"{cluster.url}?schema={app}&application_name={app}&command_timeout=5"
+    url = f"{cluster.url}?schema={app}&application_name={app}&command_timeout=5&layout={layout}"
     name = fresh_name("restart")
     runs: Counter[str] = Counter()
     worker_errors: list[BaseException] = []

@@ -12,15 +12,23 @@ from psyq.backends.postgres.config import parse_postgres_url
 from psyq.errors import InvalidURLError
 
 if TYPE_CHECKING:
+    from psyq.backends.base import BackendAdapter
     from psyq.backends.postgres.backend import PostgresBackend
 
 __all__ = ["PostgresBackend", "open_postgres_backend", "parse_postgres_url"]
 
 
-def open_postgres_backend(url: str) -> PostgresBackend:
-    """Entry point of the `postgres` and `postgresql` schemes."""
+def open_postgres_backend(url: str) -> BackendAdapter:
+    """Entry point of the `postgres` and `postgresql` schemes: psyq's private layout, or
+    BullMQ 6's layout with `?layout=bullmq`."""
+    layout = parse_postgres_url(url).layout
     try:
         from psyq.backends.postgres.backend import PostgresBackend
+
+        if layout == "bullmq":
+            from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend
+
+            return BullmqPostgresBackend(url)
     except ModuleNotFoundError as exc:
         if exc.name != "asyncpg":
             raise

@@ -2,7 +2,10 @@
 
     postgresql://user:password@host:5432/dbname?schema=psyq&prefix=bull&pool_min=1&pool_max=10
 
-    schema            the Postgres schema holding psyq's tables (created and migrated on open)
+    layout            `psyq` (default: psyq's private tables) or `bullmq` (BullMQ 6's own
+                      Postgres layout, shared with Node BullMQ; docs/architecture.md)
+    schema            the Postgres schema holding the queues (created and migrated on open;
+                      default `psyq`, or `bullmq` with layout=bullmq as BullMQ's default)
     prefix            key prefix of queues (as everywhere in psyq)
     pool_min/pool_max size of the asyncpg pool
     application_name  shown in pg_stat_activity (default psyq)
@@ -24,8 +27,11 @@ from psyq.errors import InvalidURLError
 __all__ = ["PostgresSettings", "parse_postgres_url"]
 
 SCHEMES = ("postgres", "postgresql")
+LAYOUTS = ("psyq", "bullmq")
+DEFAULT_SCHEMAS = {"psyq": "psyq", "bullmq": "bullmq"}
 DEFAULTS = {
-    "schema": "psyq",
+    "layout": "psyq",
+    "schema": "",  # absent: the layout's default schema (DEFAULT_SCHEMAS)
     "prefix": "bull",
     "pool_min": "1",
     "pool_max": "10",
@@ -46,6 +52,7 @@ class PostgresSettings:
     application_name: str = "psyq"
     command_timeout: int = 60
     worker_ttl: int = 30
+    layout: str = "psyq"
 
     @property
     def channel(self) -> str:
@@ -65,11 +72,17 @@ def parse_postgres_url(url: str) -> PostgresSettings:
         raise InvalidURLError(url, "a Postgres URL starts with postgresql:// or postgres://")
     ours = {**DEFAULTS}
     passed = []
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    for key, value in query:
         if key in DEFAULTS:
             ours[key] = value
         else:
             passed.append((key, value))
+    layout = ours["layout"]
+    if layout not in LAYOUTS:
+        raise InvalidURLError(url, f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
+    if all(key != "schema" for key, _ in query):
+        ours["schema"] = DEFAULT_SCHEMAS[layout]
     if not _SCHEMA.fullmatch(ours["schema"]):
         raise InvalidURLError(
             url, f"schema must be a lower-case identifier [a-z_][a-z0-9_]*: {ours['schema']!r}"
@@ -86,5 +99,5 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     worker_ttl = _whole(url, "worker_ttl", ours["worker_ttl"], 1)
     app = ours["application_name"]
     return PostgresSettings(
-        dsn, ours["schema"], prefix, pool_min, pool_max, app, timeout, worker_ttl
+        dsn, ours["schema"], prefix, pool_min, pool_max, app, timeout, worker_ttl, layout
     )

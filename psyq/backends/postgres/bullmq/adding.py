@@ -1,0 +1,131 @@
+"""Adding jobs: one statement for the whole batch, through the layout's own functions
+(add_jobs_bulk for independent jobs, add_flow when a job has a parent or a dedup key)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
+from psyq.backends.postgres.bullmq.connection import BullmqConnection, LayoutCode
+from psyq.errors import JobNotFoundError
+
+__all__ = ["Adding", "refuse"]
+
+
+class Adding(BullmqConnection):
+    """Adds jobs (flows come in a later part)."""
+
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        if not jobs:
+            return []
+        entries = [self._entry(queue, new) for new in jobs]
+        # add_flow also announces a custom id that exists ("duplicated"); the bulk insert
+        # skips it silently
+        linked = any(entry["id"] or "parentId" in entry or "dedupId" in entry for entry in entries)
+        try:
+            given = json.dumps(entries)
+            if len(entries) == 1:
+                rows = await self._rows("adding.one", *_one(entries[0]))
+            elif linked:
+                rows = await self._rows("adding.flow", given)
+            else:
+                rows = await self._rows("adding.bulk", queue, given)
+        except LayoutCode as exc:
+            refuse(entries[0], str(exc.code))
+            raise
+        ids = [str(row["id"]) for row in rows]
+        for entry, job_id in zip(entries, ids, strict=True):
+            refuse(entry, job_id)
+        now = int(rows[0]["now"]) if rows else 0
+        records = [_record(queue, job_id, new, now) for job_id, new in zip(ids, jobs, strict=True)]
+        custom = [r.id for r, new in zip(records, jobs, strict=True) if "jobId" in new.opts]
+        if custom or linked:
+            stored = {row["id"]: row for row in await self._rows("adding.records", queue, ids)}
+            records = [
+                self._records(queue, [stored[r.id]])[0] if r.id in stored else r for r in records
+            ]
+        return records
+
+    def _entry(self, queue: str, new: NewJob) -> dict[str, Any]:
+        """BullMQ's batch entry of one job (the layout's add functions read these keys)."""
+        opts = new.opts
+        entry: dict[str, Any] = {
+            "queue": queue,
+            "id": str(opts.get("jobId", "")),
+            "name": new.name,
+            "data": new.data,
+            "opts": opts,
+            "priority": opts.get("priority", 0),
+            "delay": opts.get("delay", 0),
+            "attempts": opts.get("attempts", 1),
+            "lifo": bool(opts.get("lifo", False)),
+        }
+        if new.timestamp is not None:
+            entry["timestamp"] = new.timestamp
+        parent = opts.get("parent")
+        if parent is not None:
+            parent_queue = self._queue_name(str(parent["queue"]))
+            entry["parentQueue"] = parent_queue
+            entry["parentId"] = str(parent["id"])
+            entry["parentKey"] = f"{parent_queue}:{parent['id']}"
+        dedup = opts.get("deduplication")
+        if dedup is not None:
+            entry["dedupId"] = str(dedup["id"])
+        return entry
+
+    def _queue_name(self, queue_key: str) -> str:
+        """The layout names queues without a prefix: `<prefix>:<queue>` -> `<queue>`."""
+        head = self.settings.prefix + ":"
+        return queue_key[len(head) :] if queue_key.startswith(head) else queue_key
+
+
+def _one(entry: dict[str, Any]) -> list[Any]:
+    """add_job's parameters for one batch entry (see adding.sql, `one`)."""
+    return [
+        entry["queue"],
+        entry["id"],
+        entry["name"],
+        entry["data"],
+        json.dumps(entry["opts"]),
+        entry["priority"],
+        entry["delay"],
+        entry.get("timestamp"),
+        entry["attempts"],
+        entry.get("parentQueue"),
+        entry.get("parentId"),
+        entry.get("parentKey"),
+        entry.get("dedupId"),
+        entry["lifo"],
+    ]
+
+
+def refuse(entry: dict[str, Any], job_id: str) -> None:
+    """Raise for an id that is a negative code (add_flow's refusals): -5 the parent is
+    missing, -7 the job has another parent."""
+    if not (job_id.startswith("-") and job_id[1:].isdigit()):
+        return
+    if int(job_id) == ErrorCode.PARENT_MISSING:
+        raise JobNotFoundError(str(entry.get("parentQueue")), str(entry.get("parentId")))
+    raise_for_code(int(job_id), entry["queue"], entry["id"], "add")
+
+
+def _record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
+    """The record of a job just added (what the layout stored for it)."""
+    opts = new.opts
+    timestamp = new.timestamp if new.timestamp is not None else now
+    delay = int(opts.get("delay", 0))
+    priority = int(opts.get("priority", 0))
+    state = "delayed" if delay > 0 else ("prioritized" if priority > 0 else "waiting")
+    return JobRecord(
+        id=job_id,
+        queue=queue,
+        name=new.name,
+        data=new.data,
+        opts=opts,
+        timestamp=timestamp,
+        delay=delay,
+        priority=priority,
+        state=state,
+    )

@@ -1,0 +1,255 @@
+"""The BullMQ-layout backend's connections: the pool, running named statements, the
+layout's error codes, and the LISTEN connection.
+
+Every statement runs on its own (one round trip, one implicit transaction): the layout's
+functions make each transition atomic. A lost connection or a deadlock runs the statement
+again after the shared reconnect backoff, as the private layout's backend does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import asyncpg
+
+from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
+from psyq.backends.postgres.backend import CONFLICTS, CONNECTION_LOST
+from psyq.backends.postgres.bullmq.listen import Listener
+from psyq.backends.postgres.bullmq.schema import Ledger, ensure_schema
+from psyq.backends.postgres.bullmq.statements import load_statements
+from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
+from psyq.core.backoff import Reconnect
+from psyq.errors import ConnectionError, PsyqError
+
+__all__ = ["BullmqConnection", "LayoutCode", "to_record", "translate"]
+
+T = TypeVar("T")
+
+log = logging.getLogger("psyq.postgres")
+# The SQLSTATE the layout's functions raise, with BullMQ's numeric code in DETAIL.
+LAYOUT_ERROR = "BM001"
+FOREIGN_KEY_VIOLATION = "23503"
+
+
+class LayoutCode(Exception):
+    """A layout function refused a transition with BullMQ's code (an ErrorCode value)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _state_of(row: asyncpg.Record) -> str:
+    state: str = row["state"]
+    return "prioritized" if state == "waiting" and row["priority"] > 0 else state
+
+
+def to_record(queue: str, row: asyncpg.Record, prefix: str = "bull") -> JobRecord:
+    """A `job` row as a JobRecord (jsonb columns arrive as JSON text). The layout keys a
+    parent `<queue>:<id>`; psyq, as BullMQ's Redis layout, `<prefix>:<queue>:<id>`."""
+    parent_key = row["parent_key"]
+    progress = row["progress"]
+    stacktrace = row["stacktrace"]
+    return JobRecord(
+        id=row["id"],
+        queue=queue,
+        name=row["name"],
+        data=row["data"],
+        opts=json.loads(row["opts"]),
+        timestamp=row["added_at_ms"],
+        delay=row["delay_ms"],
+        priority=row["priority"],
+        progress=0 if progress is None else json.loads(progress),
+        attempts_made=row["attempts_made"],
+        attempts_started=row["attempts_started"],
+        stalled_counter=row["stalled_count"],
+        processed_on=row["processed_at_ms"],
+        finished_on=row["finished_at_ms"],
+        returnvalue=row["return_value"],
+        failed_reason=row["failed_reason"],
+        stacktrace=() if stacktrace is None else json.loads(stacktrace),
+        parent_key=None if parent_key is None else f"{prefix}:{parent_key}",
+        processed_by=row["processed_by"],
+        lock_token=row["lock_token"] if row["state"] == "active" else None,
+        state=_state_of(row),
+    )
+
+
+class BullmqConnection(BackendAdapter):
+    """Pool, statements and listener; the concern classes build on it."""
+
+    kind = "postgres"
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.settings: PostgresSettings = parse_postgres_url(url)
+        self._q = load_statements()
+        self._pool: asyncpg.Pool | None = None
+        self._listener: Listener | None = None
+        self._reconnect = Reconnect()
+        self.ledger: Ledger | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def _server_settings(self) -> dict[str, str]:
+        return {
+            "search_path": self.settings.schema,
+            "application_name": self.settings.application_name,
+        }
+
+    async def _connect(self) -> asyncpg.Connection:
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.settings.dsn, server_settings=self._server_settings()
+        )
+        return conn
+
+    async def open(self) -> None:
+        try:
+            conn = await self._connect()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise ConnectionError(self.url, str(exc) or type(exc).__name__) from exc
+        try:
+            self.ledger = await ensure_schema(conn, self.settings.schema)
+        finally:
+            await conn.close()
+        self._pool = await asyncpg.create_pool(
+            self.settings.dsn,
+            min_size=self.settings.pool_min,
+            max_size=self.settings.pool_max,
+            command_timeout=self.settings.command_timeout,
+            server_settings=self._server_settings(),
+        )
+        self._listener = Listener(self._connect)
+        await self._listener.start()
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise PsyqError(f"the postgres backend {self.url!r} is not open")
+        return self._pool
+
+    @property
+    def listener(self) -> Listener:
+        if self._listener is None:
+            raise PsyqError(f"the postgres backend {self.url!r} is not open")
+        return self._listener
+
+    # ------------------------------------------------------------------ running
+    async def _rows(self, name: str, *args: Any) -> list[asyncpg.Record]:
+        """Run one named statement; retried after a lost connection or a deadlock. A layout
+        refusal is raised as LayoutCode, any other server error as PsyqError."""
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
+            return rows
+
+        return await self._on_connection(run)
+
+    async def _on_connection(self, run: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+        """`run(conn)` on a pool connection, run again whole after a lost connection or a
+        deadlock (it must be one statement or one transaction)."""
+        tries = self.settings.pool_max + 3
+        for attempt in range(tries):
+            await self._reconnect.wait()
+            try:
+                async with self.pool.acquire(timeout=self.settings.command_timeout) as conn:
+                    result = await run(conn)
+            except CONFLICTS as exc:
+                self._give_up_after(attempt, tries, exc)
+            except CONNECTION_LOST as exc:
+                self._reconnect.failed()
+                self._give_up_after(attempt, tries, exc)
+            except asyncpg.PostgresError as exc:
+                raise translate(exc, self.url) from exc
+            else:
+                self._reconnect.succeeded()
+                return result
+        raise AssertionError("unreachable")
+
+    def _give_up_after(self, attempt: int, tries: int, exc: BaseException) -> None:
+        if attempt == tries - 1:
+            raise ConnectionError(self.url, f"{type(exc).__name__}: {exc}") from exc
+        log.warning("psyq: postgres call retried after %r", exc)
+
+    async def _value(self, name: str, *args: Any) -> Any:
+        rows = await self._rows(name, *args)
+        return rows[0][0] if rows else None
+
+    async def _transition(
+        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+    ) -> list[asyncpg.Record]:
+        """Run a statement that moves job `job_id`; a refusal raises the psyq error of its
+        code (missing job, lock, state)."""
+        try:
+            return await self._rows(name, *args)
+        except LayoutCode as exc:
+            raise_for_code(exc.code, queue, job_id, operation)
+            raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
+
+    async def _settle(
+        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+    ) -> list[asyncpg.Record]:
+        """As _transition, for a worker settling a job it took: a job no longer active
+        means its lock was lost (the layout says "not active", Redis "lock missing")."""
+        try:
+            return await self._rows(name, *args)
+        except LayoutCode as exc:
+            raise settle_error(exc, queue, job_id, operation) from exc
+
+    async def _coded(self, name: str, queue: str, job_id: str, operation: str, *args: Any) -> int:
+        """Run a statement whose value is a code (< 0: refused) and raise for it."""
+        code = int(await self._value(name, *args) or 0)
+        raise_for_code(code, queue, job_id, operation)
+        return code
+
+    async def _after_take(self, queue: str, rows: list[asyncpg.Record]) -> None:
+        """Called with the rows of jobs just taken (schedulers add their next run)."""
+
+    async def now_ms(self) -> int:
+        return int(await self._value("queries.now"))
+
+    def _records(self, queue: str, rows: Sequence[asyncpg.Record]) -> list[JobRecord]:
+        return [to_record(queue, row, self.settings.prefix) for row in rows]
+
+    def job_key(self, queue: str, job_id: str) -> str:
+        """psyq's key of a job: `<prefix>:<queue>:<id>` (the layout's is `<queue>:<id>`)."""
+        return f"{self.settings.prefix}:{queue}:{job_id}"
+
+    def from_layout_key(self, key: str) -> str:
+        """psyq's key of a job the layout names `<queue>:<id>`."""
+        return f"{self.settings.prefix}:{key}"
+
+
+def settle_error(exc: LayoutCode, queue: str, job_id: str, operation: str) -> PsyqError:
+    """The psyq error of a worker's settle the layout refused: a job no longer active means
+    its lock was lost (the layout says "not active", Redis "lock missing")."""
+    code = ErrorCode.LOCK_MISSING if exc.code == ErrorCode.NOT_IN_STATE else exc.code
+    try:
+        raise_for_code(code, queue, job_id, operation)
+    except PsyqError as error:
+        return error
+    return PsyqError(str(exc))
+
+
+def translate(exc: asyncpg.PostgresError, url: str) -> Exception:
+    """The psyq-side exception of a server error (LayoutCode for the layout's refusals)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate == LAYOUT_ERROR:
+        detail = getattr(exc, "detail", None) or "0"
+        try:
+            return LayoutCode(int(detail), str(exc))
+        except ValueError:
+            pass
+    if sqlstate == FOREIGN_KEY_VIOLATION and getattr(exc, "table_name", None) == "job_log":
+        return LayoutCode(ErrorCode.JOB_MISSING, str(exc))  # a log row for a missing job
+    return PsyqError(f"postgres error in {url!r}: {exc}")

@@ -1,0 +1,118 @@
+"""Flows: adding job trees in one statement (the layout's add_flow), and reading them
+back: the tree, a parent's dependencies, its children's values."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from psyq.backends.base import FlowNode, JobRecord, raise_for_code
+from psyq.backends.postgres.bullmq.adding import Adding, refuse
+from psyq.backends.postgres.bullmq.connection import LayoutCode
+
+__all__ = ["Flows"]
+
+
+class Flows(Adding):
+    """Flow adds and reads."""
+
+    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """Every node of every tree in pre-order, each entry naming its parent; a node with
+        children gets an id here (as Node's FlowProducer gives one) so they can name it."""
+        entries: list[dict[str, Any]] = []
+        nodes: list[FlowNode] = []
+
+        def visit(node: FlowNode, parent: dict[str, Any] | None) -> None:
+            entry = self._entry(node.queue, node.job)
+            if node.children and not entry["id"]:
+                entry["id"] = str(uuid.uuid4())
+            if node.children:
+                entry["addToWaitingChildren"] = True
+            if parent is not None:
+                entry["parentQueue"] = parent["queue"]
+                entry["parentId"] = parent["id"]
+                entry["parentKey"] = f"{parent['queue']}:{parent['id']}"
+            entries.append(entry)
+            nodes.append(node)
+            for child in node.children:
+                visit(child, entry)
+
+        for root in roots:
+            visit(root, None)
+        try:
+            rows = await self._rows("adding.flow", json.dumps(entries))
+        except LayoutCode as exc:
+            raise_for_code(exc.code, entries[0]["queue"], entries[0]["id"], "add flow")
+            raise
+        ids = [str(row["id"]) for row in rows]
+        for entry, job_id in zip(entries, ids, strict=True):
+            refuse(entry, job_id)
+        found = await self._rows("flows.records", [e["queue"] for e in entries], ids)
+        by_key = {(row["queue"], row["id"]): row for row in found}
+        return [
+            self._records(node.queue, [by_key[(entry["queue"], job_id)]])[0]
+            for node, entry, job_id in zip(nodes, entries, ids, strict=True)
+        ]
+
+    async def get_flow(
+        self, queue: str, job_id: str, depth: int, max_children: int
+    ) -> dict[str, Any] | None:
+        record = await self.get_job(queue, job_id)
+        if record is None:
+            return None
+        children: list[dict[str, Any]] = []
+        if depth != 1:
+            rows = await self._rows("flows.children", queue, job_id)
+            for row in rows[: max_children or None]:
+                child = await self.get_flow(
+                    row["child_queue"], row["child_id"], max(0, depth - 1), max_children
+                )
+                if child is not None:
+                    children.append(child)
+        return {"job": record, "children": children}
+
+    async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
+        rows = await self._settle(
+            "flows.wait_children", queue, job_id, "wait for children of", queue, job_id, token
+        )
+        return bool(rows and rows[0][0] == 1)
+
+    async def _children(self, queue: str, job_id: str) -> list[Any]:
+        return await self._rows("flows.children", queue, job_id)
+
+    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+        deps: dict[str, Any] = {"processed": {}, "unprocessed": [], "failed": {}, "ignored": {}}
+        for row in await self._children(queue, job_id):
+            key = self.from_layout_key(row["child_key"])
+            if row["status"] == "pending":
+                deps["unprocessed"].append(key)
+            elif row["status"] == "processed":
+                deps["processed"][key] = row["value"] or "null"
+            else:
+                deps[row["status"]][key] = _reason(row["value"])
+        deps["unprocessed"].sort()
+        return deps
+
+    async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        return {
+            self.from_layout_key(row["child_key"]): row["value"] or "null"
+            for row in await self._children(queue, job_id)
+            if row["status"] == "processed"
+        }
+
+    async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
+        return {
+            self.from_layout_key(row["child_key"]): _reason(row["value"])
+            for row in await self._children(queue, job_id)
+            if row["status"] == "failed"
+        }
+
+
+def _reason(value: str | None) -> str:
+    """A failed or ignored child's reason (stored as a JSON string)."""
+    if value is None:
+        return ""
+    reason = json.loads(value)
+    return reason if isinstance(reason, str) else value

@@ -1,0 +1,112 @@
+"""Job schedulers in the layout's `scheduler` table. psyq computes run times (cron), the
+layout its `every` times; when a worker takes a scheduler's job, the next run is added
+(as BullMQ's workers add it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import asyncpg
+
+from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.core.schedule import first_run, next_run
+
+__all__ = ["Schedulers"]
+
+# psyq's spec key -> the layout's column
+_COLUMNS = {
+    "pattern": "pattern",
+    "every": "every_ms",
+    "tz": "tz",
+    "startDate": "start_date_ms",
+    "endDate": "end_date_ms",
+    "limit": "limit_count",
+    "offset": "offset_ms",
+}
+
+
+class Schedulers(BullmqConnection):
+    """Job schedulers."""
+
+    async def upsert_job_scheduler(
+        self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
+    ) -> JobRecord | None:
+        millis = first_run(repeat, await self.now_ms())
+        if millis is None:
+            return None
+        spec = {"name": template.name, **repeat}
+        pending = {**template.opts, "repeat": dict(repeat)}
+        rows = await self._transition(
+            "schedulers.upsert",
+            queue,
+            scheduler_id,
+            "schedule",
+            queue,
+            scheduler_id,
+            millis,
+            template.data,
+            json.dumps(template.opts),
+            json.dumps(spec),
+            json.dumps(pending),
+        )
+        return await self.get_job(queue, rows[0]["job_id"])
+
+    async def _after_take(self, queue: str, rows: list[asyncpg.Record]) -> None:
+        """Add the next run of each scheduler whose job was just taken."""
+        for row in rows:
+            scheduler_id = row["scheduler_id"]
+            if scheduler_id is None:
+                continue
+            entry = await self.get_job_scheduler(queue, scheduler_id)
+            prev = str(row["id"]).rsplit(":", 1)[-1]
+            if entry is None or not prev.isdigit():
+                continue
+            millis = next_run(entry, int(prev), entry["iterationCount"], await self.now_ms())
+            if millis is None:
+                await self._rows("schedulers.done", queue, scheduler_id)
+                continue
+            pending = json.loads(row["opts"])
+            for key in ("delay", "jobId"):
+                pending.pop(key, None)
+            await self._rows(
+                "schedulers.next", queue, scheduler_id, millis, json.dumps(pending), row["id"]
+            )
+
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+        rows = await self._rows("schedulers.one", queue, scheduler_id)
+        return _describe(rows[0]) if rows else None
+
+    async def get_job_schedulers(
+        self, queue: str, start: int, end: int, asc: bool
+    ) -> list[dict[str, Any]]:
+        entries = [_describe(row) for row in await self._rows("schedulers.all", queue)]
+        entries = entries if asc else entries[::-1]
+        stop = None if end == -1 else end + 1
+        return entries[start:stop]
+
+    async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
+        """The layout removes the pending job while it is delayed; one already waiting (an
+        `every` scheduler's first run) is removed here too, as psyq's other backends do."""
+        entry = await self.get_job_scheduler(queue, scheduler_id)
+        # the layout's code: 0 removed, 1 no such scheduler
+        removed: bool = await self._value("schedulers.remove", queue, scheduler_id) == 0
+        if removed and entry is not None and entry["next"] is not None:
+            pending = f"repeat:{scheduler_id}:{entry['next']}"
+            await self._rows("schedulers.drop_waiting", queue, pending)
+        return removed
+
+
+def _describe(row: asyncpg.Record) -> dict[str, Any]:
+    """A scheduler row as `get_job_scheduler` returns it (the native engine's shape)."""
+    entry: dict[str, Any] = {"key": row["scheduler_id"], "name": row["name"] or ""}
+    for name, column in _COLUMNS.items():
+        if row[column] is not None:
+            entry[name] = row[column]
+    opts = json.loads(row["template_opts"] or "{}")
+    entry["template"] = {"data": row["template_data"] or "null", "opts": opts}
+    entry["iterationCount"] = int(row["iteration_count"] or 0)
+    entry["next"] = row["next_run_ms"]
+    return entry

@@ -1,0 +1,19 @@
+-- The events stream (QueueEvents): the layout's `event` table, numbered by one sequence.
+
+-- name: read
+-- $1 queue, $2 after this id, $3 most events -> (id, event, data), oldest first.
+SELECT id, event, data FROM event WHERE queue = $1 AND id > $2 ORDER BY id LIMIT $3;
+
+-- name: newest
+-- $1 queue -> the newest event id (0 when none).
+SELECT COALESCE(max(id), 0) FROM event WHERE queue = $1;
+
+-- name: max_len
+-- $1 queue, $2 most events kept (the layout trims in steps of 256 past it).
+INSERT INTO meta (queue, field, value) VALUES ($1, 'opts.maxLenEvents', $2::text)
+ON CONFLICT (queue, field) DO UPDATE SET value = EXCLUDED.value;
+
+-- name: publish
+-- $1 queue, $2 event, $3 fields (JSON object text) -> the event's id (the layout's
+-- publish_event: NOTIFY bullmq_events, trimming).
+SELECT publish_event($1::text, $2::text, $3::jsonb);

@@ -1,0 +1,276 @@
+-- Fetching and settling through the layout's functions, with the server's clock.
+-- Errors: the functions raise SQLSTATE BM001 with the code in DETAIL (-1 missing job,
+-- -3 not active, -4 pending children, -6 lock mismatch, -9 failed children).
+-- Events (written by the functions): waiting (promoted), active, completed, failed,
+-- retries-exhausted, delayed, drained, stalled.
+
+-- name: take
+-- $1 queue, $2 tokens (one job per token), $3 lock ms, $4 worker name, $5 limiter max,
+-- $6 limiter duration ms -> the rows of the jobs taken, in token order. Each call of
+-- move_to_active promotes due delayed jobs and honours pause, global concurrency and
+-- the limiter; later calls see what earlier ones took. A queue held by hand (a limiter
+-- window filled to the layout's "full" mark, 2^53 - 1 points) gives nothing, whatever
+-- limiter the worker has. move_to_active runs once per job there is to take (waiting or
+-- due when the statement starts; at least once, to promote), not once per token.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT taken.*
+  FROM clock,
+       unnest(CASE WHEN EXISTS (SELECT 1 FROM rate_limit
+                                 WHERE queue = $1 AND expire_at_ms > clock.now
+                                   AND points >= 9007199254740991)
+                   THEN '{}'::text[]
+                   ELSE ($2::text[])[1:GREATEST(1,
+                          (SELECT count(*) FROM (SELECT 1 FROM job
+                                                  WHERE queue = $1 AND state = 'waiting'
+                                                  LIMIT cardinality($2::text[])) AS ready)
+                          + (SELECT count(*) FROM (SELECT 1 FROM job
+                                                    WHERE queue = $1 AND state = 'delayed'
+                                                      AND process_at_ms <= clock.now
+                                                    LIMIT cardinality($2::text[])) AS due))]
+              END)
+         WITH ORDINALITY AS slot(token, n),
+       LATERAL move_to_active($1::text, slot.token, $3::bigint, clock.now, $4::text,
+                              $5::integer, $6::bigint) AS taken
+ ORDER BY slot.n;
+
+-- name: complete
+-- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now
+-- -> finished_on. Retention comes
+-- from the job's own removeOnComplete (true, a count, or {age, count}). The finish is
+-- counted for the layout's per-minute metrics (a week of points, as Node workers with the
+-- `metrics` option count): appended to psyq_finished, folded into them by `fold`.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), keep AS (
+  SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'completed', clock.now, 1 FROM clock WHERE $5::boolean
+)
+SELECT move_to_completed(
+         $1::text, $2::text, $3::text, $4::jsonb, clock.now,
+         COALESCE(keep.k = 'true'::jsonb, false),
+         CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+         CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+  FROM clock LEFT JOIN keep ON true;
+
+-- name: complete_many
+-- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text): as complete for each, in
+-- one statement (any refusal fails it whole: the caller then settles one by one); not
+-- counted (see count).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), item AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
+                AS item(id, token, value, n)
+), keep AS (
+  SELECT item.n, job.opts -> 'removeOnComplete' AS k
+    FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
+)
+SELECT move_to_completed(
+         $1::text, item.id, item.token, item.value::jsonb, clock.now,
+         COALESCE(keep.k = 'true'::jsonb, false),
+         CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+         CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+  FROM clock, item JOIN keep ON keep.n = item.n
+ ORDER BY item.n;
+
+-- name: count
+-- $1 queue, $2 kind ('completed' | 'failed'), $3 jobs -> the count's row id: finished
+-- jobs of a settled batch, appended to psyq_finished (the layout's metrics row is one
+-- lock per queue and kind; `fold` moves the counts there).
+INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3)
+RETURNING id;
+
+-- name: fold
+-- $1 queue: move the queue's appended counts into the layout's metrics rows, oldest
+-- first, one collect_metrics per job (what Node workers with the `metrics` option call),
+-- unless another fold of the queue is under way. Returns the jobs folded.
+WITH turn AS (
+  SELECT pg_try_advisory_xact_lock(hashtext('psyq:fold:' || $1::text)) AS mine
+), taken AS (
+  DELETE FROM psyq_finished
+   WHERE queue = $1 AND (SELECT mine FROM turn)
+  RETURNING kind, at_ms, jobs
+), folded AS (
+  SELECT collect_metrics($1::text, each.kind, 10080, each.at_ms)
+    FROM (SELECT taken.kind, taken.at_ms
+            FROM taken, generate_series(1, taken.jobs)
+           ORDER BY taken.at_ms) AS each
+)
+SELECT count(*) FROM folded;
+
+-- name: complete_take
+-- As complete, then as take for $5 tokens, $6 lock ms, $7 worker name, $8 limiter max,
+-- $9 limiter duration ms. The takes read the completion's finish time, so they run after
+-- it, in the same statement (one round trip, one commit).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), keep AS (
+  SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+), done AS (
+  SELECT move_to_completed(
+           $1::text, $2::text, $3::text, $4::jsonb, clock.now,
+           COALESCE(keep.k = 'true'::jsonb, false),
+           CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+           CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                     WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+           AS finished_on
+    FROM clock LEFT JOIN keep ON true
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'completed', clock.now, 1 FROM clock
+)
+SELECT taken.*
+  FROM done,
+       unnest(CASE WHEN EXISTS (SELECT 1 FROM rate_limit
+                                 WHERE queue = $1 AND expire_at_ms > done.finished_on
+                                   AND points >= 9007199254740991)
+                   THEN '{}'::text[]
+                   ELSE ($5::text[])[1:GREATEST(1,
+                          (SELECT count(*) FROM (SELECT 1 FROM job
+                                                  WHERE queue = $1 AND state = 'waiting'
+                                                  LIMIT cardinality($5::text[])) AS ready)
+                          + (SELECT count(*) FROM (SELECT 1 FROM job
+                                                    WHERE queue = $1 AND state = 'delayed'
+                                                      AND process_at_ms <= done.finished_on
+                                                    LIMIT cardinality($5::text[])) AS due))]
+              END)
+         WITH ORDINALITY AS slot(token, n),
+       LATERAL move_to_active($1::text, slot.token, $6::bigint, done.finished_on, $7::text,
+                              $8::integer, $9::bigint) AS taken
+ ORDER BY slot.n;
+
+-- name: fail
+-- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace (JSON array text), $6 count it in
+-- the metrics now -> finished_on.
+-- Retention comes from the job's own removeOnFail.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), keep AS (
+  SELECT opts -> 'removeOnFail' AS k FROM job WHERE queue = $1 AND id = $2
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'failed', clock.now, 1 FROM clock WHERE $6::boolean
+)
+SELECT move_to_failed(
+         $1::text, $2::text, $3::text, $4::text, $5::jsonb, clock.now,
+         COALESCE(keep.k = 'true'::jsonb, false),
+         CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
+         CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
+                                   WHEN 'object' THEN (keep.k ->> 'count')::integer END)
+  FROM clock LEFT JOIN keep ON true;
+
+-- name: retry_now
+-- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace: back to waiting (attempts + 1),
+-- at the front when the job is lifo.
+SELECT retry_job($1::text, $2::text, $3::text,
+                 COALESCE((SELECT (opts ->> 'lifo')::boolean FROM job
+                            WHERE queue = $1 AND id = $2), false),
+                 $4::text, $5::jsonb);
+
+-- name: retry_later
+-- $1 queue, $2 id, $3 token, $4 delay ms, $5 reason, $6 stacktrace: delayed by $4 from
+-- now (attempts + 1).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT move_to_delayed($1::text, $2::text, $3::text, clock.now + $4::bigint, $4::bigint,
+                       false, $5::text, $6::jsonb)
+  FROM clock;
+
+-- name: delay
+-- $1 queue, $2 id, $3 token ('0': any), $4 due time ms: delayed until then, no attempt.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT move_to_delayed($1::text, $2::text, $3::text, $4::bigint,
+                       GREATEST($4::bigint - clock.now, 0), true, NULL, NULL)
+  FROM clock;
+
+-- name: to_wait
+-- $1 queue, $2 id, $3 token -> -1 when the job is missing, else the limiter's window.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+)
+SELECT move_active_to_wait($1::text, $2::text, $3::text, clock.now) FROM clock;
+
+-- name: extend_locks
+-- $1 queue, $2 ids, $3 tokens, $4 lock ms -> the ids whose lock is no longer theirs.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), held AS (
+  SELECT * FROM unnest($2::text[], $3::text[]) AS held(id, token)
+), renewed AS (
+  UPDATE job
+     SET locked_until_ms = clock.now + $4::bigint
+    FROM held, clock
+   WHERE job.queue = $1 AND job.id = held.id
+     AND job.state = 'active' AND job.lock_token = held.token
+  RETURNING job.id
+)
+SELECT held.id FROM held WHERE held.id NOT IN (SELECT id FROM renewed);
+
+-- name: stalled
+-- $1 queue, $2 most stalls allowed -> (id, over): active jobs whose lock expired. Those
+-- within the limit go back to waiting now (stalled count + 1, at the end of the line;
+-- events: stalled); those over it stay active for the caller to fail (over = true). psyq
+-- reclaims on the lease's expiry instead of the layout's mark-then-sweep over two passes:
+-- a live worker of any client renews its lease long before it expires.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), expired AS (
+  SELECT job.id, job.stalled_count + 1 > $2::integer AS over
+    FROM job, clock
+   WHERE job.queue = $1 AND job.state = 'active' AND job.locked_until_ms < clock.now
+     FOR UPDATE OF job SKIP LOCKED
+), moved AS (
+  UPDATE job
+     SET state = 'waiting', lock_token = NULL, locked_until_ms = NULL,
+         stalled_marked = false, stalled_count = job.stalled_count + 1,
+         seq = nextval('job_seq')
+    FROM expired
+   WHERE job.queue = $1 AND job.id = expired.id AND NOT expired.over
+  RETURNING job.id
+), announced AS (
+  SELECT publish_event($1::text, 'stalled', jsonb_build_object('jobId', moved.id)) FROM moved
+)
+SELECT expired.id, expired.over,
+       (SELECT count(*) FROM announced) AS events,
+       CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('bullmq_jobs', $1) END AS woken
+  FROM expired;
+
+-- name: ready_in
+-- $1 queue -> 0 when a job can be taken now; ms until the next delayed job is due or a
+-- limit's window ends; NULL when only a notification can make one ready (paused, empty);
+-- -1 when the queue is at its global concurrency (a finishing job frees a slot: the
+-- layout announces it on bullmq_events only).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), settings AS (
+  SELECT max(value) FILTER (WHERE field = 'paused') = '1' AS paused,
+         max(value) FILTER (WHERE field = 'max')::bigint AS max_jobs,
+         max(value) FILTER (WHERE field = 'concurrency')::bigint AS concurrency
+    FROM meta WHERE queue = $1
+), window_ AS (
+  SELECT points, expire_at_ms FROM rate_limit WHERE queue = $1
+)
+SELECT CASE
+         WHEN settings.paused THEN NULL
+         WHEN EXISTS (SELECT 1 FROM window_
+                       WHERE expire_at_ms > clock.now
+                         AND points >= COALESCE(settings.max_jobs, 9007199254740991))
+           THEN (SELECT expire_at_ms FROM window_) - clock.now
+         WHEN settings.concurrency IS NOT NULL
+              AND (SELECT count(*) FROM job WHERE queue = $1 AND state = 'active')
+                  >= settings.concurrency THEN -1
+         WHEN EXISTS (SELECT 1 FROM job WHERE queue = $1 AND state = 'waiting') THEN 0
+         ELSE GREATEST((SELECT min(process_at_ms) FROM job
+                         WHERE queue = $1 AND state = 'delayed') - clock.now, 0)
+       END
+  FROM clock, settings;

@@ -1,0 +1,281 @@
+"""Fetching, settling (with fetch-next in the same statement), locks and stalls, each one
+statement over the layout's functions (move_to_active, move_to_completed, move_to_failed,
+retry_job, move_to_delayed, move_active_to_wait, move_stalled_jobs_to_wait)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from psyq.backends.base import (
+    Completed,
+    ErrorCode,
+    Failed,
+    FetchRequest,
+    JobRecord,
+    Retry,
+    Settlement,
+    StalledResult,
+    raise_for_code,
+)
+from psyq.backends.postgres.bullmq.connection import (
+    BullmqConnection,
+    LayoutCode,
+    settle_error,
+    translate,
+)
+from psyq.backends.postgres.bullmq.listen import EVENTS_CHANNEL, JOBS_CHANNEL
+from psyq.errors import PsyqError
+
+__all__ = ["Transitions"]
+
+
+def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
+    limiter = fetch.limiter
+    return (None, None) if limiter is None else (limiter.max, limiter.duration)
+
+
+CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL)
+log = logging.getLogger("psyq.postgres")
+# A batch's finished-job count whose row id is a multiple of this folds the queue's counts
+# into the layout's metrics rows (which Node reads); psyq's get_metrics folds first.
+FOLD_EVERY = 64
+
+
+def _take_args(queue: str, fetch: FetchRequest) -> list[Any]:
+    """The `transitions.take` parameters of a fetch."""
+    return [queue, list(fetch.tokens), fetch.lock_duration, fetch.worker_name, *_limits(fetch)]
+
+
+def _settle_call(queue: str, item: Settlement, count: bool = True) -> tuple[str, str, list[Any]]:
+    """(statement, operation, parameters) that settle one job; `count`: in the metrics."""
+    outcome, head = item.outcome, [queue, item.job_id, item.token]
+    if isinstance(outcome, Completed):
+        return "transitions.complete", "complete", [*head, outcome.returnvalue, count]
+    stack = json.dumps(list(outcome.stacktrace))
+    if isinstance(outcome, Failed):
+        return "transitions.fail", "fail", [*head, outcome.reason, stack, count]
+    if outcome.delay > 0:
+        return "transitions.retry_later", "retry", [*head, outcome.delay, outcome.reason, stack]
+    return "transitions.retry_now", "retry", [*head, outcome.reason, stack]
+
+
+class Transitions(BullmqConnection):
+    """Moves jobs through their states."""
+
+    batch_settles = True
+
+    # ------------------------------------------------------------------ fetching
+    async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
+        if not request.tokens:
+            return []
+        rows = await self._rows("transitions.take", *_take_args(queue, request))
+        return await self._deliverable(queue, self._records(queue, rows), rows)
+
+    async def _deliverable(
+        self, queue: str, records: list[JobRecord], rows: list[asyncpg.Record]
+    ) -> list[JobRecord]:
+        """Jobs taken with a deferred failure (the layout's mark for a job that stalled
+        too often or whose failParentOnFailure child failed) fail now, as BullMQ's workers
+        fail them, instead of running."""
+        await self._after_take(queue, rows)
+        kept = []
+        for record, row in zip(records, rows, strict=True):
+            reason = row["deferred_failure"]
+            if reason is None:
+                kept.append(record)
+                continue
+            stack = json.dumps(list(record.stacktrace))
+            args = (queue, record.id, record.lock_token, reason, stack, True)
+            try:
+                await self._transition("transitions.fail", queue, record.id, "fail", *args)
+            except PsyqError as exc:  # its lease ends and the stall check takes it back
+                log.warning("psyq: could not fail job %r (%s): %s", record.id, reason, exc)
+        return kept
+
+    async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
+        """Until a job may be ready: a job notification of the queue, or the time
+        `ready_in` gives; at its global concurrency, an event of the queue too (a finishing
+        job frees a slot, which the layout announces as an event only)."""
+        woken = [self.listener.register(channel, queue) for channel in CHANNELS]
+        try:
+            ready = await self._value("transitions.ready_in", queue)
+            if ready == 0:
+                return
+            if ready == -1:
+                await self.listener.wait_any(woken, timeout_ms)
+            else:
+                wait = timeout_ms if ready is None else min(timeout_ms, int(ready))
+                await self.listener.wait(woken[0], wait)
+        finally:
+            for channel, future in zip(CHANNELS, woken, strict=True):
+                self.listener.discard(channel, queue, future)
+
+    # ------------------------------------------------------------------ settling
+    async def move_to_finished(
+        self,
+        queue: str,
+        job_id: str,
+        token: str,
+        outcome: Completed | Failed,
+        fetch: FetchRequest | None = None,
+    ) -> list[JobRecord]:
+        if isinstance(outcome, Completed) and fetch is not None and fetch.tokens:
+            rows = await self._settle(
+                "transitions.complete_take",
+                queue,
+                job_id,
+                "complete",
+                queue,
+                job_id,
+                token,
+                outcome.returnvalue,
+                list(fetch.tokens),
+                fetch.lock_duration,
+                fetch.worker_name,
+                *_limits(fetch),
+            )
+            return await self._deliverable(queue, self._records(queue, rows), rows)
+        name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
+        await self._settle(name, queue, job_id, operation, *args)
+        return await self.move_to_active(queue, fetch) if fetch is not None else []
+
+    async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
+        name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
+        await self._settle(name, queue, job_id, operation, *args)
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """Every settlement in one transaction (one commit): the completions in one
+        statement when none is refused, else each settlement in a savepoint so a refused
+        one is undone alone and reported; then the metrics, once per kind, and the take for
+        `fetch`."""
+        calls = [_settle_call(queue, item, count=False) for item in settlements]
+        done = [item for item in settlements if isinstance(item.outcome, Completed)]
+        failed = sum(isinstance(item.outcome, Failed) for item in settlements)
+
+        fold = False
+
+        async def run(conn: asyncpg.Connection) -> tuple[list[Any], list[asyncpg.Record]]:
+            nonlocal fold
+            async with conn.transaction():
+                errors = await self._settle_in(conn, queue, settlements, calls, done)
+                finished = {"completed": 0, "failed": failed}
+                for error, item in zip(errors, settlements, strict=True):
+                    if error is None and isinstance(item.outcome, Completed):
+                        finished["completed"] += 1
+                    elif error is not None and isinstance(item.outcome, Failed):
+                        finished["failed"] -= 1
+                for kind, jobs in finished.items():
+                    if jobs:
+                        counted = await conn.fetchval(
+                            self._q["transitions.count"], queue, kind, jobs
+                        )
+                        fold = fold or counted % FOLD_EVERY == 0
+                rows: list[asyncpg.Record] = []
+                if fetch is not None and fetch.tokens:
+                    rows = await conn.fetch(self._q["transitions.take"], *_take_args(queue, fetch))
+            return errors, rows
+
+        found, rows = await self._on_connection(run)
+        if fold:
+            await self._value("transitions.fold", queue)
+        errors: list[PsyqError | None] = [
+            None if error is None else settle_error(error, queue, item.job_id, operation)
+            for error, item, (_name, operation, _args) in zip(
+                found, settlements, calls, strict=True
+            )
+        ]
+        return errors, await self._deliverable(queue, self._records(queue, rows), rows)
+
+    async def _settle_in(
+        self,
+        conn: asyncpg.Connection,
+        queue: str,
+        settlements: Sequence[Settlement],
+        calls: list[tuple[str, str, list[Any]]],
+        done: list[Settlement],
+    ) -> list[Any]:
+        """Settle in the open transaction; one LayoutCode (or None) per settlement."""
+        if len(done) == len(settlements) > 1:
+            try:
+                async with conn.transaction():
+                    await conn.fetch(
+                        self._q["transitions.complete_many"],
+                        queue,
+                        [item.job_id for item in done],
+                        [item.token for item in done],
+                        [item.outcome.returnvalue for item in done],  # type: ignore[union-attr]
+                    )
+                return [None] * len(settlements)
+            except asyncpg.PostgresError as exc:
+                if not isinstance(translate(exc, self.url), LayoutCode):
+                    raise
+        errors: list[Any] = []
+        for name, _operation, args in calls:
+            try:
+                async with conn.transaction():
+                    await conn.fetch(self._q[name], *args)
+            except asyncpg.PostgresError as exc:
+                error = translate(exc, self.url)
+                if not isinstance(error, LayoutCode):
+                    raise
+                errors.append(error)
+            else:
+                errors.append(None)
+        return errors
+
+    async def move_to_delayed(
+        self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
+    ) -> None:
+        await self._transition(
+            "transitions.delay",
+            queue,
+            job_id,
+            "delay",
+            queue,
+            job_id,
+            token or "0",
+            timestamp_ms,
+        )
+
+    async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
+        code = await self._value("transitions.to_wait", queue, job_id, token or "0")
+        if code is not None and int(code) == ErrorCode.JOB_MISSING:
+            raise_for_code(int(code), queue, job_id, "move to wait")
+
+    # ------------------------------------------------------------------ locks and stalls
+    async def extend_locks(
+        self, queue: str, locks: Mapping[str, str], duration_ms: int
+    ) -> list[str]:
+        if not locks:
+            return []
+        ids = list(locks)
+        rows = await self._rows(
+            "transitions.extend_locks", queue, ids, [locks[i] for i in ids], duration_ms
+        )
+        return [row["id"] for row in rows]
+
+    async def move_stalled_jobs_to_wait(
+        self, queue: str, max_stalled_count: int, stalled_interval_ms: int
+    ) -> StalledResult:
+        rows = await self._rows("transitions.stalled", queue, max_stalled_count)
+        result = StalledResult(stalled=[row["id"] for row in rows if not row["over"]])
+        for row in rows:
+            if row["over"]:
+                await self._rows(
+                    "transitions.fail",
+                    queue,
+                    row["id"],
+                    "0",
+                    "job stalled more than allowable limit",
+                    "[]",
+                    True,
+                )
+                result.failed.append(row["id"])
+        return result
