@@ -16,7 +16,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
-from tests.interop.test_bullmq import process, run_psyq_worker
+from tests.interop.psyq_worker import process, run_psyq_worker
 from tests.postgres.conftest import url_for
 
 pytestmark = pytest.mark.timeout(300)
