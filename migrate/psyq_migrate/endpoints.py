@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from psyq.backends.sqlite.backend import parse_sqlite_url
 from psyq_migrate.errors import MigrateError
 
 __all__ = [
+    "absolute_sqlite_url",
     "check_destination",
     "check_pair",
     "check_source",
@@ -54,6 +55,17 @@ def sqlite_path(url: str) -> str | None:
     if scheme(url) != "sqlite":
         return None
     return os.path.realpath(parse_sqlite_url(url)[0])
+
+
+def absolute_sqlite_url(url: str) -> str:
+    """`url` with a relative SQLite path made absolute here: Spark tasks run in processes
+    whose working folder is not the driver's (on a cluster, not even its machine)."""
+    path = sqlite_path(url)
+    if path is None or urlsplit(url).path.startswith("//"):
+        return url
+    parts = urlsplit(url)
+    query = f"?{parts.query}" if parts.query else ""
+    return f"sqlite:///{quote(path)}{query}"
 
 
 def check_source(url: str) -> None:
