@@ -7,7 +7,7 @@ import pytest
 
 from psyq.cli.main import main
 from psyq.cli.urls import resolve_cli_url
-from psyq.errors import redact_url
+from psyq.errors import PsyqError, redact_url
 
 
 @pytest.mark.parametrize(
@@ -77,3 +77,13 @@ def test_memory_shorthand_opens_the_backend(capsys: pytest.CaptureFixture[str]) 
 )
 def test_printed_urls_mask_passwords_and_tokens(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_backend_messages_mask_the_password() -> None:
+    from psyq.backends.redis import open_redis_backend
+
+    backend = open_redis_backend("redis://:hunter2@127.0.0.1:1/0")
+    assert backend.safe_url == "redis://:***@127.0.0.1:1/0"
+    with pytest.raises(PsyqError) as caught:
+        backend.client  # noqa: B018 (not open)
+    assert "hunter2" not in str(caught.value) and "***" in str(caught.value)

@@ -75,7 +75,7 @@ class Transitions(Schedulers):
         """The connections workers of `queue` block on, named as BullMQ names a worker's
         (`<prefix>:<base64(queue)>`), so BullMQ's getWorkers (CLIENT LIST) sees them."""
         if self._client is None:
-            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+            raise PsyqError(f"the Redis backend {self.safe_url!r} is not open")
         client = self._waiting.get(queue)
         if client is None:
             name = f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
