@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from psyq.core.options import check_int
+from psyq.core.options import MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import InvalidOptionsError
 
 __all__ = ["first_run", "next_run", "normalize_repeat"]
@@ -49,7 +49,7 @@ def normalize_repeat(repeat: Mapping[str, Any]) -> dict[str, Any]:
     if ("every" in spec) == ("pattern" in spec):
         raise InvalidOptionsError(f"repeat needs exactly one of 'every' or 'pattern': {repeat!r}")
     if "every" in spec:
-        check_int("every", spec["every"], minimum=1)
+        check_int("every", spec["every"], minimum=1, maximum=MAX_DELAY_MS)
     else:
         _check_pattern(spec["pattern"], spec.get("tz"))
     for name in ("startDate", "endDate"):
@@ -84,7 +84,7 @@ def _ms(name: str, value: Any) -> int:
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)
         return int(moment.timestamp() * 1000)
-    return check_int(name, value)
+    return check_int(name, value, maximum=MAX_TIMESTAMP_MS)
 
 
 def _after(spec: Mapping[str, Any], after_ms: int) -> int:
