@@ -13,6 +13,7 @@ import os
 from urllib.parse import quote, urlsplit
 
 from psyq.backends.sqlite.backend import parse_sqlite_url
+from psyq.errors import redact_url
 from psyq_migrate.errors import MigrateError
 
 __all__ = [
@@ -38,7 +39,9 @@ POSTGRES_BATCH_SIZE = 4000
 def scheme(url: str) -> str:
     found = urlsplit(url).scheme.lower()
     if not found:
-        raise MigrateError(f"{url!r} is not a backend URL (expected e.g. sqlite:///jobs.db)")
+        raise MigrateError(
+            f"{redact_url(url)!r} is not a backend URL (expected e.g. sqlite:///jobs.db)"
+        )
     return found
 
 
@@ -94,4 +97,6 @@ def check_pair(source: str, destination: str) -> None:
     check_destination(destination)
     same_file = sqlite_path(source) is not None and sqlite_path(source) == sqlite_path(destination)
     if source == destination or same_file:
-        raise MigrateError(f"source and destination are the same backend: {destination!r}")
+        raise MigrateError(
+            f"source and destination are the same backend: {redact_url(destination)!r}"
+        )

@@ -25,6 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from psyq.cli.main import positive_int
+from psyq.errors import redact_url
 
 if TYPE_CHECKING:
     from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
@@ -175,7 +176,8 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def print_plan(out: Console, plans: list[QueuePlan], destination: str) -> None:
-    table = Table(title=f"dry run: would move into {destination} (nothing written)")
+    where = redact_url(destination)
+    table = Table(title=f"dry run: would move into {where} (nothing written)")
     for column in ("queue", "state", "jobs"):
         table.add_column(column, justify="right" if column == "jobs" else "left")
     for plan in plans:

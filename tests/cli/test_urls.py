@@ -87,3 +87,10 @@ def test_backend_messages_mask_the_password() -> None:
     with pytest.raises(PsyqError) as caught:
         backend.client  # noqa: B018 (not open)
     assert "hunter2" not in str(caught.value) and "***" in str(caught.value)
+
+
+def test_migrate_refusals_mask_the_password(capsys: pytest.CaptureFixture[str]) -> None:
+    url = "redis://:hunter2@127.0.0.1:1/0"
+    assert main(["migrate", "--from", url, "--to", url, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "same backend" in err and "hunter2" not in err and "***" in err
