@@ -253,7 +253,8 @@ class Queue(_BackendUser, EventEmitter):
         await (await self._open()).obliterate(self.name, force)
 
     async def remove(self, job_id: str, remove_children: bool = True) -> bool:
-        """Remove a job; False when it does not exist or is being processed."""
+        """Remove a job; False when it does not exist, is being processed, or is a job
+        scheduler's pending run (removing the scheduler removes that)."""
         return await (await self._open()).remove_job(self.name, str(job_id), remove_children)
 
     async def retry_jobs(
