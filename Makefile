@@ -14,8 +14,15 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/psyq demo
 
+# The whole suite on asyncio's loop, then a representative part of the conformance suite (a
+# worker's life, events, flows, locks and stalls, closing; every backend) on uvloop, the loop
+# of uvicorn and many servers (PSYQ_TEST_LOOP, tests/conftest.py).
+UVLOOP_SUBSET := $(addprefix tests/conformance/test_,event_loop.py worker.py queue_events.py \
+	flows.py locks_stalls.py close.py)
+
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
+	PSYQ_TEST_LOOP=uvloop $(PY) -m pytest -q $(UVLOOP_SUBSET)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

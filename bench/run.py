@@ -1,7 +1,7 @@
 """psyq benchmarks, side by side with peers measured in the same run on the same machine.
 
     python bench/run.py [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
-                        [--peers PEER[,PEER...]|none] [--quick]
+                        [--peers PEER[,PEER...]|none] [--quick] [--loop asyncio|uvloop]
 
 Peers: bunqueue (Bun), bullmq (Node BullMQ), bullmq-pg (Node BullMQ 6 on its PostgreSQL
 backend, postgresql:// backends), and Python peers each run from its own
@@ -524,6 +524,9 @@ def parse_peers(value: str) -> list[str]:
     return names
 
 
+LOOP_FACTORY: Any = None  # --loop uvloop: uvloop.new_event_loop
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -539,7 +542,19 @@ def main() -> int:
         help=f"comma-separated peers, or none (known: {', '.join(PEERS)}; default bunqueue)",
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
+    parser.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="event loop of psyq's side and of the psyq server it starts (asyncio)",
+    )
     args = parser.parse_args()
+    os.environ["PSYQ_LOOP"] = args.loop  # `psyq server` (--backend psyq) reads it
+    global LOOP_FACTORY
+    if args.loop == "uvloop":
+        import uvloop
+
+        LOOP_FACTORY = uvloop.new_event_loop
     cfg = {
         "jobs": args.jobs,
         "single": 5000,
@@ -552,7 +567,7 @@ def main() -> int:
         cfg.update(jobs=2000, single=500, seconds=0.5, memoryJobs=5000, trees=100)
     print(
         f"psyq {psyq.__version__}; Python {platform.python_version()}; {os.cpu_count()} CPUs; "
-        f"{time.strftime('%Y-%m-%d')}; config {cfg}",
+        f"{time.strftime('%Y-%m-%d')}; {args.loop} loop; config {cfg}",
         flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="psyq-bench-") as folder:
@@ -565,7 +580,8 @@ def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peers: list[str]
     url, mode, env = resolve_backend(name, folder)
     with psyq_server(url) as (url, server_pid):
         print(f"\n## {url}", flush=True)
-        mine = asyncio.run(run_psyq(url, cfg, server_pid))
+        with asyncio.Runner(loop_factory=LOOP_FACTORY) as runner:
+            mine = runner.run(run_psyq(url, cfg, server_pid))
     if url.startswith(("redis://", "rediss://")):
         asyncio.run(drop_bench_queues(url))
     figures: dict[str, dict[str, Any] | str] = {}

@@ -1,7 +1,12 @@
 """psyq: BullMQ's job-queue model in asyncio Python, over storage chosen by URL.
 
 The public surface is listed in `__all__` (and in docs/api.md; a test keeps them equal).
+`psyq.sync`, the blocking facade, is imported on first use (`psyq.sync.Queue` after
+`import psyq`), so asyncio programs never load it.
 """
+
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from psyq.backends import DEFAULT_URL, register_backend
 from psyq.backends.base import BackendAdapter
@@ -33,6 +38,9 @@ from psyq.errors import (
     WaitingChildrenError,
 )
 from psyq.plugins import hookimpl, register_plugin, unregister_plugin
+
+if TYPE_CHECKING:
+    from psyq import sync as sync
 
 __version__ = "0.1.0"
 
@@ -73,3 +81,14 @@ __all__ = [
     "register_plugin",
     "unregister_plugin",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see `sync` imported above, and no catch-all
+
+    def __getattr__(name: str) -> ModuleType:
+        """`psyq.sync`, imported the first time it is named."""
+        if name == "sync":
+            import importlib
+
+            return importlib.import_module("psyq.sync")
+        raise AttributeError(f"module 'psyq' has no attribute {name!r}")

@@ -23,7 +23,7 @@ Every error names the value that caused it.
 from __future__ import annotations
 
 import builtins
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 __all__ = [
     "ClosedError",
@@ -163,14 +163,34 @@ class RateLimitError(ProcessorSignal):
     """The queue is rate limited (`worker.rate_limit(ms)`): the job goes back, no attempt used."""
 
 
+# query parameters that carry a secret (psyq://host?token=, postgresql://host?password=)
+SECRET_PARAMETERS = frozenset({"token", "password", "sslpassword"})
+
+
 def redact_url(url: str) -> str:
-    """Return `url` with any password replaced by `***`."""
+    """Return `url` with any password (`user:PASSWORD@`, `:TOKEN@`) and any secret query
+    parameter (`?token=`, `?password=`) replaced by `***`."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparsable URL>"
-    if parts.password is None:
+    original = parts
+    if parts.password is not None:
+        netloc = parts.netloc.rsplit("@", 1)[1]
+        user = parts.username or ""
+        parts = parts._replace(netloc=f"{user}:***@{netloc}")
+    if parts.query:
+        pairs = [pair.partition("=") for pair in parts.query.split("&")]
+        masked = [
+            (name, sep, "***" if name.lower() in SECRET_PARAMETERS and value else value)
+            for name, sep, value in pairs
+        ]
+        parts = parts._replace(query="&".join("".join(pair) for pair in masked))
+    if parts == original:
         return url
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+    text = f"{parts.scheme}://{parts.netloc}{parts.path}"  # urlunsplit drops sqlite:///'s //
+    return (
+        text
+        + (f"?{parts.query}" if parts.query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )

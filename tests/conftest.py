@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import uuid
+import warnings
+from collections.abc import Callable
 
 import pytest
 
@@ -19,3 +23,35 @@ def fresh_name(prefix: str = "q") -> str:
 @pytest.fixture
 def queue_name() -> str:
     return fresh_name()
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """The event loop async tests run on: asyncio's, or uvloop's with PSYQ_TEST_LOOP=uvloop
+    (`make test` runs part of the conformance suite that way too)."""
+    choice = os.environ.get("PSYQ_TEST_LOOP", "asyncio")
+    if choice == "uvloop":
+        return {"uvloop": _checked_uvloop}
+    if choice != "asyncio":
+        raise pytest.UsageError(f"PSYQ_TEST_LOOP must be asyncio or uvloop, got {choice!r}")
+    return {"asyncio": asyncio.new_event_loop}
+
+
+def _checked_uvloop() -> asyncio.AbstractEventLoop:
+    """A uvloop loop whose close() reports transports left open as one ResourceWarning (an
+    error under filterwarnings=error) once they are closed. uvloop warns about each from a
+    callback: with warnings as errors that callback fails, the transport stays open and
+    close() waits for it forever."""
+    import uvloop
+
+    class CheckedLoop(uvloop.Loop):  # type: ignore[misc]
+        def close(self) -> None:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ResourceWarning)
+                super().close()
+            leaked = [str(w.message) for w in caught if w.category is ResourceWarning]
+            if leaked:
+                warnings.warn(f"the loop closed with {leaked}", ResourceWarning, stacklevel=2)
+
+    return CheckedLoop()

@@ -10,12 +10,14 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from psyq.backends.sqlite.backend import parse_sqlite_url
+from psyq.errors import redact_url
 from psyq_migrate.errors import MigrateError
 
 __all__ = [
+    "absolute_sqlite_url",
     "check_destination",
     "check_pair",
     "check_source",
@@ -37,7 +39,9 @@ POSTGRES_BATCH_SIZE = 4000
 def scheme(url: str) -> str:
     found = urlsplit(url).scheme.lower()
     if not found:
-        raise MigrateError(f"{url!r} is not a backend URL (expected e.g. sqlite:///jobs.db)")
+        raise MigrateError(
+            f"{redact_url(url)!r} is not a backend URL (expected e.g. sqlite:///jobs.db)"
+        )
     return found
 
 
@@ -54,6 +58,17 @@ def sqlite_path(url: str) -> str | None:
     if scheme(url) != "sqlite":
         return None
     return os.path.realpath(parse_sqlite_url(url)[0])
+
+
+def absolute_sqlite_url(url: str) -> str:
+    """`url` with a relative SQLite path made absolute here: Spark tasks run in processes
+    whose working folder is not the driver's (on a cluster, not even its machine)."""
+    path = sqlite_path(url)
+    if path is None or urlsplit(url).path.startswith("//"):
+        return url
+    parts = urlsplit(url)
+    query = f"?{parts.query}" if parts.query else ""
+    return f"sqlite:///{quote(path)}{query}"
 
 
 def check_source(url: str) -> None:
@@ -82,4 +97,6 @@ def check_pair(source: str, destination: str) -> None:
     check_destination(destination)
     same_file = sqlite_path(source) is not None and sqlite_path(source) == sqlite_path(destination)
     if source == destination or same_file:
-        raise MigrateError(f"source and destination are the same backend: {destination!r}")
+        raise MigrateError(
+            f"source and destination are the same backend: {redact_url(destination)!r}"
+        )

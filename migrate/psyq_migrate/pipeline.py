@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
@@ -30,6 +30,7 @@ from psyq.backends.base import JOB_STATES
 from psyq.backends.sqlite.export import SqliteExport
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import (
+    absolute_sqlite_url,
     check_pair,
     default_batch_size,
     is_single_owner,
@@ -126,6 +127,11 @@ def migrate(
     """Run a migration (with dry_run, only its plan, and Spark never starts). The plan checks
     both backends and refuses conflicts before anything is written; meanwhile Spark starts
     in a thread, on `master` unless `spark` is given, with its Python workers."""
+    source_url, destination_url = (
+        absolute_sqlite_url(options.source),
+        absolute_sqlite_url(options.destination),
+    )
+    options = replace(options, source=source_url, destination=destination_url)
     check_pair(options.source, options.destination)
     in_tasks = reads_in_tasks(options)
     started = time.monotonic()

@@ -26,7 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from psyq.errors import JobNotFoundError, JobStateError, LockError, PsyqError, UnsupportedError
+from psyq.errors import (
+    JobNotFoundError,
+    JobStateError,
+    LockError,
+    PsyqError,
+    UnsupportedError,
+    redact_url,
+)
 
 __all__ = [
     "JOB_STATES",
@@ -242,6 +249,11 @@ class BackendAdapter(ABC):
 
     def __init__(self, url: str) -> None:
         self.url = url
+
+    @property
+    def safe_url(self) -> str:
+        """The URL as messages and logs show it: password and token masked."""
+        return redact_url(self.url)
 
     def _unsupported(self, feature: str) -> UnsupportedError:
         return UnsupportedError(self.kind, feature)

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 
 import psyq
 from psyq.errors import PsyqError
 
-__all__ = ["CliError", "main"]
+__all__ = ["CliError", "cannot_listen", "main"]
 
 
 class CliError(Exception):
     """Bad input on the command line: printed as one line, exit code 2."""
+
+
+def cannot_listen(host: str, port: int, exc: OSError) -> CliError:
+    """The one line for an address that cannot be bound (in use, not ours, not allowed)."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return CliError(f"cannot listen on {host}:{port}: {reason.lower()}")
 
 
 def positive_int(text: str) -> int:
@@ -35,12 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run a producer and a worker on the embedded default")
     demo.add_argument("--jobs", type=positive_int, default=2000, help="jobs to add (2000)")
     demo.add_argument("--concurrency", type=positive_int, default=50, help="worker slots (50)")
-    demo.add_argument("--connection", help=f"backend URL (default: PSYQ_URL or {psyq.DEFAULT_URL})")
+    demo.add_argument(
+        "--connection", help=f"backend URL or name (default: PSYQ_URL or {psyq.DEFAULT_URL})"
+    )
 
     worker = commands.add_parser("worker", help="process jobs with a Python function")
     worker.add_argument("processor", help="module:function, e.g. myapp.tasks:send")
     worker.add_argument("--queue", required=True, help="queue name")
-    worker.add_argument("--connection", help="backend URL (default: PSYQ_URL or the default)")
+    worker.add_argument(
+        "--connection",
+        help="backend URL or name: sqlite, redis, postgres, psyq, memory (default: PSYQ_URL)",
+    )
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
     add_server_parser(commands)
@@ -82,6 +94,9 @@ def add_server_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from psyq.cli.urls import resolve_cli_urls
+
+        resolve_cli_urls(args)
         from psyq.cli.pipeline import PIPELINE_COMMANDS
 
         if args.command in PIPELINE_COMMANDS:

@@ -25,6 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from psyq.cli.main import positive_int
+from psyq.errors import redact_url
 
 if TYPE_CHECKING:
     from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
@@ -93,8 +94,10 @@ def queue_list(text: str) -> list[str]:
 def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """migrate / export / enqueue / report: the Spark pipeline (pip install 'psyq[spark]')."""
     migrate = commands.add_parser("migrate", help="copy every job between two backends (Spark)")
-    migrate.add_argument("--from", dest="source", required=True, help="source backend URL")
-    migrate.add_argument("--to", dest="destination", required=True, help="destination URL")
+    migrate.add_argument(
+        "--from", dest="source", required=True, help="source URL or name (sqlite, redis, ...)"
+    )
+    migrate.add_argument("--to", dest="destination", required=True, help="destination URL or name")
     migrate.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
     migrate.add_argument("--dry-run", action="store_true", help="print what would move")
     migrate.add_argument("--verify", action="store_true", help="compare counts and ids after")
@@ -117,13 +120,13 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
 
     export = commands.add_parser("export", help="write job history to Parquet (Spark)")
-    export.add_argument("url", help="backend URL")
+    export.add_argument("url", help="backend URL or name")
     export.add_argument("--out", required=True, help="a new folder for the Parquet files")
     export.add_argument("--queues", type=queue_list, help="a,b,c (default: every queue)")
 
     enqueue = commands.add_parser("enqueue", help="add the rows of a Parquet/CSV file as jobs")
     enqueue.add_argument("--from", dest="source", required=True, help="FILE.parquet or FILE.csv")
-    enqueue.add_argument("--to", dest="destination", required=True, help="backend URL")
+    enqueue.add_argument("--to", dest="destination", required=True, help="backend URL or name")
     enqueue.add_argument("--queue", required=True, help="queue name")
     enqueue.add_argument("--name", help="job name for rows without a 'name' column")
 
@@ -173,7 +176,8 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def print_plan(out: Console, plans: list[QueuePlan], destination: str) -> None:
-    table = Table(title=f"dry run: would move into {destination} (nothing written)")
+    where = redact_url(destination)
+    table = Table(title=f"dry run: would move into {where} (nothing written)")
     for column in ("queue", "state", "jobs"):
         table.add_column(column, justify="right" if column == "jobs" else "left")
     for plan in plans:

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.tcp.server import ServerLimits, serve
-from psyq.cli.main import CliError
+from psyq.cli.loop import loop_factory, run
+from psyq.cli.main import CliError, cannot_listen
+from psyq.errors import redact_url
 
 __all__ = ["ServerOptions", "data_url", "run_server", "server_options"]
 
@@ -89,26 +91,30 @@ def run_server(options: ServerOptions) -> int:
     url = data_url(options.data, options.durability)
     context = tls_context(options.tls_cert, options.tls_key)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    return asyncio.run(_serve(options, url, context))
+    return run(_serve(options, url, context))
 
 
 async def _serve(options: ServerOptions, url: str, context: ssl.SSLContext | None) -> int:
     token = options.token or os.environ.get("PSYQ_SERVER_TOKEN") or None
     backend = await open_backend(url)
     try:
-        server, (host, port) = await serve(
-            backend,
-            options.host,
-            options.port,
-            token=token,
-            limits=options.limits,
-            ssl_context=context,
-        )
+        try:
+            server, (host, port) = await serve(
+                backend,
+                options.host,
+                options.port,
+                token=token,
+                limits=options.limits,
+                ssl_context=context,
+            )
+        except OSError as exc:
+            raise cannot_listen(options.host, options.port, exc) from None
         stop = _stop_event()
         tls = " (TLS)" if context else ""
         auth = ", token required" if token else ""
         print(f"psyq server listening on {host}:{port}{tls}", flush=True)
-        log.info("serving %s on %s:%d%s%s", url, host, port, tls, auth)
+        loop = loop_factory()[0]
+        log.info("serving %s on %s:%d%s%s, %s loop", redact_url(url), host, port, tls, auth, loop)
         await stop.wait()
         log.info("shutting down")
         await server.close()

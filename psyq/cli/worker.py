@@ -17,6 +17,7 @@ from typing import Any
 
 import psyq
 from psyq.backends import resolve_url
+from psyq.cli.loop import loop_factory, run
 from psyq.cli.main import CliError
 from psyq.errors import redact_url
 
@@ -49,7 +50,7 @@ def load_processor(spec: str) -> Callable[..., Any]:
 def run_worker(spec: str, queue: str, connection: str | None, concurrency: int, prefix: str) -> int:
     processor = load_processor(spec)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    return asyncio.run(_serve(processor, queue, connection, concurrency, prefix))
+    return run(_serve(processor, queue, connection, concurrency, prefix))
 
 
 async def _serve(
@@ -71,7 +72,14 @@ async def _serve(
     worker.on("error", lambda error: log.error("worker error: %r", error))
     url = redact_url(resolve_url(connection))
     _on_signals(worker)
-    log.info("worker %s on queue %r at %s, concurrency %d", worker.id, queue, url, concurrency)
+    log.info(
+        "worker %s on queue %r at %s, concurrency %d, %s loop",
+        worker.id,
+        queue,
+        url,
+        concurrency,
+        loop_factory()[0],
+    )
     await worker.run()
     await worker.close()
     log.info("worker %s stopped", worker.id)

@@ -69,7 +69,15 @@ class _BackendUser:
         if self._closed:
             raise ClosedError(f"{type(self).__name__} {self.name!r} is closed")
         if self._backend is None:
-            self._backend = await open_backend(self._connection)
+            backend = await open_backend(self._connection)
+            if self._backend is None and not self._closed:
+                self._backend = backend
+            else:  # a concurrent call opened it, or close() ran meanwhile: give this use back
+                if not isinstance(self._connection, BackendAdapter):
+                    await release_backend(backend)
+                if self._closed:
+                    raise ClosedError(f"{type(self).__name__} {self.name!r} is closed")
+        assert self._backend is not None
         return self._backend
 
     async def _release(self) -> None:

@@ -167,7 +167,7 @@ async def test_unrecoverable_error_fails_despite_attempts_left(
     assert final is not None
     assert final.attempts_made == 1
     assert final.failed_reason == "give up"
-    assert len(rec.events["failed"]) == 1
+    assert len(await rec.wait("failed")) == 1  # the worker emits it once its settle returns
 
 
 async def test_stacktrace_is_stored(queue: psyq.Queue, make_worker: WorkerFactory) -> None:

@@ -58,6 +58,38 @@ async def test_client_with_token_is_served(guarded: ServerProcess, queue_name: s
         assert (await queue.get_job(job.id)).data == {"n": 1}
 
 
+async def test_token_in_the_url_like_a_redis_password(
+    guarded: ServerProcess, queue_name: str
+) -> None:
+    url = f"psyq://:{TOKEN}@{guarded.address}"
+    async with psyq.Queue(queue_name, connection=url) as queue:
+        job = await queue.add("x", {"n": 2})
+        assert (await queue.get_job(job.id)).data == {"n": 2}
+
+
+@pytest.mark.parametrize(
+    ("url", "token"),
+    [
+        ("psyq://:abc@host:1", "abc"),
+        ("psyqs://:abc@host", "abc"),
+        ("psyq://:a%40b%3Ac@host", "a@b:c"),
+        ("psyq://host?token=abc", "abc"),
+        ("psyq://:abc@host?token=abc", "abc"),
+        ("psyq://host", None),
+    ],
+)
+def test_the_token_comes_from_either_place(url: str, token: str | None) -> None:
+    settings = parse_psyq_url(url)
+    assert settings.token == token
+    assert "abc" not in settings.safe_url and "@" not in settings.safe_url
+
+
+def test_two_different_tokens_are_refused_masked() -> None:
+    with pytest.raises(psyq.InvalidURLError, match="differ") as caught:
+        parse_psyq_url("psyq://:one@host?token=two")
+    assert "one" not in str(caught.value) and "two" not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("url", "named"),
     [
@@ -75,11 +107,15 @@ def test_bad_urls_are_named(url: str, named: str) -> None:
 async def test_unreachable_server_raises_connection_error_without_token(
     guarded: ServerProcess,
 ) -> None:
-    backend = TcpBackend(f"psyq://127.0.0.1:1?token={TOKEN}&connect_timeout=0.3")
-    with pytest.raises(psyq.ConnectionError) as caught:
-        await backend.open()
-    assert TOKEN not in str(caught.value)
-    await backend.close()
+    for url in (
+        f"psyq://127.0.0.1:1?token={TOKEN}&connect_timeout=0.3",
+        f"psyq://:{TOKEN}@127.0.0.1:1?connect_timeout=0.3",
+    ):
+        backend = TcpBackend(url)
+        with pytest.raises(psyq.ConnectionError) as caught:
+            await backend.open()
+        assert TOKEN not in str(caught.value)
+        await backend.close()
 
 
 @pytest.fixture(scope="module")

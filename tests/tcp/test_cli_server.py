@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,27 @@ async def test_the_server_owns_its_sqlite_file_and_shares_it(
         assert server.stop() == 0  # SIGTERM: a clean exit that flushes the file
     async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
         assert (await queue.get_job(job.id)).data == {"kept": True}
+
+
+@pytest.mark.parametrize(("choice", "loop"), [("auto", "uvloop"), ("asyncio", "asyncio")])
+def test_the_server_runs_on_uvloop_when_installed(
+    choice: str, loop: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PSYQ_LOOP", choice)  # auto: uvloop, installed with the test extra
+    log = tmp_path / "server.log"
+    server = start_server(log, "--data", "memory")
+    try:
+        deadline = time.monotonic() + 10
+        while f", {loop} loop" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_bad_loop_choice_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PSYQ_LOOP", "trio")
+    assert main(["server", "--data", "memory", "--port", "0"]) == 2
+    assert "PSYQ_LOOP must be auto, uvloop or asyncio, got 'trio'" in capsys.readouterr().err

@@ -170,13 +170,13 @@ class PostgresBackend(BackendAdapter):
     @property
     def pool(self) -> asyncpg.Pool:
         if self._pool is None:
-            raise PsyqError(f"the postgres backend {self.url!r} is not open")
+            raise PsyqError(f"the postgres backend {self.safe_url!r} is not open")
         return self._pool
 
     @property
     def notifier(self) -> Notifier:
         if self._notifier is None:
-            raise PsyqError(f"the postgres backend {self.url!r} is not open")
+            raise PsyqError(f"the postgres backend {self.safe_url!r} is not open")
         return self._notifier
 
     def _key(self, queue: str) -> str:
@@ -205,7 +205,7 @@ class PostgresBackend(BackendAdapter):
                 self._reconnect.failed()
                 self._give_up_after(attempt, tries, exc)
             except asyncpg.PostgresError as exc:
-                raise PsyqError(f"postgres error in {self.url!r}: {exc}") from exc
+                raise PsyqError(f"postgres error in {self.safe_url!r}: {exc}") from exc
             else:
                 self._reconnect.succeeded()
                 return result

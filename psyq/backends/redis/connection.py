@@ -143,7 +143,7 @@ class RedisConnection(BackendAdapter):
             log.warning(
                 "Redis at %s has maxmemory-policy %r: set it to 'noeviction', or Redis may "
                 "evict job keys under memory pressure",
-                self.url,
+                self.safe_url,
                 policy,
             )
 
@@ -195,7 +195,7 @@ class RedisConnection(BackendAdapter):
     @property
     def client(self) -> Any:
         if self._client is None:
-            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+            raise PsyqError(f"the Redis backend {self.safe_url!r} is not open")
         return self._client
 
     async def now_ms(self) -> int:

@@ -24,7 +24,7 @@ class Events(RedisConnection):
         start = _stream_id(last_id)
         client = self._blocking if block_ms > 0 else self._client
         if client is None:
-            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+            raise PsyqError(f"the Redis backend {self.safe_url!r} is not open")
         try:
             reply = await self._uncancelled(
                 client.xread({key: start}, count=count, block=block_ms or None)

@@ -86,7 +86,7 @@ class Transitions(Schedulers):
         worker's (`<prefix>:<base64(queue)>:w:psyq`), so BullMQ's getWorkers (CLIENT LIST)
         sees them."""
         if self._client is None:
-            raise PsyqError(f"the Redis backend {self.url!r} is not open")
+            raise PsyqError(f"the Redis backend {self.safe_url!r} is not open")
         client = self._waiting.get(queue)
         if client is None:
             name = worker_client_name(self.prefix, queue) + PSYQ_WORKER_SUFFIX

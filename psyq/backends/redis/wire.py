@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 from redis.asyncio.connection import parse_url
@@ -86,8 +86,8 @@ class _Wire(asyncio.Protocol):
         return self._transport is not None and not self._transport.is_closing()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # a stream transport: uvloop's has the methods of asyncio.Transport, not the class
+        self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)

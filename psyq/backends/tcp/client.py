@@ -2,7 +2,8 @@
 
     psyq://host:6789                 plain TCP (6789 when the port is left out)
     psyqs://host:6789                TLS (the system's CAs unless ?ca=)
-    ?token=SECRET                    the server's auth token
+    psyq://:SECRET@host:6789         the server's auth token (as redis://:password@host)
+    ?token=SECRET                    the same, as a parameter
     ?ca=/path/ca.pem                 CA file that signs the server's certificate (psyqs://)
     ?pool=2                          connections per backend object (requests are pipelined
                                      on each: one is enough for most processes)
@@ -23,7 +24,7 @@ import ssl
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from psyq.backends.base import (
     BackendAdapter,
@@ -76,16 +77,25 @@ class PsyqSettings:
         self.host = parts.hostname or "127.0.0.1"
         self.port = port
         self.tls = parts.scheme == "psyqs"
-        self.token = query.get("token")
+        self.token = _token(url, query.get("token"), parts.password)
         self.ca = query.get("ca")
         self.pool = _number(url, query, "pool", "2", int)
         self.connect_timeout = _number(url, query, "connect_timeout", "10", float)
-        self.safe_url = urlunsplit(parts._replace(query=""))
+        self.safe_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
         return ssl.create_default_context(cafile=self.ca)
+
+
+def _token(url: str, in_query: str | None, in_userinfo: str | None) -> str | None:
+    """The token of `psyq://:TOKEN@host` or `psyq://host?token=TOKEN` (the same, if both)."""
+    if in_userinfo is not None:
+        in_userinfo = unquote(in_userinfo)
+        if in_query is not None and in_query != in_userinfo:
+            raise InvalidURLError(url, "the token after ':' and ?token= differ; give it once")
+    return in_query if in_query is not None else in_userinfo
 
 
 def _number(url: str, query: dict[str, str], name: str, default: str, kind: type) -> Any:
@@ -120,8 +130,8 @@ class ClientConnection(asyncio.Protocol):
         return self.transport is not None and not self.transport.is_closing()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport: uvloop's has the methods of asyncio.Transport, not the class
+        self.transport = cast(asyncio.Transport, transport)
         self.outbox = Outbox(self._write)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -23,7 +23,7 @@ import ssl
 from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from psyq.backends.base import BackendAdapter
 from psyq.backends.tcp.commands import check_args, signatures
@@ -113,8 +113,8 @@ class ServerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ transport events
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport: uvloop's has the methods of asyncio.Transport, not the class
+        self.transport = cast(asyncio.Transport, transport)
         self.outbox = Outbox(self._write)
         self.peer = str(transport.get_extra_info("peername"))
         self.server.connections.add(self)
