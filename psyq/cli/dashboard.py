@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from psyq.cli.main import CliError, cannot_listen
+from psyq.cli.common import CliError, cannot_listen
 
 __all__ = ["add_dashboard_parser", "run_dashboard"]
 

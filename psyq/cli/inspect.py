@@ -28,7 +28,7 @@ import psyq
 from psyq.backends import open_backend, release_backend, resolve_url
 from psyq.backends.base import JOB_STATES, STATE_ORDER
 from psyq.backends.sqlite import parse_sqlite_url
-from psyq.cli.main import CliError, positive_int
+from psyq.cli.common import CliError, positive_int
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
 
 __all__ = ["add_inspect_commands", "run_inspect", "run_queue_action"]

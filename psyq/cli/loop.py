@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from psyq.cli.main import CliError
+from psyq.cli.common import CliError
 
 __all__ = ["loop_factory", "run"]
 

@@ -4,34 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 
 import psyq
+from psyq.cli.common import CliError, cannot_listen, positive_int
 from psyq.errors import PsyqError
 
-__all__ = ["CliError", "cannot_listen", "main"]
-
-
-class CliError(Exception):
-    """Bad input on the command line: printed as one line, exit code 2."""
-
-
-def cannot_listen(host: str, port: int, exc: OSError) -> CliError:
-    """The one line for an address that cannot be bound (in use, not ours, not allowed)."""
-    reason = os.strerror(exc.errno) if exc.errno else str(exc)
-    return CliError(f"cannot listen on {host}:{port}: {reason.lower()}")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
-    return value
+__all__ = ["CliError", "cannot_listen", "main", "positive_int"]
 
 
 def build_parser() -> argparse.ArgumentParser:

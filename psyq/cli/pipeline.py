@@ -24,7 +24,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from psyq.cli.main import positive_int
+from psyq.cli.common import positive_int
 from psyq.errors import redact_url
 
 if TYPE_CHECKING:

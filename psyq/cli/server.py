@@ -22,8 +22,8 @@ from pathlib import Path
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.tcp.server import ServerLimits, serve
+from psyq.cli.common import CliError, cannot_listen
 from psyq.cli.loop import loop_factory, run
-from psyq.cli.main import CliError, cannot_listen
 from psyq.errors import redact_url
 
 __all__ = ["ServerOptions", "data_url", "run_server", "server_options"]

@@ -17,8 +17,8 @@ from typing import Any
 
 import psyq
 from psyq.backends import resolve_url
+from psyq.cli.common import CliError
 from psyq.cli.loop import loop_factory, run
-from psyq.cli.main import CliError
 from psyq.errors import redact_url
 
 __all__ = ["load_processor", "run_worker"]
