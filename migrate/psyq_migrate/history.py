@@ -25,10 +25,16 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JobRecord
 from psyq.errors import PsyqError
-from psyq_migrate.endpoints import check_destination, check_source, is_single_owner
+from psyq_migrate.endpoints import (
+    absolute_url,
+    check_destination,
+    check_source,
+    is_single_owner,
+    sqlite_path,
+)
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import export_pages
-from psyq_migrate.spark import first_line, run_job
+from psyq_migrate.spark import first_line, require_visible, run_job
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -59,6 +65,9 @@ HISTORY_COLUMNS = (
     ("failed_reason", "string"),
 )
 ROWS_PER_PART = 50_000
+SHARED_DISK = (
+    "use a folder every Spark worker mounts at the same path, or run with --master local[*]"
+)
 
 
 def history_row(record: JobRecord) -> tuple[Any, ...]:
@@ -103,6 +112,9 @@ def export_history(
     if target.exists():
         raise MigrateError(f"{str(target)!r} already exists; export into a new folder")
     staging = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+    require_visible(
+        spark, {str(target.parent): (f"Spark tasks write {str(target)!r}", SHARED_DISK)}
+    )
     try:
         written = asyncio.run(_export(url, staging, spark, queues))
         if written == 0:
@@ -157,6 +169,11 @@ def enqueue_dataframe(
     added), optional `opts` (JSON text of job options), and `data` (JSON text) or, without a
     `data` column, every other column as a field of the job's data."""
     check_destination(url)
+    url = absolute_url(url)  # a task's working folder is not ours
+    path = sqlite_path(url)
+    if path is not None:
+        what = f"the destination {url!r} is a file Spark tasks write"
+        require_visible(frame.sparkSession, {os.path.dirname(path): (what, SHARED_DISK)})
     if name is None and "name" not in frame.columns:
         raise MigrateError(f"the rows have no 'name' column ({frame.columns}); pass a job name")
     if is_single_owner(url):
@@ -182,6 +199,8 @@ def enqueue_file(
     kind = source.suffix.lower()
     if kind not in (".parquet", ".csv"):
         raise MigrateError(f"cannot read {str(source)!r}: expected a .parquet or .csv file")
+    what = f"Spark tasks read {str(source)!r}"
+    require_visible(spark, {str(source.parent): (what, SHARED_DISK)})
     try:
         if kind == ".parquet":
             frame = spark.read.parquet(str(source))

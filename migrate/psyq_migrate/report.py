@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from psyq_migrate.errors import MigrateError
-from psyq_migrate.spark import first_line
+from psyq_migrate.spark import first_line, require_visible
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -62,6 +62,8 @@ def build_report(history_dir: str | os.PathLike[str], spark: SparkSession) -> li
 def _read(spark: SparkSession, folder: Path) -> DataFrame:
     if not folder.is_dir():
         raise MigrateError(f"no history folder {str(folder)!r} (write one with psyq export)")
+    fix = "use a folder every Spark worker mounts at the same path, or run with --master local[*]"
+    require_visible(spark, {str(folder): (f"Spark tasks read the history {str(folder)!r}", fix)})
     # only the Parquet parts: the default chart (report.png) lives in the same folder
     frame = spark.read.option("pathGlobFilter", "*.parquet").parquet(str(folder))
     missing = {"queue", "name", "state", "finished_on", "wait_ms", "run_ms"} - set(frame.columns)
