@@ -28,7 +28,7 @@ from psyq.cli.main import positive_int
 
 if TYPE_CHECKING:
     from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
-    from psyq_migrate.report import GroupFigures
+    from psyq_migrate.report import GroupFigures, Timeline
 
 __all__ = [
     "PIPELINE_COMMANDS",
@@ -130,6 +130,10 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     report = commands.add_parser("report", help="throughput, latency, failures of an export")
     report.add_argument("history", help="folder written by psyq export")
     report.add_argument("--chart", help="PNG file (default: HISTORY/report.png)")
+    report.add_argument("--html", help="HTML page (default: HISTORY/report.html)")
+    report.add_argument(
+        "--interval", type=positive_int, help="minutes per interval (default: by the span)"
+    )
     for command in (export, enqueue, report):
         command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
 
@@ -250,15 +254,21 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from psyq_migrate.report import build_report, write_chart
+    from psyq_migrate.report import build_report, build_timeline, write_chart, write_html
     from psyq_migrate.spark import spark_session
 
+    interval = args.interval * 60_000 if args.interval else None
     with spark_session(args.master) as spark:
         figures = build_report(args.history, spark)
+        timeline = build_timeline(args.history, spark, interval)
     chart = args.chart or os.path.join(args.history, "report.png")
-    write_chart(figures, chart)
-    print_report(Console(highlight=False, width=None if sys.stdout.isatty() else 160), figures)
-    Console(highlight=False).print(f"chart: {chart}")
+    page = args.html or os.path.join(args.history, "report.html")
+    write_chart(figures, chart, timeline)
+    write_html(figures, timeline, page, f"psyq report: {os.path.abspath(args.history)}")
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    print_report(out, figures)
+    print_timeline(out, timeline)
+    out.print(f"chart: {chart}\npage: {page}", soft_wrap=True)
     return 0
 
 
@@ -280,6 +290,19 @@ def print_report(out: Console, figures: list[GroupFigures]) -> None:
             "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
         )
     out.print(table)
+
+
+def print_timeline(out: Console, timeline: Timeline) -> None:
+    """The top failure reasons per queue with their counts (the intervals are in the chart
+    and the page)."""
+    table = Table(title="top failure reasons")
+    for column in ("queue", "reason", "count"):
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for queue, reasons in timeline.reasons.items():
+        for reason, count in reasons:
+            table.add_row(queue, reason, str(count))
+    if table.rows:
+        out.print(table)
 
 
 def _triple(values: tuple[int, int, int] | None) -> str:
