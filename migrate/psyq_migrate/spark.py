@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -36,6 +36,7 @@ __all__ = [
     "java_major_version",
     "require_visible",
     "run_job",
+    "run_partitions",
     "spark_session",
     "start_python_workers",
 ]
@@ -149,6 +150,18 @@ def run_job(rdd: RDD[T], what: str) -> list[T]:
         return rdd.collect()
     except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the gist
         raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None
+
+
+def run_partitions(rdd: RDD[T], partitions: Sequence[int], what: str) -> list[T]:
+    """The elements of some partitions of an RDD (one Spark job); errors as in `run_job`."""
+    try:
+        return rdd.context.runJob(rdd, _same, partitions)
+    except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the gist
+        raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None
+
+
+def _same(items: Iterable[T]) -> Iterable[T]:
+    return items
 
 
 class SparkAhead:

@@ -7,8 +7,10 @@ imported only when a pipeline command runs.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -41,14 +43,24 @@ __all__ = [
 
 
 class ProgressObserver:
-    """A rich progress bar on a terminal; one plain line per queue update elsewhere (logs)."""
+    """A rich progress bar on a terminal; elsewhere (logs), one plain line per batch, at most
+    one a second (`every`), and always the last one: "moved 600/3000 jobs (queue)"."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(
+        self,
+        console: Console,
+        doing: str = "migrating",
+        done: str = "moved",
+        unit: str = "jobs",
+        every: float = 1.0,
+    ) -> None:
         self.console = console
+        self.doing, self.done_word, self.unit, self.every = doing, done, unit, every
         self.total = 0
         self.done = 0
         self.bar: Progress | None = None
         self.task_id: TaskID | None = None
+        self.printed_at = -math.inf
 
     def planned(self, plans: list[QueuePlan]) -> None:
         self.total = sum(plan.total for plan in plans)
@@ -61,14 +73,16 @@ class ProgressObserver:
                 console=self.console,
             )
             self.bar.start()
-            self.task_id = self.bar.add_task("migrating", total=self.total)
+            self.task_id = self.bar.add_task(self.doing, total=self.total)
 
     def moved(self, queue: str, jobs: int) -> None:
         self.done += jobs
         if self.bar is not None and self.task_id is not None:
             self.bar.update(self.task_id, completed=self.done, description=queue)
-        else:
-            self.console.print(f"moved {self.done}/{self.total} jobs ({queue})", highlight=False)
+        elif self.done >= self.total or time.monotonic() - self.printed_at >= self.every:
+            self.printed_at = time.monotonic()
+            line = f"{self.done_word} {self.done}/{self.total} {self.unit} ({queue})"
+            self.console.print(line, highlight=False)
 
     def __enter__(self) -> ProgressObserver:
         return self
@@ -237,8 +251,9 @@ def run_export(args: argparse.Namespace) -> int:
     from psyq_migrate.history import export_history
     from psyq_migrate.spark import spark_session
 
-    with spark_session(args.master) as spark:
-        count = export_history(args.url, args.out, spark, args.queues)
+    progress = ProgressObserver(Console(stderr=True, highlight=False), "exporting", "exported")
+    with spark_session(args.master) as spark, progress:
+        count = export_history(args.url, args.out, spark, args.queues, progress)
     Console(highlight=False).print(f"exported {count} jobs to {args.out}")
     return 0
 
@@ -247,8 +262,10 @@ def run_enqueue(args: argparse.Namespace) -> int:
     from psyq_migrate.history import enqueue_file
     from psyq_migrate.spark import spark_session
 
-    with spark_session(args.master) as spark:
-        count = enqueue_file(args.source, args.destination, args.queue, spark, args.name)
+    console = Console(stderr=True, highlight=False)
+    progress = ProgressObserver(console, "enqueueing", "enqueued", "rows")
+    with spark_session(args.master) as spark, progress:
+        count = enqueue_file(args.source, args.destination, args.queue, spark, args.name, progress)
     Console(highlight=False).print(f"enqueued {count} rows into {args.queue}")
     return 0
 

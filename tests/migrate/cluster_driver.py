@@ -5,8 +5,8 @@ for one.
 
     python cluster_driver.py MASTER COMMANDS.json RESULTS.json
 
-COMMANDS.json: a list of argv lists for `psyq`. RESULTS.json: per command, its exit code
-and what it printed.
+COMMANDS.json: a list of argv lists for `psyq`. RESULTS.json: per command, its exit code,
+what it printed and how long it took.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import sys
+import time
 
 from psyq.cli.main import main as psyq_main
 from psyq_migrate.spark import spark_session
@@ -25,10 +26,18 @@ def run(master: str, commands: list[list[str]]) -> list[dict[str, object]]:
     with spark_session(master, "psyq-cluster-tests"):
         for argv in commands:
             out, err = io.StringIO(), io.StringIO()
+            started = time.monotonic()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = psyq_main([*argv, "--master", master])
+            seconds = round(time.monotonic() - started, 1)
             results.append(
-                {"argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue()}
+                {
+                    "argv": argv,
+                    "code": code,
+                    "out": out.getvalue(),
+                    "err": err.getvalue(),
+                    "seconds": seconds,
+                }
             )
     return results
 

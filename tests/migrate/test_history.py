@@ -189,7 +189,9 @@ def test_enqueue_a_csv_file_twice_adds_each_row_once(
     argv = ["enqueue", "--from", str(rows), "--to", url, "--queue", "orders"]
     assert main(argv) == 0
     assert main(argv) == 0  # ids make a rerun skip what is there
-    assert "enqueued 3 rows" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "enqueued 3 rows" in printed.out
+    assert "enqueued 3/3 rows (orders)" in printed.err  # progress, off a terminal
     jobs = asyncio.run(jobs_of(url, "orders"))
     assert [(job.id, job.name, job.data) for job in jobs] == [
         ("o-1", "bill", {"amount": 12.5, "customer": "ann"}),
