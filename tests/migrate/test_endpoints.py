@@ -5,12 +5,16 @@ paths made absolute for tasks whose working folder is not the driver's."""
 from __future__ import annotations
 
 import os
+import socket
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from psyq_migrate import MigrateError, MigrateOptions
 from psyq_migrate.endpoints import absolute_url, tasks_can_read
 from psyq_migrate.pipeline import files_for_tasks, reads_in_tasks
+from psyq_migrate.spark import _missed_markers, require_visible
 
 CLUSTER = "spark://10.0.0.5:7077"
 LOOPBACK_CLUSTER = "spark://127.0.0.1:7077"
@@ -95,3 +99,17 @@ def test_relative_sqlite_paths_become_absolute_and_keep_their_settings(
     )
     assert absolute_url("sqlite:////srv/jobs.db") == "sqlite:////srv/jobs.db"
     assert absolute_url("redis://cache:6379/0") == "redis://cache:6379/0"
+
+
+def test_a_task_that_cannot_see_a_marker_names_the_folder(tmp_path: Path) -> None:
+    seen, unseen = tmp_path / "shared", tmp_path / "elsewhere"
+    seen.mkdir()
+    (seen / ".psyq-probe-1").write_text("")
+    markers = {str(seen): str(seen / ".psyq-probe-1"), str(unseen): str(unseen / ".psyq-probe-2")}
+    missed = list(_missed_markers(markers, iter([0])))
+    assert missed == [(socket.gethostname(), str(unseen))]
+
+
+def test_nothing_is_probed_on_a_local_master() -> None:
+    session = SimpleNamespace(sparkContext=SimpleNamespace(master="local[2]"))  # runs no job
+    require_visible(session, {"/nowhere": ("what", "fix")})  # type: ignore[arg-type]
