@@ -8,8 +8,8 @@ each queue's job count, then every page read.
 Enqueue: the rows of a DataFrame become jobs through `Queue.add_bulk` (options are validated
 and add-side plugins run), one bulk add per batch of rows, in Spark tasks; one task when the
 destination has a single owner (a SQLite file). The DataFrame's partitions run in waves (one
-Spark job each: as many partitions as Spark has cores, one into a single owner, in
-partition order), so an observer is told the rows added after every wave; a file is read in
+Spark job each: as many partitions as Spark has cores; into a single owner, one of at most
+ten, in partition order), so an observer is told the rows added after every wave; a file is read in
 partitions of at most 16 MiB, so a large file moves its progress bar along.
 """
 
@@ -176,6 +176,9 @@ def _append(spark: SparkSession, staging: Path, rows: list[tuple[Any, ...]]) -> 
 JOB_COLUMNS = frozenset({"name", "data", "id", "opts"})
 ROWS_PER_ADD = 500
 PART_BYTES = 16 * 1024 * 1024  # of a file, per task (and per step of the progress bar)
+# Tasks into a single owner (a SQLite file), one after another: each opens the file, which
+# rebuilds its memory from disk (~6 s per million jobs), so they are few.
+SINGLE_OWNER_WAVES = 10
 
 
 def enqueue_dataframe(
@@ -199,13 +202,16 @@ def enqueue_dataframe(
         require_visible(frame.sparkSession, {os.path.dirname(path): (what, SHARED_DISK)})
     if name is None and "name" not in frame.columns:
         raise MigrateError(f"the rows have no 'name' column ({frame.columns}); pass a job name")
-    if partitions is not None and not is_single_owner(url):
+    single = is_single_owner(url)
+    if single and frame.rdd.getNumPartitions() > SINGLE_OWNER_WAVES:
+        frame = frame.coalesce(SINGLE_OWNER_WAVES)  # neighbours merged: the order is kept
+    elif partitions is not None and not single:
         frame = frame.repartition(partitions)
     if observer is not None:
         observer.planned([QueuePlan(queue, {"rows": frame.count()}, {})])
     task = functools.partial(_enqueue_partition, url, queue, name)
     rdd = frame.rdd.mapPartitions(task)
-    wave = 1 if is_single_owner(url) else frame.sparkSession.sparkContext.defaultParallelism
+    wave = 1 if single else frame.sparkSession.sparkContext.defaultParallelism
     parts = rdd.getNumPartitions()
     added = 0
     for start in range(0, parts, wave):

@@ -12,7 +12,7 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.cli.main import main
-from psyq_migrate import MigrateError
+from psyq_migrate import MigrateError, QueuePlan
 from psyq_migrate.history import enqueue_dataframe, export_history
 from psyq_migrate.report import (
     TimelinePoint,
@@ -242,3 +242,31 @@ def test_pipeline_bad_input_exits_2_naming_the_value(
     (tmp_path / "fake.parquet").write_text("not parquet")
     assert main(argv) == 2
     assert named in capsys.readouterr().err
+
+
+class Steps:
+    """An observer recording the plan's total and every step."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.steps: list[int] = []
+
+    def planned(self, plans: list[QueuePlan]) -> None:
+        self.total = sum(plan.total for plan in plans)
+
+    def moved(self, queue: str, jobs: int) -> None:
+        self.steps.append(jobs)
+
+
+def test_enqueue_into_a_file_keeps_the_row_order_in_at_most_ten_steps(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    frame = spark.range(0, 60, 1, 12).selectExpr(  # 12 partitions of 5 rows, in order
+        "concat('r', lpad(cast(id AS string), 2, '0')) AS id", "'{}' AS data"
+    )
+    ordered = [f"r{i:02d}" for i in range(60)]
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    steps = Steps()
+    assert enqueue_dataframe(frame, url, "rows", name="n", observer=steps) == 60
+    assert steps.total == 60 and sum(steps.steps) == 60 and 1 < len(steps.steps) <= 10
+    assert [job.id for job in asyncio.run(jobs_of(url, "rows"))] == ordered
