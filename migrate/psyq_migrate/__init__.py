@@ -6,8 +6,10 @@
 - `export_history(url, out_dir, spark)`: job history to Parquet (`psyq export`).
 - `enqueue_dataframe(df, url, queue)` / `enqueue_file(path, url, queue, spark)`: bulk-add
   the rows of a DataFrame, Parquet or CSV file as jobs (`psyq enqueue`).
-- `build_report(history_dir, spark)` / `write_chart(figures, path)`: throughput, latency
-  percentiles and failure rates per queue and job name, and a PNG chart (`psyq report`).
+- `build_report(history_dir, spark)` / `build_timeline(history_dir, spark)`: throughput,
+  latency percentiles and failure rates per queue and job name, and per queue over time;
+  `write_chart(figures, path, timeline)` / `write_html(figures, timeline, path)`: a PNG
+  chart and a self-contained HTML page (`psyq report`).
 
 Only the BackendAdapter's export / import / queue-meta methods and `list_queues` touch the
 backends, so every backend that implements them can be a source or a destination.
@@ -24,7 +26,14 @@ from psyq_migrate.pipeline import (
     migrate,
     verify_backends,
 )
-from psyq_migrate.report import GroupFigures, build_report, write_chart
+from psyq_migrate.report import (
+    GroupFigures,
+    Timeline,
+    build_report,
+    build_timeline,
+    write_chart,
+    write_html,
+)
 from psyq_migrate.verify import VerifyReport, VerifyRow
 
 __all__ = [
@@ -33,13 +42,16 @@ __all__ = [
     "MigrateOptions",
     "MigrationResult",
     "QueuePlan",
+    "Timeline",
     "VerifyReport",
     "VerifyRow",
     "build_report",
+    "build_timeline",
     "enqueue_dataframe",
     "enqueue_file",
     "export_history",
     "migrate",
     "verify_backends",
     "write_chart",
+    "write_html",
 ]

@@ -5,6 +5,10 @@
   destination is written by one process at a time (one Spark task per wave).
 - process bound: `memory://` cannot be a destination (a Spark task's process would take the
   jobs with it when it ends).
+- on a cluster: a file named by a relative path means another file in an executor's working
+  folder, so such URLs are made absolute in the driver (`absolute_url`); and a file source or
+  `memory://` is read by the driver under a non-local master (`tasks_can_read`): only a
+  server backend is reachable from every executor.
 """
 
 from __future__ import annotations
@@ -17,16 +21,22 @@ from psyq.errors import redact_url
 from psyq_migrate.errors import MigrateError
 
 __all__ = [
-    "absolute_sqlite_url",
+    "SERVER_SCHEMES",
+    "absolute_url",
     "check_destination",
     "check_pair",
     "check_source",
     "default_batch_size",
+    "is_local_master",
     "is_single_owner",
     "sqlite_path",
+    "tasks_can_read",
 ]
 
 SINGLE_OWNER = frozenset({"sqlite", "memory"})
+# Backends every executor reaches by URL, wherever it runs (given a host it can resolve).
+SERVER_SCHEMES = frozenset({"redis", "rediss", "postgres", "postgresql", "psyq"})
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "ip6-localhost"})
 
 # Jobs per page when not given. A Postgres import page costs a fixed few statements (its
 # transaction, the taken-id check, the COPY, logs, links) whatever its size: 4,000 jobs a
@@ -49,6 +59,44 @@ def is_single_owner(url: str) -> bool:
     return scheme(url) in SINGLE_OWNER
 
 
+def is_local_master(master: str) -> bool:
+    """Whether every Spark task runs on this machine, beside the driver (`local`,
+    `local[N]`, `local[*]`, `local[N,F]`, `local-cluster[...]`)."""
+    return master.strip().lower().startswith("local")
+
+
+def _is_loopback(host: str | None) -> bool:
+    return host is None or host.lower() in LOOPBACK or host.startswith("127.")
+
+
+def tasks_can_read(url: str, master: str) -> bool:
+    """Whether Spark tasks under `master` can read the backend at `url` themselves: any
+    backend but `memory://` on a local master; only a server backend on a cluster, and not
+    one named by a loopback host (localhost is another machine for a remote executor) unless
+    the master is on this machine's loopback too."""
+    kind = scheme(url)
+    if is_local_master(master):
+        return kind != "memory"
+    if kind not in SERVER_SCHEMES:
+        return False
+    master_host = urlsplit(master).hostname  # None for yarn and the like: somewhere else
+    on_loopback = master_host is not None and _is_loopback(master_host)
+    return on_loopback or not _is_loopback(urlsplit(url).hostname)
+
+
+def absolute_url(url: str) -> str:
+    """`url` with a SQLite file's relative path made absolute (against this process's working
+    folder), so a Spark task, whose working folder differs, opens the same file."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite":
+        return url
+    path, _ = parse_sqlite_url(url)
+    if os.path.isabs(path):
+        return url
+    query = f"?{parts.query}" if parts.query else ""
+    return f"sqlite:///{quote(os.path.abspath(path))}{query}"
+
+
 def default_batch_size(destination: str) -> int:
     return POSTGRES_BATCH_SIZE if scheme(destination) in ("postgres", "postgresql") else BATCH_SIZE
 
@@ -58,17 +106,6 @@ def sqlite_path(url: str) -> str | None:
     if scheme(url) != "sqlite":
         return None
     return os.path.realpath(parse_sqlite_url(url)[0])
-
-
-def absolute_sqlite_url(url: str) -> str:
-    """`url` with a relative SQLite path made absolute here: Spark tasks run in processes
-    whose working folder is not the driver's (on a cluster, not even its machine)."""
-    path = sqlite_path(url)
-    if path is None or urlsplit(url).path.startswith("//"):
-        return url
-    parts = urlsplit(url)
-    query = f"?{parts.query}" if parts.query else ""
-    return f"sqlite:///{quote(path)}{query}"
 
 
 def check_source(url: str) -> None:

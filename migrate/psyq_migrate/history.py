@@ -2,11 +2,15 @@
 
 Export: the driver reads every queue through `export_jobs` (so a single-owner source works)
 and appends one Parquet part per wave of rows into a hidden folder beside `out_dir`, renamed
-to `out_dir` at the end: a failed export leaves no half-written folder.
+to `out_dir` at the end: a failed export leaves no half-written folder. An observer is told
+each queue's job count, then every page read.
 
 Enqueue: the rows of a DataFrame become jobs through `Queue.add_bulk` (options are validated
 and add-side plugins run), one bulk add per batch of rows, in Spark tasks; one task when the
-destination has a single owner (a SQLite file).
+destination has a single owner (a SQLite file). The DataFrame's partitions run in waves (one
+Spark job each: as many partitions as Spark has cores; into a single owner, one of at most
+ten, in partition order), so an observer is told the rows added after every wave; a file is read in
+partitions of at most 16 MiB, so a large file moves its progress bar along.
 """
 
 from __future__ import annotations
@@ -23,12 +27,19 @@ from typing import TYPE_CHECKING, Any
 
 import psyq
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JobRecord
+from psyq.backends.base import JOB_STATES, JobRecord
 from psyq.errors import PsyqError
-from psyq_migrate.endpoints import check_destination, check_source, is_single_owner
+from psyq_migrate.endpoints import (
+    absolute_url,
+    check_destination,
+    check_source,
+    is_single_owner,
+    sqlite_path,
+)
 from psyq_migrate.errors import MigrateError
+from psyq_migrate.pipeline import Observer, QueuePlan
 from psyq_migrate.reading import export_pages
-from psyq_migrate.spark import first_line, run_job
+from psyq_migrate.spark import first_line, require_visible, run_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -59,6 +70,9 @@ HISTORY_COLUMNS = (
     ("failed_reason", "string"),
 )
 ROWS_PER_PART = 50_000
+SHARED_DISK = (
+    "use a folder every Spark worker mounts at the same path, or run with --master local[*]"
+)
 
 
 def history_row(record: JobRecord) -> tuple[Any, ...]:
@@ -96,6 +110,7 @@ def export_history(
     out_dir: str | os.PathLike[str],
     spark: SparkSession,
     queues: Sequence[str] | None = None,
+    observer: Observer | None = None,
 ) -> int:
     """Write every job of `url` (or of `queues`) to Parquet under `out_dir`; returns the count."""
     check_source(url)
@@ -103,8 +118,11 @@ def export_history(
     if target.exists():
         raise MigrateError(f"{str(target)!r} already exists; export into a new folder")
     staging = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.partial")
+    require_visible(
+        spark, {str(target.parent): (f"Spark tasks write {str(target)!r}", SHARED_DISK)}
+    )
     try:
-        written = asyncio.run(_export(url, staging, spark, queues))
+        written = asyncio.run(_export(url, staging, spark, queues, observer))
         if written == 0:
             spark.createDataFrame([], history_schema()).write.parquet(str(staging))
         os.replace(staging, target)
@@ -114,15 +132,26 @@ def export_history(
 
 
 async def _export(
-    url: str, staging: Path, spark: SparkSession, queues: Sequence[str] | None
+    url: str,
+    staging: Path,
+    spark: SparkSession,
+    queues: Sequence[str] | None,
+    observer: Observer | None,
 ) -> int:
     backend = await open_backend(url)
     try:
         names = list(queues) if queues is not None else await backend.list_queues()
+        if observer is not None:
+            counts = [await backend.get_job_counts(name, list(JOB_STATES)) for name in names]
+            observer.planned(
+                [QueuePlan(name, n, {}) for name, n in zip(names, counts, strict=True)]
+            )
         written = 0
         rows: list[tuple[Any, ...]] = []
         for name in names:
             async for page in export_pages(backend, name, 1000):
+                if observer is not None:
+                    observer.moved(name, len(page.jobs))
                 rows.extend(history_row(record) for record in page.jobs)
                 if len(rows) >= ROWS_PER_PART:
                     written += _append(spark, staging, rows)
@@ -146,10 +175,19 @@ def _append(spark: SparkSession, staging: Path, rows: list[tuple[Any, ...]]) -> 
 # ---------------------------------------------------------------------- enqueue
 JOB_COLUMNS = frozenset({"name", "data", "id", "opts"})
 ROWS_PER_ADD = 500
+PART_BYTES = 16 * 1024 * 1024  # of a file, per task (and per step of the progress bar)
+# Tasks into a single owner (a SQLite file), one after another: each opens the file, which
+# rebuilds its memory from disk (~6 s per million jobs), so they are few.
+SINGLE_OWNER_WAVES = 10
 
 
 def enqueue_dataframe(
-    frame: DataFrame, url: str, queue: str, name: str | None = None, partitions: int | None = None
+    frame: DataFrame,
+    url: str,
+    queue: str,
+    name: str | None = None,
+    partitions: int | None = None,
+    observer: Observer | None = None,
 ) -> int:
     """Add every row of `frame` as a job of `queue` on `url`; returns how many were added.
 
@@ -157,23 +195,45 @@ def enqueue_dataframe(
     added), optional `opts` (JSON text of job options), and `data` (JSON text) or, without a
     `data` column, every other column as a field of the job's data."""
     check_destination(url)
+    url = absolute_url(url)  # a task's working folder is not ours
+    path = sqlite_path(url)
+    if path is not None:
+        what = f"the destination {url!r} is a file Spark tasks write"
+        require_visible(frame.sparkSession, {os.path.dirname(path): (what, SHARED_DISK)})
     if name is None and "name" not in frame.columns:
         raise MigrateError(f"the rows have no 'name' column ({frame.columns}); pass a job name")
-    if is_single_owner(url):
-        frame = frame.coalesce(1)
-    elif partitions is not None:
+    single = is_single_owner(url)
+    if single and frame.rdd.getNumPartitions() > SINGLE_OWNER_WAVES:
+        frame = frame.coalesce(SINGLE_OWNER_WAVES)  # neighbours merged: the order is kept
+    elif partitions is not None and not single:
         frame = frame.repartition(partitions)
+    if observer is not None:
+        observer.planned([QueuePlan(queue, {"rows": frame.count()}, {})])
     task = functools.partial(_enqueue_partition, url, queue, name)
-    outcomes: list[tuple[int, str | None]] = run_job(frame.rdd.mapPartitions(task), "enqueue")
-    failed = next((error for _, error in outcomes if error), None)
-    added = sum(count for count, _ in outcomes)
-    if failed is not None:
-        raise MigrateError(f"enqueueing into {queue!r} stopped after {added} jobs: {failed}")
+    rdd = frame.rdd.mapPartitions(task)
+    wave = 1 if single else frame.sparkSession.sparkContext.defaultParallelism
+    parts = rdd.getNumPartitions()
+    added = 0
+    for start in range(0, parts, wave):
+        chunk = list(range(start, min(start + wave, parts)))
+        outcomes: list[tuple[int, str | None]] = run_partitions(rdd, chunk, "enqueue")
+        failed = next((error for _, error in outcomes if error), None)
+        now = sum(count for count, _ in outcomes)
+        added += now
+        if failed is not None:
+            raise MigrateError(f"enqueueing into {queue!r} stopped after {added} jobs: {failed}")
+        if observer is not None:
+            observer.moved(queue, now)
     return added
 
 
 def enqueue_file(
-    path: str | os.PathLike[str], url: str, queue: str, spark: SparkSession, name: str | None = None
+    path: str | os.PathLike[str],
+    url: str,
+    queue: str,
+    spark: SparkSession,
+    name: str | None = None,
+    observer: Observer | None = None,
 ) -> int:
     """Add every row of a Parquet or CSV file (with a header row) as a job."""
     source = Path(path).resolve()  # the JVM's working folder may differ from ours
@@ -182,14 +242,17 @@ def enqueue_file(
     kind = source.suffix.lower()
     if kind not in (".parquet", ".csv"):
         raise MigrateError(f"cannot read {str(source)!r}: expected a .parquet or .csv file")
+    what = f"Spark tasks read {str(source)!r}"
+    require_visible(spark, {str(source.parent): (what, SHARED_DISK)})
+    reader = spark.read.option("maxPartitionBytes", PART_BYTES)
     try:
         if kind == ".parquet":
-            frame = spark.read.parquet(str(source))
+            frame = reader.parquet(str(source))
         else:
-            frame = spark.read.csv(str(source), header=True, inferSchema=True)
+            frame = reader.csv(str(source), header=True, inferSchema=True)
     except Exception as exc:  # Spark errors carry a JVM trace: keep the gist
         raise MigrateError(f"cannot read {str(source)!r}: {first_line(exc)}") from None
-    return enqueue_dataframe(frame, url, queue, name)
+    return enqueue_dataframe(frame, url, queue, name, observer=observer)
 
 
 def _enqueue_partition(

@@ -8,10 +8,14 @@ so every queue keeps its order. A single-owner destination (a SQLite file) gets 
 wave: one process writes it at a time, and the driver opens it only between waves. Queue
 metadata (paused flag, id counter, limits, schedulers, dedup keys) follows the jobs.
 
-The source can instead be read by the tasks themselves (`read_in_tasks`, the default but
-for `memory://` and SQLite into SQLite): one Spark job whose tasks each export their queues
-and import them page by page. A SQLite source is read from its tables (`sources`), never
-rebuilt: the driver owns the file meanwhile and the tasks read it read-only.
+The source can instead be read by the tasks themselves (`read_in_tasks`): one Spark job
+whose tasks each export their queues and import them page by page. A SQLite source is read
+from its tables (`sources`), never rebuilt: the driver owns the file meanwhile and the tasks
+read it read-only. `auto` (None) lets tasks read only a source every executor reaches: any
+but `memory://` on a local master (and not SQLite into SQLite), only a server on a cluster.
+Under a cluster master, files the tasks must open (a SQLite destination, a SQLite source
+read in tasks) are probed first (`spark.require_visible`): a plan that cannot work stops
+before anything is written.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,17 +34,18 @@ from psyq.backends.base import JOB_STATES
 from psyq.backends.sqlite.export import SqliteExport
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import (
-    absolute_sqlite_url,
+    absolute_url,
     check_pair,
     default_batch_size,
     is_single_owner,
     scheme,
     sqlite_path,
+    tasks_can_read,
 )
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.reading import Batch, WaveReader, pack
 from psyq_migrate.sources import ExportSource, open_source, release_source
-from psyq_migrate.spark import SparkAhead, run_job
+from psyq_migrate.spark import SparkAhead, active_session, require_visible, run_job
 from psyq_migrate.verify import VerifyReport, compare, find_conflict
 from psyq_migrate.writing import BatchResult, copy_partition, write_partition
 
@@ -76,7 +81,7 @@ class MigrateOptions:
     batch_size: int | None = None  # jobs per export page / import call; None: by destination
 
     pages_per_task: int | None = None  # pages per task per wave; None: 10, or 50 (one owner)
-    read_in_tasks: bool | None = None  # None: tasks, but the driver for memory://, SQLite->SQLite
+    read_in_tasks: bool | None = None  # None: auto (see `reads_in_tasks`)
 
     @property
     def page_size(self) -> int:
@@ -127,13 +132,12 @@ def migrate(
     """Run a migration (with dry_run, only its plan, and Spark never starts). The plan checks
     both backends and refuses conflicts before anything is written; meanwhile Spark starts
     in a thread, on `master` unless `spark` is given, with its Python workers."""
-    source_url, destination_url = (
-        absolute_sqlite_url(options.source),
-        absolute_sqlite_url(options.destination),
-    )
-    options = replace(options, source=source_url, destination=destination_url)
     check_pair(options.source, options.destination)
-    in_tasks = reads_in_tasks(options)
+    options = replace(
+        options, source=absolute_url(options.source), destination=absolute_url(options.destination)
+    )
+    master = session_master(spark, master)
+    in_tasks = reads_in_tasks(options, master)
     started = time.monotonic()
     ahead = None if options.dry_run else SparkAhead(spark, master, options.partitions)
     try:
@@ -145,6 +149,7 @@ def migrate(
                     observer.planned(result.plans)
                 if ahead is not None:
                     session = ahead.session()
+                    require_visible(session, files_for_tasks(options, in_tasks))
                     if in_tasks:
                         source = runner.run(_let_tasks_read(source, options.source))
                         copy_in_tasks(options, session, result, observer)
@@ -162,19 +167,52 @@ def migrate(
     return result
 
 
-def reads_in_tasks(options: MigrateOptions) -> bool:
-    """Whether Spark tasks read the source rather than the driver. Default: they do, but for
-    `memory://` (in this process only) and SQLite into SQLite (one task would do it all, and
-    the driver reading moves the progress bar batch by batch)."""
+def session_master(spark: SparkSession | None, master: str) -> str:
+    """The master the migration runs on: the given (or active) session's, else `master`."""
+    session = spark or active_session()
+    return master if session is None else str(session.sparkContext.master)
+
+
+def reads_in_tasks(options: MigrateOptions, master: str = "local[*]") -> bool:
+    """Whether Spark tasks read the source rather than the driver. `auto` (None): tasks,
+    where every executor reaches the source (`endpoints.tasks_can_read`: any backend but
+    `memory://` on a local master, a server backend on a cluster), but not SQLite into SQLite
+    (one task would do it all, and the driver reading moves the progress bar batch by
+    batch). Asking tasks to read `memory://` is refused; a SQLite file read by tasks on a
+    cluster is probed before the copy (`files_for_tasks`)."""
     if options.read_in_tasks is None:
         kind = scheme(options.source)
-        return kind != "memory" and not (kind == "sqlite" and is_single_owner(options.destination))
+        into_file = kind == "sqlite" and is_single_owner(options.destination)
+        return tasks_can_read(options.source, master) and not into_file
     if options.read_in_tasks and scheme(options.source) == "memory":
         raise MigrateError(
-            f"{options.source!r} lives in this process: Spark tasks cannot read it (read it "
-            "in the driver)"
+            f"{options.source!r} lives in this process: Spark tasks (master {master}) cannot "
+            "read it; use --read driver (or auto)"
         )
     return options.read_in_tasks
+
+
+def files_for_tasks(options: MigrateOptions, in_tasks: bool) -> Mapping[str, tuple[str, str]]:
+    """Under a cluster master, the folders Spark tasks must see as this machine does, each
+    with what needs it and the fix (see `spark.require_visible`)."""
+    needed: dict[str, tuple[str, str]] = {}
+    source, destination = sqlite_path(options.source), sqlite_path(options.destination)
+    if destination is not None:
+        needed[os.path.dirname(destination)] = (
+            f"the destination {options.destination!r} is a file Spark tasks write",
+            "put it on a disk every Spark worker mounts at the same path, migrate into a "
+            "server backend (redis://, postgresql://, psyq://), or run with --master local[*]",
+        )
+    if source is not None and in_tasks:
+        needed.setdefault(
+            os.path.dirname(source),
+            (
+                f"the source {options.source!r} is a file Spark tasks read (--read tasks)",
+                "use --read auto or --read driver (the driver reads the file and ships its "
+                "pages to the tasks)",
+            ),
+        )
+    return needed
 
 
 def copy_in_tasks(

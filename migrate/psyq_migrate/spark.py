@@ -3,17 +3,21 @@ this interpreter, and a session already running in the process is reused, not st
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from psyq_migrate.endpoints import is_local_master
 from psyq_migrate.errors import MigrateError
 
 if TYPE_CHECKING:
@@ -30,7 +34,9 @@ __all__ = [
     "find_java",
     "first_line",
     "java_major_version",
+    "require_visible",
     "run_job",
+    "run_partitions",
     "spark_session",
     "start_python_workers",
 ]
@@ -146,6 +152,18 @@ def run_job(rdd: RDD[T], what: str) -> list[T]:
         raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None
 
 
+def run_partitions(rdd: RDD[T], partitions: Sequence[int], what: str) -> list[T]:
+    """The elements of some partitions of an RDD (one Spark job); errors as in `run_job`."""
+    try:
+        return rdd.context.runJob(rdd, _same, partitions)
+    except Exception as exc:  # py4j / Spark errors carry a JVM trace: keep the gist
+        raise MigrateError(f"the Spark job of {what} failed: {first_line(exc)}") from None
+
+
+def _same(items: Iterable[T]) -> Iterable[T]:
+    return items
+
+
 class SparkAhead:
     """Spark made ready in a thread while the driver plans: the session (the given one, or a
     new one on `master`, stopped by `close`) and its Python workers, one per partition, with
@@ -188,3 +206,46 @@ def _import_task_code(_: Iterable[int]) -> Iterator[int]:
     import psyq_migrate.writing  # noqa: F401  (a worker keeps its imports for the next task)
 
     return iter(())
+
+
+def require_visible(session: SparkSession, folders: Mapping[str, tuple[str, str]]) -> None:
+    """Under a cluster master, check that Spark tasks see each folder as this process does,
+    before anything is written: the driver drops a marker file into each, and a few tasks
+    (one per core the session has) look for it. A task that misses one raises MigrateError
+    naming the folder's use (`folders[folder][0]`), the task's host, the master and the fix
+    (`folders[folder][1]`). A local master's tasks run here: nothing to check. A folder the
+    driver cannot write a marker into is not checked."""
+    master = str(session.sparkContext.master)
+    if not folders or is_local_master(master):
+        return
+    markers: dict[str, str] = {}
+    try:
+        for folder in folders:
+            marker = os.path.join(folder, f".psyq-probe-{uuid.uuid4().hex}")
+            try:
+                with open(marker, "x"):
+                    markers[folder] = marker
+            except OSError:
+                continue
+        tasks = max(2, session.sparkContext.defaultParallelism)
+        probe = session.sparkContext.parallelize(range(tasks), tasks)
+        check = functools.partial(_missed_markers, dict(markers))
+        missed = run_job(probe.mapPartitions(check), "checking file access")
+    finally:
+        for marker in markers.values():
+            os.unlink(marker)
+    if missed:
+        host, folder = missed[0]
+        what, fix = folders[folder]
+        raise MigrateError(
+            f"{what}, but a Spark task on {host} (master {master}) cannot see its folder "
+            f"{folder!r}: {fix}"
+        )
+
+
+def _missed_markers(markers: Mapping[str, str], _: Iterable[int]) -> Iterator[tuple[str, str]]:
+    """mapPartitions body of `require_visible`: (host, folder) for each marker not seen."""
+    host = socket.gethostname()
+    return iter(
+        [(host, folder) for folder, marker in markers.items() if not os.path.exists(marker)]
+    )

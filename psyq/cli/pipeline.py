@@ -7,8 +7,10 @@ imported only when a pipeline command runs.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -29,7 +31,7 @@ from psyq.errors import redact_url
 
 if TYPE_CHECKING:
     from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
-    from psyq_migrate.report import GroupFigures
+    from psyq_migrate.report import GroupFigures, Timeline
 
 __all__ = [
     "PIPELINE_COMMANDS",
@@ -42,14 +44,24 @@ __all__ = [
 
 
 class ProgressObserver:
-    """A rich progress bar on a terminal; one plain line per queue update elsewhere (logs)."""
+    """A rich progress bar on a terminal; elsewhere (logs), one plain line per batch, at most
+    one a second (`every`), and always the last one: "moved 600/3000 jobs (queue)"."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(
+        self,
+        console: Console,
+        doing: str = "migrating",
+        done: str = "moved",
+        unit: str = "jobs",
+        every: float = 1.0,
+    ) -> None:
         self.console = console
+        self.doing, self.done_word, self.unit, self.every = doing, done, unit, every
         self.total = 0
         self.done = 0
         self.bar: Progress | None = None
         self.task_id: TaskID | None = None
+        self.printed_at = -math.inf
 
     def planned(self, plans: list[QueuePlan]) -> None:
         self.total = sum(plan.total for plan in plans)
@@ -62,14 +74,16 @@ class ProgressObserver:
                 console=self.console,
             )
             self.bar.start()
-            self.task_id = self.bar.add_task("migrating", total=self.total)
+            self.task_id = self.bar.add_task(self.doing, total=self.total)
 
     def moved(self, queue: str, jobs: int) -> None:
         self.done += jobs
         if self.bar is not None and self.task_id is not None:
             self.bar.update(self.task_id, completed=self.done, description=queue)
-        else:
-            self.console.print(f"moved {self.done}/{self.total} jobs ({queue})", highlight=False)
+        elif self.done >= self.total or time.monotonic() - self.printed_at >= self.every:
+            self.printed_at = time.monotonic()
+            line = f"{self.done_word} {self.done}/{self.total} {self.unit} ({queue})"
+            self.console.print(line, highlight=False)
 
     def __enter__(self) -> ProgressObserver:
         return self
@@ -133,6 +147,10 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     report = commands.add_parser("report", help="throughput, latency, failures of an export")
     report.add_argument("history", help="folder written by psyq export")
     report.add_argument("--chart", help="PNG file (default: HISTORY/report.png)")
+    report.add_argument("--html", help="HTML page (default: HISTORY/report.html)")
+    report.add_argument(
+        "--interval", type=positive_int, help="minutes per interval (default: by the span)"
+    )
     for command in (export, enqueue, report):
         command.add_argument("--master", default="local[*]", help="Spark master (local[*])")
 
@@ -237,8 +255,9 @@ def run_export(args: argparse.Namespace) -> int:
     from psyq_migrate.history import export_history
     from psyq_migrate.spark import spark_session
 
-    with spark_session(args.master) as spark:
-        count = export_history(args.url, args.out, spark, args.queues)
+    progress = ProgressObserver(Console(stderr=True, highlight=False), "exporting", "exported")
+    with spark_session(args.master) as spark, progress:
+        count = export_history(args.url, args.out, spark, args.queues, progress)
     Console(highlight=False).print(f"exported {count} jobs to {args.out}")
     return 0
 
@@ -247,22 +266,30 @@ def run_enqueue(args: argparse.Namespace) -> int:
     from psyq_migrate.history import enqueue_file
     from psyq_migrate.spark import spark_session
 
-    with spark_session(args.master) as spark:
-        count = enqueue_file(args.source, args.destination, args.queue, spark, args.name)
+    console = Console(stderr=True, highlight=False)
+    progress = ProgressObserver(console, "enqueueing", "enqueued", "rows")
+    with spark_session(args.master) as spark, progress:
+        count = enqueue_file(args.source, args.destination, args.queue, spark, args.name, progress)
     Console(highlight=False).print(f"enqueued {count} rows into {args.queue}")
     return 0
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from psyq_migrate.report import build_report, write_chart
+    from psyq_migrate.report import build_report, build_timeline, write_chart, write_html
     from psyq_migrate.spark import spark_session
 
+    interval = args.interval * 60_000 if args.interval else None
     with spark_session(args.master) as spark:
         figures = build_report(args.history, spark)
+        timeline = build_timeline(args.history, spark, interval)
     chart = args.chart or os.path.join(args.history, "report.png")
-    write_chart(figures, chart)
-    print_report(Console(highlight=False, width=None if sys.stdout.isatty() else 160), figures)
-    Console(highlight=False).print(f"chart: {chart}")
+    page = args.html or os.path.join(args.history, "report.html")
+    write_chart(figures, chart, timeline)
+    write_html(figures, timeline, page, f"psyq report: {os.path.abspath(args.history)}")
+    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    print_report(out, figures)
+    print_timeline(out, timeline)
+    out.print(f"chart: {chart}\npage: {page}", soft_wrap=True)
     return 0
 
 
@@ -284,6 +311,19 @@ def print_report(out: Console, figures: list[GroupFigures]) -> None:
             "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
         )
     out.print(table)
+
+
+def print_timeline(out: Console, timeline: Timeline) -> None:
+    """The top failure reasons per queue with their counts (the intervals are in the chart
+    and the page)."""
+    table = Table(title="top failure reasons")
+    for column in ("queue", "reason", "count"):
+        table.add_column(column, justify="right" if column == "count" else "left")
+    for queue, reasons in timeline.reasons.items():
+        for reason, count in reasons:
+            table.add_row(queue, reason, str(count))
+    if table.rows:
+        out.print(table)
 
 
 def _triple(values: tuple[int, int, int] | None) -> str:

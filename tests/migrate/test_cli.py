@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,19 +48,21 @@ def wait_until_free(lock_file: Path, timeout: float = 30) -> None:
         time.sleep(0.05)
 
 
-def read_until(process: subprocess.Popen[str], marker: str, timeout: float = 120) -> list[str]:
-    """stderr lines of `process` up to the first containing `marker` (fails on exit or timeout)."""
+def read_until_moved(process: subprocess.Popen[str], jobs: int, timeout: float = 120) -> int:
+    """Read the stderr of `process` up to its first progress line ("moved N/total", at most
+    one a second) with N >= `jobs`; returns N (fails on exit or timeout)."""
     assert process.stderr is not None
     seen: list[str] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = process.stderr.readline()
         if not line:
-            pytest.fail(f"psyq migrate ended before {marker!r}: {''.join(seen)[-2000:]}")
+            pytest.fail(f"psyq migrate ended before moving {jobs}: {''.join(seen)[-2000:]}")
         seen.append(line)
-        if marker in line:
-            return seen
-    pytest.fail(f"no {marker!r} within {timeout}s")
+        found = re.match(r"moved (\d+)/", line)
+        if found and int(found.group(1)) >= jobs:
+            return int(found.group(1))
+    pytest.fail(f"{jobs} jobs not moved within {timeout}s")
 
 
 @pytest.mark.timeout(240)  # a second Spark session starts in the subprocess
@@ -74,7 +77,7 @@ def test_a_run_killed_mid_way_finishes_exactly_when_run_again(
         argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True
     ) as process:
         try:
-            read_until(process, "moved 600/")  # three waves of fifteen are in
+            assert read_until_moved(process, 600) < JOBS  # three waves of fifteen are in
         finally:
             os.killpg(process.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
     wait_until_free(tmp_path / "dst.db.lock")
@@ -131,3 +134,38 @@ def test_missing_java_is_named_before_spark_starts(tmp_path: Path) -> None:
         verify_backends(source, f"sqlite:///{tmp_path}/dst.db", ["q"]).rows[0].destination.count
         == 0
     )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_off_a_terminal_is_a_line_a_second_and_the_last(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from psyq.cli import pipeline
+    from psyq_migrate import QueuePlan
+
+    clock = Clock()
+    monkeypatch.setattr(pipeline.time, "monotonic", clock)
+    written = io.StringIO()
+    observer = pipeline.ProgressObserver(Console(file=written), "enqueueing", "enqueued", "rows")
+    with observer:
+        observer.planned([QueuePlan("orders", {"rows": 10}, {})])
+        for at in (0.0, 0.5, 0.9, 1.0, 1.5, 2.2, 2.3, 2.4, 2.5, 2.6):  # a row each
+            clock.now = 100.0 + at
+            observer.moved("orders", 1)
+    assert written.getvalue().splitlines() == [
+        "enqueued 1/10 rows (orders)",
+        "enqueued 4/10 rows (orders)",  # a second after the first
+        "enqueued 6/10 rows (orders)",
+        "enqueued 10/10 rows (orders)",  # the last, whenever it comes
+    ]

@@ -12,9 +12,15 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.cli.main import main
-from psyq_migrate import MigrateError
+from psyq_migrate import MigrateError, QueuePlan
 from psyq_migrate.history import enqueue_dataframe, export_history
-from psyq_migrate.report import build_report
+from psyq_migrate.report import (
+    TimelinePoint,
+    build_report,
+    build_timeline,
+    choose_interval,
+    write_html,
+)
 
 T0 = 1_700_000_000_000
 
@@ -55,6 +61,7 @@ async def write_history(url: str) -> None:
         await release_backend(backend)
 
 
+@pytest.mark.timeout(120)  # three reports (Spark jobs, charts) and maybe the session's start
 def test_export_then_report_gives_the_known_figures(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -90,6 +97,70 @@ def test_export_then_report_gives_the_known_figures(
     assert "50/95/99" in printed and "timeout (6)" in printed and "10.0%" in printed
 
 
+MINUTE = 60_000
+B0 = T0 - T0 % MINUTE  # 22:13 UTC: charge 1..33 finish in it, 34..83 in the next, 84..100 after
+
+
+@pytest.mark.timeout(120)  # two timelines, a report and their charts
+def test_the_timeline_counts_each_minute_and_names_the_failures(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/history.db"
+    asyncio.run(write_history(url))
+    out = tmp_path / "history"
+    export_history(url, out, spark)
+
+    timeline = build_timeline(out, spark)
+    assert timeline.interval_ms == MINUTE
+    assert timeline.points == {  # the waiting emails never finished: not in it
+        "shop": [
+            TimelinePoint(B0, 33, 3, (17, 32, 33), (170, 320, 330)),
+            TimelinePoint(B0 + MINUTE, 50, 5, (58, 81, 83), (580, 810, 830)),
+            TimelinePoint(B0 + 2 * MINUTE, 17, 2, (92, 100, 100), (920, 1000, 1000)),
+        ]
+    }
+    assert timeline.reasons == {"shop": [("timeout", 6), ("card declined", 4)]}
+    wider = build_timeline(out, spark, interval_ms=5 * MINUTE)
+    # five-minute intervals from the epoch: 22:10 to 22:15 holds charge 1..83
+    assert [(p.start_ms, p.finished, p.failed) for p in wider.points["shop"]] == [
+        (B0 - 3 * MINUTE, 83, 8),
+        (B0 + 2 * MINUTE, 17, 2),
+    ]
+    assert wider.per_minute(83) == 16.6
+
+    page = tmp_path / "page.html"
+    write_html(build_report(out, spark), timeline, page, "shop <history>")
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+    assert "<title>shop &lt;history&gt;</title>" in text
+    assert text.count("<svg") == 1  # the chart, inline
+    for outside in ("<script", "src=", "<link", "@import", "url(http", 'href="http'):
+        assert outside not in text  # self-contained: nothing fetched
+    assert '<td class="text">timeout</td><td>6</td>' in text
+    assert '<td class="text">card declined</td><td>4</td>' in text
+    for start, finished, failed, wait in (
+        ("22:13", "33.0", "3.0", "17/32/33"),
+        ("22:14", "50.0", "5.0", "58/81/83"),
+        ("22:15", "17.0", "2.0", "92/100/100"),
+    ):
+        row = f'<td class="text">2023-11-14 {start}</td><td>{finished}</td><td>{failed}</td>'
+        assert row + f"<td>{wait}</td>" in text
+    assert "<td>50/95/99</td>" in text  # the per name table, as printed
+
+    assert main(["report", str(out), "--interval", "1"]) == 0
+    assert (out / "report.html").read_text().count("<svg") == 1
+    assert (out / "report.png").read_bytes().startswith(b"\x89PNG")
+    printed = capsys.readouterr().out
+    assert "top failure reasons" in printed and "report.html" in printed
+
+
+def test_the_interval_grows_with_the_span() -> None:
+    assert choose_interval(0, 239 * MINUTE) == MINUTE
+    assert choose_interval(0, 240 * MINUTE) == 5 * MINUTE
+    assert choose_interval(0, 7 * 24 * 60 * MINUTE) == 60 * MINUTE
+    assert choose_interval(0, 10**12) == 24 * 60 * MINUTE
+
+
 def test_export_refuses_an_existing_folder_and_leaves_nothing_half_written(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -118,7 +189,9 @@ def test_enqueue_a_csv_file_twice_adds_each_row_once(
     argv = ["enqueue", "--from", str(rows), "--to", url, "--queue", "orders"]
     assert main(argv) == 0
     assert main(argv) == 0  # ids make a rerun skip what is there
-    assert "enqueued 3 rows" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "enqueued 3 rows" in printed.out
+    assert "enqueued 3/3 rows (orders)" in printed.err  # progress, off a terminal
     jobs = asyncio.run(jobs_of(url, "orders"))
     assert [(job.id, job.name, job.data) for job in jobs] == [
         ("o-1", "bill", {"amount": 12.5, "customer": "ann"}),
@@ -169,3 +242,31 @@ def test_pipeline_bad_input_exits_2_naming_the_value(
     (tmp_path / "fake.parquet").write_text("not parquet")
     assert main(argv) == 2
     assert named in capsys.readouterr().err
+
+
+class Steps:
+    """An observer recording the plan's total and every step."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.steps: list[int] = []
+
+    def planned(self, plans: list[QueuePlan]) -> None:
+        self.total = sum(plan.total for plan in plans)
+
+    def moved(self, queue: str, jobs: int) -> None:
+        self.steps.append(jobs)
+
+
+def test_enqueue_into_a_file_keeps_the_row_order_in_at_most_ten_steps(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    frame = spark.range(0, 60, 1, 12).selectExpr(  # 12 partitions of 5 rows, in order
+        "concat('r', lpad(cast(id AS string), 2, '0')) AS id", "'{}' AS data"
+    )
+    ordered = [f"r{i:02d}" for i in range(60)]
+    url = f"sqlite:///{tmp_path}/jobs.db"
+    steps = Steps()
+    assert enqueue_dataframe(frame, url, "rows", name="n", observer=steps) == 60
+    assert steps.total == 60 and sum(steps.steps) == 60 and 1 < len(steps.steps) <= 10
+    assert [job.id for job in asyncio.run(jobs_of(url, "rows"))] == ordered
