@@ -150,6 +150,7 @@ class Worker(_BackendUser, EventEmitter):
         self._ref: QueueRef | None = None
         self._drained = True
         self._forced = False
+        self._hand_back_on_close = True
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
@@ -218,8 +219,11 @@ class Worker(_BackendUser, EventEmitter):
         except PsyqError as exc:
             self.emit("error", exc)
 
-    async def close(self, force: bool = False) -> None:
-        """Stop taking jobs; wait for active ones (or, with force, hand them back now)."""
+    async def close(self, force: bool = False, hand_back: bool = True) -> None:
+        """Stop taking jobs; wait for active ones (or, with force, hand them back now;
+        with hand_back=False too, leave them active for the stall check to recover, as
+        BullMQ's forced close does)."""
+        self._hand_back_on_close = hand_back
         if self._closing is None and self._running is not None:  # autorun not started yet
             self._running.cancel()
             await asyncio.gather(self._running, return_exceptions=True)
@@ -289,7 +293,7 @@ class Worker(_BackendUser, EventEmitter):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
         abandoned = await self._stop_slots(slots)
-        for job in abandoned:
+        for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)
         while not self._handoff.empty():
             await self._hand_back(ref, self._handoff.get_nowait())

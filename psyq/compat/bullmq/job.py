@@ -103,7 +103,7 @@ class Job:
         self.stalledCounter = core.stalled_counter
         self.processedOn = core.processed_on or 0
         self.finishedOn = core.finished_on or 0
-        self.returnvalue = core.returnvalue
+        self.returnvalue = codec.loads(core._returnvalue_json)
         self.failedReason = core.failed_reason
         self.stacktrace = list(core.stacktrace)
         self.token = core.token

@@ -111,6 +111,9 @@ class _AnyBackoff(Mapping[str, BackoffStrategy]):
     def __len__(self) -> int:
         return 0
 
+    def __bool__(self) -> bool:  # not empty: every key has the strategy
+        return True
+
 
 def _limiter(value: Any) -> Limiter | None:
     if not value:
@@ -421,7 +424,7 @@ class Worker(EventEmitter):
         task = self._run_task
         if task is not None and not task.done() and not self._core.running:
             task.cancel()  # autorun had not started yet
-        await self._core.close(force)
+        await self._core.close(force, hand_back=False)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
         try:
