@@ -14,7 +14,7 @@ from psyq.compat.bullmq.connection import connection_url
 from psyq.compat.bullmq.job import Job
 from psyq.core.flow import JobNode
 from psyq.core.options import merge_job_options, normalize_job_options
-from psyq.errors import JobNotFoundError, PsyqError
+from psyq.errors import JobNotFoundError
 
 __all__ = ["FlowBackend", "FlowProducer", "create_backend"]
 
@@ -47,6 +47,15 @@ class FlowBackend:
     async def addFlow(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
         nodes: list[JobNode] = await self.core.add_bulk(flows)
         return nodes
+
+    async def parent_exists(self, flow: Mapping[str, Any]) -> bool:
+        """False when the root names a parent job (`opts.parent`) that does not exist."""
+        parent = (flow.get("opts") or {}).get("parent")
+        if not parent:
+            return True
+        _, _, queue = str(parent.get("queue", "")).partition(":")
+        adapter = await self.core._open()
+        return await adapter.get_job(queue, str(parent.get("id"))) is not None
 
     async def close(self, force: bool = False) -> None:
         await self.core.close()
@@ -84,10 +93,13 @@ class FlowProducer:
             return None
         queues_options = (opts or {}).get("queuesOptions")
         spec, tree = self._prepare(flow, queues_options)
+        has_parent = bool((flow.get("opts") or {}).get("parent"))
+        if has_parent and not await self.backend.parent_exists(flow):
+            raise _flow_error(flow)
         try:
             nodes = await self.backend.addFlow([spec])
-        except JobNotFoundError as exc:
-            raise _flow_error(exc, flow) from None
+        except JobNotFoundError:
+            raise _flow_error(flow) from None
         self._settle(tree, nodes)
         return tree
 
@@ -162,7 +174,7 @@ def _pairs(tree: Mapping[str, Any], node: Any) -> Iterator[tuple[Job, Any]]:
         yield from _pairs(child_tree, child)
 
 
-def _flow_error(exc: PsyqError, flow: Mapping[str, Any]) -> Exception:
+def _flow_error(flow: Mapping[str, Any]) -> Exception:
     parent = (flow.get("opts") or {}).get("parent") or {}
     key = f"{parent.get('queue')}:{parent.get('id')}"
     error = Exception(f"Missing key for parent job {key}. addJob")

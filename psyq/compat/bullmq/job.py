@@ -195,7 +195,8 @@ class Job:
 
     # ------------------------------------------------------------------ state
     async def getState(self) -> str:
-        return await self.core.get_state()
+        state = await self.core.get_state()
+        return "waiting" if state == "paused" else state
 
     async def _is(self, *states: str) -> bool:
         return await self.getState() in states

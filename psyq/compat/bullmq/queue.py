@@ -37,6 +37,18 @@ def sanitize_job_types(types: Iterable[str] | None) -> list[str]:
     return list(dict.fromkeys(_ALIASES.get(t, t) for t in asked))
 
 
+def core_states(states: list[str]) -> list[str]:
+    """The core states behind `bullmq` states: a paused queue's jobs are `waiting` in
+    `bullmq` 3.x (BullMQ 6's layout has no paused list), `paused` in psyq."""
+    if "waiting" in states and "paused" not in states:
+        return [*states, "paused"]
+    return states
+
+
+def public_state(state: str) -> str:
+    return "waiting" if state == "paused" else state
+
+
 def add_error(exc: PsyqError, opts: Mapping[str, Any] | None) -> Exception:
     """The error `bullmq` raises for a job whose parent does not exist."""
     parent = (opts or {}).get("parent")
@@ -108,20 +120,31 @@ class Queue(EventEmitter):
         end: int = -1,
         asc: bool = False,
     ) -> list[Job]:
-        states = sanitize_job_types([types] if isinstance(types, str) else types)
+        states = core_states(sanitize_job_types([types] if isinstance(types, str) else types))
         cores = await self._core.get_jobs(states, start, end, asc)
+        wanted = end - start + 1 if end >= 0 else 0
+        extra = 0
+        while len(cores) < wanted:  # some ids in the range had no job any more: read on
+            extra += wanted - len(cores)
+            more = await self._core.get_jobs(states, start, end + extra, asc)
+            if len(more) <= len(cores):
+                break
+            cores = more[:wanted]
         return [Job.wrap(self, core) for core in cores]
 
     def sanitizeJobTypes(self, types: Iterable[str] | None) -> list[str]:
         return sanitize_job_types(types)
 
     async def getJobState(self, job_id: str) -> str:
-        return str(await self._core.get_job_state(str(job_id)))
+        return public_state(str(await self._core.get_job_state(str(job_id))))
 
     async def getJobCounts(self, *types: str) -> dict[str, int]:
         states = sanitize_job_types(types)
-        counts: dict[str, int] = await self._core.get_job_counts(*states)
-        return {state: counts.get(state, 0) for state in states}
+        counts: dict[str, int] = await self._core.get_job_counts(*core_states(states))
+        result = {state: counts.get(state, 0) for state in states}
+        if "waiting" in result and "paused" not in states:
+            result["waiting"] += counts.get("paused", 0)
+        return result
 
     async def getJobCountByTypes(self, *types: str) -> int:
         return sum((await self.getJobCounts(*types)).values())
