@@ -151,6 +151,8 @@ class Worker(_BackendUser, EventEmitter):
         self._drained = True
         self._forced = False
         self._hand_back_on_close = True
+        self._resumed = asyncio.Event()  # cleared while the worker is paused
+        self._resumed.set()
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
@@ -239,6 +241,26 @@ class Worker(_BackendUser, EventEmitter):
         await self._wait_listeners()
         await self._release()
         self.emit("closed")
+
+    @property
+    def paused(self) -> bool:
+        return not self._resumed.is_set()
+
+    async def pause(self, do_not_wait_active: bool = False) -> None:
+        """Take no more jobs (this worker only; `queue.pause()` pauses every worker); wait
+        for the active ones to finish unless `do_not_wait_active`. Emits `paused`."""
+        if not self.paused:
+            self._resumed.clear()
+            while self._active and not do_not_wait_active:
+                await self._slot_freed.wait()
+                self._slot_freed.clear()
+        self.emit("paused")
+
+    def resume(self) -> None:
+        """Take jobs again after `pause()`. Emits `resumed`."""
+        if self.paused:
+            self._resumed.set()
+            self.emit("resumed")
 
     async def get_next_job(self, token: str, block: bool = True) -> Job | None:
         """Take one job locked with `token` (manual processing); None when none came."""
@@ -365,6 +387,7 @@ class Worker(_BackendUser, EventEmitter):
             while self._idle == 0:
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
+            await self._resumed.wait()
             try:
                 jobs = await self._fetch(ref, self._new_tokens(self._idle))
             except Exception as exc:
@@ -526,7 +549,7 @@ class Worker(_BackendUser, EventEmitter):
         self, ref: QueueRef, job: Job, token: str, outcome: Completed
     ) -> Job | None:
         """Complete the job (fetching the next one unless closing); returns that next job."""
-        fetch = self._closing is not None and not self._closing.is_set()
+        fetch = self._closing is not None and not self._closing.is_set() and not self.paused
         error: PsyqError | None = None
         if ref.backend.batch_settles:
             settling = Settlement(job.id, token, outcome)

@@ -287,3 +287,28 @@ async def test_empty_queue_name_is_a_queue(opts: dict[str, str]) -> None:
     finally:
         await queue.obliterate(force=True)
         await queue.close()
+
+
+async def test_worker_pause_and_resume(opts: dict[str, str], queue_name: str) -> None:
+    queue = Queue(queue_name, opts)
+    seen: list[int] = []
+
+    async def process(job: Job, token: str) -> None:
+        seen.append(job.data["n"])
+
+    worker = Worker(queue_name, process, opts)
+    events = Recorder(worker, "completed", "paused", "resumed")
+    try:
+        await queue.add("a", {"n": 1})
+        await events.wait("completed")
+        await worker.pause()
+        assert worker.isPaused() and events.events["paused"] == [()]
+        await queue.add("b", {"n": 2})
+        assert await queue.getJobCounts("waiting") == {"waiting": 1}
+        assert seen == [1]
+        worker.resume()
+        await events.wait("completed", 2)
+        assert seen == [1, 2] and events.events["resumed"] == [()]
+    finally:
+        await worker.close()
+        await queue.close()

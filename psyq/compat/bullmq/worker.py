@@ -144,7 +144,7 @@ class Worker(EventEmitter):
         suffix = f":w:{self.workerName}" if self.workerName else ""
         self.clientName = self.backend.clientName(suffix)
         self.id = uuid.uuid4().hex
-        self.closing = self.forceClosing = self.closed = self.paused = False
+        self.closing = self.forceClosing = self.closed = False
         self.blockUntil = self.limitUntil = 0
         self.drained = False
         self._job_scheduler: JobScheduler | None = None
@@ -209,6 +209,13 @@ class Worker(EventEmitter):
         return self.running
 
     @property
+    def paused(self) -> bool:
+        return bool(self._core.paused)
+
+    def isPaused(self) -> bool:
+        return self.paused
+
+    @property
     def minimumBlockTimeout(self) -> float:
         return float(getattr(self.backend, "minimumBlockTimeout", 0.001))
 
@@ -249,6 +256,8 @@ class Worker(EventEmitter):
         core.on("drained", lambda: self.emit("drained"))
         core.on("error", lambda error: self.emit("error", error))
         core.on("closed", lambda: self.emit("closed"))
+        core.on("paused", lambda: self.emit("paused"))
+        core.on("resumed", lambda: self.emit("resumed"))
 
     async def _process(self, core: CoreJob, token: str) -> Any:
         assert self.processor is not None
@@ -400,6 +409,15 @@ class Worker(EventEmitter):
     async def rateLimit(self, expire_time_ms: int) -> None:
         """Hold the whole queue for `expire_time_ms`; then raise RateLimitError."""
         await self._core.rate_limit(expire_time_ms)
+
+    async def pause(self, doNotWaitActive: bool = False) -> None:
+        """Take no more jobs (this worker only); wait for the active ones unless
+        `doNotWaitActive`. Emits `paused`."""
+        await self._core.pause(doNotWaitActive)
+
+    def resume(self) -> None:
+        """Take jobs again. Emits `resumed`."""
+        self._core.resume()
 
     def cancelJob(self, job_id: str, reason: str | None = None) -> bool:
         """Abort the signal of active job `job_id`; False when its processor takes none."""
