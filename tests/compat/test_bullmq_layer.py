@@ -312,3 +312,22 @@ async def test_worker_pause_and_resume(opts: dict[str, str], queue_name: str) ->
     finally:
         await worker.close()
         await queue.close()
+
+
+async def test_job_state_helpers_and_logs(opts: dict[str, str], queue_name: str) -> None:
+    queue = Queue(queue_name, opts)
+    worker = Worker(queue_name, None, opts)
+    try:
+        job = await queue.add("a", {})
+        assert await job.isInList("wait") and not await job.isInZSet("delayed")
+        assert await Job.addJobLog(queue, job.id or "", "one") == 1
+        assert await job.log("two") == 2
+        assert (await queue.getJobLogs(job.id or ""))["logs"] == ["one", "two"]
+        taken = await worker.moveToActive("tok")
+        assert taken is not None and taken.id == job.id and await taken.isInList("active")
+        assert await worker.moveToActive("tok2") is None
+        await taken.moveToCompleted(None, "tok")
+        assert await taken.isInZSet("completed")
+    finally:
+        await worker.close(force=True)
+        await queue.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import Mapping
 from typing import Any
 
@@ -219,6 +220,22 @@ class Job:
     async def isWaitingChildren(self) -> bool:
         return await self._is("waiting-children")
 
+    async def isInZSet(self, set: str) -> bool:
+        return await self._is(*_STATES_OF.get(set, (set,)))
+
+    isInList = isInZSet
+
+    def updateStacktrace(self) -> None:
+        """Add the exception being handled to `stacktrace` (kept to `stackTraceLimit`)."""
+        trace = traceback.format_exc()
+        limit = self.opts.get("stackTraceLimit")
+        if trace and trace != "NoneType: None\n":
+            self.stacktrace.append(trace)
+        if limit == 0:
+            self.stacktrace = []
+        elif limit:
+            self.stacktrace = self.stacktrace[-limit:]
+
     # ------------------------------------------------------------------ locked transitions
     async def moveToCompleted(
         self,
@@ -297,6 +314,12 @@ class Job:
         return job
 
     @staticmethod
+    async def addJobLog(queue: Any, jobId: str, logRow: str, keepLogs: int = 0) -> int:
+        adapter = await queue.backend.adapter()
+        count: int = await adapter.add_log(queue.name, str(jobId), str(logRow), keepLogs or None)
+        return count
+
+    @staticmethod
     def fromJSON(queue: Any, rawData: Any, jobId: str | None = None) -> Job:
         """A Job from a stored record (or the raw hash fields of one)."""
         if isinstance(rawData, JobRecord):
@@ -318,6 +341,10 @@ class Job:
         job.returnvalue = codec.loads(raw["returnvalue"]) if raw.get("returnvalue") else None
         job.repeatJobKey = raw.get("rjk") or _scheduler_key(job.id)
         return job
+
+
+# `bullmq`'s key names for states (`wait` is the waiting list).
+_STATES_OF = {"wait": ("waiting", "paused"), "waiting": ("waiting", "paused")}
 
 
 def _text(value: Any) -> Any:

@@ -69,6 +69,7 @@ class Queue(EventEmitter):
         self.backend = create_backend(name, self.opts)
         self.keys = self.backend.keys
         self.qualifiedName = self.backend.qualifiedName
+        self.scripts = None  # bullmq's Lua script objects: psyq's stores keep their own
         self._job_scheduler: JobScheduler | None = None
 
     @property

@@ -291,6 +291,11 @@ class Worker(EventEmitter):
         self.emit("active", job, "waiting")
         return job
 
+    async def moveToActive(self, token: str) -> Job | None:
+        """Take the next ready job, locked with `token`, without waiting; None when none."""
+        core = await self._core.get_next_job(token, block=False)
+        return None if core is None else Job.wrap(self, core)
+
     async def nextJobFromJobData(
         self,
         job_data: Any = None,
@@ -430,6 +435,10 @@ class Worker(EventEmitter):
     def cancelAllJobs(self, reason: str | None = None) -> None:
         for controller in list(self._controllers.values()):
             controller.abort(reason)
+
+    def cancelProcessing(self) -> None:
+        """Abort every active job's signal (as a forced close does first)."""
+        self.cancelAllJobs("worker force-closed")
 
     async def close(self, force: bool = False) -> None:
         """Stop taking jobs and wait for the active ones (with force: hand them back now)."""
