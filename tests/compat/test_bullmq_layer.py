@@ -45,6 +45,9 @@ async def test_worker_processes_with_job_and_token(opts: dict[str, str], queue_n
         assert (stored.returnvalue, stored.attemptsMade, stored.progress) == (result, 1, 50)
         assert stored.finishedOn and stored.processedOn
         assert await stored.getState() == "completed"
+        on_redis = opts["connection"].startswith("redis")
+        assert (worker.redisConnection is not None) == on_redis
+        assert (queue.client is not None) == on_redis
     finally:
         await worker.close()
         await queue.close()

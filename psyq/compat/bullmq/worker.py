@@ -191,7 +191,11 @@ class Worker(EventEmitter):
     # ------------------------------------------------------------------ compat handles
     @property
     def redisConnection(self) -> Any:
-        return self.backend.conn if isinstance(self.backend, Backend) else None
+        """The redis-py client once the worker runs on Redis, else None."""
+        if not isinstance(self.backend, Backend) or not self.backend.is_redis:
+            return None
+        adapter = self._core._backend or self.backend.core._backend
+        return None if adapter is None else getattr(adapter, "_client", None)
 
     @property
     def blockingRedisConnection(self) -> Any:
@@ -199,7 +203,7 @@ class Worker(EventEmitter):
 
     @property
     def client(self) -> Any:
-        return getattr(self.backend, "conn", None)
+        return self.redisConnection
 
     @property
     def running(self) -> bool:
