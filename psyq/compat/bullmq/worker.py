@@ -29,6 +29,7 @@ from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
 from psyq.errors import ConnectionError as PsyqConnectionError
+from psyq.errors import RateLimitError
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -123,6 +124,8 @@ def _limiter(value: Any) -> Limiter | None:
 
 class Worker(EventEmitter):
     """Processes the jobs of queue `name`, with the `bullmq` package's names."""
+
+    RateLimitError = RateLimitError  # raised after worker.rateLimit(ms), as in Node BullMQ
 
     def __init__(
         self,
