@@ -334,3 +334,34 @@ async def test_job_state_helpers_and_logs(opts: dict[str, str], queue_name: str)
     finally:
         await worker.close(force=True)
         await queue.close()
+
+
+async def test_forced_close_leaves_the_job_to_the_stall_check(
+    opts: dict[str, str], queue_name: str
+) -> None:
+    """As in `bullmq`, close(force=True) does not hand the job back: its lock expires and
+    another worker's stall check recovers it (emitting `stalled` with the job id)."""
+    queue = Queue(queue_name, opts)
+    started = asyncio.Event()
+
+    async def hang(job: Job, token: str) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    first = Worker(queue_name, hang, {**opts, "lockDuration": 500})
+    second: Worker | None = None
+    try:
+        job = await queue.add("stuck", {})
+        await asyncio.wait_for(started.wait(), 10)
+        await first.close(force=True)
+        assert await queue.getJobState(job.id or "") == "active"
+        options = {**opts, "lockDuration": 500, "stalledInterval": 300}
+        second = Worker(queue_name, lambda job, token: asyncio.sleep(0, "recovered"), options)
+        events = Recorder(second, "stalled", "completed")
+        [(job_id,)] = await events.wait("stalled", timeout=10)
+        [(done, result)] = await events.wait("completed", timeout=10)
+        assert job_id == job.id == done.id and result == "recovered"
+    finally:
+        if second is not None:
+            await second.close()
+        await queue.close()
