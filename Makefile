@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test lint check bench clean
+.PHONY: demo test lint docs check bench fuzz clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +22,18 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict psyq
 
-check: lint test
+# The documentation site (mkdocs.yml) into site/; --strict: a broken link or reference fails.
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+check: lint docs test
 
 bench: $(VENV)/.installed
 	$(PY) bench/run.py --peers bunqueue --backend memory --backend sqlite --backend sqlite-durable
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build site *.egg-info
+
+# The property tests of bad input with many more examples than CI runs.
+fuzz: $(VENV)/.installed
+	HYPOTHESIS_PROFILE=long $(PY) -m pytest -q tests/conformance/test_property_add.py

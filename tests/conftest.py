@@ -8,7 +8,7 @@ import pytest
 
 # Session fixtures of the servers tests share (one per run), visible to every suite.
 from tests.redis_service import redis_cluster, redis_server  # noqa: F401
-from tests.tcp.server_proc import psyq_server_url  # noqa: F401
+from tests.tcp.server_proc import psyq_memory_server_url, psyq_server_url  # noqa: F401
 
 
 def fresh_name(prefix: str = "q") -> str:

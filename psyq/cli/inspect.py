@@ -14,17 +14,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from rich import box
 from rich.console import Console
 from rich.table import Column, Table
 
 import psyq
-from psyq.backends import open_backend, release_backend
+from psyq.backends import open_backend, release_backend, resolve_url
 from psyq.backends.base import JOB_STATES, STATE_ORDER
+from psyq.backends.sqlite import parse_sqlite_url
 from psyq.cli.main import CliError, positive_int
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
 
@@ -80,6 +83,7 @@ Command = Callable[[argparse.Namespace, list[str]], Awaitable[int]]
 
 async def _with_queue_names(args: argparse.Namespace, command: Command) -> int:
     """Open the store once (it is shared with the Queues the command opens) and run."""
+    _check_exists(args.connection)
     backend = await open_backend(qualify_connection(args.connection, args.prefix))
     try:
         names = sorted(await backend.list_queues())
@@ -89,6 +93,16 @@ async def _with_queue_names(args: argparse.Namespace, command: Command) -> int:
         return await command(args, names)
     finally:
         await release_backend(backend)
+
+
+def _check_exists(connection: str | None) -> None:
+    """Looking creates nothing: a SQLite URL must name a database file that exists."""
+    url = resolve_url(connection)
+    if urlsplit(url).scheme != "sqlite":
+        return
+    path, _settings = parse_sqlite_url(url)
+    if not os.path.exists(path):
+        raise CliError(f"no database at {path} ({url}); nothing was created")
 
 
 def _queue(args: argparse.Namespace, name: str) -> psyq.Queue:

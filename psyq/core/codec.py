@@ -9,7 +9,7 @@ from typing import Any
 
 from psyq.errors import InvalidDataError
 
-__all__ = ["dumps", "loads"]
+__all__ = ["bad_text", "bad_unicode", "dumps", "loads", "printable"]
 
 _encoder = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
@@ -32,9 +32,34 @@ def _encode(value: Any) -> str:
     return "".join(_fast(value, 0)) if _fast is not None else _encoder.encode(value)
 
 
+def bad_unicode(text: str) -> str | None:
+    """None when `text` is valid Unicode (it has a UTF-8 form, as every store needs), else
+    what is wrong with it. Python text can hold lone surrogates (`errors="surrogateescape"`,
+    file names from `os.listdir`), which no store and no other language can."""
+    if text.isascii():
+        return None
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return f"it holds a lone surrogate {text[exc.start]!r}, which is not valid Unicode"
+    return None
+
+
+def bad_text(text: str) -> str | None:
+    """`bad_unicode`, and a NUL character too: for text a store keeps as it is (names, ids,
+    log rows; Postgres text cannot hold NUL), where JSON would have escaped it."""
+    if "\x00" in text:
+        return "it holds a NUL character ('\\x00'), which Postgres cannot store"
+    return bad_unicode(text)
+
+
+UNICODE_HINT = "decode bytes with errors='replace', or send them as base64"
+
+
 def dumps(value: Any, what: str, job: object, size_limit: int | None = None) -> str:
-    """Encode `value` as compact JSON, or raise InvalidDataError naming `what` of `job`
-    (the message is only built on failure: this runs once per job)."""
+    """Encode `value` as compact JSON that every store can hold (valid Unicode, keys and
+    values alike), or raise InvalidDataError naming `what` of `job` (the message is only
+    built on failure: this runs once per job)."""
     try:
         text = _encode(value)
     except RecursionError:
@@ -43,12 +68,27 @@ def dumps(value: Any, what: str, job: object, size_limit: int | None = None) -> 
         ) from None
     except (TypeError, ValueError) as exc:
         raise InvalidDataError(f"{what} of job {job!r} is not JSON-serialisable: {exc}") from None
+    if not text.isascii():
+        problem = bad_unicode(text)
+        if problem is not None:
+            raise InvalidDataError(
+                f"{what} of job {job!r} cannot be stored: {problem} ({UNICODE_HINT})"
+            )
     if size_limit is not None and len(text.encode()) > size_limit:
         raise InvalidDataError(
             f"{what} of job {job!r} is {len(text.encode())} bytes of JSON, over its sizeLimit "
             f"of {size_limit}"
         )
     return text
+
+
+def printable(text: str) -> str:
+    """`text` with any lone surrogate written as its escape (`\\udc80`): for text psyq makes
+    itself from a value it does not control (an exception's message, a stack trace), which
+    must be stored rather than refused."""
+    if text.isascii() or bad_unicode(text) is None:
+        return text
+    return text.encode("utf-8", "backslashreplace").decode()
 
 
 def loads(text: str | None) -> Any:

@@ -16,10 +16,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from psyq.backends.base import BackendAdapter, FlowNode, JobRecord, NewJob
-from psyq.core import codec
+from psyq.backends.base import BackendAdapter, FlowNode, JobRecord
+from psyq.core import gate
 from psyq.core.job import Job, QueueRef
-from psyq.core.options import check_int, normalize_job_options
+from psyq.core.options import check_int
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser, check_queue_name
 from psyq.errors import InvalidOptionsError
 
@@ -112,8 +112,7 @@ def _node(spec: Any, path: Any, ancestors: set[int], allow_empty: bool = False) 
     name = spec.get("name")
     if not isinstance(name, str):
         raise InvalidOptionsError(f"{_text(path)} needs a string name, got {name!r}")
-    opts = normalize_job_options(spec.get("opts"))
-    data = codec.dumps(spec.get("data"), "data", name, opts.get("sizeLimit"))
+    new = gate.new_job(name, spec.get("data"), spec.get("opts"))
     children = spec.get("children") or ()
     if not isinstance(children, Sequence) or isinstance(children, str):
         raise InvalidOptionsError(f"{_text(path)}.children must be a list, got {children!r}")
@@ -123,7 +122,7 @@ def _node(spec: Any, path: Any, ancestors: set[int], allow_empty: bool = False) 
         for i, child in enumerate(children):
             nodes.append(_node(child, _child_path(path, i), ancestors, allow_empty))
         ancestors.discard(id(spec))
-    return FlowNode(queue, NewJob(name, data, opts, opts.get("timestamp")), nodes)
+    return FlowNode(queue, new, nodes)
 
 
 def _text(path: Any) -> str:

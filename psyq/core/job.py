@@ -16,10 +16,11 @@ from psyq.backends.base import (
     JobRecord,
     Retry,
 )
-from psyq.core import codec
+from psyq.core import codec, gate
 from psyq.core.backoff import BackoffStrategy, backoff_delay
-from psyq.core.options import check_int
+from psyq.core.options import MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import (
+    InvalidDataError,
     InvalidOptionsError,
     JobNotFoundError,
     JobStateError,
@@ -186,7 +187,8 @@ class Job:
     async def log(self, row: str) -> int:
         """Append a log row (kept to the newest `keepLogs`); returns the number of rows."""
         keep = self.opts.get("keepLogs")
-        return await self._backend.add_log(self.queue_name, self.id, str(row), keep)
+        line = gate.text("log row", str(row), self.id)
+        return await self._backend.add_log(self.queue_name, self.id, line, keep)
 
     async def update_data(self, data: Any) -> None:
         text = codec.dumps(data, "data", self.id, self.opts.get("sizeLimit"))
@@ -199,7 +201,7 @@ class Job:
         self.priority = priority
 
     async def change_delay(self, delay: int) -> None:
-        check_int("delay", delay)
+        check_int("delay", delay, maximum=MAX_DELAY_MS)
         await self._backend.change_delay(self.queue_name, self.id, delay)
         self.delay = delay
 
@@ -246,7 +248,7 @@ class Job:
 
     async def move_to_delayed(self, timestamp: int, token: str | None = None) -> None:
         """Delay this active job until `timestamp` (ms); then raise psyq.DelayedError."""
-        check_int("timestamp", timestamp)
+        check_int("timestamp", timestamp, maximum=MAX_TIMESTAMP_MS)
         await self._backend.move_to_delayed(self.queue_name, self.id, timestamp, token)
 
     async def move_to_waiting_children(self, token: str) -> bool:
@@ -292,12 +294,14 @@ _UNSET: Any = object()
 def failure_outcome(
     job: Job, error: BaseException, strategies: Mapping[str, BackoffStrategy]
 ) -> Failed | Retry:
-    """Decide what a failed attempt becomes: a Retry (with backoff) or a final Failed."""
-    reason = str(error) or type(error).__name__
+    """Decide what a failed attempt becomes: a Retry (with backoff) or a final Failed. A
+    value that cannot be stored (InvalidDataError) fails the job at once: the processor's
+    work is done, and running it again would repeat it only to fail the same way."""
+    reason = codec.printable(str(error) or type(error).__name__)
     stack = _stacktrace(job, error)
     attempts = job.opts.get("attempts", 1)
-    final = isinstance(error, UnrecoverableError) or job._discarded or job._cancelled
-    if final or job.attempts_made + 1 >= attempts:
+    final = isinstance(error, UnrecoverableError | InvalidDataError)
+    if final or job._discarded or job._cancelled or job.attempts_made + 1 >= attempts:
         return Failed(reason, stack)
     delay = backoff_delay(
         job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies
@@ -311,7 +315,7 @@ def _stacktrace(job: Job, error: BaseException) -> list[str]:
     limit = job.opts.get("stackTraceLimit", DEFAULT_STACK_TRACE_LIMIT)
     if limit == 0:
         return []
-    text = "".join(traceback.format_exception(error))
+    text = codec.printable("".join(traceback.format_exception(error)))
     return [*job.stacktrace, text][-limit:]
 
 

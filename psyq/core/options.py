@@ -7,14 +7,18 @@ An unknown name or a bad value raises `InvalidOptionsError` naming it; nothing i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from psyq.core.codec import UNICODE_HINT, bad_text
 from psyq.errors import InvalidOptionsError
 
 __all__ = [
+    "MAX_INT",
     "MAX_PRIORITY",
+    "MAX_TIMESTAMP_MS",
     "KeepJobs",
     "check_int",
     "keep_jobs",
@@ -24,15 +28,40 @@ __all__ = [
 
 MAX_PRIORITY = 2**21 - 1
 MAX_DELAY_MS = 2**42  # delayed scores encode ms << 12 in 53 bits (BullMQ's layout)
+# Every integer option fits what each store keeps (SQLite and Postgres: int64) and what a JS
+# number holds exactly (Node BullMQ reads the same options): 2**53 - 1.
+MAX_INT = 2**53 - 1
+MAX_TIMESTAMP_MS = MAX_DELAY_MS  # ms since the epoch, up to the year 2109: not us or ns
 
 
-def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int | None = None) -> int:
+def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT) -> int:
     """Return `value` if it is an int within [minimum, maximum], else raise naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidOptionsError(f"option {name!r} must be an integer, got {value!r}", option=name)
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
-        raise InvalidOptionsError(f"option {name!r} must be {bounds}, got {value!r}", option=name)
+    if value < minimum and maximum == MAX_INT:
+        raise InvalidOptionsError(
+            f"option {name!r} must be >= {minimum}, got {value!r}", option=name
+        )
+    if value < minimum or value > maximum:
+        why = " (the largest integer every store and Node BullMQ hold exactly)"
+        raise InvalidOptionsError(
+            f"option {name!r} must be between {minimum} and {maximum}"
+            f"{why if maximum == MAX_INT else ''}, got {value!r}",
+            option=name,
+        )
+    return value
+
+
+def check_text(name: str, value: Any) -> str:
+    """Return `value` if it is a string every store can hold, else raise naming `name`."""
+    if not isinstance(value, str):
+        raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
+    problem = bad_text(value)
+    if problem is not None:
+        raise InvalidOptionsError(
+            f"option {name!r} ({value!r}) cannot be stored: {problem} ({UNICODE_HINT})",
+            option=name,
+        )
     return value
 
 
@@ -56,13 +85,26 @@ def _check_mapping(name: str, value: Any, allowed: set[str]) -> dict[str, Any]:
     return dict(value)
 
 
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def _reads_as_integer(text: str) -> bool:
+    """BullMQ's rule for custom ids: one that JS's `parseInt` gives back unchanged is an
+    integer (taken for an auto id); "01", "-0", "1.5" or a number JS cannot hold exactly
+    are not."""
+    if text == "-0" or not _DECIMAL.fullmatch(text):
+        return False
+    number = int(text)
+    return abs(number) < 10**21 and int(float(number)) == number
+
+
 def _job_id(name: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
-    text = str(value)
+    text = check_text(name, str(value))
     if not text:
         raise InvalidOptionsError(f"option {name!r} must not be empty", option=name)
-    if text.lstrip("-").isdigit():
+    if _reads_as_integer(text):
         raise InvalidOptionsError(
             f"option {name!r} must not be an integer ({value!r}); integers are auto ids",
             option=name,
@@ -84,6 +126,7 @@ def _backoff(name: str, value: Any) -> int | dict[str, Any]:
             f"option {name!r} needs a 'type' (fixed, exponential or a custom name), got {kind!r}",
             option=name,
         )
+    check_text(f"{name}.type", kind)
     if "delay" in spec:
         check_int(f"{name}.delay", spec["delay"])
     if "jitter" in spec:
@@ -116,6 +159,7 @@ def _parent(name: str, value: Any) -> dict[str, Any]:
                 f"option '{name}.{key}' must be a non-empty string, got {spec.get(key)!r}",
                 option=name,
             )
+        check_text(f"{name}.{key}", spec[key])
     return spec
 
 
@@ -125,6 +169,7 @@ def _deduplication(name: str, value: Any) -> dict[str, Any]:
         raise InvalidOptionsError(
             f"option '{name}.id' must be a non-empty string, got {spec.get('id')!r}", option=name
         )
+    check_text(f"{name}.id", spec["id"])
     if "ttl" in spec:
         check_int(f"{name}.ttl", spec["ttl"], minimum=1)
     for key in ("extend", "replace"):
@@ -137,16 +182,14 @@ def _telemetry(name: str, value: Any) -> dict[str, Any]:
     """BullMQ's `telemetry`: `metadata`, the producer's trace context as text, and
     `omitContext`, true when the worker should not continue that trace."""
     spec = _check_mapping(name, value, {"metadata", "omitContext"})
-    if "metadata" in spec and not isinstance(spec["metadata"], str):
-        raise InvalidOptionsError(
-            f"option '{name}.metadata' must be a string, got {spec['metadata']!r}", option=name
-        )
+    if "metadata" in spec:
+        check_text(f"{name}.metadata", spec["metadata"])
     if "omitContext" in spec:
         _check_bool(f"{name}.omitContext", spec["omitContext"])
     return spec
 
 
-def _int(minimum: int = 0, maximum: int | None = None) -> Callable[[str, Any], int]:
+def _int(minimum: int = 0, maximum: int = MAX_INT) -> Callable[[str, Any], int]:
     return lambda name, value: check_int(name, value, minimum=minimum, maximum=maximum)
 
 
@@ -171,7 +214,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "ignoreDependencyOnFailure": _check_bool,
     "removeDependencyOnFailure": _check_bool,
     "deduplication": _deduplication,
-    "timestamp": _int(),
+    "timestamp": _int(maximum=MAX_TIMESTAMP_MS),
     "timeout": _int(minimum=1),
     "durable": _check_bool,
     "telemetry": _telemetry,

@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES, BackendAdapter, JobRecord, Limiter, NewJob
-from psyq.core import codec
+from psyq.core import gate
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef
-from psyq.core.options import check_int, merge_job_options, normalize_job_options
+from psyq.core.options import check_int, check_text, normalize_job_options
 from psyq.core.schedule import normalize_repeat
 from psyq.errors import ClosedError, InvalidOptionsError
 from psyq.plugins import AddSpec, PluginHost
@@ -29,7 +29,7 @@ def check_queue_name(name: Any, allow_empty: bool = False) -> str:
         raise InvalidOptionsError(
             f"queue name must be a non-empty string without ':', got {name!r}"
         )
-    return name
+    return check_text("queue name", name)
 
 
 def qualify_connection(
@@ -38,6 +38,7 @@ def qualify_connection(
     """Carry a non-default key prefix in the URL, so one backend instance serves one prefix."""
     if not isinstance(prefix, str) or not prefix or ":" in prefix:
         raise InvalidOptionsError(f"prefix must be a non-empty string without ':', got {prefix!r}")
+    check_text("prefix", prefix)
     if prefix == DEFAULT_PREFIX or isinstance(connection, BackendAdapter):
         return connection
     from psyq.backends import resolve_url
@@ -144,11 +145,7 @@ class Queue(_BackendUser, EventEmitter):
             spec = AddSpec(self.name, name, data, {**(opts or {}), **kwargs})
             self._plugins.before_add(spec)
             name, data, opts, kwargs = spec.name, spec.data, spec.opts, {}
-        if not isinstance(name, str):
-            raise InvalidOptionsError(f"job name must be a string, got {name!r}")
-        merged = merge_job_options(self.default_job_options, normalize_job_options(opts, **kwargs))
-        text = codec.dumps(data, "data", name, merged.get("sizeLimit"))
-        return NewJob(name, text, merged, merged.get("timestamp"))
+        return gate.new_job(name, data, opts, kwargs, self.default_job_options)
 
     async def _add(self, jobs: list[NewJob]) -> list[Job]:
         ref = await self._ref()
@@ -252,7 +249,8 @@ class Queue(_BackendUser, EventEmitter):
         await (await self._open()).obliterate(self.name, force)
 
     async def remove(self, job_id: str, remove_children: bool = True) -> bool:
-        """Remove a job; False when it does not exist or is being processed."""
+        """Remove a job; False when it does not exist, is being processed, or is a job
+        scheduler's pending run (removing the scheduler removes that)."""
         return await (await self._open()).remove_job(self.name, str(job_id), remove_children)
 
     async def retry_jobs(
@@ -280,6 +278,7 @@ class Queue(_BackendUser, EventEmitter):
         its spec allows no run). `template`: {"name", "data", "opts"} of the jobs it makes."""
         if not isinstance(scheduler_id, str) or not scheduler_id:
             raise InvalidOptionsError(f"scheduler id must be a non-empty string: {scheduler_id!r}")
+        check_text("scheduler id", scheduler_id)
         spec = normalize_repeat(repeat)
         new = self._template(scheduler_id, template)
         ref = await self._ref()
@@ -344,6 +343,7 @@ class Queue(_BackendUser, EventEmitter):
     async def cancel_job(self, job_id: str, reason: str = "cancelled") -> bool:
         """Ask the worker running `job_id` to stop it (cooperative: an async processor is
         cancelled, a thread sees `job.cancelled`); False when the job is not active."""
+        check_text("reason", reason)
         return await (await self._open()).cancel_job(self.name, str(job_id), reason)
 
     async def set_global_concurrency(self, concurrency: int) -> None:

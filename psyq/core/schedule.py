@@ -4,7 +4,9 @@ A spec is `{"every": ms}` or `{"pattern": cron, "tz": name}`, with optional `sta
 `end_date` (ms since the epoch, or datetimes), `limit` (most runs) and `immediately` (the
 first run now). Cron patterns have 5 fields, or 6 with seconds first (as in BullMQ), and run
 in `tz` (default UTC) with DST handled as cron does: a skipped local time runs at the next
-valid time, a repeated one runs once.
+valid time, a repeated one runs once. As in BullMQ (cron-parser), `?` means `*` and the
+aliases @yearly, @annually, @monthly, @weekly, @daily and @hourly are accepted, so a
+scheduler Node BullMQ made runs here too; the pattern is stored as given.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from psyq.core.options import check_int
+from psyq.core.options import MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import InvalidOptionsError
 
 __all__ = ["first_run", "next_run", "normalize_repeat"]
@@ -49,7 +51,7 @@ def normalize_repeat(repeat: Mapping[str, Any]) -> dict[str, Any]:
     if ("every" in spec) == ("pattern" in spec):
         raise InvalidOptionsError(f"repeat needs exactly one of 'every' or 'pattern': {repeat!r}")
     if "every" in spec:
-        check_int("every", spec["every"], minimum=1)
+        check_int("every", spec["every"], minimum=1, maximum=MAX_DELAY_MS)
     else:
         _check_pattern(spec["pattern"], spec.get("tz"))
     for name in ("startDate", "endDate"):
@@ -71,11 +73,27 @@ def _zone(tz: Any) -> ZoneInfo:
         raise InvalidOptionsError(f"unknown time zone tz={tz!r}", option="tz") from None
 
 
+_ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+def _cron(pattern: str) -> str:
+    """`pattern` as cronsim reads it (see the module's docstring)."""
+    text = pattern.strip()
+    return _ALIASES.get(text.lower(), text.replace("?", "*"))
+
+
 def _check_pattern(pattern: Any, tz: Any) -> None:
     if not isinstance(pattern, str):
         raise InvalidOptionsError(f"pattern must be a cron string, got {pattern!r}")
     try:
-        CronSim(pattern, datetime.now(_zone(tz)))
+        CronSim(_cron(pattern), datetime.now(_zone(tz)))
     except CronSimError as exc:
         raise InvalidOptionsError(f"cron pattern {pattern!r} does not parse: {exc}") from None
 
@@ -84,7 +102,7 @@ def _ms(name: str, value: Any) -> int:
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)
         return int(moment.timestamp() * 1000)
-    return check_int(name, value)
+    return check_int(name, value, maximum=MAX_TIMESTAMP_MS)
 
 
 def _after(spec: Mapping[str, Any], after_ms: int) -> int:
@@ -94,7 +112,7 @@ def _after(spec: Mapping[str, Any], after_ms: int) -> int:
         return after_ms + every
     zone = _zone(spec.get("tz"))
     moment = datetime.fromtimestamp(after_ms / 1000, zone)
-    return int(next(CronSim(spec["pattern"], moment)).timestamp() * 1000)
+    return int(next(CronSim(_cron(spec["pattern"]), moment)).timestamp() * 1000)
 
 
 def _bounded(spec: Mapping[str, Any], millis: int, count: int) -> int | None:

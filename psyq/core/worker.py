@@ -153,6 +153,8 @@ class Worker(_BackendUser, EventEmitter):
         self._hand_back_on_close = True
         self._resumed = asyncio.Event()  # cleared while the worker is paused
         self._resumed.set()
+        self._not_fetching = asyncio.Event()  # cleared while the fetcher's call is out
+        self._not_fetching.set()
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
@@ -251,7 +253,8 @@ class Worker(_BackendUser, EventEmitter):
         for the active ones to finish unless `do_not_wait_active`. Emits `paused`."""
         if not self.paused:
             self._resumed.clear()
-            while self._active and not do_not_wait_active:
+            await self._not_fetching.wait()  # a fetch already sent may still bring a job
+            while (self._active or not self._handoff.empty()) and not do_not_wait_active:
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
         self.emit("paused")
@@ -388,11 +391,14 @@ class Worker(_BackendUser, EventEmitter):
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
             await self._resumed.wait()
+            self._not_fetching.clear()
             try:
                 jobs = await self._fetch(ref, self._new_tokens(self._idle))
             except Exception as exc:
+                self._not_fetching.set()
                 await self._backend_trouble(exc)
                 continue
+            self._not_fetching.set()
             self._fetch_backoff.succeeded()
             if jobs:
                 self._drained = False

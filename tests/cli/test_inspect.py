@@ -138,3 +138,14 @@ def test_an_unreachable_store_is_one_line(capsys: pytest.CaptureFixture[str]) ->
     assert main(["inspect", "--connection", "redis://127.0.0.1:1/0"]) == 2
     err = capsys.readouterr().err
     assert "127.0.0.1:1" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["inspect"], ["queue", "pause", "emails"]])
+def test_a_missing_database_is_named_and_nothing_is_created(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    url = f"sqlite:///{tmp_path}/missing.db"
+    assert main([*argv, "--connection", url]) == 2
+    err = capsys.readouterr().err
+    assert "no database at" in err and "missing.db" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its lock file

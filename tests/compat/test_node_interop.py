@@ -4,25 +4,29 @@ queue; Node BullMQ then reads the result back."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
 
 from psyq.compat.bullmq import Job, Queue, Worker
 from tests.conftest import fresh_name
-from tests.interop.conftest import bullmq_installs, interop_redis_url, node  # noqa: F401
+from tests.interop.conftest import (  # noqa: F401 - the fixtures
+    Sides,
+    bullmq_installs,
+    interop_redis_url,
+    node_driver,
+    sides,
+)
 
 pytestmark = pytest.mark.timeout(300)
 
 
 async def test_node_job_processed_by_compat_worker(
-    node: Any,  # noqa: F811 - the imported fixture
+    sides: Sides,  # noqa: F811 - the imported fixture
     interop_redis_url: str,  # noqa: F811
 ) -> None:
     name = fresh_name("compat-interop")
-    added = [{"name": "resize", "data": {"w": 640}, "opts": {"attempts": 2, "priority": 1}}]
-    [job_id] = node("add.js", name, interop_redis_url, json.dumps(added))
+    job_id = await sides.node.add(name, "resize", {"w": 640}, {"attempts": 2, "priority": 1})
     opts = {"connection": interop_redis_url}
     finished: asyncio.Future[tuple[Job, Any]] = asyncio.get_running_loop().create_future()
 
@@ -41,7 +45,6 @@ async def test_node_job_processed_by_compat_worker(
     finally:
         await worker.close()
         await queue.close()
-    seen = node("inspect.js", name, interop_redis_url, json.dumps([job_id]))
-    assert seen[job_id]["state"] == "completed"
-    assert seen[job_id]["returnvalue"] == result
-    assert seen[job_id]["attemptsMade"] == 1
+    seen = await sides.node.job(name, job_id)
+    assert seen is not None
+    assert (seen["state"], seen["returnvalue"], seen["attemptsMade"]) == ("completed", result, 1)

@@ -1,5 +1,5 @@
-"""Every Python example of docs/porting.md runs, on memory:// (through PSYQ_URL, which is
-what a `bullmq` program without a connection uses)."""
+"""The Python examples of docs/porting.md run, in order, in one namespace (later blocks use
+the `STORE` an earlier one names), from a fresh folder, with no PSYQ_URL set."""
 
 from __future__ import annotations
 
@@ -11,18 +11,17 @@ import pytest
 import psyq.compat.bullmq
 
 DOC = Path(__file__).parents[2] / "docs" / "porting.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), re.S | re.M)
 
 
-def test_the_doc_has_examples() -> None:
-    assert len(BLOCKS) >= 8
-
-
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_example_runs(index: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PSYQ_URL", "memory://")
-    code = compile(BLOCKS[index], f"{DOC.name}[python block {index}]", "exec")
-    exec(code, {"__name__": f"porting_example_{index}"})
+def test_every_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert len(BLOCKS) >= 9
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PSYQ_URL", raising=False)
+    namespace: dict[str, object] = {"__name__": "porting_examples"}
+    for index, block in enumerate(BLOCKS):
+        exec(compile(block, f"{DOC.name}[python block {index}]", "exec"), namespace)
+    assert (tmp_path / "porting.db").exists()  # they ran on the store the page names
 
 
 def test_public_names_are_the_documented_ones() -> None:

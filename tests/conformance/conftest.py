@@ -110,6 +110,19 @@ def backend_url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
 
 
+# Every backend of the suite, and psyq:// over a server's in-memory engine as well: for the
+# tests that the client side alone decides (bad input), where both server stores must agree.
+WITH_TCP_MEMORY: dict[str, UrlFactory] = {
+    **BACKENDS,
+    "tcp-memory": lambda request: request.getfixturevalue("psyq_memory_server_url"),
+}
+
+
+@pytest.fixture(params=sorted(WITH_TCP_MEMORY))
+def any_backend_url(request: pytest.FixtureRequest) -> str:
+    return WITH_TCP_MEMORY[request.param](request)
+
+
 @pytest.fixture
 async def queue(backend_url: str, queue_name: str) -> AsyncIterator[psyq.Queue]:
     q = psyq.Queue(queue_name, connection=backend_url)

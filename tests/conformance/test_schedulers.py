@@ -112,3 +112,14 @@ async def test_bad_specs_are_refused_before_anything_is_written(
         await queue.upsert_job_scheduler("bad", repeat, template)
     assert await queue.get_job_schedulers_count() == 0
     assert await pending(queue) == []
+
+
+async def test_the_pending_run_is_removed_only_with_its_scheduler(queue: psyq.Queue) -> None:
+    job = await queue.upsert_job_scheduler("keep", {"pattern": "0 0 1 1 *"})
+    assert job is not None
+    assert not await queue.remove(job.id)  # as BullMQ refuses it (error -8)
+    with pytest.raises(psyq.JobStateError):
+        await job.remove()
+    assert [run.id for run in await pending(queue)] == [job.id]
+    assert await queue.remove_job_scheduler("keep")
+    assert await pending(queue) == []

@@ -1,22 +1,21 @@
 """Interop with Node BullMQ: the npm registry's bullmq (5 and 6) installed into a temp dir
-once per test run, and a Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH)."""
+once per test run, one long-lived Node process per major driving it (node/driver.js), and a
+Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH)."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conformance.conftest import redis_url, services_required
+from tests.interop.sides import NodeDriver, NodeSide, PsyqSide
 from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 
-NODE_SCRIPTS = Path(__file__).parent / "node"
 BULLMQ_MAJORS = ("5", "6")
 
 
@@ -51,27 +50,36 @@ def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str],
     return install
 
 
-@pytest.fixture(params=BULLMQ_MAJORS, ids=lambda major: f"bullmq{major}")
-def node(request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path]) -> Any:
-    """`node(script, *args)` -> the JSON a script under node/ printed, run with bullmq@N."""
-    modules = bullmq_installs(request.param)
-
-    def run(script: str, *args: str) -> Any:
-        env = {**os.environ, "NODE_PATH": str(modules)}
-        done = subprocess.run(
-            ["node", str(NODE_SCRIPTS / script), *args],
-            capture_output=True,
-            text=True,
-            timeout=40,
-            env=env,
-        )
-        assert done.returncode == 0, f"node {script} failed: {done.stderr[-2000:]}"
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    run.version = request.param  # type: ignore[attr-defined]
-    return run
-
-
 @pytest.fixture
 def interop_redis_url(request: pytest.FixtureRequest) -> str:
     return redis_url(request)
+
+
+@pytest.fixture(scope="session", params=BULLMQ_MAJORS, ids=lambda major: f"bullmq{major}")
+def node_driver(
+    request: pytest.FixtureRequest, bullmq_installs: Callable[[str], Path]
+) -> Iterator[NodeDriver]:
+    """One long-lived Node BullMQ process per major per run, serving every case (driver.js)."""
+    modules = bullmq_installs(request.param)
+    driver = NodeDriver(modules, redis_url(request))
+    driver.major = request.param  # type: ignore[attr-defined]
+    yield driver
+    driver.close()
+
+
+@pytest.fixture
+async def sides(node_driver: NodeDriver, interop_redis_url: str) -> AsyncIterator[Sides]:
+    """(Node, psyq) on the same Redis; both closed (their workers and listeners too) after."""
+    node, ours = NodeSide(node_driver), PsyqSide(interop_redis_url)
+    try:
+        yield Sides(node, ours, str(node_driver.major))  # type: ignore[attr-defined]
+    finally:
+        await ours.close()
+        await node.close()
+
+
+@dataclass
+class Sides:
+    node: NodeSide
+    psyq: PsyqSide
+    major: str

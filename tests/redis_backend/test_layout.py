@@ -114,7 +114,7 @@ async def test_waiting_workers_are_named_as_bullmq_names_them(
     import base64
 
     worker = psyq.Worker(queue.name, lambda job: None, connection=url)
-    expected = f"bull:{base64.b64encode(queue.name.encode()).decode()}"
+    expected = f"bull:{base64.b64encode(queue.name.encode()).decode()}:w:psyq"  # a named worker
     try:
         for _ in range(500):
             names = [client.get("name") for client in await raw.client_list()]

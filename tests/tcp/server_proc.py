@@ -1,7 +1,8 @@
 """`psyq server` subprocesses for tests: start one on a free port, read its address, stop it.
 
 `psyq_server_url` is a session fixture: one server (SQLite data in a temp folder) for every
-test that asks for it; killed at the end of the session."""
+test that asks for it; killed at the end of the session. `psyq_memory_server_url` is one over
+the in-memory engine, for the few tests that check both."""
 
 from __future__ import annotations
 
@@ -75,6 +76,16 @@ def start_server(log: Path, *args: str, port: int = 0, timeout: float = 15) -> S
 def psyq_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     folder = tmp_path_factory.mktemp("psyq-server")
     server = start_server(folder / "server.log", "--data", str(folder / "jobs.db"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def psyq_memory_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("psyq-memory-server")
+    server = start_server(folder / "server.log", "--data", "memory")
     try:
         yield server.url
     finally:

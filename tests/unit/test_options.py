@@ -228,6 +228,32 @@ def test_job_id_integer_is_rejected_even_as_int() -> None:
         normalize_job_options(job_id=5)
 
 
+@pytest.mark.parametrize("text", ["5", "-5", "0", "9007199254740992", "123456789012345680"])
+def test_a_job_id_that_js_parses_back_unchanged_is_an_integer(text: str) -> None:
+    with pytest.raises(InvalidOptionsError, match="integer"):
+        normalize_job_options(jobId=text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "01",
+        "-0",
+        "+1",
+        "1.5",
+        " 1",
+        "1e3",
+        "\u0663",
+        "9007199254740993",
+        "123456789012345678",
+        "1" * 22,
+    ],
+)
+def test_a_job_id_that_js_does_not_parse_back_unchanged_is_custom(text: str) -> None:
+    """BullMQ's own rule (`${parseInt(id, 10)}` === id), so both sides accept the same ids."""
+    assert normalize_job_options(jobId=text) == {"jobId": text}
+
+
 def test_job_id_with_letters_and_digits_is_fine() -> None:
     assert normalize_job_options(jobId="17a") == {"jobId": "17a"}
 

@@ -86,3 +86,23 @@ def test_dates_may_be_datetimes() -> None:
 def test_bad_specs(bad: dict[str, object]) -> None:
     with pytest.raises(InvalidOptionsError):
         normalize_repeat(bad)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("0 0 ? * MON", datetime(2026, 11, 30, tzinfo=UTC)),
+        ("@daily", datetime(2026, 11, 26, tzinfo=UTC)),
+        ("@hourly", datetime(2026, 11, 25, 15, tzinfo=UTC)),
+        ("@weekly", datetime(2026, 11, 29, tzinfo=UTC)),
+        ("@monthly", datetime(2026, 12, 1, tzinfo=UTC)),
+        ("@yearly", datetime(2027, 1, 1, tzinfo=UTC)),
+        ("@annually", datetime(2027, 1, 1, tzinfo=UTC)),
+    ],
+)
+def test_cron_question_marks_and_aliases_read_as_bullmq_reads_them(
+    pattern: str, expected: datetime
+) -> None:
+    spec = normalize_repeat({"pattern": pattern})
+    assert spec["pattern"] == pattern  # stored as given: Node BullMQ reads it too
+    assert first_run(spec, ms(datetime(2026, 11, 25, 14, 0, 30, tzinfo=UTC))) == ms(expected)

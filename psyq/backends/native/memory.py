@@ -260,7 +260,12 @@ class MemoryBackend(BackendAdapter):
         self._run(queue, lambda s: s.reprocess(job_id, state), notify=True)
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
-        return self._run(queue, lambda s: s.remove(job_id, remove_children), notify=True)
+        def remove(store: QueueStore) -> bool:
+            if schedulers.owns_pending_run(store, job_id):
+                return False
+            return store.remove(job_id, remove_children)
+
+        return self._run(queue, remove, notify=True)
 
     # ------------------------------------------------------------------ queue admin
     async def pause(self, queue: str) -> None:

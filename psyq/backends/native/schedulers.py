@@ -16,7 +16,7 @@ from psyq.core.schedule import first_run, next_run
 if TYPE_CHECKING:
     from psyq.backends.native.store import QueueStore
 
-__all__ = ["create_next", "remove", "upsert"]
+__all__ = ["create_next", "owns_pending_run", "remove", "upsert"]
 
 
 def job_id(scheduler_id: str, millis: int) -> str:
@@ -77,6 +77,16 @@ def create_next(store: QueueStore, record: JobRecord, now: int) -> None:
     store.changed()
     if millis is not None:
         _add_run(store, entry, millis, now)
+
+
+def owns_pending_run(store: QueueStore, job_id: str) -> bool:
+    """Whether `job_id` is a scheduler's pending run, which only removing the scheduler
+    removes (as in BullMQ, whose removeJob refuses it with error -8)."""
+    record = store.jobs.get(job_id)
+    if record is None or record.state not in ("delayed", "waiting", "prioritized"):
+        return False
+    entry = store.schedulers.get(record.opts.get("repeatJobKey") or "")
+    return entry is not None and entry["pending"] == job_id
 
 
 def remove(store: QueueStore, scheduler_id: str) -> bool:

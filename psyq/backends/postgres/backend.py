@@ -561,7 +561,9 @@ class PostgresBackend(BackendAdapter):
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
         qkey = self._key(queue)
-        return await self._transact(lambda tx: t.remove_job(tx, qkey, job_id, remove_children))
+        return await self._transact(
+            lambda tx: t.remove_unscheduled_job(tx, qkey, job_id, remove_children)
+        )
 
     # ------------------------------------------------------------------ queue admin
     async def _set_paused(self, queue: str, paused: bool) -> None:

@@ -885,6 +885,19 @@ async def child_removed(tx: Tx, row: asyncpg.Record) -> None:
             await maybe_release(tx, prow)
 
 
+async def remove_unscheduled_job(tx: Tx, qkey: str, job_id: str, remove_children: bool) -> bool:
+    """remove_job, except for a scheduler's pending run: only removing the scheduler
+    removes that (as in BullMQ, whose removeJob refuses it with error -8)."""
+    row = await tx.fetchrow("common.lock_job", qkey, job_id)
+    if row is not None and row["state"] in ("delayed", "waiting", "prioritized"):
+        scheduler_id = opts_of(row).get("repeatJobKey")
+        if scheduler_id is not None:
+            entry = await tx.fetchrow("schedulers.get", qkey, scheduler_id)
+            if entry is not None and entry["pending"] == job_id:
+                return False
+    return await remove_job(tx, qkey, job_id, remove_children)
+
+
 async def remove_job(tx: Tx, qkey: str, job_id: str, remove_children: bool) -> bool:
     row = await tx.fetchrow("common.lock_job", qkey, job_id)
     if row is None or row["state"] == "active":

@@ -7,11 +7,17 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from psyq import __version__ as psyq_version
 from psyq.backends.base import (
     Limiter,
 )
-from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.connection import (
+    PSYQ_WORKER_SUFFIX,
+    RedisConnection,
+    worker_client_name,
+)
 from psyq.backends.redis.jobs import (
     MANUAL_LIMIT,
 )
@@ -102,8 +108,30 @@ class Admin(RedisConnection):
         await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
+        """psyq's workers (from the registry), then BullMQ's (Node's) found as BullMQ finds
+        them: connections named `<prefix>:<base64(queue)>` or `...:w:<name>`."""
         entries = await self.client.hvals(self.queue_key(queue) + ":workers")
-        return [json.loads(entry) for entry in entries]
+        return [json.loads(entry) for entry in entries] + await self._bullmq_workers(queue)
+
+    async def _bullmq_workers(self, queue: str) -> list[dict[str, Any]]:
+        if self.cluster:
+            return []  # CLIENT LIST answers for one node of a cluster
+        base = worker_client_name(self.prefix, queue)
+        now = await self.now_ms()
+        found = []
+        try:
+            clients = await self.client.client_list()
+        except ResponseError:  # CLIENT LIST refused (an ACL, a managed Redis): psyq's only
+            return []
+        for client in clients:
+            name = client.get("name") or ""
+            ours = name == base + PSYQ_WORKER_SUFFIX
+            if not ours and (name == base or name.startswith(base + ":w:")):
+                age = int(client.get("age") or 0)
+                found.append(
+                    {"name": name, "addr": client.get("addr"), "started": now - age * 1000}
+                )
+        return found
 
     async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
         return bool(await self._run("cancelJob", queue, job_id, reason))

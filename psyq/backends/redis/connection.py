@@ -11,6 +11,7 @@ and `backend.RedisBackend` puts them together.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
@@ -35,9 +36,21 @@ from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
 from psyq.core.backoff import Reconnect
 from psyq.errors import ConnectionError, PsyqError
 
-__all__ = ["CONNECTION_ERRORS", "RedisConnection"]
+__all__ = ["CONNECTION_ERRORS", "PSYQ_WORKER_SUFFIX", "RedisConnection", "worker_client_name"]
 
 log = logging.getLogger("psyq.redis")
+
+# psyq's workers block on connections named as BullMQ names a named worker's
+# (`<prefix>:<base64(queue)>:w:<name>`), so Node's getWorkers lists them; the name "psyq"
+# tells psyq's own get_workers which ones are its own (it lists them from its registry).
+PSYQ_WORKER_SUFFIX = ":w:psyq"
+
+
+def worker_client_name(prefix: str, queue: str) -> str:
+    """BullMQ's connection name for a worker of `queue`, without the `:w:<name>` part."""
+    return f"{prefix}:{base64.b64encode(queue.encode()).decode()}"
+
+
 T = TypeVar("T")
 
 MIN_VERSION = (5, 0, 0)

@@ -1,5 +1,9 @@
-"""Job schedulers: BullMQ's `repeat` sorted set and `repeat:<id>` hashes; the next run is
-computed here (cron arithmetic does not run in Lua) when the current run becomes active."""
+"""Job schedulers in BullMQ's layout: the `repeat` sorted set scores each scheduler by the
+millis of its current run, `repeat:<id>` hashes hold the spec and template, and each run is
+a job `repeat:<id>:<millis>` whose options carry the spec under `repeat` (with `count`, the
+run's number) and `prevMillis`: BullMQ's workers read those to add the following run. The
+next run is computed here (cron arithmetic does not run in Lua) when the current run becomes
+active, for a scheduler made by psyq or by Node BullMQ alike."""
 
 from __future__ import annotations
 
@@ -11,13 +15,18 @@ from psyq.backends.base import (
     JobRecord,
     NewJob,
 )
-from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.connection import RedisConnection, log
 from psyq.backends.redis.jobs import (
     add_meta,
     decode_opts,
     encode_opts,
 )
 from psyq.core.schedule import first_run, next_run
+
+# The spec fields a scheduler hash and a run's `opts.repeat` hold (`immediately` only shapes
+# the first run, so BullMQ keeps it in neither).
+_SPEC_FIELDS = ("every", "pattern", "tz", "limit", "startDate", "endDate", "offset")
+_SCHEDULER_INTS = ("every", "limit", "startDate", "endDate", "offset")
 
 
 class Schedulers(RedisConnection):
@@ -26,54 +35,108 @@ class Schedulers(RedisConnection):
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
     ) -> JobRecord | None:
-        millis = first_run(repeat, await self.now_ms())
-        fields = {**repeat, "name": template.name, "data": template.data}
-        fields["opts"] = encode_opts(template.opts)
-        job_id = await self._add_run(queue, scheduler_id, "upsert", "", millis, fields, template)
+        now = await self.now_ms()
+        millis = first_run(repeat, now)
+        spec = {name: repeat[name] for name in _SPEC_FIELDS if name in repeat}
+        if "every" in spec and millis is not None:
+            spec["offset"] = millis % spec["every"]  # BullMQ keeps runs in this phase
+        fields: dict[str, Any] = {**spec, "name": template.name}
+        if template.data != "{}":
+            fields["data"] = template.data
+        if template.opts:
+            fields["opts"] = encode_opts(template.opts)
+        run = _Run(scheduler_id, spec, template, 1)
+        job_id = await self._add_run(queue, run, "upsert", "", millis, fields, now)
         return await self.get_job(queue, job_id) if job_id else None
 
     async def _add_run(
         self,
         queue: str,
-        scheduler_id: str,
+        run: _Run,
         mode: str,
         prev: str,
         millis: int | None,
         fields: Mapping[str, Any],
-        template: NewJob,
+        now: int,
     ) -> str:
-        opts = {**template.opts, "repeatJobKey": scheduler_id}
-        new = NewJob(template.name, template.data, opts)
+        opts = run.job_opts(millis, now) if millis is not None else {}
+        new = NewJob(run.template.name, run.template.data, opts)
         args = (
-            scheduler_id,
+            run.scheduler_id,
             mode,
             prev,
             "" if millis is None else millis,
             json.dumps(fields),
             add_meta(new),
-            template.data,
+            run.template.data,
             encode_opts(opts),
         )
         return str(await self._run("addJobScheduler", queue, *args))
 
     async def _schedule_next(self, queue: str, records: list[JobRecord]) -> None:
-        """A scheduler's pending job became active: add its next run (BullMQ's workers do
-        this too: the cron arithmetic lives outside Lua)."""
+        """A scheduler's current run became active: add its next run (BullMQ's workers do
+        this too, so either side's workers continue either side's schedulers). A next run
+        that cannot be made (a pattern psyq cannot read, Redis gone) is logged to
+        `psyq.redis`, as BullMQ's worker emits an error: the fetched jobs still run."""
         for record in records:
-            scheduler_id = record.opts.get("repeatJobKey")
-            if scheduler_id is None:
+            run = _run_of(record)
+            if run is None:
                 continue
-            entry = await self.get_job_scheduler(queue, scheduler_id)
-            prev = record.id.rsplit(":", 1)[-1]
-            if entry is None or str(entry["next"]) != prev:
-                continue
-            millis = next_run(entry, int(prev), entry["iterationCount"], await self.now_ms())
-            template = NewJob(entry["name"], entry["template"]["data"], entry["template"]["opts"])
-            await self._add_run(queue, scheduler_id, "next", prev, millis, {}, template)
+            scheduler_id, prev = run
+            try:
+                fields, current = await self._scheduler_fields(queue, scheduler_id)
+                if not fields or current != prev:
+                    continue  # removed, replaced, or this run was not the current one
+                await self._add_next(queue, scheduler_id, record, fields, prev)
+            except Exception:  # the fetched jobs are active: they must reach the worker
+                log.exception("no next run for scheduler %r of %r", scheduler_id, queue)
+
+    async def _add_next(
+        self,
+        queue: str,
+        scheduler_id: str,
+        record: JobRecord,
+        fields: Mapping[str, str],
+        prev: int,
+    ) -> None:
+        entry = _describe_scheduler(scheduler_id, fields, None)
+        repeat = record.opts.get("repeat")
+        count = repeat.get("count") if isinstance(repeat, Mapping) else None
+        if not isinstance(count, int):
+            count = entry["iterationCount"]
+        now = await self.now_ms()
+        millis = next_run(entry, prev, count, now)
+        if millis is None:
+            return  # done: like BullMQ, the scheduler stays scored by its last run
+        spec = {name: entry[name] for name in _SPEC_FIELDS if name in entry}
+        # BullMQ 5's repeatable jobs (Queue.add with `repeat`) keep their data and options
+        # in their runs, not in the scheduler's hash: the next run takes the current one's.
+        opts = entry["template"]["opts"] if "opts" in fields else _template_opts(record.opts)
+        template = NewJob(entry["name"], fields.get("data") or record.data, opts)
+        run = _Run(scheduler_id, spec, template, count + 1)
+        await self._add_run(queue, run, "next", str(prev), millis, {}, now)
+
+    async def _scheduler_fields(
+        self, queue: str, scheduler_id: str
+    ) -> tuple[dict[str, str], int | None]:
+        """(the scheduler hash, the millis of its current run: None when not listed)."""
+        key = self.queue_key(queue)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(f"{key}:repeat:{scheduler_id}")
+            pipe.zscore(f"{key}:repeat", scheduler_id)
+            fields, score = await pipe.execute()
+        return fields, None if score is None else int(score)
 
     async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
-        fields = await self.client.hgetall(f"{self.queue_key(queue)}:repeat:{scheduler_id}")
-        return _describe_scheduler(scheduler_id, fields) if fields else None
+        fields, current = await self._scheduler_fields(queue, scheduler_id)
+        if not fields:
+            return None
+        pending = None
+        if current:  # the current run is the next one until a worker has taken it
+            job_key = f"{self.queue_key(queue)}:repeat:{scheduler_id}:{current}"
+            taken = await self.client.hmget(job_key, ["timestamp", "processedOn"])
+            pending = current if taken[0] is not None and taken[1] is None else None
+        return _describe_scheduler(scheduler_id, fields, pending)
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
@@ -88,11 +151,57 @@ class Schedulers(RedisConnection):
         return bool(await self._run("removeJobScheduler", queue, scheduler_id))
 
 
-_SCHEDULER_INTS = ("every", "limit", "startDate", "endDate")
+def _run_of(record: JobRecord) -> tuple[str, int] | None:
+    """(scheduler id, millis) when `record` is a scheduler's run, `repeat:<id>:<millis>`
+    (by BullMQ's job scheduler, by psyq's, or by BullMQ 5's Queue.add with `repeat`, whose
+    runs name their scheduler only in the `rjk` hash field)."""
+    if not record.id.startswith("repeat:"):
+        return None
+    scheduler_id, _, millis = record.id.removeprefix("repeat:").rpartition(":")
+    named = record.opts.get("repeatJobKey", scheduler_id)
+    if not scheduler_id or not millis.isdigit() or named != scheduler_id:
+        return None
+    return scheduler_id, int(millis)
 
 
-def _describe_scheduler(scheduler_id: str, fields: Mapping[str, str]) -> dict[str, Any]:
-    """A scheduler hash as `get_job_scheduler` returns it (the native engine's shape)."""
+_RUN_OPTS = frozenset({"repeat", "jobId", "delay", "timestamp", "prevMillis", "repeatJobKey"})
+
+
+def _template_opts(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's options without those of the run itself."""
+    return {name: value for name, value in opts.items() if name not in _RUN_OPTS}
+
+
+class _Run:
+    """One run of a scheduler to add: its job options as BullMQ's worker reads them."""
+
+    __slots__ = ("count", "scheduler_id", "spec", "template")
+
+    def __init__(
+        self, scheduler_id: str, spec: Mapping[str, Any], template: NewJob, count: int
+    ) -> None:
+        self.scheduler_id = scheduler_id
+        self.spec = spec
+        self.template = template
+        self.count = count
+
+    def job_opts(self, millis: int, now: int) -> dict[str, Any]:
+        return {
+            **self.template.opts,
+            "repeat": {**self.spec, "count": self.count},
+            "jobId": f"repeat:{self.scheduler_id}:{millis}",
+            "delay": max(0, millis - now),
+            "timestamp": now,
+            "prevMillis": millis,
+            "repeatJobKey": self.scheduler_id,
+        }
+
+
+def _describe_scheduler(
+    scheduler_id: str, fields: Mapping[str, str], pending: int | None
+) -> dict[str, Any]:
+    """A scheduler hash as `get_job_scheduler` returns it (the native engine's shape);
+    `pending`: the millis of its run not yet taken by a worker (None: none)."""
     entry: dict[str, Any] = {"key": scheduler_id, "name": fields.get("name", "")}
     for name in ("pattern", "tz"):
         if name in fields:
@@ -100,12 +209,10 @@ def _describe_scheduler(scheduler_id: str, fields: Mapping[str, str]) -> dict[st
     for name in _SCHEDULER_INTS:
         if fields.get(name):
             entry[name] = int(float(fields[name]))
-    if "immediately" in fields:
-        entry["immediately"] = fields["immediately"] == "true"
     entry["template"] = {
-        "data": fields.get("data", "null"),
+        "data": fields.get("data", "{}"),  # BullMQ leaves out `{}`
         "opts": decode_opts(fields.get("opts")),
     }
     entry["iterationCount"] = int(fields.get("ic") or 0)
-    entry["next"] = int(fields["next"]) if fields.get("next") else None
+    entry["next"] = pending
     return entry

@@ -525,14 +525,11 @@ async def _set_scheduler(
 ) -> None:
     name, data, opts, _timestamp = spec["template"]
     fields: dict[str, Any] = {"name": name, "data": data, "opts": encode_opts(opts)}
-    for option in ("every", "pattern", "tz", "limit", "startDate", "endDate"):
+    for option in ("every", "pattern", "tz", "limit", "startDate", "endDate", "offset"):
         if spec.get(option) is not None:
             fields[option] = spec[option]
-    if "immediately" in spec:
-        fields["immediately"] = "true" if spec["immediately"] else "false"
-    nxt = spec.get("next")
+    nxt = spec.get("next")  # the `repeat` score is the current run, as BullMQ reads it
     fields["ic"] = int(spec.get("iterationCount") or 0)
-    fields["next"] = "" if nxt is None else int(nxt)
     key = f"{backend.queue_key(queue)}:repeat"
     await backend.client.hset(f"{key}:{scheduler_id}", mapping=fields)
     await backend.client.zadd(key, {scheduler_id: 0 if nxt is None else int(nxt)})

@@ -4,7 +4,7 @@ the transitions of single jobs (progress, logs, data, priority, delay, promote, 
 
 from __future__ import annotations
 
-import base64
+import asyncio
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -20,7 +20,11 @@ from psyq.backends.base import (
     StalledResult,
     raise_for_code,
 )
-from psyq.backends.redis.connection import CONNECTION_ERRORS
+from psyq.backends.redis.connection import (
+    CONNECTION_ERRORS,
+    PSYQ_WORKER_SUFFIX,
+    worker_client_name,
+)
 from psyq.backends.redis.jobs import (
     SKIP_LOCK_TOKEN,
     record_from_fields,
@@ -62,8 +66,14 @@ class Transitions(Schedulers):
         arg = json.dumps(self._fetch_arg(request))
         hashes = await self._run("moveToActive", queue, arg)
         records = self._records(queue, hashes, request.tokens)
-        await self._schedule_next(queue, records)
+        await self._schedule_next_shielded(queue, records)
         return records
+
+    async def _schedule_next_shielded(self, queue: str, records: list[JobRecord]) -> None:
+        """Add the next runs of the schedulers whose runs were just fetched, to the end even
+        when the caller is cancelled (a closing worker): else a scheduler would stop."""
+        if any(record.id.startswith("repeat:") for record in records):
+            await asyncio.shield(self._schedule_next(queue, records))
 
     def _block_timeout(self, block_ms: int) -> float:
         """BZPOPMIN's timeout in seconds (never 0, which would block forever)."""
@@ -72,13 +82,14 @@ class Transitions(Schedulers):
         return max(block_ms, 1) / 1000
 
     def _waiting_client(self, queue: str) -> Any:
-        """The connections workers of `queue` block on, named as BullMQ names a worker's
-        (`<prefix>:<base64(queue)>`), so BullMQ's getWorkers (CLIENT LIST) sees them."""
+        """The connections workers of `queue` block on, named as BullMQ names a named
+        worker's (`<prefix>:<base64(queue)>:w:psyq`), so BullMQ's getWorkers (CLIENT LIST)
+        sees them."""
         if self._client is None:
             raise PsyqError(f"the Redis backend {self.url!r} is not open")
         client = self._waiting.get(queue)
         if client is None:
-            name = f"{self.prefix}:{base64.b64encode(queue.encode()).decode()}"
+            name = worker_client_name(self.prefix, queue) + PSYQ_WORKER_SUFFIX
             client = self._waiting[queue] = self._new_client(blocking=True, name=name)
         return client
 
@@ -130,7 +141,7 @@ class Transitions(Schedulers):
             arg["fetch"] = self._fetch_arg(fetch)
         codes, hashes = await self._run("moveToFinished", queue, json.dumps(arg))
         fetched = self._records(queue, hashes, fetch.tokens) if fetch is not None else []
-        await self._schedule_next(queue, fetched)
+        await self._schedule_next_shielded(queue, fetched)
         return list(codes), fetched
 
     async def move_to_finished(

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
@@ -83,6 +84,8 @@ class Database:
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._scheduled: set[asyncio.AbstractEventLoop] = set()
         self._retry: Batch | None = None
+        # (store key, job id) -> why its record could not be written (see _storable_row)
+        self.rejected: dict[tuple[str, str], str] = {}
         self._drops: list[str] = []
         self._closing = False
         self._load()
@@ -168,7 +171,7 @@ class Database:
             batch = self._collect()
             pending = [self._retry, batch] if self._retry is not None else [batch]
             try:
-                self._write([b for b in pending if b])
+                self._write_batches([b for b in pending if b])
             except sqlite3.Error:
                 log.exception("psyq: flushing %s failed; keeping the changes to retry", self.path)
                 self._retry = _merge(pending)
@@ -189,8 +192,16 @@ class Database:
                 if left > 0:  # close() or a flush elsewhere may end the wait early
                     self._cond.wait(left)
                     continue
-            if not self.flush():
+            if not self._flush_reporting():
                 time.sleep(RETRY_PAUSE_S)
+
+    def _flush_reporting(self) -> bool:
+        """`flush()` for the timer thread, which must outlive any fault to keep flushing."""
+        try:
+            return self.flush()
+        except Exception:
+            log.exception("psyq: flushing %s failed; retrying", self.path)
+            return False
 
     def _collect(self) -> Batch:
         """Snapshot every change since the last flush, holding every engine lock."""
@@ -220,7 +231,9 @@ class Database:
             if record is None:
                 batch.deletes.append((key, job_id))
             else:
-                batch.upserts.append(rows.job_row(store, record))
+                row = self._storable_row(store, record)
+                if row is not None:
+                    batch.upserts.append(row)
         store.dirty.clear()
         self._versions[key] = store.version
         meta = rows.queue_meta(store)
@@ -233,18 +246,59 @@ class Database:
             self._event_seq[key] = store.events.last_seq
             batch.trims.append((key, store.events.next_seq - store.events.max_len))
 
-    def _write(self, batches: list[Batch]) -> None:
+    def _storable_row(self, store: QueueStore, record: JobRecord) -> rows.Row | None:
+        """The job's row, or None when SQLite cannot hold it: then it is left out of the
+        file (reported once per job) and every other change still commits. psyq's gate
+        (psyq.core.gate) refuses such values before they reach the engine, so this is the
+        last line, for a value that came another way."""
+        try:
+            row = rows.job_row(store, record)
+            problem = rows.unstorable(row)
+        except (UnicodeError, OverflowError, ValueError, TypeError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem is None:
+            self.rejected.pop((store.key, record.id), None)
+            return row
+        if (store.key, record.id) not in self.rejected:
+            log.error(
+                "psyq: %s cannot store job %r of queue %r (%s); it is left out of the file, "
+                "every other change is written",
+                self.path, record.id, store.name, problem,
+            )  # fmt: skip
+        self.rejected[(store.key, record.id)] = problem
+        return None
+
+    def _write_batches(self, batches: list[Batch]) -> None:
+        """Write the batches in one transaction; should a row fail to bind (a value SQLite
+        cannot hold that `_storable_row` did not foresee), write them again row by row,
+        leaving out only the rows that fail."""
+        try:
+            self._write(batches, _write_all)
+        except _BIND_ERRORS as exc:
+            log.error("psyq: %s: a row could not be written (%s); writing row by row",
+                      self.path, exc)  # fmt: skip
+            self._write(batches, self._write_each)
+
+    def _write(self, batches: list[Batch], write: Any) -> None:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             for batch in batches:
                 for statement, params in _statements(batch):
                     if params:  # an empty executemany still costs a statement step
-                        conn.executemany(statement, params)
+                        write(conn, statement, params)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    def _write_each(self, conn: sqlite3.Connection, statement: str, params: Any) -> None:
+        for row in params:
+            try:
+                conn.execute(statement, row)
+            except _BIND_ERRORS as exc:
+                log.error("psyq: %s: left out a row of %r it cannot hold (%s): %.200r",
+                          self.path, statement, exc, row)  # fmt: skip
 
     def _release(self, taken: int, ticket: int) -> None:
         """After a commit: count the changes done and wake the callers it covers."""
@@ -283,6 +337,17 @@ class Database:
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
         _disown(self._lock_file)
+
+
+# Errors of binding one row's values (not of the database): they concern that row alone.
+_BIND_ERRORS = (
+    UnicodeError, OverflowError, ValueError, TypeError, sqlite3.InterfaceError,
+    sqlite3.ProgrammingError,
+)  # fmt: skip
+
+
+def _write_all(conn: sqlite3.Connection, statement: str, params: Any) -> None:
+    conn.executemany(statement, params)
 
 
 def _statements(batch: Batch) -> list[tuple[str, Sequence[Any]]]:

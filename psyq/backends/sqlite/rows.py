@@ -29,9 +29,14 @@ __all__ = [
     "restore_events",
     "restore_job",
     "restore_meta",
+    "unstorable",
 ]
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # for rare shapes
+# Queue settings and event chunks hold many jobs' names and ids: written as ASCII (escapes
+# for the rest), so no one value can stop a queue's settings or events from being written.
+_ascii_dumps = json.JSONEncoder(separators=(",", ":")).encode
+_INT64 = (-(2**63), 2**63 - 1)
 
 # Columns the engine orders or filters by, then the rest of the record as one MessagePack
 # array (`BODY`): a narrow row binds 9 values instead of 25, which halves the write cost.
@@ -86,6 +91,19 @@ def job_row(store: QueueStore, record: JobRecord) -> Row:
     )
 
 
+def unstorable(row: Row) -> str | None:
+    """None when SQLite can hold every value of `row`, else what it cannot hold."""
+    for value in row:
+        if type(value) is str and not value.isascii():
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return f"text with a lone surrogate: {value[:200]!r}"
+        elif type(value) is int and not _INT64[0] <= value <= _INT64[1]:
+            return f"an integer past int64: {value}"
+    return None
+
+
 def _deps(store: QueueStore, job_id: str) -> str | None:
     links = transfer.links(store, job_id)
     return None if links is None else _dumps(links)
@@ -93,7 +111,7 @@ def _deps(store: QueueStore, job_id: str) -> str | None:
 
 def queue_meta(store: QueueStore) -> str:
     """Everything about a queue that is not a job, as JSON."""
-    return _dumps(transfer.queue_meta(store))
+    return _ascii_dumps(transfer.queue_meta(store))
 
 
 def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
@@ -173,4 +191,4 @@ def event_chunk(store: QueueStore, after_seq: int) -> Row:
     stop = len(log._ms)
     body = list(zip(log._ms[start:stop], log._names[start:stop], log._ids[start:stop],
                     log._extra[start:stop], strict=True))  # fmt: skip
-    return (store.key, log._first_seq + start, log._first_seq + stop - 1, _dumps(body))
+    return (store.key, log._first_seq + start, log._first_seq + stop - 1, _ascii_dumps(body))

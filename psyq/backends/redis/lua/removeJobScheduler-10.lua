@@ -6,10 +6,10 @@
 --@include base settle parent state remove
 local schedulerId = ARGV[2]
 local hashKey = P .. "repeat:" .. schedulerId
-if rcall("EXISTS", hashKey) == 0 then return 0 end
-local pending = rcall("HGET", hashKey, "next")
-if pending and pending ~= "" then
-  local jobId = "repeat:" .. schedulerId .. ":" .. pending
+local current = rcall("ZSCORE", P .. "repeat", schedulerId)
+if rcall("EXISTS", hashKey) == 0 and not current then return 0 end
+if current then
+  local jobId = "repeat:" .. schedulerId .. ":" .. current
   local state = jobState(jobId)
   if state == "delayed" or state == "waiting" or state == "prioritized" then
     removeJob(jobId, false, nowMs())

@@ -1,0 +1,78 @@
+"""`Queries`: what a queue's reads see (counts, ranges of jobs, logs); no changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence, Sized
+from typing import Any
+
+from psyq.backends.base import JobRecord
+from psyq.backends.native.state import StoreState
+from psyq.errors import JobNotFoundError
+
+__all__ = ["Queries"]
+
+
+class Queries(StoreState):
+    """A queue's reads."""
+
+    # ------------------------------------------------------------------ queries
+    def record(self, job_id: str) -> JobRecord:
+        record = self.jobs.get(job_id)
+        if record is None:
+            raise JobNotFoundError(self.name, job_id)
+        return record
+
+    def counts(self, states: Sequence[str]) -> dict[str, int]:
+        return {state: self._count(state) for state in states}
+
+    def _count(self, state: str) -> int:
+        if state in ("waiting", "paused"):
+            return len(self.wait) if self.paused == (state == "paused") else 0
+        sizes: dict[str, Sized] = {
+            "active": self.active,
+            "completed": self.completed,
+            "failed": self.failed,
+            "delayed": self.delayed_key,
+            "prioritized": self.prio,
+            "waiting-children": self.waiting_children,
+        }
+        return len(sizes[state])
+
+    def counts_per_priority(self, priorities: Sequence[int]) -> dict[str, int]:
+        found: dict[int, int] = {}
+        for priority, _, _ in self.prio.ordered():
+            found[priority] = found.get(priority, 0) + 1
+        found[0] = len(self.wait)
+        return {str(p): found.get(p, 0) for p in priorities}
+
+    def ids_in(self, state: str, asc: bool) -> list[str]:
+        """Ids of the jobs in `state`, oldest (or next to run) first when `asc`."""
+        if state in ("waiting", "paused"):
+            ids = list(self.wait) if self.paused == (state == "paused") else []
+        elif state == "prioritized":
+            ids = [entry[2] for entry in self.prio.ordered()]
+        elif state == "delayed":
+            ids = [entry[2] for entry in self.delayed]
+        else:
+            ids = list(self._ordered_dict(state))
+        return ids if asc else ids[::-1]
+
+    def _ordered_dict(self, state: str) -> dict[str, Any]:
+        named: dict[str, dict[str, Any]] = {
+            "active": self.active,
+            "completed": self.completed,
+            "failed": self.failed,
+            "waiting-children": self.waiting_children,
+        }
+        return named[state]
+
+    def get_jobs(self, states: Sequence[str], start: int, end: int, asc: bool) -> list[JobRecord]:
+        ids = [job_id for state in states for job_id in self.ids_in(state, asc)]
+        stop = None if end == -1 else end + 1
+        return [self.jobs[job_id] for job_id in ids[start:stop]]
+
+    def get_logs(self, job_id: str, start: int, end: int, asc: bool) -> tuple[list[str], int]:
+        rows = self.logs.get(job_id, [])
+        ordered = rows if asc else rows[::-1]
+        stop = None if end == -1 else end + 1
+        return ordered[start:stop], len(rows)

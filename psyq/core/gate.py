@@ -1,0 +1,64 @@
+"""The gate every job passes once, before any backend sees it.
+
+What a backend stores — a job's name, data and options, a return value, progress, a log
+line, a scheduler's template — is checked here the same way for every backend, so a value
+one store could not hold is refused before anything is written, with the same error on
+every backend:
+- text is valid Unicode (no lone surrogates), in keys as in values (`codec.bad_unicode`);
+- data, return values and progress are JSON (`codec.dumps`, in the pass that encodes them);
+- options are known and in range, integers at most 2**53 - 1 (`options`).
+
+Text problems in names, data and logs raise `InvalidDataError`; problems in options raise
+`InvalidOptionsError`; both name the field, the job and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from psyq.backends.base import NewJob
+from psyq.core import codec
+from psyq.core.options import merge_job_options, normalize_job_options
+from psyq.errors import InvalidDataError, InvalidOptionsError
+
+__all__ = ["job_name", "new_job", "text"]
+
+
+def text(what: str, value: str, job: object) -> str:
+    """`value` if every store can hold it, else InvalidDataError naming `what` of `job`."""
+    problem = codec.bad_text(value)
+    if problem is not None:
+        raise InvalidDataError(
+            f"{what} of job {job!r} cannot be stored: {problem} ({codec.UNICODE_HINT})"
+        )
+    return value
+
+
+def job_name(name: Any) -> str:
+    if type(name) is str and name.isascii() and "\x00" not in name:
+        return name  # the common case, at the cost of two C calls
+    if not isinstance(name, str):
+        raise InvalidOptionsError(f"job name must be a string, got {name!r}")
+    problem = codec.bad_text(name)
+    if problem is not None:
+        raise InvalidDataError(f"job name {name!r} cannot be stored: {problem}")
+    return name
+
+
+def new_job(
+    name: Any,
+    data: Any,
+    opts: Mapping[str, Any] | None,
+    kwargs: Mapping[str, Any] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> NewJob:
+    """The checked job: its name, options (over `defaults`) and data encoded as JSON."""
+    name = job_name(name)
+    try:
+        given = normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
+    except InvalidOptionsError as exc:
+        raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
+    merged = merge_job_options(defaults or {}, given)
+    encoded = codec.dumps(data, "data", name, merged.get("sizeLimit"))
+    return NewJob(name, encoded, merged, merged.get("timestamp"))
