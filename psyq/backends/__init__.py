@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -41,7 +42,11 @@ class _Shared:
     users: int
 
 
-_OPEN: dict[tuple[str, int], _Shared] = {}
+# loop -> URL -> shared backend. Keyed by the loop object (weakly), not id(loop): a new loop
+# can get the id of a closed one, and must not be handed a backend left open on that one.
+_OPEN: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Shared]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def register_backend(scheme: str, factory: BackendFactory) -> None:
@@ -75,12 +80,12 @@ async def open_backend(connection: str | BackendAdapter | None) -> BackendAdapte
     if connection is not None and not isinstance(connection, str):
         raise InvalidURLError(repr(connection), "a connection is a URL string or a backend")
     url = resolve_url(connection)
-    key = (url, id(asyncio.get_running_loop()))
-    shared = _OPEN.get(key)
+    opened = _OPEN.setdefault(asyncio.get_running_loop(), {})
+    shared = opened.get(url)
     if shared is None:
         backend = _factory_for(url)(url)
         await backend.open()
-        shared = _OPEN.setdefault(key, _Shared(backend, 0))
+        shared = opened.setdefault(url, _Shared(backend, 0))
         if shared.backend is not backend:  # another task opened the URL while we waited
             await backend.close()
     shared.users += 1
@@ -89,13 +94,14 @@ async def open_backend(connection: str | BackendAdapter | None) -> BackendAdapte
 
 async def release_backend(backend: BackendAdapter) -> None:
     """Drop one use of a shared backend; close it when nobody uses it any more."""
-    for key, shared in list(_OPEN.items()):
-        if shared.backend is backend:
-            shared.users -= 1
-            if shared.users <= 0:
-                del _OPEN[key]
-                await backend.close()
-            return
+    for opened in list(_OPEN.values()):
+        for url, shared in list(opened.items()):
+            if shared.backend is backend:
+                shared.users -= 1
+                if shared.users <= 0:
+                    del opened[url]
+                    await backend.close()
+                return
 
 
 def _register_builtins() -> None:

@@ -61,7 +61,9 @@ class FlowProducer(_BackendUser):
 
     async def add_bulk(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
         """Add several trees in one atomic step: all are written, or none."""
-        roots = [_node(flow, f"flows[{i}]", set()) for i, flow in enumerate(flows)]
+        roots = [
+            _node(flow, f"flows[{i}]", set(), self.allow_empty_name) for i, flow in enumerate(flows)
+        ]
         backend = await self._open()
         records = iter(await backend.add_flow(roots))
         return [self._rebuild(backend, root, records) for root in roots]
@@ -81,7 +83,7 @@ class FlowProducer(_BackendUser):
         check_int("max_children", max_children)
         backend = await self._open()
         tree = await backend.get_flow(
-            check_queue_name(queue_name), str(job_id), depth, max_children
+            check_queue_name(queue_name, self.allow_empty_name), str(job_id), depth, max_children
         )
         return None if tree is None else _from_tree(backend, tree)
 
@@ -92,7 +94,7 @@ def _from_tree(backend: BackendAdapter, tree: Mapping[str, Any]) -> JobNode:
     return JobNode(job, [_from_tree(backend, child) for child in tree["children"]])
 
 
-def _node(spec: Any, path: Any, ancestors: set[int]) -> FlowNode:
+def _node(spec: Any, path: Any, ancestors: set[int], allow_empty: bool = False) -> FlowNode:
     """Validate one node of a flow (and its subtree) before anything is written. `path` is a
     string or a zero-argument function giving one (built only for an error message);
     `ancestors` holds the ids of the nodes above (a node among them is a cycle)."""
@@ -106,7 +108,7 @@ def _node(spec: Any, path: Any, ancestors: set[int]) -> FlowNode:
     queue = spec.get("queue_name", spec.get("queueName"))
     if queue is None:
         raise InvalidOptionsError(f"{_text(path)} needs a queue_name")
-    check_queue_name(queue)
+    check_queue_name(queue, allow_empty)
     name = spec.get("name")
     if not isinstance(name, str):
         raise InvalidOptionsError(f"{_text(path)} needs a string name, got {name!r}")
@@ -118,7 +120,7 @@ def _node(spec: Any, path: Any, ancestors: set[int]) -> FlowNode:
     if children:
         ancestors.add(id(spec))
         for i, child in enumerate(children):
-            nodes.append(_node(child, _child_path(path, i), ancestors))
+            nodes.append(_node(child, _child_path(path, i), ancestors, allow_empty))
         ancestors.discard(id(spec))
     return FlowNode(queue, new, nodes)
 

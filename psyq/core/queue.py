@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES, BackendAdapter, JobRecord, Limiter, NewJob
@@ -24,8 +24,8 @@ _NOT_IN_TEMPLATES = frozenset({"jobId", "delay", "deduplication", "parent"})
 CLEANABLE_STATES = ("completed", "failed", "delayed", "waiting", "prioritized", "paused")
 
 
-def check_queue_name(name: Any) -> str:
-    if not isinstance(name, str) or not name or ":" in name:
+def check_queue_name(name: Any, allow_empty: bool = False) -> str:
+    if not isinstance(name, str) or (not name and not allow_empty) or ":" in name:
         raise InvalidOptionsError(
             f"queue name must be a non-empty string without ':', got {name!r}"
         )
@@ -58,8 +58,12 @@ def _check_states(states: Iterable[str]) -> list[str]:
 class _BackendUser:
     """Shared by Queue and Worker: open the backend on first use, release it on close."""
 
+    # The `bullmq` package (PyPI) accepts an empty queue name (keys `bull::wait`);
+    # psyq.compat.bullmq's private subclasses set this, psyq's own API keeps refusing it.
+    allow_empty_name: ClassVar[bool] = False
+
     def __init__(self, name: str, connection: str | BackendAdapter | None, prefix: str) -> None:
-        self.name = check_queue_name(name)
+        self.name = check_queue_name(name, self.allow_empty_name)
         self.prefix = prefix
         self._connection = qualify_connection(connection, prefix)
         self._backend: BackendAdapter | None = None

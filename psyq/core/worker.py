@@ -150,6 +150,11 @@ class Worker(_BackendUser, EventEmitter):
         self._ref: QueueRef | None = None
         self._drained = True
         self._forced = False
+        self._hand_back_on_close = True
+        self._resumed = asyncio.Event()  # cleared while the worker is paused
+        self._resumed.set()
+        self._not_fetching = asyncio.Event()  # cleared while the fetcher's call is out
+        self._not_fetching.set()
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
@@ -218,8 +223,11 @@ class Worker(_BackendUser, EventEmitter):
         except PsyqError as exc:
             self.emit("error", exc)
 
-    async def close(self, force: bool = False) -> None:
-        """Stop taking jobs; wait for active ones (or, with force, hand them back now)."""
+    async def close(self, force: bool = False, hand_back: bool = True) -> None:
+        """Stop taking jobs; wait for active ones (or, with force, hand them back now;
+        with hand_back=False too, leave them active for the stall check to recover, as
+        BullMQ's forced close does)."""
+        self._hand_back_on_close = hand_back
         if self._closing is None and self._running is not None:  # autorun not started yet
             self._running.cancel()
             await asyncio.gather(self._running, return_exceptions=True)
@@ -235,6 +243,27 @@ class Worker(_BackendUser, EventEmitter):
         await self._wait_listeners()
         await self._release()
         self.emit("closed")
+
+    @property
+    def paused(self) -> bool:
+        return not self._resumed.is_set()
+
+    async def pause(self, do_not_wait_active: bool = False) -> None:
+        """Take no more jobs (this worker only; `queue.pause()` pauses every worker); wait
+        for the active ones to finish unless `do_not_wait_active`. Emits `paused`."""
+        if not self.paused:
+            self._resumed.clear()
+            await self._not_fetching.wait()  # a fetch already sent may still bring a job
+            while (self._active or not self._handoff.empty()) and not do_not_wait_active:
+                await self._slot_freed.wait()
+                self._slot_freed.clear()
+        self.emit("paused")
+
+    def resume(self) -> None:
+        """Take jobs again after `pause()`. Emits `resumed`."""
+        if self.paused:
+            self._resumed.set()
+            self.emit("resumed")
 
     async def get_next_job(self, token: str, block: bool = True) -> Job | None:
         """Take one job locked with `token` (manual processing); None when none came."""
@@ -289,7 +318,7 @@ class Worker(_BackendUser, EventEmitter):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
         abandoned = await self._stop_slots(slots)
-        for job in abandoned:
+        for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)
         while not self._handoff.empty():
             await self._hand_back(ref, self._handoff.get_nowait())
@@ -361,11 +390,15 @@ class Worker(_BackendUser, EventEmitter):
             while self._idle == 0:
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
+            await self._resumed.wait()
+            self._not_fetching.clear()
             try:
                 jobs = await self._fetch(ref, self._new_tokens(self._idle))
             except Exception as exc:
+                self._not_fetching.set()
                 await self._backend_trouble(exc)
                 continue
+            self._not_fetching.set()
             self._fetch_backoff.succeeded()
             if jobs:
                 self._drained = False
@@ -522,7 +555,7 @@ class Worker(_BackendUser, EventEmitter):
         self, ref: QueueRef, job: Job, token: str, outcome: Completed
     ) -> Job | None:
         """Complete the job (fetching the next one unless closing); returns that next job."""
-        fetch = self._closing is not None and not self._closing.is_set()
+        fetch = self._closing is not None and not self._closing.is_set() and not self.paused
         error: PsyqError | None = None
         if ref.backend.batch_settles:
             settling = Settlement(job.id, token, outcome)

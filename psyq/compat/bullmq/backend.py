@@ -1,0 +1,117 @@
+"""`create_backend`: what the `bullmq` package calls a queue's backend, here a psyq core
+`Queue` on the URL its options name, with the few handles `bullmq` code reads directly
+(`keys`, `qualifiedName`, `clientName`, the Redis client when the store is Redis)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from psyq.backends.base import BackendAdapter, JobRecord
+from psyq.compat.bullmq._core import CoreQueue
+from psyq.compat.bullmq.connection import connection_url
+from psyq.core.job import QueueRef
+from psyq.errors import PsyqError
+
+__all__ = ["KEY_NAMES", "Backend", "create_backend"]
+
+KEY_NAMES = (
+    "wait",
+    "paused",
+    "meta",
+    "id",
+    "active",
+    "delayed",
+    "prioritized",
+    "completed",
+    "failed",
+    "stalled",
+    "limiter",
+    "events",
+    "marker",
+    "pc",
+    "repeat",
+    "de",
+    "metrics",
+)
+
+
+class Backend:
+    """One queue's store: a core Queue opened on first use, shared with the Workers,
+    QueueEvents and FlowProducers of the same URL in this event loop."""
+
+    def __init__(self, name: str, opts: Mapping[str, Any]) -> None:
+        self.name = name
+        self.prefix = str(opts.get("prefix") or "bull")
+        self.url = connection_url(opts.get("connection"))
+        self.core = CoreQueue(
+            name,
+            self.url,
+            prefix=self.prefix,
+            default_job_options=opts.get("defaultJobOptions") or None,
+        )
+        self.qualifiedName = f"{self.prefix}:{name}"
+        self.keys = {key: self.toKey(key) for key in KEY_NAMES}
+        self.keys[""] = f"{self.qualifiedName}:"
+        self.capabilities = {"canDoubleTimeout": True, "canBlockFor1Ms": True}
+        self.minimumBlockTimeout = 0.001
+
+    @property
+    def is_redis(self) -> bool:
+        return urlsplit(self.url).scheme.lower().startswith("redis")
+
+    def toKey(self, type: str) -> str:
+        return f"{self.qualifiedName}:{type}"
+
+    def clientName(self, suffix: str | None = None) -> str:
+        return f"{self.qualifiedName}{suffix or ''}"
+
+    def ref(self) -> QueueRef:
+        """What a core Job needs of its queue (the store must be open)."""
+        adapter = self.core._backend
+        if adapter is None:
+            raise PsyqError(f"queue {self.name!r} is not open yet")
+        return QueueRef(self.name, adapter)
+
+    async def adapter(self) -> BackendAdapter:
+        return await self.core._open()
+
+    @property
+    def conn(self) -> Any:
+        """The redis-py client of an opened Redis store (else None)."""
+        adapter = self.core._backend
+        if adapter is None or not self.is_redis:
+            return None
+        return getattr(adapter, "_client", None)
+
+    @property
+    def connection(self) -> Any:
+        return self.conn
+
+    async def open(self) -> Any:
+        """Open the store; returns its redis-py client on Redis, else None."""
+        await self.adapter()
+        return self.conn
+
+    async def waitForJob(self, timeout: float) -> None:
+        """Block up to `timeout` seconds for a job to become ready."""
+        adapter = await self.adapter()
+        await adapter.wait_for_job(self.name, max(1, int(timeout * 1000)))
+
+    async def getJobData(self, job_id: str) -> JobRecord | None:
+        adapter = await self.adapter()
+        return await adapter.get_job(self.name, str(job_id))
+
+    async def close(self, force: bool = False) -> None:
+        await self.core.close()
+
+
+def create_backend(
+    name: str,
+    opts: Mapping[str, Any] | None = None,
+    blocking: bool = False,
+    with_blocking_connection: bool = False,
+) -> Backend:
+    """The store of queue `name` that `opts` (`connection`, `prefix`) describe."""
+    return Backend(name, opts or {})

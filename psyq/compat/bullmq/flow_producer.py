@@ -1,0 +1,182 @@
+"""`FlowProducer(opts)`: the `bullmq` package's flows (trees of jobs across queues, added
+atomically) over psyq's core FlowProducer. A tree comes back as `{"job": Job,
+"children": [...]}`."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from psyq.compat.bullmq._core import CoreFlowProducer
+from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.job import Job
+from psyq.core.flow import JobNode
+from psyq.core.options import merge_job_options, normalize_job_options
+from psyq.errors import JobNotFoundError
+
+__all__ = ["FlowBackend", "FlowProducer", "create_backend"]
+
+PARENT_MISSING = -5
+
+
+class _QueueView:
+    """What a flow's Job needs of its queue: its name, prefix and the producer's store."""
+
+    def __init__(self, name: str, prefix: str, backend: Any) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.qualifiedName = f"{prefix}:{name}"
+        self.backend = backend
+        self.opts: dict[str, Any] = {}
+
+
+class FlowBackend:
+    """The store a FlowProducer writes to: a core FlowProducer on the options' URL."""
+
+    def __init__(self, opts: Mapping[str, Any]) -> None:
+        self.prefix = str(opts.get("prefix") or "bull")
+        self.url = connection_url(opts.get("connection"))
+        self.core = CoreFlowProducer(self.url, prefix=self.prefix)
+        self.qualifiedName = f"{self.prefix}:__default__"
+
+    def forQueue(self, queue_name: str, prefix: str | None = None) -> _QueueView:
+        return _QueueView(queue_name, prefix or self.prefix, self)
+
+    async def addFlow(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
+        nodes: list[JobNode] = await self.core.add_bulk(flows)
+        return nodes
+
+    async def parent_exists(self, flow: Mapping[str, Any]) -> bool:
+        """False when the root names a parent job (`opts.parent`) that does not exist."""
+        parent = (flow.get("opts") or {}).get("parent")
+        if not parent:
+            return True
+        _, _, queue = str(parent.get("queue", "")).partition(":")
+        adapter = await self.core._open()
+        return await adapter.get_job(queue, str(parent.get("id"))) is not None
+
+    async def close(self, force: bool = False) -> None:
+        await self.core.close()
+
+    disconnect = close
+
+
+def create_backend(name: str, opts: Mapping[str, Any] | None = None) -> FlowBackend:
+    return FlowBackend(opts or {})
+
+
+class FlowProducer:
+    """Adds flows, with the `bullmq` package's names. `FlowProducer(opts)` or
+    `FlowProducer(connection, opts)`."""
+
+    def __init__(self, redisOpts: Any = None, opts: Mapping[str, Any] | None = None) -> None:
+        if (
+            opts is None
+            and isinstance(redisOpts, Mapping)
+            and ({"prefix", "connection", "backend"} & set(redisOpts))
+        ):
+            opts, redisOpts = redisOpts, None
+        self.opts: dict[str, Any] = dict(opts or {})
+        if redisOpts:
+            self.opts["connection"] = redisOpts
+        self.prefix = self.opts.get("prefix", "bull")
+        self.backend = create_backend("__default__", self.opts)
+        self.closing = False
+
+    async def add(
+        self, flow: Mapping[str, Any], opts: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """Add one tree atomically; None once the producer is closing."""
+        if self.closing:
+            return None
+        queues_options = (opts or {}).get("queuesOptions")
+        spec, tree = self._prepare(flow, queues_options)
+        has_parent = bool((flow.get("opts") or {}).get("parent"))
+        if has_parent and not await self.backend.parent_exists(flow):
+            raise _flow_error(flow)
+        try:
+            nodes = await self.backend.addFlow([spec])
+        except JobNotFoundError:
+            raise _flow_error(flow) from None
+        self._settle(tree, nodes)
+        return tree
+
+    async def addBulk(self, flows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+        """Add several trees atomically. As in `bullmq`, a tree whose parent is missing
+        does not fail the others: it comes back without an id."""
+        if self.closing:
+            return None
+        prepared = [self._prepare(flow, None) for flow in flows]
+        try:
+            nodes = await self.backend.addFlow([spec for spec, _ in prepared])
+        except JobNotFoundError:
+            return [await self._add_alone(spec, tree) for spec, tree in prepared]
+        self._settle([tree for _, tree in prepared], nodes)
+        return [tree for _, tree in prepared]
+
+    async def _add_alone(self, spec: dict[str, Any], tree: dict[str, Any]) -> dict[str, Any]:
+        with contextlib.suppress(JobNotFoundError):
+            self._settle(tree, await self.backend.addFlow([spec]))
+        return tree
+
+    # ------------------------------------------------------------------ trees
+    def _prepare(
+        self, flow: Mapping[str, Any], queues_options: Mapping[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The core spec of one tree (queue defaults merged into each node's opts, the
+        caller's dicts left as they are) and its result tree of not-yet-added Jobs."""
+        queue_name = flow.get("queueName", flow.get("queue_name"))
+        prefix = flow.get("prefix") or self.prefix
+        defaults = ((queues_options or {}).get(queue_name) or {}).get("defaultJobOptions")
+        opts = merge_job_options(
+            normalize_job_options(copy.deepcopy(defaults)),
+            normalize_job_options(copy.deepcopy(dict(flow.get("opts") or {}))),
+        )
+        pairs = [self._prepare(child, queues_options) for child in flow.get("children") or ()]
+        spec = {
+            "name": flow.get("name"),
+            "queueName": queue_name,
+            "data": flow.get("data"),
+            "opts": opts,
+            "children": [child for child, _ in pairs],
+        }
+        view = self.backend.forQueue(queue_name, prefix)
+        job = Job(view, str(flow.get("name")), flow.get("data"), opts)
+        tree: dict[str, Any] = {"job": job}
+        if pairs:
+            tree["children"] = [child_tree for _, child_tree in pairs]
+        return spec, tree
+
+    def _settle(self, trees: Any, nodes: Any) -> None:
+        """Give the trees' Jobs the stored jobs the core returned."""
+        if not isinstance(nodes, list):
+            return
+        for tree, node in zip(trees if isinstance(trees, list) else [trees], nodes, strict=False):
+            for job, core in _pairs(tree, node):
+                job._core = core
+                job.sync()
+
+    async def close(self) -> None:
+        self.closing = True
+        await self.backend.close()
+
+    async def disconnect(self) -> None:
+        await self.close()
+
+
+def _pairs(tree: Mapping[str, Any], node: Any) -> Iterator[tuple[Job, Any]]:
+    if not isinstance(node, JobNode):
+        return
+    yield tree["job"], node.job
+    for child_tree, child in zip(tree.get("children") or (), node.children, strict=False):
+        yield from _pairs(child_tree, child)
+
+
+def _flow_error(flow: Mapping[str, Any]) -> Exception:
+    parent = (flow.get("opts") or {}).get("parent") or {}
+    key = f"{parent.get('queue')}:{parent.get('id')}"
+    error = Exception(f"Missing key for parent job {key}. addJob")
+    error.code = PARENT_MISSING  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,489 @@
+"""`Worker(name, processor, opts)`: the `bullmq` package's Worker over psyq's core Worker.
+
+The processor is called as `processor(job, token)`, or `processor(job, token, signal)` when
+it takes a third parameter (an AbortSignal that `worker.cancelJob` aborts). Events and their
+arguments are `bullmq`'s: active(job, prev), completed(job, result), failed(job, error),
+progress(job, progress), stalled(jobId), drained(), error(error), closed().
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import functools
+import inspect
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+from psyq.backends.base import Limiter
+from psyq.compat.bullmq._core import CoreWorker
+from psyq.compat.bullmq.abort_controller import AbortController
+from psyq.compat.bullmq.backend import Backend, create_backend
+from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.job import Job
+from psyq.compat.bullmq.job_scheduler import JobScheduler
+from psyq.core.backoff import BackoffStrategy
+from psyq.core.events import EventEmitter
+from psyq.core.job import Job as CoreJob
+from psyq.errors import ConnectionError as PsyqConnectionError
+from psyq.errors import RateLimitError
+
+__all__ = ["Worker", "getCompleted"]
+
+# How long the fetch loop rests after an error that is not about the connection.
+SHORT_RETRY_DELAY = 0.1
+DEFAULT_MAXIMUM_BLOCK_TIMEOUT = 10
+
+_TRANSIENT_ERRNOS = {
+    getattr(errno, name)
+    for name in ("ECONNREFUSED", "ECONNRESET", "ENETUNREACH", "EHOSTUNREACH", "EPIPE")
+    if hasattr(errno, name)
+}
+_ERRNO_IN_TEXT = re.compile(r"\[Errno (\d+)\]")
+_TRANSIENT_TEXT = (
+    "ECONNREFUSED",
+    "ECONNRESET",
+    "ENETUNREACH",
+    "EHOSTUNREACH",
+    "EPIPE",
+    "Connection refused",
+    "Connection reset",
+    "Network is unreachable",
+    "No route to host",
+    "Broken pipe",
+)
+
+DEFAULT_OPTS: dict[str, Any] = {
+    "drainDelay": 5,
+    "concurrency": 1,
+    "lockDuration": 30_000,
+    "maxStalledCount": 1,
+    "stalledInterval": 30_000,
+    "runRetryDelay": 15_000,
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _postgres_connection_error_types() -> tuple[type[BaseException], ...]:
+    try:
+        from psycopg import InterfaceError, OperationalError  # type: ignore[import-not-found]
+    except ImportError:
+        return ()
+    return (InterfaceError, OperationalError)
+
+
+@functools.lru_cache(maxsize=1)
+def _redis_connection_error_types() -> tuple[type[BaseException], ...]:
+    try:
+        from redis import exceptions
+    except ImportError:  # pragma: no cover - redis is a psyq dependency
+        return ()
+    return (exceptions.ConnectionError, exceptions.TimeoutError, exceptions.BusyLoadingError)
+
+
+def _positional_count(processor: Any) -> int:
+    """How many positional arguments `processor` takes (a large number for *args)."""
+    if processor is None:
+        return 0
+    try:
+        params = inspect.signature(processor).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 99
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+class _AnyBackoff(Mapping[str, BackoffStrategy]):
+    """`settings.backoffStrategy`: one function for every custom backoff type."""
+
+    def __init__(self, strategy: BackoffStrategy) -> None:
+        self._strategy = strategy
+
+    def __getitem__(self, kind: str) -> BackoffStrategy:
+        return self._strategy
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:  # not empty: every key has the strategy
+        return True
+
+
+def _limiter(value: Any) -> Limiter | None:
+    if not value:
+        return None
+    return Limiter(int(value["max"]), int(value["duration"]))
+
+
+class Worker(EventEmitter):
+    """Processes the jobs of queue `name`, with the `bullmq` package's names."""
+
+    RateLimitError = RateLimitError  # raised after worker.rateLimit(ms), as in Node BullMQ
+
+    def __init__(
+        self,
+        name: str,
+        processor: Callable[..., Any] | None = None,
+        opts: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        given = dict(opts or {})
+        self.name = name
+        self.processor = processor
+        self.opts: dict[str, Any] = {**DEFAULT_OPTS, **given}
+        self.opts.setdefault("lockRenewTime", self.opts["lockDuration"] // 2)
+        self.backend = create_backend(name, self.opts, with_blocking_connection=True)
+        self.keys = getattr(self.backend, "keys", None)
+        self.prefix = self.opts.get("prefix", "bull")
+        self.qualifiedName = self.backend.qualifiedName
+        self.workerName: str | None = given.get("name")
+        suffix = f":w:{self.workerName}" if self.workerName else ""
+        self.clientName = self.backend.clientName(suffix)
+        self.id = uuid.uuid4().hex
+        self.closing = self.forceClosing = self.closed = False
+        self.blockUntil = self.limitUntil = 0
+        self.drained = False
+        self._job_scheduler: JobScheduler | None = None
+        self._arity = _positional_count(processor)
+        self._controllers: dict[str, AbortController] = {}
+        self._jobs: dict[str, tuple[CoreJob, Job]] = {}
+        self._core = self._core_worker(name, processor is not None)
+        self._forward_events()
+        self._run_task: asyncio.Future[None] | None = None
+        if processor is not None and self.opts.get("autorun", True):
+            self._run_task = asyncio.ensure_future(self.run())
+
+    def _core_worker(self, name: str, with_processor: bool) -> CoreWorker:
+        opts = self.opts
+        worker = CoreWorker(
+            name,
+            self._process if with_processor else None,
+            connection_url(opts.get("connection")),
+            concurrency=int(opts["concurrency"]),
+            limiter=_limiter(opts.get("limiter")),
+            lock_duration=int(opts["lockDuration"]),
+            lock_renew_time=int(opts["lockRenewTime"]) or None,
+            stalled_interval=int(opts["stalledInterval"]),
+            max_stalled_count=int(opts["maxStalledCount"]),
+            drain_delay=float(opts["drainDelay"]),
+            autorun=False,
+            prefix=str(self.prefix),
+            worker_name=self.workerName,
+            skip_stalled_check=bool(opts.get("skipStalledCheck", False)),
+            skip_lock_renewal=bool(opts.get("skipLockRenewal", False)),
+        )
+        strategy = (opts.get("settings") or {}).get("backoffStrategy")
+        if strategy is not None:
+            # every custom backoff type goes to the one function bullmq takes
+            worker._strategies = _AnyBackoff(self._backoff(strategy))  # type: ignore[assignment]
+        return worker
+
+    def _backoff(self, strategy: Callable[..., Any]) -> BackoffStrategy:
+        def call(attempts: int, kind: str, error: BaseException | None, job: Any) -> Any:
+            return strategy(attempts, kind, error, self._wrap(job))
+
+        return call
+
+    # ------------------------------------------------------------------ compat handles
+    @property
+    def redisConnection(self) -> Any:
+        """The redis-py client once the worker runs on Redis, else None."""
+        if not isinstance(self.backend, Backend) or not self.backend.is_redis:
+            return None
+        adapter = self._core._backend or self.backend.core._backend
+        return None if adapter is None else getattr(adapter, "_client", None)
+
+    @property
+    def blockingRedisConnection(self) -> Any:
+        return self.redisConnection
+
+    @property
+    def client(self) -> Any:
+        return self.redisConnection
+
+    @property
+    def running(self) -> bool:
+        return bool(self._core.running)
+
+    def isRunning(self) -> bool:
+        return self.running
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._core.paused)
+
+    def isPaused(self) -> bool:
+        return self.paused
+
+    @property
+    def minimumBlockTimeout(self) -> float:
+        return float(getattr(self.backend, "minimumBlockTimeout", 0.001))
+
+    @property
+    def maximumBlockTimeout(self) -> float:
+        return float(getattr(self.backend, "maximumBlockTimeout", DEFAULT_MAXIMUM_BLOCK_TIMEOUT))
+
+    @property
+    def jobScheduler(self) -> JobScheduler:
+        """The JobScheduler of this worker's queue (made on first use)."""
+        if self._job_scheduler is None:
+            self._job_scheduler = JobScheduler(self)
+        return self._job_scheduler
+
+    # ------------------------------------------------------------------ jobs and events
+    def _wrap(self, core: CoreJob) -> Job:
+        """The bullmq Job for a core job (the same object while the job is processed)."""
+        entry = self._jobs.get(core.id)
+        if entry is not None and entry[0] is core:
+            entry[1].sync()
+            return entry[1]
+        job = Job.wrap(self, core)
+        self._jobs[core.id] = (core, job)
+        return job
+
+    def _forget(self, core: CoreJob) -> Job:
+        job = self._wrap(core)
+        self._jobs.pop(core.id, None)
+        return job
+
+    def _forward_events(self) -> None:
+        core = self._core
+        core.on("active", lambda job, prev: self.emit("active", self._wrap(job), prev))
+        core.on("completed", lambda job, result: self.emit("completed", self._forget(job), result))
+        core.on("failed", lambda job, error: self.emit("failed", self._forget(job), error))
+        core.on("progress", lambda job, value: self.emit("progress", self._wrap(job), value))
+        core.on("stalled", lambda job_id, prev: self.emit("stalled", job_id))
+        core.on("drained", lambda: self.emit("drained"))
+        core.on("error", lambda error: self.emit("error", error))
+        core.on("closed", lambda: self.emit("closed"))
+        core.on("paused", lambda: self.emit("paused"))
+        core.on("resumed", lambda: self.emit("resumed"))
+
+    async def _process(self, core: CoreJob, token: str) -> Any:
+        assert self.processor is not None
+        job = self._wrap(core)
+        job.token = token
+        args: tuple[Any, ...] = (job, token)
+        if self._arity >= 3:
+            controller = self._controllers[job.id or ""] = AbortController()
+            args = (job, token, controller.signal)
+        elif self._arity < 2:
+            args = (job,)
+        try:
+            result = self.processor(*args)
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            self._controllers.pop(job.id or "", None)
+
+    # ------------------------------------------------------------------ running
+    async def run(self) -> None:
+        if self.running:
+            raise Exception("Worker is already running")
+        await self._core.run()
+
+    async def getNextJob(self, token: str, opts: Mapping[str, Any] | None = None) -> Job | None:
+        """Take the next job, locked with `token` (manual processing); None when none
+        came within `drainDelay` seconds."""
+        core = await self._core.get_next_job(token, block=(opts or {}).get("block", True))
+        if core is None:
+            return None
+        job = Job.wrap(self, core)
+        self.emit("active", job, "waiting")
+        return job
+
+    async def moveToActive(self, token: str) -> Job | None:
+        """Take the next ready job, locked with `token`, without waiting; None when none."""
+        core = await self._core.get_next_job(token, block=False)
+        return None if core is None else Job.wrap(self, core)
+
+    async def nextJobFromJobData(
+        self,
+        job_data: Any = None,
+        job_id: str | None = None,
+        limit_until: int = 0,
+        delay_until: int = 0,
+        token: str | None = None,
+    ) -> Job | None:
+        """A Job from stored job data (as the fetch loop makes them)."""
+        self.limitUntil = max(limit_until or 0, 0)
+        if delay_until:
+            self.blockUntil = max(int(delay_until), 0)
+        if not job_data:
+            self.drained = True
+            return None
+        self.drained = False
+        job = Job.fromJSON(self, job_data, job_id)
+        job.token = token
+        if job.repeatJobKey:
+            try:
+                await self.jobScheduler.upsertJobScheduler(
+                    job.repeatJobKey,
+                    job.opts.get("repeat"),
+                    job.name,
+                    job.data,
+                    job.opts,
+                    override=False,
+                    producer_id=job.id,
+                )
+            except Exception as exc:
+                self.emit("error", RuntimeError(f"Failed to add repeatable job: {exc}"))
+        return job
+
+    async def waitForJob(self) -> int:
+        """Wait (up to the block timeout) for a job to be ready. Connection errors are
+        re-raised after a short rest, so a caller that retries does not spin."""
+        try:
+            await self.backend.waitForJob(self.getBlockTimeout(self.blockUntil))
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            if self.isConnectionError(exc) and not (self.closing or self.closed):
+                await asyncio.sleep(SHORT_RETRY_DELAY)
+            raise
+        return 0
+
+    def getBlockTimeout(self, block_until: int) -> float:
+        if not block_until:
+            return max(float(self.opts.get("drainDelay", 5)), self.minimumBlockTimeout)
+        delay = (block_until - time.time() * 1000) / 1000
+        return min(max(delay, self.minimumBlockTimeout), self.maximumBlockTimeout)
+
+    async def retryIfFailed(
+        self, fn: Callable[[], Awaitable[Any]], opts: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Call `fn`; after a connection error wait `delay_in_ms` and call again (at most
+        `max_retries` times). Another error is emitted and raised, or with
+        `only_emit_error` emitted and None returned after a short rest."""
+        opts = opts or {}
+        delay_ms = opts.get("delay_in_ms", 15_000)
+        max_retries = opts.get("max_retries", float("inf"))
+        retries = 0
+        while retries < max_retries:
+            try:
+                return await fn()
+            except Exception as exc:
+                if not self.isConnectionError(exc):
+                    if not (self.paused or self.closing):
+                        self.emit("error", exc)
+                    if not opts.get("only_emit_error"):
+                        raise
+                    if not (self.closing or self.closed):
+                        await asyncio.sleep(SHORT_RETRY_DELAY)
+                    return None
+                retries += 1
+                if retries >= max_retries:
+                    raise
+                if delay_ms and not (self.closing or self.closed):
+                    await asyncio.sleep(delay_ms / 1000)
+        return None
+
+    def isConnectionError(self, error: BaseException) -> bool:
+        """True for the errors of a store that cannot be reached (worth retrying)."""
+        transient = (
+            PsyqConnectionError,
+            ConnectionRefusedError,
+            ConnectionResetError,
+            TimeoutError,
+            *_redis_connection_error_types(),
+        )
+        if isinstance(error, transient):
+            return True
+        if self.opts.get("backend") == "postgres" and isinstance(
+            error, _postgres_connection_error_types()
+        ):
+            return True
+        if isinstance(error, OSError):
+            if error.errno in _TRANSIENT_ERRNOS:
+                return True
+            text = str(error)
+            if any(int(n) in _TRANSIENT_ERRNOS for n in _ERRNO_IN_TEXT.findall(text)):
+                return True
+            return any(fragment in text for fragment in _TRANSIENT_TEXT)
+        return False
+
+    # ------------------------------------------------------------------ control
+    async def extendLocks(self) -> list[str]:
+        return await self._core.extend_locks()
+
+    async def runStalledJobsCheck(self) -> None:
+        try:
+            await self._core.check_stalled()
+        except Exception as exc:
+            self.emit("error", exc)
+
+    async def rateLimit(self, expire_time_ms: int) -> None:
+        """Hold the whole queue for `expire_time_ms`; then raise RateLimitError."""
+        await self._core.rate_limit(expire_time_ms)
+
+    async def pause(self, doNotWaitActive: bool = False) -> None:
+        """Take no more jobs (this worker only); wait for the active ones unless
+        `doNotWaitActive`. Emits `paused`."""
+        await self._core.pause(doNotWaitActive)
+
+    def resume(self) -> None:
+        """Take jobs again. Emits `resumed`."""
+        self._core.resume()
+
+    def cancelJob(self, job_id: str, reason: str | None = None) -> bool:
+        """Abort the signal of active job `job_id`; False when its processor takes none."""
+        controller = self._controllers.get(str(job_id))
+        if controller is None:
+            return False
+        controller.abort(reason)
+        return True
+
+    def cancelAllJobs(self, reason: str | None = None) -> None:
+        for controller in list(self._controllers.values()):
+            controller.abort(reason)
+
+    def cancelProcessing(self) -> None:
+        """Abort every active job's signal (as a forced close does first)."""
+        self.cancelAllJobs("worker force-closed")
+
+    async def close(self, force: bool = False) -> None:
+        """Stop taking jobs and wait for the active ones (with force: hand them back now)."""
+        if self.closed:
+            return
+        self.closing = True
+        if force:
+            self.forceClosing = True
+            self.cancelAllJobs("worker force-closed")
+        task = self._run_task
+        if task is not None and not task.done() and not self._core.running:
+            task.cancel()  # autorun had not started yet
+        await self._core.close(force, hand_back=False)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
+        try:
+            await self.backend.close()
+        except Exception as exc:
+            self.emit("error", exc)
+        self.closed = True
+
+    disconnect = close
+
+
+async def getCompleted(tasks: set[Any], emit: Callable[..., Any]) -> tuple[list[Any], set[Any]]:
+    """The results of the tasks of `tasks` that finished first (errors go to `emit`), and
+    the ones still pending."""
+    if not tasks:
+        await asyncio.sleep(0)
+        return [], set()
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    results = []
+    for task in done:
+        try:
+            result = task.result()
+        except Exception as exc:
+            emit("error", exc)
+            continue
+        if result is not None:
+            results.append(result)
+    return results, pending
