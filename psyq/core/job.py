@@ -303,9 +303,12 @@ def failure_outcome(
     final = isinstance(error, UnrecoverableError | InvalidDataError)
     if final or job._discarded or job._cancelled or job.attempts_made + 1 >= attempts:
         return Failed(reason, stack)
-    delay = backoff_delay(
-        job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies
-    )
+    try:
+        delay = backoff_delay(
+            job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies
+        )
+    except Exception as wrong:  # an unknown strategy, or one that raised: fail, saying so
+        return Failed(f"{reason} (not retried: {codec.printable(str(wrong))})", stack)
     if delay is None:
         return Failed(reason, stack)
     return Retry(reason, stack, delay)

@@ -217,3 +217,24 @@ async def test_stack_trace_limit_zero_keeps_none(
     final = await queue.get_job(job.id)
     assert final is not None
     assert final.stacktrace == []
+
+
+async def test_a_backoff_that_cannot_be_worked_out_fails_the_job_saying_why(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """An unknown backoff strategy (or one that raises) must not take the worker's slot
+    down: the job fails, its reason says why it was not retried, the next job runs."""
+    bad = await queue.add("a", None, attempts=3, backoff={"type": "nowhere"})
+    good = await queue.add("b", None)
+
+    async def process(job: psyq.Job) -> str:
+        if job.name == "a":
+            raise ValueError("first try failed")
+        return "ok"
+
+    make_worker(process)
+    await wait_state(queue, bad.id, "failed")
+    await wait_state(queue, good.id, "completed")
+    failed = await queue.get_job(bad.id)
+    assert failed is not None
+    assert failed.failed_reason.startswith("first try failed (not retried: unknown backoff")
