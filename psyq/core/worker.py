@@ -33,6 +33,7 @@ from psyq.core.backoff import BackoffStrategy, Reconnect
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.core.options import check_int
+from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
 from psyq.core.settle import SettleBatch
 from psyq.errors import (
@@ -50,22 +51,7 @@ from psyq.plugins import PluginHost
 
 __all__ = ["Processor", "Worker"]
 
-Processor = Callable[..., Any]
 Outcome = Completed | Failed | Retry
-
-
-def _wants_token(processor: Processor) -> bool:
-    try:
-        params = inspect.signature(processor).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
-
-
-def _is_async(processor: Processor) -> bool:
-    call = getattr(processor, "__call__", None)  # noqa: B004 - callable objects
-    return inspect.iscoroutinefunction(processor) or inspect.iscoroutinefunction(call)
 
 
 def _limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
@@ -159,8 +145,8 @@ class Worker(_BackendUser, EventEmitter):
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
         if processor is not None:
-            self._is_async = _is_async(processor)
-            self._wants_token = _wants_token(processor)
+            self._is_async = is_async(processor)
+            self._wants_token = wants_token(processor)
         if autorun and processor is not None:
             self._start_soon()
 

@@ -4,6 +4,8 @@ uvloop a loop closed with such a connection open never returned)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import psyq
@@ -16,4 +18,4 @@ async def test_concurrent_first_calls_share_one_use(psyq_server_url: str, queue_
     with pytest.raises(psyq.JobNotFoundError):  # ... while this call opens it too
         await events.wait_job_finished("1", timeout=1)
     await events.close()
-    assert not [key for key in _OPEN if key[0] == url]
+    assert url not in _OPEN.get(asyncio.get_running_loop(), {})
