@@ -139,7 +139,7 @@ class MemoryBackend(BackendAdapter):
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
         now = self._now()
-        return self._run(queue, lambda s: s.take(request, now))
+        return self._run(queue, lambda s: s.move_to_active(request, now))
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -171,14 +171,14 @@ class MemoryBackend(BackendAdapter):
         now = self._now()
 
         def finish(store: QueueStore) -> list[JobRecord]:
-            store.finish(job_id, token, outcome, now)
-            return store.take(fetch, now) if fetch is not None else []
+            store.move_to_finished(job_id, token, outcome, now)
+            return store.move_to_active(fetch, now) if fetch is not None else []
 
         return self._run(queue, finish, notify=True)
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         now = self._now()
-        self._run(queue, lambda s: s.retry(job_id, token, outcome, now), notify=True)
+        self._run(queue, lambda s: s.retry_job(job_id, token, outcome, now), notify=True)
 
     async def move_to_delayed(
         self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
@@ -187,7 +187,7 @@ class MemoryBackend(BackendAdapter):
         self._run(queue, lambda s: s.move_to_delayed(job_id, timestamp_ms, token, now), True)
 
     async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
-        self._run(queue, lambda s: s.hand_back(job_id, token), notify=True)
+        self._run(queue, lambda s: s.move_job_from_active_to_wait(job_id, token), notify=True)
 
     async def extend_locks(
         self, queue: str, locks: Mapping[str, str], duration_ms: int
@@ -199,7 +199,9 @@ class MemoryBackend(BackendAdapter):
         self, queue: str, max_stalled_count: int, stalled_interval_ms: int
     ) -> StalledResult:
         now = self._now()
-        return self._run(queue, lambda s: s.move_stalled(max_stalled_count, now), notify=True)
+        return self._run(
+            queue, lambda s: s.move_stalled_jobs_to_wait(max_stalled_count, now), notify=True
+        )
 
     # ------------------------------------------------------------------ queries
     async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
@@ -257,13 +259,13 @@ class MemoryBackend(BackendAdapter):
         self._run(queue, lambda s: s.promote(job_id), notify=True)
 
     async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
-        self._run(queue, lambda s: s.reprocess(job_id, state), notify=True)
+        self._run(queue, lambda s: s.reprocess_job(job_id, state), notify=True)
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
         def remove(store: QueueStore) -> bool:
             if schedulers.owns_pending_run(store, job_id):
                 return False
-            return store.remove(job_id, remove_children)
+            return store.remove_job(job_id, remove_children)
 
         return self._run(queue, remove, notify=True)
 
@@ -289,10 +291,10 @@ class MemoryBackend(BackendAdapter):
             wake_futures(store.events.waiters)
 
     async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
-        return self._run(queue, lambda s: s.retry_finished(state, count, timestamp_ms), True)
+        return self._run(queue, lambda s: s.retry_jobs(state, count, timestamp_ms), True)
 
     async def promote_jobs(self, queue: str, count: int) -> int:
-        return self._run(queue, lambda s: s.promote_all(count), notify=True)
+        return self._run(queue, lambda s: s.promote_jobs(count), notify=True)
 
     # ------------------------------------------------------------------ flows
     async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:

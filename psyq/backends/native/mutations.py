@@ -68,7 +68,7 @@ class Mutations(Queries):
         record.delay = 0
         self.to_wait(record, "delayed")
 
-    def reprocess(self, job_id: str, state: str) -> None:
+    def reprocess_job(self, job_id: str, state: str) -> None:
         record = self.record(job_id)
         if record.state != state:
             raise JobStateError(job_id, f"{record.state}, not {state}", "retry")
@@ -116,17 +116,17 @@ class Mutations(Queries):
                 "(close their workers first, or pass force=True)"
             )
 
-    def retry_finished(self, state: str, count: int, before: int) -> int:
+    def retry_jobs(self, state: str, count: int, before: int) -> int:
         moved = 0
         for job_id in self.ids_in(state, asc=True):
             if count and moved >= count:
                 break
             if (self.jobs[job_id].finished_on or 0) <= before:
-                self.reprocess(job_id, state)
+                self.reprocess_job(job_id, state)
                 moved += 1
         return moved
 
-    def promote_all(self, count: int) -> int:
+    def promote_jobs(self, count: int) -> int:
         moved = 0
         while self.delayed and (not count or moved < count):
             self.promote(self.delayed[0][2])

@@ -63,7 +63,7 @@ def _add_run(store: QueueStore, entry: dict[str, Any], millis: int, now: int) ->
 def _drop_pending(store: QueueStore, entry: Mapping[str, Any]) -> None:
     pending = store.jobs.get(entry["pending"] or "")
     if pending is not None and pending.state in ("delayed", "waiting", "prioritized"):
-        store.remove(pending.id, remove_children=False)
+        store.remove_job(pending.id, remove_children=False)
 
 
 def create_next(store: QueueStore, record: JobRecord, now: int) -> None:

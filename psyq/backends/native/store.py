@@ -182,7 +182,7 @@ class QueueStore(Mutations):
             record.state = None
             self.to_wait(record, "delayed")
 
-    def take(self, request: FetchRequest, now: int) -> list[JobRecord]:
+    def move_to_active(self, request: FetchRequest, now: int) -> list[JobRecord]:
         """Lock and return up to len(request.tokens) ready jobs."""
         if self.delayed:
             self.promote_due(now)
@@ -261,7 +261,9 @@ class QueueStore(Mutations):
             raise LockError(job_id, operation, "the lock is held by another token")
         return record
 
-    def finish(self, job_id: str, token: str, outcome: Completed | Failed, now: int) -> None:
+    def move_to_finished(
+        self, job_id: str, token: str, outcome: Completed | Failed, now: int
+    ) -> None:
         completed = isinstance(outcome, Completed)
         record = self.locked(job_id, token, "complete" if completed else "fail")
         if record.parent_key is not None and not self.engine.all_locked:
@@ -286,7 +288,7 @@ class QueueStore(Mutations):
         if record.attempts_made >= record.opts.get("attempts", 1):
             self.emit("retries-exhausted", record.id, {"attemptsMade": record.attempts_made})
 
-    def retry(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
+    def retry_job(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
         record = self.locked(job_id, token, "retry")
         self._detach(record)
         record.attempts_made += 1
@@ -304,7 +306,7 @@ class QueueStore(Mutations):
         record.delay = max(0, due - now)
         self._delay(record, due)
 
-    def hand_back(self, job_id: str, token: str) -> None:
+    def move_job_from_active_to_wait(self, job_id: str, token: str) -> None:
         """Active -> next in line, without counting an attempt."""
         record = self.locked(job_id, token, "hand back")
         self._detach(record)
@@ -323,7 +325,7 @@ class QueueStore(Mutations):
                 active[job_id] = (token, now + duration)
         return lost
 
-    def move_stalled(self, max_stalled: int, now: int) -> StalledResult:
+    def move_stalled_jobs_to_wait(self, max_stalled: int, now: int) -> StalledResult:
         result = StalledResult()
         expired = [job_id for job_id, (_, expiry) in self.active.items() if expiry < now]
         if not self.engine.all_locked and any(self.jobs[i].parent_key for i in expired):
@@ -347,7 +349,7 @@ class QueueStore(Mutations):
         return result
 
     # ------------------------------------------------------------------ removing (flows)
-    def remove(self, job_id: str, remove_children: bool) -> bool:
+    def remove_job(self, job_id: str, remove_children: bool) -> bool:
         record = self.jobs.get(job_id)
         if record is None or record.state == "active":
             return False
