@@ -86,7 +86,7 @@ def printable(text: str) -> str:
     """`text` with any lone surrogate written as its escape (`\\udc80`): for text psyq makes
     itself from a value it does not control (an exception's message, a stack trace), which
     must be stored rather than refused."""
-    if text.isascii() or bad_unicode(text) is None:
+    if bad_unicode(text) is None:
         return text
     return text.encode("utf-8", "backslashreplace").decode()
 

@@ -257,7 +257,8 @@ class Database:
         except (UnicodeError, OverflowError, ValueError, TypeError) as exc:
             problem = f"{type(exc).__name__}: {exc}"
         if problem is None:
-            self.rejected.pop((store.key, record.id), None)
+            if self.rejected:  # a job stored after all is no longer reported
+                self.rejected.pop((store.key, record.id), None)
             return row
         if (store.key, record.id) not in self.rejected:
             log.error(

@@ -135,13 +135,13 @@ class BullmqConnection(BackendAdapter):
     @property
     def pool(self) -> asyncpg.Pool:
         if self._pool is None:
-            raise PsyqError(f"the postgres backend {self.url!r} is not open")
+            raise PsyqError(f"the postgres backend {self.safe_url!r} is not open")
         return self._pool
 
     @property
     def listener(self) -> Listener:
         if self._listener is None:
-            raise PsyqError(f"the postgres backend {self.url!r} is not open")
+            raise PsyqError(f"the postgres backend {self.safe_url!r} is not open")
         return self._listener
 
     # ------------------------------------------------------------------ running
