@@ -120,6 +120,7 @@ class BullmqConnection(BackendAdapter):
             max_size=self.settings.pool_max,
             command_timeout=self.settings.command_timeout,
             server_settings=self._server_settings(),
+            reset=_keep_session,
         )
         self._listener = Listener(self._connect)
         await self._listener.start()
@@ -228,6 +229,13 @@ class BullmqConnection(BackendAdapter):
     def from_layout_key(self, key: str) -> str:
         """psyq's key of a job the layout names `<queue>:<id>`."""
         return f"{self.settings.prefix}:{key}"
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """A connection goes back to the pool as it is: the backend's statements and the
+    layout's functions change no session state (no SET, LISTEN, cursor or session advisory
+    lock on pool connections), so asyncpg's reset query would be one more round trip per
+    call for nothing. asyncpg still rolls back a transaction left open before this."""
 
 
 def settle_error(exc: LayoutCode, queue: str, job_id: str, operation: str) -> PsyqError:
