@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
-from psyq.backends.postgres.bullmq.connection import BullmqConnection, LayoutCode
+from psyq.backends.postgres.bullmq.connection import LayoutCode
+from psyq.backends.postgres.bullmq.fastpath import FastPath
 from psyq.errors import JobNotFoundError
 
 __all__ = ["Adding", "refuse"]
 
 
-class Adding(BullmqConnection):
+class Adding(FastPath):
     """Adds jobs (flows come in a later part)."""
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
@@ -25,13 +26,10 @@ class Adding(BullmqConnection):
         # skips it silently
         linked = any(entry["id"] or "parentId" in entry or "dedupId" in entry for entry in entries)
         try:
-            given = json.dumps(entries)
-            if len(entries) == 1:
-                rows = await self._rows("adding.one", *_one(entries[0]))
-            elif linked:
-                rows = await self._rows("adding.flow", given)
-            else:
-                rows = await self._rows("adding.bulk", queue, given)
+            # plain jobs: psyq's own insert (fastpath.py); None until the queue has ids
+            rows = None if linked else await self._add_plain(queue, entries)
+            if rows is None:
+                rows = await self._add_in_layout(queue, entries, linked)
         except LayoutCode as exc:
             refuse(entries[0], str(exc.code))
             raise
@@ -47,6 +45,17 @@ class Adding(BullmqConnection):
                 self._records(queue, [stored[r.id]])[0] if r.id in stored else r for r in records
             ]
         return records
+
+    async def _add_in_layout(
+        self, queue: str, entries: list[dict[str, Any]], linked: bool
+    ) -> list[Any]:
+        """Add through the layout's add_job, add_flow or add_jobs_bulk."""
+        given = json.dumps(entries)
+        if len(entries) == 1:
+            return await self._rows("adding.one", *_one(entries[0]))
+        if linked:
+            return await self._rows("adding.flow", given)
+        return await self._rows("adding.bulk", queue, given)
 
     def _entry(self, queue: str, new: NewJob) -> dict[str, Any]:
         """BullMQ's batch entry of one job (the layout's add functions read these keys)."""

@@ -11,6 +11,7 @@ together from one class per concern, each in its own module:
     adding.py       add_jobs
     flows.py        add_flow, the tree, dependencies, children's values
     transitions.py  fetch, wait, settle (with fetch-next), retries, locks, stalls
+    fastpath.py     psyq's set-based add, complete and take for plain jobs (sql/fast.sql)
     jobs.py         progress, data, logs, priority, delay, promote, reprocess, remove
     queries.py      jobs, states, counts, logs, queue list
     admin.py        pause/resume/drain/clean/obliterate, bulk retry and promote

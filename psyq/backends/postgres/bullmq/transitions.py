@@ -23,11 +23,11 @@ from psyq.backends.base import (
     raise_for_code,
 )
 from psyq.backends.postgres.bullmq.connection import (
-    BullmqConnection,
     LayoutCode,
     settle_error,
     translate,
 )
+from psyq.backends.postgres.bullmq.fastpath import FastPath, Taken
 from psyq.backends.postgres.bullmq.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.errors import PsyqError
 
@@ -64,8 +64,9 @@ def _settle_call(queue: str, item: Settlement, count: bool = True) -> tuple[str,
     return "transitions.retry_now", "retry", [*head, outcome.reason, stack]
 
 
-class Transitions(BullmqConnection):
-    """Moves jobs through their states."""
+class Transitions(FastPath):
+    """Moves jobs through their states: plain jobs through psyq's set-based statements
+    (fastpath.py), the rest through the layout's functions."""
 
     batch_settles = True
 
@@ -73,7 +74,19 @@ class Transitions(BullmqConnection):
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
         if not request.tokens:
             return []
-        rows = await self._rows("transitions.take", *_take_args(queue, request))
+        taken = await self._settle_take(queue, [], request)
+        return await self._delivered(queue, taken, request)
+
+    async def _delivered(
+        self, queue: str, taken: Taken, fetch: FetchRequest | None
+    ) -> list[JobRecord]:
+        """The jobs a fast statement took, or, where it could not take, the layout's take;
+        the batch's finished count folded into the layout's metrics when due."""
+        if taken.counted is not None and taken.counted % FOLD_EVERY == 0:
+            await self._value("transitions.fold", queue)
+        rows = taken.rows
+        if taken.fallback and fetch is not None:
+            rows = await self._rows("transitions.take", *_take_args(queue, fetch))
         return await self._deliverable(queue, self._records(queue, rows), rows)
 
     async def _deliverable(
@@ -124,6 +137,10 @@ class Transitions(BullmqConnection):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
+        if isinstance(outcome, Completed):
+            taken = await self._settle_take(queue, [Settlement(job_id, token, outcome)], fetch)
+            if not taken.left:  # else it took nothing: the layout settles (or refuses)
+                return await self._delivered(queue, taken, fetch)
         if isinstance(outcome, Completed) and fetch is not None and fetch.tokens:
             rows = await self._settle(
                 "transitions.complete_take",
@@ -149,6 +166,23 @@ class Transitions(BullmqConnection):
         await self._settle(name, queue, job_id, operation, *args)
 
     async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """Completions and the take in one statement (fast.settle_take); what it leaves
+        (failures, retries, flows, deduplication, refusals), through the layout's
+        functions in one transaction (_settle_in_layout)."""
+        if not settlements or not all(isinstance(s.outcome, Completed) for s in settlements):
+            return await self._settle_in_layout(queue, settlements, fetch)
+        taken = await self._settle_take(queue, settlements, fetch)
+        if not taken.left:
+            return [None] * len(settlements), await self._delivered(queue, taken, fetch)
+        left = set(taken.left)  # the statement then took nothing
+        rest = [item for item in settlements if item.job_id in left]
+        found, records = await self._settle_in_layout(queue, rest, fetch)
+        errors = dict(zip([item.job_id for item in rest], found, strict=True))
+        return [errors.get(item.job_id) for item in settlements], records
+
+    async def _settle_in_layout(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
         """Every settlement in one transaction (one commit): the completions in one

@@ -1,0 +1,284 @@
+"""Issue 19's retention and scaling rows for `postgresql://` (BullMQ 6's layout), each
+system in a fresh database of the server (created here, dropped at the end).
+
+    python bench/pg_rows.py retention [--jobs 20000] [--server postgresql://...]
+    python bench/pg_rows.py decay [--jobs 1000000] [--vacuum-every 0]
+    python bench/pg_rows.py scaling [--backlog 1000000] [--jobs 20000]
+
+retention: processing at concurrency 100 with no retention option, removeOnComplete: 1000,
+{age: 3600} and true, each on a fresh queue of one fresh database; prints the rates and
+each option's rate over the rate with none (issue 19: >= 0.8x, 0.8x, 0.7x).
+decay: --jobs jobs with removeOnComplete: 1000 processed at concurrency 100 while they are
+added in batches of 1,000 (a steady backlog of at most 20,000); the rate of the first and of
+the last 10,000 (issue 19: last >= 0.9x first). A server running with autovacuum off never
+vacuums: --vacuum-every N runs VACUUM on the schema's job and event tables every N jobs,
+as autovacuum would.
+scaling: processing 20,000 jobs at concurrency 100 from a queue with --backlog jobs already
+waiting behind them, while another queue of the same schema holds --backlog more, then
+the same with two worker processes (one Worker each) against the one database; the rate
+of an empty schema first. The take's plan is printed with EXPLAIN so its cost can be read
+off (an index range of the queue's ready jobs, whatever the backlog).
+Figures are printed, never asserted; one JSON line, then a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import asyncpg
+
+import psyq
+
+SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
+BATCH = 1000
+RETENTION: dict[str, Any] = {
+    "none": None,
+    "removeOnComplete: 1000": 1000,
+    "removeOnComplete: {age: 3600}": {"age": 3600},
+    "removeOnComplete: true": True,
+}
+
+
+def database_url(server: str, name: str) -> str:
+    base, _, _ = server.rpartition("/")
+    return f"{base}/{name}"
+
+
+@contextmanager
+def fresh_database(server: str) -> Iterator[str]:
+    """A new database of the server for one system; its psyq URL (BullMQ's layout)."""
+    name = f"psyq_rows_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(server, "create", name))
+    try:
+        yield database_url(server, name) + "?layout=bullmq"
+    finally:
+        asyncio.run(_admin(server, "drop", name))
+
+
+async def _admin(server: str, action: str, name: str) -> None:
+    conn = await asyncpg.connect(server)
+    try:
+        quoted = await conn.fetchval("SELECT quote_ident($1::text)", name)
+        if action == "create":
+            await conn.execute("CREATE DATABASE " + quoted)
+        else:
+            await conn.execute("DROP DATABASE IF EXISTS " + quoted + " WITH (FORCE)")
+    finally:
+        await conn.close()
+
+
+async def fill(queue: psyq.Queue, count: int, opts: dict[str, Any]) -> None:
+    for start in range(0, count, BATCH):
+        size = min(BATCH, count - start)
+        await queue.add_bulk(
+            [{"name": "x", "data": {"i": start + i}, "opts": opts} for i in range(size)]
+        )
+
+
+async def noop(job: psyq.Job) -> None:
+    return None
+
+
+class Clock:
+    """Completion times, for rates over any stretch of the run."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.times: list[float] = []
+        self.done = asyncio.Event()
+
+    def hit(self, *_: Any) -> None:
+        self.times.append(time.perf_counter())
+        if len(self.times) >= self.target:
+            self.done.set()
+
+    def rate(self, first: int, last: int) -> float:
+        """Jobs/s between completion `first` and completion `last` (0-based)."""
+        return (last - first) / (self.times[last] - self.times[first])
+
+
+async def process(url: str, name: str, count: int, concurrency: int = 100) -> float:
+    clock = Clock(count)
+    started = time.perf_counter()
+    worker = psyq.Worker(name, noop, connection=url, concurrency=concurrency)
+    worker.on("completed", clock.hit)
+    await clock.done.wait()
+    rate = count / (time.perf_counter() - started)
+    await worker.close()
+    return rate
+
+
+async def retention_rows(url: str, jobs: int) -> dict[str, float]:
+    rates = {}
+    for label, keep in RETENTION.items():
+        opts = {} if keep is None else {"removeOnComplete": keep}
+        async with psyq.Queue(f"rows-{uuid.uuid4().hex[:8]}", connection=url) as queue:
+            await fill(queue, jobs, opts)
+            rates[label] = await process(url, queue.name, jobs)
+    return rates
+
+
+async def vacuum(url: str) -> None:
+    conn = await asyncpg.connect(url.split("?")[0])
+    try:
+        await conn.execute("VACUUM bullmq.job")
+        await conn.execute("VACUUM bullmq.event")
+    finally:
+        await conn.close()
+
+
+async def decay_row(url: str, jobs: int, vacuum_every: int) -> dict[str, float]:
+    opts = {"removeOnComplete": 1000}
+    clock = Clock(jobs)
+    async with psyq.Queue(f"decay-{uuid.uuid4().hex[:8]}", connection=url) as queue:
+        await fill(queue, min(jobs, 20 * BATCH), opts)
+        worker = psyq.Worker(queue.name, noop, connection=url, concurrency=100)
+        worker.on("completed", clock.hit)
+        added, vacuumed = min(jobs, 20 * BATCH), 0
+        while not clock.done.is_set():
+            if added < jobs and added - len(clock.times) < 20 * BATCH:
+                await fill(queue, min(BATCH, jobs - added), opts)
+                added += min(BATCH, jobs - added)
+            else:
+                await asyncio.sleep(0.01)
+            if vacuum_every and len(clock.times) - vacuumed >= vacuum_every:
+                vacuumed = len(clock.times)
+                await vacuum(url)
+        await worker.close()
+    window = min(10_000, jobs // 2)
+    first = clock.rate(0, window - 1)
+    last = clock.rate(jobs - window, jobs - 1)
+    return {"first": first, "last": last, "last/first": last / first}
+
+
+def worker_process(url: str, name: str, count: int, ready: Any, go: Any, out: Any) -> None:
+    """One of the worker processes of the scaling row: processes until `count` jobs are
+    completed between them (counted from the database), reports its own completions."""
+
+    async def main() -> None:
+        seen = 0
+
+        def hit(*_: Any) -> None:
+            nonlocal seen
+            seen += 1
+
+        worker = psyq.Worker(name, noop, connection=url, concurrency=100, autorun=False)
+        worker.on("completed", hit)
+        ready.set()
+        go.wait()
+        runner = asyncio.ensure_future(worker.run())
+        async with psyq.Queue(name, connection=url) as queue:
+            while (await queue.get_job_counts("completed"))["completed"] < count:
+                await asyncio.sleep(0.05)
+        await worker.close()
+        runner.cancel()
+        out.put(seen)
+
+    asyncio.run(main())
+
+
+def two_processes(url: str, name: str, count: int) -> float:
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = [ctx.Event(), ctx.Event()], ctx.Event(), ctx.Queue()
+    procs = [
+        ctx.Process(target=worker_process, args=(url, name, count, ready[i], go, out))
+        for i in range(2)
+    ]
+    for proc in procs:
+        proc.start()
+    for event in ready:
+        event.wait()
+    started = time.perf_counter()
+    go.set()
+    results = [out.get() for _ in procs]
+    rate = count / (time.perf_counter() - started)
+    for proc in procs:
+        proc.join()
+    return rate if sum(results) >= count else float("nan")
+
+
+async def explain_take(url: str, queue: str) -> str:
+    from psyq.backends.postgres.bullmq.statements import load_statements
+
+    conn = await asyncpg.connect(url.split("?")[0], server_settings={"search_path": "bullmq"})
+    try:
+        async with conn.transaction():
+            rows = await conn.fetch(
+                "EXPLAIN (ANALYZE, COSTS OFF) " + load_statements()["fast.settle_take"],
+                queue,
+                [],
+                [],
+                [],
+                [uuid.uuid4().hex for _ in range(50)],
+                30000,
+                "x",
+                False,
+            )
+            raise _Rollback
+    except _Rollback:
+        pass
+    finally:
+        await conn.close()
+    return "\n".join(row[0] for row in rows if "job_ready_idx" in row[0] or "Limit" in row[0])
+
+
+class _Rollback(Exception):
+    pass
+
+
+async def scaling_rows(url: str, backlog: int, jobs: int) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    async with psyq.Queue(f"empty-{uuid.uuid4().hex[:8]}", connection=url) as queue:
+        await fill(queue, jobs, {})
+        figures["empty schema, 1 process"] = await process(url, queue.name, jobs)
+    name = f"deep-{uuid.uuid4().hex[:8]}"
+    async with (
+        psyq.Queue(name, connection=url) as queue,
+        psyq.Queue(f"other-{uuid.uuid4().hex[:8]}", connection=url) as other,
+    ):
+        await fill(queue, jobs + backlog, {})
+        await fill(other, backlog, {})
+        figures["take plan"] = await explain_take(url, name)
+        figures[f"{backlog:,} waiting + {backlog:,} in another queue, 1 process"] = await process(
+            url, name, jobs
+        )
+    figures["the same, 2 processes"] = await asyncio.to_thread(two_processes, url, name, 2 * jobs)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("row", choices=("retention", "decay", "scaling"))
+    parser.add_argument("--server", default=SERVER, help="a database URL of the server")
+    parser.add_argument("--jobs", type=int)
+    parser.add_argument("--backlog", type=int, default=1_000_000)
+    parser.add_argument("--vacuum-every", type=int, default=0)
+    args = parser.parse_args()
+    print(f"psyq {psyq.__version__}; {time.strftime('%Y-%m-%d %H:%M:%S')}; {args}", flush=True)
+    with fresh_database(args.server) as url:
+        if args.row == "retention":
+            figures: dict[str, Any] = asyncio.run(retention_rows(url, args.jobs or 20000))
+            base = figures["none"]
+            figures.update({f"{k} vs none": v / base for k, v in list(figures.items())})
+        elif args.row == "decay":
+            figures = asyncio.run(decay_row(url, args.jobs or 1_000_000, args.vacuum_every))
+        else:
+            figures = asyncio.run(scaling_rows(url, args.backlog, args.jobs or 20000))
+    print(json.dumps(figures))
+    for key, value in figures.items():
+        shown = f"{value:,.2f}" if isinstance(value, float) else str(value)
+        print(f"| {key} | {shown} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

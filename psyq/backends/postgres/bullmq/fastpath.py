@@ -1,0 +1,81 @@
+"""psyq's own set-based statements for plain jobs (sql/fast.sql): adding, completing and
+taking in one round trip each, with the rows, events, NOTIFYs and advisory locks of the
+layout's functions; whatever they leave (custom ids, flows, deduplication, pause, limits,
+concurrency, due delayed jobs, refusals) the caller sends through the layout's functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from psyq.backends.base import Completed, FetchRequest, Settlement
+from psyq.backends.postgres.bullmq.connection import BullmqConnection
+
+__all__ = ["FastPath", "Taken"]
+
+
+class Taken:
+    """What `fast.settle_take` did: the rows taken (in token order), the ids it left for
+    the layout's move_to_completed, whether the take needs the layout's move_to_active,
+    and the psyq_finished row id of the batch's count (None when nothing completed)."""
+
+    __slots__ = ("counted", "fallback", "left", "rows")
+
+    def __init__(self, records: list[asyncpg.Record]) -> None:
+        taken = [row for row in records if row["psyq_slot"] is not None]
+        self.rows = sorted(taken, key=lambda row: int(row["psyq_slot"]))
+        self.left = [row["psyq_left"] for row in records if row["psyq_left"] is not None]
+        status = [row for row in records if row["psyq_slot"] is None and row["psyq_left"] is None]
+        self.fallback = bool(status and status[0]["psyq_fallback"])
+        self.counted: int | None = status[0]["psyq_counted"] if status else None
+
+
+class FastPath(BullmqConnection):
+    """The set-based statements; each returns None (or leaves work) where the layout's
+    functions must run instead."""
+
+    async def _add_plain(self, queue: str, entries: Sequence[dict[str, Any]]) -> Any:
+        """Add plain jobs (no custom id, parent or deduplication) in one statement; None
+        when the queue has no id sequence yet (the layout's add creates it)."""
+        columns = (
+            [entry["name"] for entry in entries],
+            [entry["data"] for entry in entries],
+            [json.dumps(entry["opts"]) for entry in entries],
+            [int(entry["priority"]) for entry in entries],
+            [int(entry["delay"]) for entry in entries],
+            [entry.get("timestamp") for entry in entries],
+            [int(entry["attempts"]) for entry in entries],
+            [bool(entry["lifo"]) for entry in entries],
+        )
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
+            try:
+                rows: list[asyncpg.Record] = await conn.fetch(self._q["fast.add"], queue, *columns)
+            except asyncpg.UndefinedTableError:
+                return None
+            return rows
+
+        return await self._on_connection(run)
+
+    async def _settle_take(
+        self, queue: str, done: Sequence[Settlement], fetch: FetchRequest | None
+    ) -> Taken:
+        """Complete `done` (all Completed) and take for `fetch`, in one statement."""
+        tokens = list(fetch.tokens) if fetch is not None else []
+        values = [item.outcome.returnvalue for item in done if isinstance(item.outcome, Completed)]
+        rows = await self._rows(
+            "fast.settle_take",
+            queue,
+            [item.job_id for item in done],
+            [item.token for item in done],
+            values,
+            tokens,
+            fetch.lock_duration if fetch is not None else 0,
+            fetch.worker_name if fetch is not None else None,
+            fetch is not None and fetch.limiter is not None,
+        )
+        return Taken(rows)

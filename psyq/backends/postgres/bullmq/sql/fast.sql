@@ -1,0 +1,250 @@
+-- psyq's own set-based statements for the hot transitions of plain jobs, each one round
+-- trip with the server's clock (docs/architecture.md, "Postgres layout": psyq's SQL
+-- replaces a layout function only where a measurement shows the gain). They write the
+-- rows, the events and the NOTIFYs the layout's functions write for the same jobs, under
+-- the same advisory locks: a plain job (no parent, no children, no deduplication) takes
+-- none in add_job, move_to_active or move_to_completed; the event stream's notify
+-- coalescing (`bullmq:evnotify:<queue>`, tried) and chunked trimming
+-- (`bullmq:evtrim:<queue>`, tried, when an event id crosses a multiple of 256, down to
+-- `opts.maxLenEvents`, 10000 when unset) are the layout's publish_event rules.
+-- Anything else (custom ids, parents, deduplication, pause, limits, global concurrency,
+-- due delayed jobs, failures, mixed retention) goes through the layout's functions.
+
+-- name: add
+-- $1 queue, $2 names, $3 data (JSON text), $4 opts (JSON text), $5 priorities, $6 delays
+-- ms, $7 timestamps (NULL: the server's clock), $8 attempts, $9 lifo flags: one job per
+-- position, ids from the queue's own id sequence (raises undefined_table, 42P01, when the
+-- queue has none yet: the caller then adds through the layout, which creates it).
+-- -> (id, now) per job, in input order. Events per job: added, then waiting | delayed;
+-- NOTIFY bullmq_jobs and (coalesced) bullmq_events, as add_job. The events follow the
+-- input order: |seq| grows with it (seq is negated for lifo).
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), given AS (
+  SELECT g.*,
+         nextval(job_id_seq_name($1::text)::regclass)::text AS id,
+         nextval('job_seq') AS s
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::integer[], $6::bigint[],
+                $7::bigint[], $8::integer[], $9::boolean[])
+         WITH ORDINALITY AS g(name, data, opts, priority, delay, ts, attempts, lifo, n)
+), inserted AS (
+  INSERT INTO job (queue, id, seq, name, state, data, opts, priority, delay_ms,
+                   max_attempts, added_at_ms, process_at_ms)
+  SELECT $1, given.id, CASE WHEN given.lifo THEN -given.s ELSE given.s END, given.name,
+         CASE WHEN given.delay > 0 THEN 'delayed'::job_state ELSE 'waiting'::job_state END,
+         given.data::jsonb, given.opts::jsonb, given.priority, given.delay, given.attempts,
+         COALESCE(given.ts, clock.now),
+         CASE WHEN given.delay > 0 THEN COALESCE(given.ts, clock.now) + given.delay END
+    FROM given, clock
+  ON CONFLICT (queue, id) DO NOTHING
+  RETURNING id, name, state, process_at_ms, abs(seq) AS o
+), written AS (
+  INSERT INTO event (queue, event, data, created_at_ms)
+  SELECT $1, e.event, e.data, clock.now
+    FROM clock,
+         (SELECT i.o * 2 AS o, 'added' AS event,
+                 jsonb_build_object('jobId', i.id, 'name', i.name) AS data
+            FROM inserted i
+          UNION ALL
+          SELECT i.o * 2 + 1,
+                 CASE WHEN i.state = 'delayed' THEN 'delayed' ELSE 'waiting' END,
+                 CASE WHEN i.state = 'delayed'
+                      THEN jsonb_build_object('jobId', i.id, 'delay', i.process_at_ms)
+                      ELSE jsonb_build_object('jobId', i.id) END
+            FROM inserted i) AS e
+   ORDER BY e.o
+  RETURNING id
+), bound AS (
+  SELECT COALESCE((SELECT value::integer FROM meta
+                    WHERE queue = $1 AND field = 'opts.maxLenEvents'), 10000) AS max_len,
+         (SELECT max(id) FROM written) AS newest,
+         EXISTS (SELECT 1 FROM written WHERE id % 256 = 0) AS crossed
+), trimmed AS (
+  DELETE FROM event
+   WHERE queue = $1
+     AND id <= (SELECT newest - max_len FROM bound
+                 WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
+                            THEN pg_try_advisory_xact_lock(
+                                   hashtext('bullmq:evtrim:' || $1::text))
+                            ELSE false END)
+  RETURNING 1
+), woken AS (
+  SELECT CASE WHEN EXISTS (SELECT 1 FROM inserted) THEN
+           (SELECT count(*) FROM (SELECT pg_notify('bullmq_jobs', $1)) AS jobs)
+           + CASE WHEN pg_try_advisory_xact_lock(hashtext('bullmq:evnotify:' || $1::text))
+                  THEN (SELECT count(*) FROM (SELECT pg_notify('bullmq_events', $1)) AS ev)
+                  ELSE 0 END
+         END AS sent
+)
+SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
+       (SELECT count(*) FROM trimmed) AS trimmed
+  FROM given, clock
+ ORDER BY given.n;
+
+-- name: settle_take
+-- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text): jobs completed; then $5
+-- tokens (one job per token), $6 lock ms, $7 worker name, $8 the worker has a limiter:
+-- jobs taken, in one statement (one round trip, one commit).
+-- A completion is done here when the job is active under its token, has no parent, no
+-- children and no deduplication key, and its removeOnComplete is the batch's (absent,
+-- false, true, a count above the batch's size, or {age > 0, count}); the rest come back
+-- as psyq_left rows for the layout's move_to_completed. Retention runs once for the
+-- batch: what the layout's apply_retention leaves after the same completions.
+-- The take is done here when every completion was (else it takes nothing: the caller
+-- settles the rest through the layout, then takes) and no pause, global concurrency, rate limit (meta or worker)
+-- or due delayed job is in the way; else the status row says psyq_fallback and the caller
+-- takes through the layout's move_to_active.
+-- -> the taken jobs (job columns, psyq_slot = token position), one psyq_left row per
+-- completion not done, and one status row (psyq_slot and psyq_left NULL): psyq_fallback,
+-- psyq_counted (the psyq_finished row id of the batch's count, see transitions.count).
+-- Events: completed per job, drained (the queue ran dry), active per job taken.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), item AS (
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
+                AS item(id, token, value, n)
+), seen AS (
+  SELECT item.*, COALESCE(job.opts -> 'removeOnComplete', 'false'::jsonb) AS keep,
+         job.state = 'active' AND job.lock_token = item.token
+           AND job.parent_id IS NULL AND job.dedup_id IS NULL AND job.pending_deps = 0
+           AND NOT EXISTS (SELECT 1 FROM job_dependency d
+                            WHERE d.parent_queue = $1 AND d.parent_id = item.id)
+           AS plain
+    FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
+), spec AS (
+  SELECT keep,
+         keep = 'true'::jsonb AS remove,
+         CASE jsonb_typeof(keep) WHEN 'object' THEN (keep ->> 'age')::bigint END AS age,
+         CASE jsonb_typeof(keep) WHEN 'number' THEN (keep #>> '{}')::integer
+                                 WHEN 'object' THEN (keep ->> 'count')::integer END AS keep_count
+    FROM seen WHERE plain ORDER BY n LIMIT 1
+), chosen AS (
+  SELECT seen.* FROM seen, spec
+   WHERE seen.plain AND seen.keep = spec.keep
+     AND (spec.age IS NULL OR spec.age > 0)
+     AND (spec.keep_count IS NULL OR spec.keep_count < 0
+          OR spec.keep_count > (SELECT count(*) FROM seen))
+), completed AS (
+  UPDATE job
+     SET state = 'completed', return_value = chosen.value::jsonb,
+         finished_at_ms = clock.now, lock_token = NULL, locked_until_ms = NULL,
+         attempts_made = job.attempts_made + 1
+    FROM chosen, clock, spec
+   WHERE job.queue = $1 AND job.id = chosen.id AND NOT spec.remove
+     AND job.state = 'active' AND job.lock_token = chosen.token
+  RETURNING job.id, chosen.n, chosen.value
+), removed AS (
+  DELETE FROM job USING chosen, spec
+   WHERE job.queue = $1 AND job.id = chosen.id AND spec.remove
+     AND job.state = 'active' AND job.lock_token = chosen.token
+  RETURNING job.id, chosen.n, chosen.value
+), settled AS (
+  SELECT * FROM completed UNION ALL SELECT * FROM removed
+), cutoff AS (
+  SELECT job.finished_at_ms, job.seq FROM job, spec
+   WHERE job.queue = $1 AND job.state = 'completed'
+     AND spec.keep_count >= 0 AND NOT spec.remove
+   ORDER BY job.finished_at_ms DESC, job.seq DESC
+  OFFSET GREATEST((SELECT spec.keep_count FROM spec) - (SELECT count(*) FROM chosen), 0)
+   LIMIT 1
+), retired AS (
+  DELETE FROM job USING spec, clock
+   WHERE job.queue = $1 AND job.state = 'completed' AND NOT spec.remove
+     AND ((job.finished_at_ms, job.seq) <= (SELECT finished_at_ms, seq FROM cutoff)
+          OR job.finished_at_ms <= clock.now - spec.age * 1000)
+  RETURNING 1
+), settings AS (
+  SELECT EXISTS (SELECT 1 FROM meta
+                  WHERE queue = $1 AND field = 'paused' AND value = '1') AS paused,
+         EXISTS (SELECT 1 FROM meta
+                  WHERE queue = $1 AND field IN ('concurrency', 'max')) AS limited
+), gate AS (
+  SELECT cardinality($5::text[]) > 0
+           AND (SELECT count(*) FROM settled) = (SELECT count(*) FROM item) AS wanted,
+         NOT (settings.paused OR settings.limited OR $8::boolean
+              OR EXISTS (SELECT 1 FROM rate_limit
+                          WHERE queue = $1 AND expire_at_ms > clock.now)
+              OR EXISTS (SELECT 1 FROM job
+                          WHERE queue = $1 AND state = 'delayed'
+                            AND process_at_ms <= clock.now)) AS open
+    FROM settings, clock
+), picked AS (
+  SELECT job.id, job.priority, job.seq FROM job, gate
+   WHERE job.queue = $1 AND job.state = 'waiting' AND gate.wanted AND gate.open
+   ORDER BY job.priority, job.seq
+   LIMIT cardinality($5::text[])
+     FOR UPDATE OF job SKIP LOCKED
+), slot AS (
+  SELECT id, row_number() OVER (ORDER BY priority, seq) AS n FROM picked
+), taken AS (
+  UPDATE job
+     SET state = 'active', lock_token = ($5::text[])[slot.n],
+         locked_until_ms = clock.now + $6::bigint, processed_at_ms = clock.now,
+         processed_by = $7::text, attempts_started = job.attempts_started + 1
+    FROM slot, clock
+   WHERE job.queue = $1 AND job.id = slot.id
+  RETURNING job.*, slot.n AS psyq_slot
+), drained AS (
+  SELECT 1 FROM settings
+   WHERE EXISTS (SELECT 1 FROM settled) AND NOT EXISTS (SELECT 1 FROM taken)
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE queue = $1 AND state = 'active'
+                        AND id NOT IN (SELECT id FROM settled))
+     AND (settings.paused
+          OR NOT EXISTS (SELECT 1 FROM job WHERE queue = $1 AND state = 'waiting'))
+), written AS (
+  INSERT INTO event (queue, event, data, created_at_ms)
+  SELECT $1, e.event, e.data, clock.now
+    FROM clock,
+         (SELECT 1 AS part, settled.n AS o, 'completed' AS event,
+                 jsonb_build_object('jobId', settled.id,
+                                    'returnvalue',
+                                    COALESCE(settled.value::jsonb, 'null'::jsonb)::text,
+                                    'prev', 'active') AS data
+            FROM settled
+          UNION ALL
+          SELECT 2, 0, 'drained', '{}'::jsonb FROM drained
+          UNION ALL
+          SELECT 3, taken.psyq_slot, 'active',
+                 jsonb_build_object('jobId', taken.id, 'prev', 'waiting')
+            FROM taken) AS e
+   ORDER BY e.part, e.o
+  RETURNING id
+), counted AS (
+  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  SELECT $1, 'completed', clock.now, count(*) FROM settled, clock
+   GROUP BY clock.now
+  RETURNING id
+), bound AS (
+  SELECT COALESCE((SELECT value::integer FROM meta
+                    WHERE queue = $1 AND field = 'opts.maxLenEvents'), 10000) AS max_len,
+         (SELECT max(id) FROM written) AS newest,
+         EXISTS (SELECT 1 FROM written WHERE id % 256 = 0) AS crossed
+), trimmed AS (
+  DELETE FROM event
+   WHERE queue = $1
+     AND id <= (SELECT newest - max_len FROM bound
+                 WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
+                            THEN pg_try_advisory_xact_lock(
+                                   hashtext('bullmq:evtrim:' || $1::text))
+                            ELSE false END)
+  RETURNING 1
+), woken AS (
+  SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM written) THEN 0
+              WHEN pg_try_advisory_xact_lock(hashtext('bullmq:evnotify:' || $1::text))
+              THEN (SELECT count(*) FROM (SELECT pg_notify('bullmq_events', $1)) AS ev)
+              ELSE 0 END AS sent
+)
+SELECT taken.*, NULL::text AS psyq_left, NULL::boolean AS psyq_fallback,
+       NULL::bigint AS psyq_counted
+  FROM taken
+UNION ALL
+SELECT (NULL::job).*, NULL::bigint, item.id, NULL, NULL
+  FROM item WHERE item.id NOT IN (SELECT id FROM settled)
+UNION ALL
+SELECT (NULL::job).*, NULL::bigint, NULL, gate.wanted AND NOT gate.open,
+       (SELECT id FROM counted)
+  FROM gate
+ WHERE (SELECT sent FROM woken) IS NOT NULL
+   AND (SELECT count(*) FROM trimmed) >= 0
+   AND (SELECT count(*) FROM retired) >= 0;
