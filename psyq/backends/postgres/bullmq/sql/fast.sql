@@ -141,17 +141,23 @@ WITH clock AS (
 ), settled AS (
   SELECT * FROM completed UNION ALL SELECT * FROM removed
 ), cutoff AS (
-  SELECT job.finished_at_ms, job.seq FROM job, spec
+  SELECT job.finished_at_ms, job.seq FROM job
    WHERE job.queue = $1 AND job.state = 'completed'
-     AND spec.keep_count >= 0 AND NOT spec.remove
+     AND (SELECT keep_count FROM spec WHERE NOT remove) >= 0
    ORDER BY job.finished_at_ms DESC, job.seq DESC
-  OFFSET GREATEST((SELECT spec.keep_count FROM spec) - (SELECT count(*) FROM chosen), 0)
+  OFFSET GREATEST((SELECT keep_count FROM spec) - (SELECT count(*) FROM chosen), 0)
    LIMIT 1
+), edge AS (
+  SELECT clock.now - spec.age * 1000 AS aged,
+         GREATEST((SELECT finished_at_ms FROM cutoff), clock.now - spec.age * 1000) AS bound
+    FROM spec, clock
+   WHERE NOT spec.remove
 ), retired AS (
-  DELETE FROM job USING spec, clock
-   WHERE job.queue = $1 AND job.state = 'completed' AND NOT spec.remove
+  DELETE FROM job
+   WHERE job.queue = $1 AND job.state = 'completed'
+     AND job.finished_at_ms <= (SELECT bound FROM edge)
      AND ((job.finished_at_ms, job.seq) <= (SELECT finished_at_ms, seq FROM cutoff)
-          OR job.finished_at_ms <= clock.now - spec.age * 1000)
+          OR job.finished_at_ms <= (SELECT aged FROM edge))
   RETURNING 1
 ), settings AS (
   SELECT EXISTS (SELECT 1 FROM meta
