@@ -30,11 +30,10 @@ import multiprocessing
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import asyncpg
+from pgdb import fresh_database
 
 import psyq
 
@@ -46,34 +45,6 @@ RETENTION: dict[str, Any] = {
     "removeOnComplete: {age: 3600}": {"age": 3600},
     "removeOnComplete: true": True,
 }
-
-
-def database_url(server: str, name: str) -> str:
-    base, _, _ = server.rpartition("/")
-    return f"{base}/{name}"
-
-
-@contextmanager
-def fresh_database(server: str) -> Iterator[str]:
-    """A new database of the server for one system; its psyq URL (BullMQ's layout)."""
-    name = f"psyq_rows_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(server, "create", name))
-    try:
-        yield database_url(server, name) + "?layout=bullmq"
-    finally:
-        asyncio.run(_admin(server, "drop", name))
-
-
-async def _admin(server: str, action: str, name: str) -> None:
-    conn = await asyncpg.connect(server)
-    try:
-        quoted = await conn.fetchval("SELECT quote_ident($1::text)", name)
-        if action == "create":
-            await conn.execute("CREATE DATABASE " + quoted)
-        else:
-            await conn.execute("DROP DATABASE IF EXISTS " + quoted + " WITH (FORCE)")
-    finally:
-        await conn.close()
 
 
 async def fill(queue: psyq.Queue, count: int, opts: dict[str, Any]) -> None:
@@ -264,7 +235,7 @@ def main() -> int:
     parser.add_argument("--vacuum-every", type=int, default=0)
     args = parser.parse_args()
     print(f"psyq {psyq.__version__}; {time.strftime('%Y-%m-%d %H:%M:%S')}; {args}", flush=True)
-    with fresh_database(args.server) as url:
+    with fresh_database(args.server + "?layout=bullmq", "rows") as url:
         if args.row == "retention":
             figures: dict[str, Any] = asyncio.run(retention_rows(url, args.jobs or 20000))
             base = figures["none"]

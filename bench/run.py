@@ -20,7 +20,7 @@ first use).
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
 and resident memory per waiting job. Prints one JSON line with every figure, then a table.
-Figures are printed, never asserted.
+Figures are printed, never asserted; on Postgres each system gets a fresh database.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ import psyq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "peers"))
 from peerlib import steady_adds  # noqa: E402  (the pacing the Python peers use too)
+from pgdb import is_postgres, own_database, peer_database, peer_dsn  # noqa: E402
 
 PEERS = {
     "bunqueue": HERE / "peers" / "bunqueue",
@@ -423,11 +424,8 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
         return name, "the same Redis server", {"REDIS_URL": name}
     if name == "psyq" or name.startswith(("psyq:", "psyqs:")):
         return name, "TCP server, in memory", {"PEER_TCP": "1"}
-    if name.startswith(("postgres://", "postgresql://")):
-        from psyq.backends.postgres import parse_postgres_url
-
-        dsn = parse_postgres_url(name).dsn
-        return name, "same Postgres server", {"PSYQ_BENCH_PG_DSN": dsn}
+    if is_postgres(name):
+        return name, "same Postgres server, a fresh database each", peer_dsn(name)
     return name, "embedded, in memory", {}
 
 
@@ -578,7 +576,7 @@ def main() -> int:
 
 def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peers: list[str]) -> None:
     url, mode, env = resolve_backend(name, folder)
-    with psyq_server(url) as (url, server_pid):
+    with psyq_server(url) as (url, server_pid), own_database(url, "psyq") as url:
         print(f"\n## {url}", flush=True)
         with asyncio.Runner(loop_factory=LOOP_FACTORY) as runner:
             mine = runner.run(run_psyq(url, cfg, server_pid))
@@ -586,7 +584,8 @@ def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peers: list[str]
         asyncio.run(drop_bench_queues(url))
     figures: dict[str, dict[str, Any] | str] = {}
     for peer in peers:
-        result = figures[peer] = run_peer(peer, cfg, env)
+        with peer_database(env, peer) as peer_env:
+            result = figures[peer] = run_peer(peer, cfg, peer_env)
         if isinstance(result, str):
             print(f"peer unavailable: {result}", file=sys.stderr, flush=True)
         else:
