@@ -16,7 +16,8 @@ as autovacuum would.
 scaling: processing 20,000 jobs at concurrency 100 from a queue with --backlog jobs already
 waiting behind them, while another queue of the same schema holds --backlog more, then
 the same with two worker processes (one Worker each) against the one database; the rate
-of an empty schema first. The take's plan is printed with EXPLAIN so its cost can be read
+of an empty schema first. With --vacuum-every N (any N > 0), VACUUM runs after the fills,
+as autovacuum would. The take's plan is printed with EXPLAIN so its cost can be read
 off (an index range of the queue's ready jobs, whatever the backlog).
 Figures are printed, never asserted; one JSON line, then a table.
 """
@@ -221,7 +222,7 @@ class _Rollback(Exception):
     pass
 
 
-async def scaling_rows(url: str, backlog: int, jobs: int) -> dict[str, Any]:
+async def scaling_rows(url: str, backlog: int, jobs: int, settle: bool) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     async with psyq.Queue(f"empty-{uuid.uuid4().hex[:8]}", connection=url) as queue:
         await fill(queue, jobs, {})
@@ -234,6 +235,8 @@ async def scaling_rows(url: str, backlog: int, jobs: int) -> dict[str, Any]:
     ):
         await fill(queue, jobs + backlog, {})
         await fill(other, backlog, {})
+        if settle:  # what autovacuum does after the fills (the server may run without it)
+            await vacuum(url)
         figures["take plan, with the backlog"] = await explain_take(url, name)
         figures[f"{backlog:,} waiting + {backlog:,} in another queue, 1 process"] = await process(
             url, name, jobs
@@ -260,7 +263,9 @@ def main() -> int:
             if args.row == "decay":
                 figures = asyncio.run(decay_row(url, args.jobs or 1_000_000, args.vacuum_every))
             else:
-                figures = asyncio.run(scaling_rows(url, args.backlog, args.jobs or 20000))
+                figures = asyncio.run(
+                    scaling_rows(url, args.backlog, args.jobs or 20000, args.vacuum_every > 0)
+                )
     print(json.dumps(figures))
     for key, value in figures.items():
         shown = f"{value:,.2f}" if isinstance(value, float) else str(value)
