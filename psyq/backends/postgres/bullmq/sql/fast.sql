@@ -175,8 +175,9 @@ WITH clock AS (
                             AND process_at_ms <= clock.now)) AS open
     FROM settings, clock
 ), picked AS (
-  SELECT job.id, job.priority, job.seq FROM job, gate
-   WHERE job.queue = $1 AND job.state = 'waiting' AND gate.wanted AND gate.open
+  SELECT job.id, job.priority, job.seq FROM job
+   WHERE job.queue = $1 AND job.state = 'waiting'
+     AND (SELECT gate.wanted AND gate.open FROM gate)
    ORDER BY job.priority, job.seq
    LIMIT cardinality($5::text[])
      FOR UPDATE OF job SKIP LOCKED
