@@ -11,12 +11,12 @@ each option's rate over the rate with none (issue 19: >= 0.8x, 0.8x, 0.7x).
 decay: --jobs jobs with removeOnComplete: 1000 processed at concurrency 100 while they are
 added in batches of 1,000 (a steady backlog of at most 20,000); the rate of the first and of
 the last 10,000 (issue 19: last >= 0.9x first). A server running with autovacuum off never
-vacuums: --vacuum-every N runs VACUUM on the schema's job and event tables every N jobs,
+vacuums: --vacuum-every N runs VACUUM ANALYZE on the schema's job and event tables every N jobs,
 as autovacuum would.
 scaling: processing 20,000 jobs at concurrency 100 from a queue with --backlog jobs already
 waiting behind them, while another queue of the same schema holds --backlog more, then
 the same with two worker processes (one Worker each) against the one database; the rate
-of an empty schema first. With --vacuum-every N (any N > 0), VACUUM runs after the fills,
+of an empty schema first. With --vacuum-every N (any N > 0), VACUUM ANALYZE runs after the fills,
 as autovacuum would. The take's plan is printed with EXPLAIN so its cost can be read
 off (an index range of the queue's ready jobs, whatever the backlog).
 Figures are printed, never asserted; one JSON line, then a table.
@@ -108,8 +108,8 @@ def retention_rows(server: str, jobs: int) -> dict[str, float]:
 async def vacuum(url: str) -> None:
     conn = await asyncpg.connect(url.split("?")[0])
     try:
-        await conn.execute("VACUUM bullmq.job")
-        await conn.execute("VACUUM bullmq.event")
+        await conn.execute("VACUUM ANALYZE bullmq.job")
+        await conn.execute("VACUUM ANALYZE bullmq.event")
     finally:
         await conn.close()
 
