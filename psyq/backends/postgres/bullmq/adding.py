@@ -32,6 +32,7 @@ class Adding(BullmqConnection):
                 rows = await self._rows("adding.flow", given)
             else:
                 rows = await self._rows("adding.bulk", queue, given)
+                await self._rows("events.trim", queue)  # the bulk insert does not trim
         except LayoutCode as exc:
             refuse(entries[0], str(exc.code))
             raise
