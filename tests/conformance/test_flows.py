@@ -189,6 +189,23 @@ async def test_a_child_of_a_missing_parent_is_refused(queue: psyq.Queue) -> None
     assert await queue.count() == 0
 
 
+async def test_a_flow_whose_root_names_a_missing_parent_is_refused(
+    queue: psyq.Queue, flow_producer: psyq.FlowProducer
+) -> None:
+    missing = {"id": "nope", "queue": f"{key_prefix(queue)}:{queue.name}"}
+    spec = {
+        "name": "root",
+        "queue_name": queue.name,
+        "opts": {"parent": missing},
+        "children": [{"name": "kid", "queue_name": queue.name}],
+    }
+    with pytest.raises(psyq.JobNotFoundError):
+        await flow_producer.add(spec)
+    assert await queue.count() == 0 and await queue.get_job_counts("waiting-children") == {
+        "waiting-children": 0
+    }
+
+
 @pytest.mark.parametrize(
     ("bad", "message"),
     [

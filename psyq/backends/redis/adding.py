@@ -133,6 +133,9 @@ class Adding(RedisConnection):
         if self.cluster:
             check_one_slot({self.queue_key(node.queue) for node, _ in nodes}, "a flow")
         result = await self._run("addFlow", nodes[0][0].queue, *args)
+        if int(result[0]) == ErrorCode.PARENT_MISSING:
+            parent = nodes[int(result[1]) - 1][0].job.opts["parent"]
+            raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
         return await self._flow_records(nodes, result)
 
     async def _flow_records(
