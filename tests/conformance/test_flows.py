@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -160,6 +161,7 @@ async def test_dynamic_children_with_move_to_waiting_children(
     children_name = fresh_name("children")
     children = psyq.Queue(children_name, connection=queue._connection)
     steps: list[str] = []
+    waiting = asyncio.Event()
 
     async def parent(job: psyq.Job, token: str) -> str:
         if not steps:
@@ -167,6 +169,7 @@ async def test_dynamic_children_with_move_to_waiting_children(
             parent_ref = {"id": job.id, "queue": f"{key_prefix(queue)}:{queue.name}"}
             await children.add("kid", {"n": 2}, parent=parent_ref)
             assert await job.move_to_waiting_children(token)
+            waiting.set()  # the child runs only now, so the parent surely waits for it
             raise psyq.WaitingChildrenError()
         steps.append("resume")
         return str(await job.get_children_values())
@@ -174,9 +177,12 @@ async def test_dynamic_children_with_move_to_waiting_children(
     try:
         job = await queue.add("parent")
         make_worker(parent)
+        await asyncio.wait_for(waiting.wait(), 5)
         make_worker(lambda job: job.data["n"] * 2, name=children_name)
         await wait_state(queue, job.id, "completed")
         assert steps == ["spawn", "resume"]
+        done = await queue.get_job(job.id)
+        assert done is not None and "4" in str(done.returnvalue)
     finally:
         await children.close()
 
