@@ -56,5 +56,8 @@ async def test_schedulers_list_their_template_data_as_compact_json(
     async with psyq.Queue(fresh_name("runs"), connection=url) as queue:
         template = {"name": "yearly", "data": {"k": "v", "n": [1, 2]}}
         await queue.upsert_job_scheduler("y", {"pattern": "0 0 1 1 *"}, template)
-        [listed] = await queue.get_job_schedulers()
-        assert listed["template"]["data"] == '{"k":"v","n":[1,2]}'  # as psyq's other stores
+        backend = await queue._open()
+        [stored] = await backend.get_job_schedulers(queue.name, 0, -1, False)
+        assert stored["template"]["data"] == '{"k":"v","n":[1,2]}'  # as psyq's other stores
+        [listed] = await queue.get_job_schedulers()  # and the Queue gives it as a value
+        assert listed["template"]["data"] == {"k": "v", "n": [1, 2]}
