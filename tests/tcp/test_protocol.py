@@ -132,6 +132,40 @@ def test_frame_buffer_splits_and_refuses_oversize() -> None:
         frames.feed(HEADER.pack(0xFFFFFFFF))
 
 
+def _receive(frames: FrameBuffer, data: bytes, chunk: int) -> list[bytes]:
+    """Deliver `data` as a buffered protocol's reads of at most `chunk` bytes would."""
+    bodies: list[bytes] = []
+    while data:
+        room = frames.get_buffer(-1)
+        count = min(len(room), len(data), chunk)
+        room[:count] = data[:count]
+        data = data[count:]
+        bodies += frames.buffer_updated(count)
+    return bodies
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
+def test_frame_buffer_receives_into_its_own_memory(chunk: int) -> None:
+    frames = FrameBuffer(size=32)  # smaller than the large frame: the buffer grows for it
+    messages = [{"id": 1, "ok": "x" * 10}, {"id": 2, "ok": "y" * 500}, {"id": 3, "ok": None}]
+    data = b"".join(frame(m) for m in messages) * 3
+    bodies = _receive(frames, data, chunk)
+    assert [decode(b) for b in bodies] == messages * 3
+    assert all(type(b) is bytes for b in bodies)
+    assert not frames.partial
+    assert len(frames.get_buffer(-1)) == 32  # back to its first size once drained
+    partial = frame(messages[1])
+    assert _receive(frames, partial[:-1], chunk) == []
+    assert frames.partial
+    assert [decode(b) for b in _receive(frames, partial[-1:], chunk)] == [messages[1]]
+
+
+def test_frame_buffer_refuses_oversize_when_receiving_into_it() -> None:
+    frames = FrameBuffer(max_frame=100, size=16)
+    with pytest.raises(ProtocolError, match="frame of 4294967295 bytes exceeds the limit of 100"):
+        _receive(frames, HEADER.pack(0xFFFFFFFF), 16)
+
+
 def test_argument_checks_name_the_argument() -> None:
     sigs = signatures()
     with pytest.raises(ProtocolError, match="get_job: argument 'queue' must be str, got 1"):

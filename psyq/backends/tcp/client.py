@@ -113,8 +113,9 @@ def parse_psyq_url(url: str) -> PsyqSettings:
     return PsyqSettings(url)
 
 
-class ClientConnection(asyncio.Protocol):
-    """One connection to the server: requests out, answers matched to futures by id."""
+class ClientConnection(asyncio.BufferedProtocol):
+    """One connection to the server: requests out, answers matched to futures by id. Answers
+    are received into the frame buffer's own memory (see FrameBuffer)."""
 
     def __init__(self, url: str, max_frame: int = MAX_FRAME_BYTES) -> None:
         self.url = url
@@ -142,13 +143,26 @@ class ClientConnection(asyncio.Protocol):
             if not future.done():
                 future.set_exception(ConnectionError(self.url, reason))
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            for body in self.frames.buffer_updated(nbytes):
+                self._deliver(decode(body))
+        except ProtocolError as exc:
+            self._bad_frame(exc)
+
     def data_received(self, data: bytes) -> None:
         try:
             for body in self.frames.feed(data):
                 self._deliver(decode(body))
         except ProtocolError as exc:
-            self._reason = f"the server sent a bad frame: {exc}"
-            self.close()
+            self._bad_frame(exc)
+
+    def _bad_frame(self, exc: ProtocolError) -> None:
+        self._reason = f"the server sent a bad frame: {exc}"
+        self.close()
 
     def _deliver(self, message: dict[str, Any]) -> None:
         future = self.pending.pop(message.get("id"), None)  # type: ignore[arg-type]

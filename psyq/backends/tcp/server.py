@@ -94,8 +94,9 @@ class Server:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
 
-class ServerConnection(asyncio.Protocol):
-    """One client connection: frames in, requests as tasks, answers out."""
+class ServerConnection(asyncio.BufferedProtocol):
+    """One client connection: frames in (received into the frame buffer's own memory),
+    requests as tasks, answers out."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -126,15 +127,32 @@ class ServerConnection(asyncio.Protocol):
             task.cancel()
         self.transport = None
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            bodies = self.frames.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            self.fail(exc)
+            return
+        self._frames_arrived(bodies)
+
     def data_received(self, data: bytes) -> None:
         try:
             bodies = self.frames.feed(data)
         except ProtocolError as exc:
             self.fail(exc)
             return
+        self._frames_arrived(bodies)
+
+    def _frames_arrived(self, bodies: list[bytes]) -> None:
         self._backlog.extend(bodies)
-        self._run_backlog()
-        self.outbox.flush()  # the answers of calls that finished at once leave together, now
+        self.outbox.hold()  # the answers of calls that finish at once leave together, now
+        try:
+            self._run_backlog()
+        finally:
+            self.outbox.release()
         self._watch_partial_frame(progress=bool(bodies))
 
     def pause_writing(self) -> None:
