@@ -6,8 +6,10 @@ Frames: a 4-byte big-endian length, then a MessagePack map of that many bytes.
                                                           method of `COMMANDS`
     answer    {"id": int, "ok": value} | {"id": int, "err": <ext error>}
 
-The first request of a connection is `hello` with args [PROTOCOL_VERSION, token or None]; the
-server answers {"server": "psyq", "version": ...} or an error, and then closes. Requests are
+The first request of a connection is `hello` with args [version, token or None]; the server
+answers {"server": "psyq", "version": version} when it speaks that version
+(`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`
+(tcp/adding.py); a client that finds a version 1 server speaks 1 to it. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
 answered. A blocked request is answered the moment the engine wakes it: nothing polls.
@@ -51,6 +53,7 @@ __all__ = [
     "HEADER",
     "MAX_FRAME_BYTES",
     "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
     "FrameBuffer",
     "Outbox",
     "ProtocolError",
@@ -59,7 +62,8 @@ __all__ = [
     "frame",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: add_batch (tcp/adding.py); a server speaks every version listed below
+SUPPORTED_VERSIONS = (1, 2)
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")
@@ -504,6 +508,7 @@ class Outbox:
         self._write = write
         self._batch = batch
         self._frames: list[bytes] = []
+        self._deferred: list[Callable[[], bytes | None]] = []  # frames made at write time
         self._scheduled = False
         self._held = False
         self._loop = asyncio.get_running_loop()
@@ -514,6 +519,14 @@ class Outbox:
         if len(frames) >= self._batch:
             self.flush()
         elif not self._scheduled and not self._held:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def defer(self, make: Callable[[], bytes | None]) -> None:
+        """Call `make` when the frames are written (at the end of this turn) and send the
+        frame it returns: requests that gather callers until then (see tcp/adding.py)."""
+        self._deferred.append(make)
+        if not self._scheduled and not self._held:
             self._scheduled = True
             self._loop.call_soon(self._flush_soon)
 
@@ -530,6 +543,12 @@ class Outbox:
         self.flush()
 
     def flush(self) -> None:
+        if self._deferred:
+            makers, self._deferred = self._deferred, []
+            for make in makers:
+                data = make()
+                if data:
+                    self._frames.append(data)
         if self._frames:
             data = b"".join(self._frames)
             self._frames = []
