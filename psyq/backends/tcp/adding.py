@@ -28,10 +28,17 @@ from psyq.backends.base import JobRecord, NewJob
 from psyq.backends.tcp.protocol import ProtocolError
 from psyq.errors import PsyqError
 
-__all__ = ["AddBatch", "compact", "job_fields", "parse_groups", "rebuild", "rebuild_all"]
+__all__ = [
+    "AddBatch",
+    "compact",
+    "job_fields",
+    "parse_groups",
+    "rebuild",
+    "rebuild_all",
+    "rebuildable",
+]
 
 job_fields = attrgetter("name", "data", "opts", "timestamp")  # a NewJob as a plain array
-_JOB_TYPES = ((str,), (str,), (dict,), (int, type(None)))
 
 
 def rebuild(queue: str, new: NewJob, entry: list[Any], stacktrace: Any = ()) -> JobRecord:
@@ -52,15 +59,48 @@ def rebuild(queue: str, new: NewJob, entry: list[Any], stacktrace: Any = ()) -> 
     )
 
 
+# The fields `rebuild` leaves at their defaults, and those defaults.
+_REST = attrgetter(
+    "progress",
+    "attempts_made",
+    "attempts_started",
+    "stalled_counter",
+    "processed_on",
+    "finished_on",
+    "returnvalue",
+    "failed_reason",
+    "stacktrace",
+    "parent_key",
+    "processed_by",
+    "lock_token",
+)
+_DEFAULTS = _REST(JobRecord("", "", "", "", {}, 0))
+
+
+def rebuildable(queue: str, new: NewJob, record: JobRecord) -> bool:
+    """True when `rebuild(queue, new, [id, timestamp, state])` equals `record` (the same
+    test as comparing the two records, field by field, without building one)."""
+    opts = new.opts
+    return (
+        record.name == new.name
+        and record.data == new.data
+        and record.opts == opts
+        and record.queue == queue
+        and type(record.progress) is int
+        and _REST(record) == _DEFAULTS
+        and record.delay == (opts.get("delay", 0) if opts else 0)
+        and record.priority == (opts.get("priority", 0) if opts else 0)
+    )
+
+
 def compact(queue: str, jobs: Sequence[NewJob], records: list[JobRecord]) -> list[Any]:
     """The answer entries of a group: [id, timestamp, state] where the client can rebuild
     the very same record from it, the whole record where it cannot (a duplicate, a child
     of a flow, a record changed before the answer)."""
-    entries: list[Any] = []
-    for new, record in zip(jobs, records, strict=True):
-        entry = [record.id, record.timestamp, record.state]
-        entries.append(entry if rebuild(queue, new, entry) == record else record)
-    return entries
+    return [
+        [record.id, record.timestamp, record.state] if rebuildable(queue, new, record) else record
+        for new, record in zip(jobs, records, strict=True)
+    ]
 
 
 def rebuild_all(queue: str, jobs: Sequence[NewJob], entries: Any) -> list[JobRecord]:
@@ -100,15 +140,18 @@ def parse_groups(args: Any) -> list[tuple[str, list[NewJob]]]:
 
 
 def _new_job(fields: Any) -> NewJob:
-    if (
-        type(fields) is not list
-        or len(fields) != 4
-        or not all(type(v) in allowed for v, allowed in zip(fields, _JOB_TYPES, strict=True))
-    ):
-        raise ProtocolError(
-            f"add_batch: a job is [name, data, opts, timestamp or None], got {fields!r:.80}"
-        )
-    return NewJob(*fields)
+    if type(fields) is list and len(fields) == 4:
+        name, data, opts, timestamp = fields
+        if (
+            type(name) is str
+            and type(data) is str
+            and type(opts) is dict
+            and (timestamp is None or type(timestamp) is int)
+        ):
+            return NewJob(name, data, opts, timestamp)
+    raise ProtocolError(
+        f"add_batch: a job is [name, data, opts, timestamp or None], got {fields!r:.80}"
+    )
 
 
 class AddBatch:
