@@ -237,7 +237,9 @@ plain = st.recursive(
 requests = st.fixed_dictionaries(
     {
         "id": st.integers(0, 2**32),
-        "op": st.sampled_from([*sorted(COMMANDS), "hello", "cancel", "__init__", "close", ""]),
+        "op": st.sampled_from(
+            [*sorted(COMMANDS), "add_batch", "hello", "cancel", "__init__", "close", ""]
+        ),
         "args": st.lists(plain, max_size=6) | plain,
     }
 )
@@ -252,6 +254,39 @@ async def _feed_and_settle(conn: ServerConnection, data: bytes) -> None:
         task.cancel()
     for _ in range(3):
         await asyncio.sleep(0)
+
+
+jobs = st.lists(
+    st.lists(plain, max_size=5)
+    | st.tuples(st.text(max_size=5), st.text(max_size=5), st.just({}), st.none()).map(list),
+    max_size=3,
+)
+add_batches = st.fixed_dictionaries(
+    {
+        "id": st.integers(2, 2**32),
+        "op": st.just("add_batch"),
+        "args": st.lists(st.lists(st.lists(st.text(max_size=8) | plain, max_size=3)), max_size=2)
+        | st.tuples(st.lists(st.tuples(st.text(max_size=8), jobs).map(list), max_size=3)).map(list),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(add_batches, min_size=1, max_size=4, unique_by=lambda m: m["id"]))
+def test_fuzz_add_batches_get_answers_or_errors(batch: list[dict[str, Any]]) -> None:
+    async def scenario() -> None:
+        server = Server(MemoryBackend("memory://fuzz"))
+        conn, transport = _connect(server)
+        await _feed_and_settle(conn, HELLO + b"".join(frame(m) for m in batch))
+        answers = {m["id"]: m for m in _answers(transport)}
+        for message in batch:  # every request is answered: ok (one result per group) or err
+            answer = answers[message["id"]]
+            if "ok" in answer:
+                assert len(answer["ok"]) == len(message["args"][0])
+            else:
+                assert isinstance(answer["err"], Exception)
+
+    asyncio.run(scenario())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
