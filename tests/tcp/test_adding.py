@@ -232,3 +232,35 @@ async def test_adds_waiting_for_a_lost_connection_raise_connection_error(
             await future
     finally:
         await backend.close()
+
+
+class SuspendingBackend(MemoryBackend):
+    """An engine whose adds wait a loop turn first, as a durable SQLite commit does."""
+
+    async def add_jobs(self, queue: str, jobs: Any) -> list[JobRecord]:
+        await asyncio.sleep(0)
+        if any(job.name == "refuse" for job in jobs):
+            raise psyq.InvalidOptionsError("refused after waiting")
+        return await super().add_jobs(queue, jobs)
+
+
+async def test_groups_that_wait_are_answered_each_with_its_own_outcome(queue_name: str) -> None:
+    server = Server(SuspendingBackend("memory://suspending"))
+    host, port = await server.start("127.0.0.1", 0)
+    backend = TcpBackend(f"psyq://{host}:{port}?pool=1")
+    await backend.open()
+    try:
+        results = await asyncio.gather(
+            backend.add_jobs(queue_name, [NewJob("a", "1", {})]),
+            backend.add_jobs(queue_name, [NewJob("refuse", "2", {})]),
+            backend.add_jobs(queue_name, [NewJob("b", "3", {}), NewJob("c", "4", {})]),
+            return_exceptions=True,
+        )
+        first, refused, pair = results
+        assert isinstance(first, list) and [r.name for r in first] == ["a"]
+        assert isinstance(refused, psyq.InvalidOptionsError)
+        assert isinstance(pair, list) and [r.name for r in pair] == ["b", "c"]
+        assert not any(conn.tasks for conn in server.connections)  # nothing left running
+    finally:
+        await backend.close()
+        await server.close()
