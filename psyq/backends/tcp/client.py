@@ -99,6 +99,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._deliver(decode(body))
         except ProtocolError as exc:
             self._bad_frame(exc)
+        else:
+            self.outbox.flush_after_wakeups()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -301,13 +303,14 @@ class TcpBackend(BackendAdapter):
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Joined with the other adds of this event-loop turn into one request (protocol 2;
-        tcp/adding.py): each caller still gets its own records or its own error."""
+        tcp/adding.py): each caller still gets its own records or its own error. Adds keep
+        to one connection while it lives, the one their answers arrive on, so the next add
+        leaves in the turn that reads the answer (see Outbox.flush_after_wakeups)."""
         conn = self._adding
-        if conn is None or conn.batch is None or not conn.alive:
-            conn = await self._connection()
+        if conn is None or not conn.alive:
+            conn = self._adding = await self._connection()
         if conn.version < 2:
             return cast("list[JobRecord]", await self._call("add_jobs", queue, list(jobs)))
-        self._adding = conn
         return await conn.add_jobs(queue, list(jobs))
 
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:

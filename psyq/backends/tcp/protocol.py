@@ -530,6 +530,14 @@ class Outbox:
             self._scheduled = True
             self._loop.call_soon(self._flush_soon)
 
+    def flush_after_wakeups(self) -> None:
+        """Schedule the write now, behind the callbacks just scheduled (the tasks woken by
+        answers): the requests those tasks make in their next step leave in that same
+        event-loop turn, instead of one turn later."""
+        if not self._scheduled and not self._held:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
     def hold(self) -> None:
         """Keep what is added until `release`, which writes it (no callback scheduled)."""
         self._held = True
