@@ -68,7 +68,8 @@ DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")
 OUTBOX_BATCH = 16
-READ_BUFFER = 64 * 1024  # bytes a connection receives into, grown for a larger frame
+READ_BUFFER = 16 * 1024  # bytes an idle connection holds to receive into; grown for a larger
+# frame (doubling) and shrunk back once everything received is read
 
 # The adapter methods a client may call: an explicit allow-list (open/close stay local).
 COMMANDS: frozenset[str] = frozenset(
