@@ -214,7 +214,7 @@ class TcpBackend(BackendAdapter):
         self._backoff = Reconnect()  # capped, jittered; shared by the pool's slots
         self._closed = False
         self._version = PROTOCOL_VERSION  # 1 once a server refused 2 (an older server)
-        self._adding: ClientConnection | None = None  # the connection of this turn's adds
+        self._adding: ClientConnection | None = None  # the connection adds use while it lives
 
     # ------------------------------------------------------------------ connections
     async def open(self) -> None:
