@@ -7,7 +7,7 @@
 -- Events: per job as addJobs (added; waiting | delayed | waiting-children)
 -- Returns: {now, id1, status1, ...} in node order (status as addJobs)
 --@include base settle add
-addsOnly = true -- see base.lua
+addsOnly, metaStable = true, true -- see base.lua
 local now = nowMs()
 local ids, prefixes = {}, {}
 local result = {now}

@@ -56,29 +56,37 @@ local function removeJobKeys(jobId)
     jobKey .. ":processed", jobKey .. ":failed", jobKey .. ":unsuccessful")
 end
 
--- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first). Within
--- one script call `now` does not change, so once a key's minute is brought up to date the
--- later jobs of the call only count.
-local metricsCurrent = {}
-local function collectMetrics(kind, now)
+-- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first). A
+-- script call counts its finished jobs per key and writes them once at its end
+-- (flushMetrics): within one call `now` does not change, so the minute is brought up to date
+-- once and the count grows by the call's jobs.
+local metricsPending = {}
+local function collectMetrics(kind)
   local key = P .. "metrics:" .. kind
-  local count = rcall("HINCRBY", key, "count", 1)
-  if metricsCurrent[key] then return end
-  metricsCurrent[key] = true
-  local prevTS = tonumber(rcall("HGET", key, "prevTS"))
-  if not prevTS then
-    rcall("HSET", key, "prevTS", now, "prevCount", 0)
-    return
+  metricsPending[key] = (metricsPending[key] or 0) + 1
+end
+
+local function flushMetrics(now)
+  for key, n in pairs(metricsPending) do
+    local count = rcall("HINCRBY", key, "count", n)
+    local before = count - n
+    local prevTS = tonumber(rcall("HGET", key, "prevTS"))
+    if not prevTS then
+      rcall("HSET", key, "prevTS", now, "prevCount", 0)
+    else
+      local minutes = math.floor(now / 60000) - math.floor(prevTS / 60000)
+      if minutes > 0 then
+        local prevCount = tonumber(rcall("HGET", key, "prevCount")) or 0
+        local points = {before - prevCount}
+        for _ = 2, math.min(minutes, MAX_METRICS_POINTS) do points[#points + 1] = 0 end
+        -- newest first: the zeros (minutes with nothing) are newer than the finished minute
+        for i = #points, 1, -1 do rcall("LPUSH", key .. ":data", points[i]) end
+        rcall("LTRIM", key .. ":data", 0, MAX_METRICS_POINTS - 1)
+        rcall("HSET", key, "prevTS", now, "prevCount", before)
+      end
+    end
   end
-  local minutes = math.floor(now / 60000) - math.floor(prevTS / 60000)
-  if minutes <= 0 then return end
-  local prevCount = tonumber(rcall("HGET", key, "prevCount")) or 0
-  local points = {count - 1 - prevCount}
-  for _ = 2, math.min(minutes, MAX_METRICS_POINTS) do points[#points + 1] = 0 end
-  -- newest first: the zeros (minutes with nothing) are newer than the finished minute
-  for i = #points, 1, -1 do rcall("LPUSH", key .. ":data", points[i]) end
-  rcall("LTRIM", key .. ":data", 0, MAX_METRICS_POINTS - 1)
-  rcall("HSET", key, "prevTS", now, "prevCount", count - 1)
+  metricsPending = {}
 end
 
 local function dropOldest(target, keepCount)

@@ -17,12 +17,16 @@ local MANUAL_LIMIT = 9007199254740991 -- rate_limit(ms) sets the limiter to this
 -- How many jobs the rate limiter lets through now, and the ms until it opens again.
 local function limiterAllows(wanted, max, duration)
   local ttl = rcall("PTTL", P .. "limiter")
+  if ttl <= 0 then -- no limiter key, or one without a ttl: counted as unused
+    if max == nil then return wanted, 0 end
+    if max <= 0 then return 0, 1 end
+    return math.min(wanted, max), 0
+  end
   local used = tonumber(rcall("GET", P .. "limiter")) or 0
   if max == nil then
-    if ttl > 0 and used >= MANUAL_LIMIT then return 0, ttl end -- a manual rate_limit(ms)
+    if used >= MANUAL_LIMIT then return 0, ttl end -- a manual rate_limit(ms)
     return wanted, 0
   end
-  if ttl <= 0 then used = 0 end
   if used >= max then return 0, math.max(ttl, 1) end
   return math.min(wanted, max - used), 0
 end
@@ -44,17 +48,35 @@ local function nextReady()
   return nil
 end
 
+-- The job's hash is read first and the fields the take changes are patched into the copy
+-- returned, so the take writes the hash once (ats + 1, processedOn, pb).
 local function lockJob(jobId, token, lockDuration, worker, now)
   local jobKey = P .. jobId
   rcall("SET", jobKey .. ":lock", token, "PX", lockDuration)
-  rcall("HINCRBY", jobKey, "ats", 1)
+  local fields = rcall("HGETALL", jobKey)
+  local at = {}
+  for i = 1, #fields, 2 do
+    local field = fields[i]
+    if field == "ats" or field == "processedOn" or field == "pb" then at[field] = i + 1 end
+  end
+  local ats = 1
+  if at.ats then ats = (tonumber(fields[at.ats]) or 0) + 1 end
+  local stamp = string.format("%d", now)
+  local changed = {"ats", string.format("%d", ats), "processedOn", stamp}
   if worker ~= "" then
-    rcall("HSET", jobKey, "processedOn", now, "pb", worker)
-  else
-    rcall("HSET", jobKey, "processedOn", now)
+    changed[5], changed[6] = "pb", worker
+  end
+  rcall("HSET", jobKey, unpack(changed))
+  for i = 1, #changed, 2 do
+    local index = at[changed[i]]
+    if index == nil then
+      fields[#fields + 1] = changed[i]
+      fields[#fields + 1] = changed[i + 1]
+    else
+      fields[index] = changed[i + 1]
+    end
   end
   emit("active", "jobId", jobId, "prev", "waiting")
-  local fields = rcall("HGETALL", jobKey)
   fields[#fields + 1] = "__id"
   fields[#fields + 1] = jobId
   return fields
@@ -66,14 +88,14 @@ local function takeJobs(req, now)
   promoteDue(now)
   if isPaused() then return {} end
   local wanted = #req.tokens
-  local limit = tonumber(rcall("HGET", P .. "meta", "concurrency"))
+  local limit = concurrencyLimit()
   if limit ~= nil then
     wanted = math.min(wanted, limit - rcall("LLEN", P .. "active"))
   end
-  local gmax = tonumber(rcall("HGET", P .. "meta", "max"))
   local max, duration = req.max, req.duration
-  if gmax ~= nil then
-    max, duration = gmax, tonumber(rcall("HGET", P .. "meta", "duration"))
+  local meta = queueMeta()
+  if meta.max ~= nil then
+    max, duration = meta.max, meta.duration
   end
   wanted = limiterAllows(wanted, max, duration)
   local taken = {}
