@@ -112,3 +112,15 @@ async def test_a_gathered_add_keeps_custom_ids_and_a_cancelled_one_adds_nothing(
     assert {job.data for job in jobs} == {0}  # the first one added it; the others found it
     assert (await spare).id == "kept"
     assert await queue.get_job("gone") is None
+
+
+async def test_producers_adding_one_by_one_at_once_all_finish(queue: psyq.Queue) -> None:
+    """Many producers, each awaiting its adds one after the other: adds are gathered while
+    others are out, and every add returns (replies and gathered sends interleave freely)."""
+
+    async def produce(count: int) -> list[str]:
+        return [(await queue.add("j", {"k": k})).id for k in range(count)]
+
+    ids = await asyncio.wait_for(asyncio.gather(*(produce(30) for _ in range(50))), 60)
+    assert len({job_id for batch in ids for job_id in batch}) == 1500
+    assert await queue.get_job_counts("waiting") == {"waiting": 1500}

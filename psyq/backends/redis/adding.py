@@ -55,12 +55,16 @@ class Adding(RedisConnection):
         """A lone add goes at once; one arriving while an add to `queue` is out is gathered
         with the others of this loop turn (see the top)."""
         out = self._adds_out
-        if not out.get(queue):
+        if queue not in out:
             out[queue] = 1
             try:
-                [record] = await self._add_now(queue, [new])
+                args = (add_meta(new), new.data, encode_opts(new.opts))
+                result = await self._run("addJobs", queue, *args)
             finally:
                 self._add_back(queue)
+            if int(result[2]) == 1:  # added (else an existing id or a deduplicated add)
+                return self._new_record(queue, str(result[1]), new, int(result[0]))
+            [record] = await self._added(queue, [new], 0, result)
             return record
         loop = asyncio.get_running_loop()
         gathered = self._gathering.get(queue)
@@ -74,7 +78,8 @@ class Adding(RedisConnection):
     def _send_gathered(self, queue: str) -> None:
         gathered = [(new, f) for new, f in self._gathering.pop(queue) if not f.done()]
         if gathered:  # callers cancelled before the send add nothing
-            self._adds_out[queue] += 1
+            # the adds that were out may have had their replies meanwhile
+            self._adds_out[queue] = self._adds_out.get(queue, 0) + 1
             task = asyncio.ensure_future(self._add_gathered(queue, gathered))
             self._gathered_calls.add(task)
             task.add_done_callback(self._gathered_calls.discard)
