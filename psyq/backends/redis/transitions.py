@@ -26,8 +26,9 @@ from psyq.backends.redis.connection import (
     worker_client_name,
 )
 from psyq.backends.redis.jobs import (
+    RECORD_FIELDS,
     SKIP_LOCK_TOKEN,
-    record_from_fields,
+    record_from_values,
 )
 from psyq.backends.redis.schedulers import Schedulers
 from psyq.core import codec
@@ -43,6 +44,7 @@ class Transitions(Schedulers):
             "tokens": list(request.tokens),
             "lockDuration": request.lock_duration,
             "worker": request.worker_name or "",
+            "fields": RECORD_FIELDS,  # each job comes back as these values, in this order
         }
         if request.limiter is not None:
             arg["max"] = request.limiter.max
@@ -50,13 +52,13 @@ class Transitions(Schedulers):
         return arg
 
     def _records(
-        self, queue: str, hashes: Sequence[Sequence[str]], tokens: Sequence[str]
+        self, queue: str, taken: Sequence[Sequence[str | None]], tokens: Sequence[str]
     ) -> list[JobRecord]:
+        """The jobs a take returned: the values of RECORD_FIELDS, then the job's id."""
         records = []
-        for flat, token in zip(hashes, tokens, strict=False):
-            record = record_from_fields(queue, flat)
+        for values, token in zip(taken, tokens, strict=False):
+            record = record_from_values(queue, str(values[-1]), values[:-1], "active")
             record.lock_token = token
-            record.state = "active"
             records.append(record)
         return records
 

@@ -48,42 +48,32 @@ local function nextReady()
   return nil
 end
 
--- The job's hash is read first and the fields the take changes are patched into the copy
--- returned, so the take writes the hash once (ats + 1, processedOn, pb).
-local function lockJob(jobId, token, lockDuration, worker, now)
+-- The job's fields are read first (req.fields, in the caller's order: one HMGET) and the
+-- fields the take changes are patched into the copy returned, so the take writes the hash
+-- once (ats + 1, processedOn, pb). `at`: the places of ats, processedOn and pb in the copy.
+local function lockJob(jobId, token, req, at, now)
   local jobKey = P .. jobId
-  rcall("SET", jobKey .. ":lock", token, "PX", lockDuration)
-  local fields = rcall("HGETALL", jobKey)
-  local at = {}
-  for i = 1, #fields, 2 do
-    local field = fields[i]
-    if field == "ats" or field == "processedOn" or field == "pb" then at[field] = i + 1 end
-  end
-  local ats = 1
-  if at.ats then ats = (tonumber(fields[at.ats]) or 0) + 1 end
+  rcall("SET", jobKey .. ":lock", token, "PX", req.lockDuration)
+  local values = rcall("HMGET", jobKey, unpack(req.fields))
+  local ats = string.format("%d", (tonumber(values[at.ats]) or 0) + 1)
   local stamp = string.format("%d", now)
-  local changed = {"ats", string.format("%d", ats), "processedOn", stamp}
+  local worker = req.worker or ""
+  values[at.ats], values[at.processedOn] = ats, stamp
   if worker ~= "" then
-    changed[5], changed[6] = "pb", worker
-  end
-  rcall("HSET", jobKey, unpack(changed))
-  for i = 1, #changed, 2 do
-    local index = at[changed[i]]
-    if index == nil then
-      fields[#fields + 1] = changed[i]
-      fields[#fields + 1] = changed[i + 1]
-    else
-      fields[index] = changed[i + 1]
-    end
+    values[at.pb] = worker
+    rcall("HSET", jobKey, "ats", ats, "processedOn", stamp, "pb", worker)
+  else
+    rcall("HSET", jobKey, "ats", ats, "processedOn", stamp)
   end
   emit("active", "jobId", jobId, "prev", "waiting")
-  fields[#fields + 1] = "__id"
-  fields[#fields + 1] = jobId
-  return fields
+  values[#values + 1] = jobId
+  return values
 end
 
--- Returns a list of job hashes (flat field/value arrays with "__id"), possibly empty.
--- req = {tokens = {...}, lockDuration = ms, worker = name, max = n|nil, duration = ms|nil}
+-- Returns a list of jobs, possibly empty: each the values of req.fields (false: absent),
+-- then the job's id.
+-- req = {tokens = {...}, lockDuration = ms, worker = name, max = n|nil, duration = ms|nil,
+--        fields = {hash field names, with ats, processedOn and pb among them}}
 local function takeJobs(req, now)
   promoteDue(now)
   if isPaused() then return {} end
@@ -99,10 +89,12 @@ local function takeJobs(req, now)
   end
   wanted = limiterAllows(wanted, max, duration)
   local taken = {}
+  local at = {}
+  for i, field in ipairs(req.fields) do at[field] = i end
   for i = 1, wanted do
     local jobId = nextReady()
     if not jobId then break end
-    taken[#taken + 1] = lockJob(jobId, req.tokens[i], req.lockDuration, req.worker or "", now)
+    taken[#taken + 1] = lockJob(jobId, req.tokens[i], req, at, now)
   end
   countTaken(#taken, max, duration)
   if #taken > 0 and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0) then
