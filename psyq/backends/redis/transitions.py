@@ -26,9 +26,8 @@ from psyq.backends.redis.connection import (
     worker_client_name,
 )
 from psyq.backends.redis.jobs import (
-    RECORD_FIELDS,
     SKIP_LOCK_TOKEN,
-    record_from_values,
+    record_from_fields,
 )
 from psyq.backends.redis.schedulers import Schedulers
 from psyq.core import codec
@@ -44,7 +43,6 @@ class Transitions(Schedulers):
             "tokens": list(request.tokens),
             "lockDuration": request.lock_duration,
             "worker": request.worker_name or "",
-            "fields": RECORD_FIELDS,  # each job comes back as these values, in this order
         }
         if request.limiter is not None:
             arg["max"] = request.limiter.max
@@ -52,12 +50,11 @@ class Transitions(Schedulers):
         return arg
 
     def _records(
-        self, queue: str, taken: Sequence[Sequence[str | None]], tokens: Sequence[str]
+        self, queue: str, hashes: Sequence[Sequence[str]], tokens: Sequence[str]
     ) -> list[JobRecord]:
-        """The jobs a take returned: the values of RECORD_FIELDS, then the job's id."""
         records = []
-        for values, token in zip(taken, tokens, strict=False):
-            record = record_from_values(queue, str(values[-1]), values[:-1], "active")
+        for flat, token in zip(hashes, tokens, strict=False):
+            record = record_from_fields(queue, flat, "active")
             record.lock_token = token
             records.append(record)
         return records

@@ -7,7 +7,7 @@
 --         (prev=failed) for retries, parents' waiting / failed, active for fetched jobs,
 --         drained when a fetch finds the queue empty
 -- Returns: {{code per settlement (0 ok, an ErrorCode, or "ERR <message>" when settling
---          that job raised an error)}, {fetched jobs, as moveToActive returns them}}
+--          that job raised an error)}, {fetched job hashes}}
 --@include base settle parent take finish
 metaStable = true -- see base.lua
 local now = nowMs()
