@@ -10,22 +10,35 @@ local function hasCancelMarks()
   return cancelMarks[P]
 end
 
--- 0 when `token` holds the lock of active job `jobId`, else an ErrorCode.
+-- Whether the queue's `stalled` set (the stall check's marks of active jobs) holds
+-- anything, read once per queue and script call: the stall check, the only script that adds
+-- marks, adds them after it took its jobs out of active. Usually it is empty.
+local stalledMarks = {}
+local function hasStalledMarks()
+  if stalledMarks[P] == nil then stalledMarks[P] = rcall("EXISTS", P .. "stalled") == 1 end
+  return stalledMarks[P]
+end
+
+-- 0 when `token` holds the lock of active job `jobId`, else an ErrorCode. A lock is only
+-- taken on a job that exists and is deleted with it, so a held lock needs no EXISTS.
 local function checkLock(jobId, token)
   local jobKey = P .. jobId
+  local held = false
+  if token ~= SKIP_LOCK then
+    held = rcall("GET", jobKey .. ":lock")
+    if held == token then return 0 end
+  end
   if rcall("EXISTS", jobKey) == 0 then return -1 end
   if token == SKIP_LOCK then return 0 end
-  local held = rcall("GET", jobKey .. ":lock")
   if not held then return -2 end
-  if held ~= token then return -6 end
-  return 0
+  return -6
 end
 
 -- Take an active job out of the active list (after checkLock); -3 when it is not there.
 local function leaveActive(jobId)
   if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
   rcall("DEL", P .. jobId .. ":lock")
-  rcall("SREM", P .. "stalled", jobId)
+  if hasStalledMarks() then rcall("SREM", P .. "stalled", jobId) end
   if hasCancelMarks() then rcall("HDEL", P .. "cancelled", jobId) end
   return 0
 end
