@@ -124,3 +124,15 @@ async def test_producers_adding_one_by_one_at_once_all_finish(queue: psyq.Queue)
     ids = await asyncio.wait_for(asyncio.gather(*(produce(30) for _ in range(50))), 60)
     assert len({job_id for batch in ids for job_id in batch}) == 1500
     assert await queue.get_job_counts("waiting") == {"waiting": 1500}
+
+
+async def test_adds_and_a_bulk_called_together_keep_their_order(queue: psyq.Queue) -> None:
+    await queue.add("first", 0)
+    out = asyncio.ensure_future(queue.add("j", "a"))  # out when the others are called
+    await asyncio.sleep(0)
+    bulk = [{"name": "j", "data": "c1"}, {"name": "j", "data": "c2"}]
+    jobs = await asyncio.gather(queue.add("j", "b"), queue.add_bulk(bulk), queue.add("j", "d"))
+    await out
+    assert [jobs[0].data, *(job.data for job in jobs[1]), jobs[2].data] == ["b", "c1", "c2", "d"]
+    waiting = await queue.get_waiting(0, -1)
+    assert [job.data for job in waiting] == [0, "a", "b", "c1", "c2", "d"]

@@ -49,13 +49,16 @@ class Adding(RedisConnection):
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         if len(jobs) == 1 and "parent" not in jobs[0].opts:
             return [await self._add_one(queue, jobs[0])]
+        if queue in self._gathering:  # adds called before this one go first
+            self._send_gathered(queue)
+            await asyncio.sleep(0)  # the gathered call's task writes its script call
         return await self._add_now(queue, jobs)
 
     async def _add_one(self, queue: str, new: NewJob) -> JobRecord:
-        """A lone add goes at once; one arriving while an add to `queue` is out is gathered
-        with the others of this loop turn (see the top)."""
+        """A lone add goes at once; one arriving while an add to `queue` is out (or while
+        others are gathered) is gathered with the others of this loop turn (see the top)."""
         out = self._adds_out
-        if queue not in out:
+        if queue not in out and queue not in self._gathering:
             out[queue] = 1
             try:
                 args = (add_meta(new), new.data, encode_opts(new.opts))
@@ -76,7 +79,9 @@ class Adding(RedisConnection):
         return await future
 
     def _send_gathered(self, queue: str) -> None:
-        gathered = [(new, f) for new, f in self._gathering.pop(queue) if not f.done()]
+        """Send the adds gathered for `queue` (at the end of the loop turn, or before a bulk
+        add to the same queue: then the turn's callback finds nothing left)."""
+        gathered = [(new, f) for new, f in self._gathering.pop(queue, ()) if not f.done()]
         if gathered:  # callers cancelled before the send add nothing
             # the adds that were out may have had their replies meanwhile
             self._adds_out[queue] = self._adds_out.get(queue, 0) + 1
