@@ -30,7 +30,7 @@ class Settled:
 
 
 _Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
-SETTLE_GROUP_MIN = 8  # settles per call at least, when a backend splits batches
+SETTLE_GROUP_MIN = 5  # settles per call at least, when a backend splits batches
 
 
 class SettleBatch:
