@@ -9,7 +9,7 @@
 --          (ErrorCode.PARENT_MISSING: node n, a root, names a parent that does not exist;
 --          nothing written)
 --@include base settle add
-addsOnly = true -- see base.lua
+addsOnly, metaStable = true, true -- see base.lua
 for i = 2, #ARGV, 5 do
   if tonumber(ARGV[i + 1]) == 0 and not parentExists(cjson.decode(ARGV[i + 2])) then
     return {-5, (i + 3) / 5}
