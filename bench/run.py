@@ -132,7 +132,14 @@ async def processing(url: str, count: int, concurrency: int) -> float:
         started = time.perf_counter()
         worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
         worker.on("completed", on_completed)
-        await done.wait()
+        try:
+            await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 100))
+        except TimeoutError:  # say what the store holds rather than hang the whole run
+            counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
+            raise RuntimeError(
+                f"c{concurrency}: the worker reported {seen} of {count} completions; the queue "
+                f"holds {counts}"
+            ) from None
         rate = count / (time.perf_counter() - started)
         await worker.close()
         await queue.obliterate()
