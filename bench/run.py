@@ -35,6 +35,7 @@ import os
 import platform
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,7 @@ from pgdb import is_postgres, own_database, peer_database, peer_dsn  # noqa: E40
 PEERS = {
     "bunqueue": HERE / "peers" / "bunqueue",
     "bullmq": HERE / "peers" / "bullmq",
+    "bullmq6": HERE / "peers" / "bullmq",
     "bullmq-pg": HERE / "peers" / "bullmq-pg",
     "pgqueuer": HERE / "peers" / "pgqueuer",
     "procrastinate": HERE / "peers" / "procrastinate",
@@ -131,7 +133,14 @@ async def processing(url: str, count: int, concurrency: int) -> float:
         started = time.perf_counter()
         worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
         worker.on("completed", on_completed)
-        await done.wait()
+        try:
+            await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 100))
+        except TimeoutError:  # say what the store holds rather than hang the whole run
+            counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
+            raise RuntimeError(
+                f"c{concurrency}: the worker reported {seen} of {count} completions; the queue "
+                f"holds {counts}"
+            ) from None
         rate = count / (time.perf_counter() - started)
         await worker.close()
         await queue.obliterate()
@@ -333,9 +342,11 @@ async def drop_bench_queues(url: str) -> None:
         await client.aclose()
 
 
-# Node peers: the npm package each installs, and the server it needs (as PYTHON_PEERS).
+# Node peers: the npm package each runs (bench.mjs imports it: PEER_PACKAGE), and the
+# server it needs (as PYTHON_PEERS). bullmq6 is an npm alias of bullmq 6 in the bullmq folder.
 NODE_PEERS: dict[str, tuple[str, tuple[str, str] | None]] = {
-    "bullmq": ("bullmq", None),
+    "bullmq": ("bullmq", None),  # Node BullMQ 5.x on Redis
+    "bullmq6": ("bullmq6", None),  # Node BullMQ 6 (the latest) on Redis
     "bullmq-pg": ("bullmq", POSTGRES_ONLY),  # Node BullMQ 6 on its PostgreSQL backend
 }
 
@@ -354,7 +365,8 @@ def run_node_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[s
         subprocess.run(install, cwd=folder, check=False, capture_output=True)
     if not (folder / "node_modules" / package / "package.json").exists():
         return f"could not install {name} with npm in {folder}"
-    return run_peer_command(name, ["node", "bench.mjs", json.dumps(cfg)], env)
+    command = ["node", "bench.mjs", json.dumps(cfg)]
+    return run_peer_command(name, command, {**env, "PEER_PACKAGE": package})
 
 
 def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | str:
@@ -478,9 +490,15 @@ def ratio(mine: float, theirs: float, higher_is_better: bool) -> str:
     return f"{numerator / denominator:.2f}x" if denominator else "inf"
 
 
-def table(psyq_figures: dict[str, Any], peers: dict[str, dict[str, Any] | str]) -> str:
+def table(
+    psyq_figures: dict[str, Any],
+    peers: dict[str, dict[str, Any] | str],
+    mine_runs: list[dict[str, Any]] | None = None,
+    peer_runs: dict[str, list[dict[str, Any] | str]] | None = None,
+) -> str:
     """Rows of workload, psyq, then per peer its figure and psyq vs that peer (ratio > 1
-    means psyq is better)."""
+    means psyq is better). With several rounds the ratio cell is the median of the rounds'
+    ratios, then their range."""
     header = ["workload", "psyq"]
     for peer in peers:
         header += [peer, f"psyq vs {peer}"]
@@ -489,14 +507,35 @@ def table(psyq_figures: dict[str, Any], peers: dict[str, dict[str, Any] | str]) 
         mine = pick(psyq_figures, key)
         assert mine is not None
         cells = [label, fmt(mine)]
-        for figures in peers.values():
+        for peer, figures in peers.items():
             theirs = None if isinstance(figures, str) else pick(figures, key)
             if theirs is None:
                 cells += ["n/a", "n/a"]
-            else:
+                continue
+            runs = (peer_runs or {}).get(peer, [])
+            if mine_runs is None or len(mine_runs) < 2 or len(runs) != len(mine_runs):
                 cells += [fmt(theirs), ratio(mine, theirs, higher_is_better)]
+                continue
+            cells += [fmt(theirs), paired_ratios(mine_runs, runs, key, higher_is_better)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired_ratios(
+    mine_runs: list[dict[str, Any]],
+    runs: list[dict[str, Any] | str],
+    key: str,
+    higher_is_better: bool,
+) -> str:
+    """`median (low-high)` of each round's psyq-vs-peer ratio."""
+    found = []
+    for mine, theirs in zip(mine_runs, runs, strict=True):
+        a = pick(mine, key)
+        b = None if isinstance(theirs, str) else pick(theirs, key)
+        if a is None or b is None or math.isnan(a) or math.isnan(b) or not (a and b):
+            return "n/a"
+        found.append(a / b if higher_is_better else b / a)
+    return f"{statistics.median(found):.2f}x ({min(found):.2f}-{max(found):.2f}x)"
 
 
 def peer_notes(peers: dict[str, dict[str, Any] | str]) -> list[str]:
@@ -541,6 +580,12 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="psyq then the peers, this many times in turn; the table shows medians (1)",
+    )
+    parser.add_argument(
         "--loop",
         choices=("asyncio", "uvloop"),
         default="asyncio",
@@ -570,30 +615,75 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory(prefix="psyq-bench-") as folder:
         for name in args.backend or ["memory"]:
-            bench_backend(name, Path(folder), cfg, args.peers)
+            bench_backend(name, Path(folder), cfg, args.peers, max(1, args.rounds))
     return 0
 
 
-def bench_backend(name: str, folder: Path, cfg: dict[str, Any], peers: list[str]) -> None:
+def bench_backend(
+    name: str, folder: Path, cfg: dict[str, Any], peers: list[str], rounds: int = 1
+) -> None:
+    """psyq, then each peer, `rounds` times in turn (paired runs: each round's ratios come
+    from figures taken minutes apart); with several rounds the table shows each figure's
+    median and each ratio's median with its range over the rounds."""
     url, mode, env = resolve_backend(name, folder)
-    with psyq_server(url) as (url, server_pid), own_database(url, "psyq") as url:
-        print(f"\n## {url}", flush=True)
-        with asyncio.Runner(loop_factory=LOOP_FACTORY) as runner:
-            mine = runner.run(run_psyq(url, cfg, server_pid))
-    if url.startswith(("redis://", "rediss://")):
-        asyncio.run(drop_bench_queues(url))
-    figures: dict[str, dict[str, Any] | str] = {}
-    for peer in peers:
-        with peer_database(env, peer) as peer_env:
-            result = figures[peer] = run_peer(peer, cfg, peer_env)
-        if isinstance(result, str):
-            print(f"peer unavailable: {result}", file=sys.stderr, flush=True)
-        else:
-            print(f"peer: {peer} {result.get('version', '?')} ({mode})", flush=True)
-    print(json.dumps({"backend": url, "config": cfg, "psyq": mine, **figures}))
-    print(table(mine, figures or {"none": "not run (--peers none)"}), flush=True)
+    mine_runs: list[dict[str, Any]] = []
+    peer_runs: dict[str, list[dict[str, Any] | str]] = {peer: [] for peer in peers}
+    for round_no in range(1, rounds + 1):
+        with psyq_server(url) as (served, server_pid), own_database(served, "psyq") as served:
+            print(f"\n## {served}" + (f" (round {round_no} of {rounds})" if rounds > 1 else ""))
+            with asyncio.Runner(loop_factory=LOOP_FACTORY) as runner:
+                mine_runs.append(runner.run(run_psyq(served, cfg, server_pid)))
+        if url.startswith(("redis://", "rediss://")):
+            asyncio.run(drop_bench_queues(url))
+        for peer in peers:
+            with peer_database(env, peer) as peer_env:
+                result = run_peer(peer, cfg, peer_env)
+            peer_runs[peer].append(result)
+            if isinstance(result, str):
+                print(f"peer unavailable: {result}", file=sys.stderr, flush=True)
+            else:
+                print(f"peer: {peer} {result.get('version', '?')} ({mode})", flush=True)
+        if rounds > 1:
+            print(
+                json.dumps(
+                    {
+                        "backend": served,
+                        "round": round_no,
+                        "psyq": mine_runs[-1],
+                        **{peer: runs[-1] for peer, runs in peer_runs.items()},
+                    }
+                )
+            )
+    mine = median_figures(mine_runs)
+    figures = {peer: median_figures(runs) for peer, runs in peer_runs.items()}
+    print(json.dumps({"backend": served, "config": cfg, "rounds": rounds, "psyq": mine, **figures}))
+    print(table(mine, figures or {"none": "not run (--peers none)"}, mine_runs, peer_runs))
     for note in peer_notes(figures):
         print(f"- {note}")
+
+
+def median_figures(runs: list[dict[str, Any] | str]) -> dict[str, Any] | str:
+    """Each figure's median over the runs (a peer that failed in any run: its reason)."""
+    failed = [run for run in runs if isinstance(run, str)]
+    if failed:
+        return failed[0]
+    done = [run for run in runs if not isinstance(run, str)]
+    if len(done) == 1:
+        return done[0]
+    merged: dict[str, Any] = dict(done[0])
+    for _, key, _ in ROWS:
+        values = [value for value in (pick(run, key) for run in done) if value is not None]
+        if values:
+            place(merged, key, statistics.median(values))
+    return merged
+
+
+def place(figures: dict[str, Any], key: str, value: float) -> None:
+    """Set the figure at `key` ("a.b"), copying the nested dict it sits in."""
+    *path, last = key.split(".")
+    for part in path:
+        figures[part] = figures = dict(figures[part])
+    figures[last] = value
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ waiting jobs report as paused).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from psyq.backends.base import JobRecord
 from psyq_migrate.reading import export_pages
@@ -120,8 +122,22 @@ def _state_order(state: str) -> tuple[int, str]:
 
 def fingerprint(record: JobRecord) -> int:
     """What import_jobs compares to tell the same job from a different one under its id."""
-    text = f"{record.name}\x00{record.data}\x00{record.timestamp}"
+    text = f"{record.name}\x00{canonical_json(record.data)}\x00{record.timestamp}"
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def canonical_json(text: str) -> str:
+    """One text for equal JSON values: Postgres keeps job data as jsonb, which spaces,
+    orders keys and writes numbers its own way (`1e3` as `1000`, `1.0` as `1.0`)."""
+    try:
+        value = json.loads(text, parse_float=_number, parse_int=_number)
+    except ValueError:
+        return text
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _number(text: str) -> Decimal:
+    return Decimal(text).normalize()
 
 
 async def find_conflict(

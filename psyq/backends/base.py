@@ -246,6 +246,10 @@ class BackendAdapter(ABC):
     #: across the network): workers then settle the completions of one event-loop turn
     #: together (psyq.core.settle)
     batch_settles: bool = False
+    #: With batch_settles: a turn's batch goes out as up to this many calls of at least
+    #: SETTLE_GROUP_MIN settles each, sent together, so the store works on the next call while
+    #: the worker runs the jobs the previous one brought back (1: one call per batch)
+    settle_groups: int = 1
 
     def __init__(self, url: str) -> None:
         self.url = url

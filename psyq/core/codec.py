@@ -74,12 +74,28 @@ def dumps(value: Any, what: str, job: object, size_limit: int | None = None) -> 
             raise InvalidDataError(
                 f"{what} of job {job!r} cannot be stored: {problem} ({UNICODE_HINT})"
             )
+    if "\\u0000" in text and _holds_nul(value):  # the escape, then the value to be sure
+        raise InvalidDataError(
+            f"{what} of job {job!r} cannot be stored: a string in it holds a NUL character "
+            "('\\x00'), which Postgres's jsonb cannot store"
+        )
     if size_limit is not None and len(text.encode()) > size_limit:
         raise InvalidDataError(
             f"{what} of job {job!r} is {len(text.encode())} bytes of JSON, over its sizeLimit "
             f"of {size_limit}"
         )
     return text
+
+
+def _holds_nul(value: Any) -> bool:
+    """A string (or a key) anywhere in `value` holds NUL."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 def printable(text: str) -> str:

@@ -16,6 +16,7 @@ from psyq.core.codec import UNICODE_HINT, bad_text
 from psyq.errors import InvalidOptionsError
 
 __all__ = [
+    "MAX_COUNT",
     "MAX_INT",
     "MAX_PRIORITY",
     "MAX_TIMESTAMP_MS",
@@ -31,6 +32,9 @@ MAX_DELAY_MS = 2**42  # delayed scores encode ms << 12 in 53 bits (BullMQ's layo
 # Every integer option fits what each store keeps (SQLite and Postgres: int64) and what a JS
 # number holds exactly (Node BullMQ reads the same options): 2**53 - 1.
 MAX_INT = 2**53 - 1
+# A count (attempts, how many finished jobs or log rows to keep, a scheduler's runs) fits a
+# 32-bit integer, what BullMQ 6's Postgres layout keeps it in (`integer` columns).
+MAX_COUNT = 2**31 - 1
 MAX_TIMESTAMP_MS = MAX_DELAY_MS  # ms since the epoch, up to the year 2109: not us or ns
 
 
@@ -143,11 +147,13 @@ def _keep(name: str, value: Any) -> bool | int | dict[str, Any]:
     if isinstance(value, bool):
         return value
     if isinstance(value, int):
-        return check_int(name, value)
+        return check_int(name, value, maximum=MAX_COUNT)
     spec = _check_mapping(name, value, {"age", "count", "limit"})
-    for key in ("age", "count", "limit"):
+    if "age" in spec:
+        check_int(f"{name}.age", spec["age"])
+    for key in ("count", "limit"):
         if key in spec:
-            check_int(f"{name}.{key}", spec[key])
+            check_int(f"{name}.{key}", spec[key], maximum=MAX_COUNT)
     return spec
 
 
@@ -197,7 +203,7 @@ _Validator = Callable[[str, Any], Any]
 
 # canonical (BullMQ) name -> validator
 _VALIDATORS: dict[str, _Validator] = {
-    "attempts": _int(minimum=1),
+    "attempts": _int(minimum=1, maximum=MAX_COUNT),
     "backoff": _backoff,
     "delay": _int(maximum=MAX_DELAY_MS),
     "priority": _int(maximum=MAX_PRIORITY),
@@ -205,7 +211,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "jobId": _job_id,
     "removeOnComplete": _keep,
     "removeOnFail": _keep,
-    "keepLogs": _int(),
+    "keepLogs": _int(maximum=MAX_COUNT),
     "stackTraceLimit": _int(),
     "sizeLimit": _int(minimum=1),
     "parent": _parent,

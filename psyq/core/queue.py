@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES, BackendAdapter, JobRecord, Limiter, NewJob
-from psyq.core import gate
+from psyq.core import codec, gate
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef
 from psyq.core.options import check_int, check_text, normalize_job_options
@@ -307,12 +307,14 @@ class Queue(_BackendUser, EventEmitter):
         return new
 
     async def get_job_scheduler(self, scheduler_id: str) -> dict[str, Any] | None:
-        return await (await self._open()).get_job_scheduler(self.name, scheduler_id)
+        entry = await (await self._open()).get_job_scheduler(self.name, scheduler_id)
+        return None if entry is None else _decoded_template(entry)
 
     async def get_job_schedulers(
         self, start: int = 0, end: int = -1, asc: bool = False
     ) -> list[dict[str, Any]]:
-        return await (await self._open()).get_job_schedulers(self.name, start, end, asc)
+        entries = await (await self._open()).get_job_schedulers(self.name, start, end, asc)
+        return [_decoded_template(entry) for entry in entries]
 
     async def get_job_schedulers_count(self) -> int:
         return len(await self.get_job_schedulers())
@@ -363,3 +365,12 @@ class Queue(_BackendUser, EventEmitter):
             check_int("max", max_jobs, minimum=1), check_int("duration", duration, minimum=1)
         )
         await (await self._open()).set_global_rate_limit(self.name, limiter)
+
+
+def _decoded_template(entry: dict[str, Any]) -> dict[str, Any]:
+    """A scheduler entry with its template's data as a value, as a job's data is (stores
+    keep it as JSON text), as BullMQ's getJobScheduler returns it."""
+    template = entry.get("template")
+    if isinstance(template, dict) and isinstance(template.get("data"), str):
+        entry = {**entry, "template": {**template, "data": codec.loads(template["data"])}}
+    return entry

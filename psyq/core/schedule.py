@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from psyq.core.options import MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
+from psyq.core.options import MAX_COUNT, MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import InvalidOptionsError
 
 __all__ = ["first_run", "next_run", "normalize_repeat"]
@@ -58,7 +58,7 @@ def normalize_repeat(repeat: Mapping[str, Any]) -> dict[str, Any]:
         if name in spec:
             spec[name] = _ms(name, spec[name])
     if "limit" in spec:
-        check_int("limit", spec["limit"], minimum=1)
+        check_int("limit", spec["limit"], minimum=1, maximum=MAX_COUNT)
     if not isinstance(spec.get("immediately", False), bool):
         raise InvalidOptionsError(f"immediately must be a bool, got {spec['immediately']!r}")
     return spec

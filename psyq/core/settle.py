@@ -1,4 +1,5 @@
-"""`SettleBatch`: a worker's completions of one event-loop turn, settled in one call.
+"""`SettleBatch`: a worker's completions of one event-loop turn, settled in one call (or a
+few, sent together: `BackendAdapter.settle_groups`).
 
 On a store across the network (Redis, Postgres, psyq://) every `move_to_finished` is a round
 trip. A worker with many slots finishes many jobs in the same turn of the event loop; the
@@ -29,6 +30,7 @@ class Settled:
 
 
 _Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
+SETTLE_GROUP_MIN = 5  # settles per call at least, when a backend splits batches
 
 
 class SettleBatch:
@@ -57,9 +59,12 @@ class SettleBatch:
 
     def _send_pending(self) -> None:
         batch, self._pending = self._pending, []
-        task = asyncio.ensure_future(self._send(batch))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
+        size = -(-len(batch) // groups)
+        for start in range(0, len(batch), size):
+            task = asyncio.ensure_future(self._send(batch[start : start + size]))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[_Entry]) -> None:
         wanted = sum(1 for _, fetch, _ in batch if fetch)

@@ -438,7 +438,9 @@ class Worker(_BackendUser, EventEmitter):
 
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
-        await self._notify("psyq_before_process", job=job)
+        hooked = self._plugins.has_hook  # a check per hook, not a coroutine, when none is set
+        if hooked("psyq_before_process"):
+            await self._notify("psyq_before_process", job=job)
         result: Any = None
         error: BaseException | None = None
         try:
@@ -455,7 +457,8 @@ class Worker(_BackendUser, EventEmitter):
         except Exception as exc:
             error = exc
             outcome = failure_outcome(job, exc, self._strategies)
-        await self._notify("psyq_after_process", job=job, result=result, error=error)
+        if hooked("psyq_after_process"):
+            await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error
 
     async def _run_guarded(self, job: Job) -> Any:
@@ -512,13 +515,15 @@ class Worker(_BackendUser, EventEmitter):
         """Settle the job; while the backend cannot be reached the job stays active (its
         lock renewed) and the settle is retried with backoff, for at most one lock
         duration, after which the stall check hands the job out again."""
-        give_up = time.monotonic() + self.lock_duration / 1000
-        backoff = Reconnect()
+        give_up = 0.0
+        backoff: Reconnect | None = None  # made on the first failure: most settles work
         while True:
             try:
                 return await self._settle_once(ref, job, outcome, error)
             except ConnectionError as exc:
                 self.emit("error", exc)
+                if backoff is None:
+                    give_up, backoff = time.monotonic() + self.lock_duration / 1000, Reconnect()
                 if self._forced or time.monotonic() >= give_up:
                     return None
                 backoff.failed()
@@ -564,7 +569,8 @@ class Worker(_BackendUser, EventEmitter):
         job.attempts_made += 1
         result = job.returnvalue
         self.emit("completed", job, result)
-        await self._notify("psyq_job_completed", job=job, result=result)
+        if self._plugins.has_hook("psyq_job_completed"):
+            await self._notify("psyq_job_completed", job=job, result=result)
 
     def _settle_batch(self, ref: QueueRef) -> SettleBatch:
         if self._batch is None:

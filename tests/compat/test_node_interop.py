@@ -1,5 +1,6 @@
-"""A job written by Node BullMQ, processed by a psyq.compat.bullmq Worker on the same Redis
-queue; Node BullMQ then reads the result back."""
+"""A job written by Node BullMQ, processed by a psyq.compat.bullmq Worker on the same queue
+(Redis with BullMQ 5 and 6, Postgres with BullMQ 6); Node BullMQ then reads the result
+back."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from tests.conftest import fresh_name
 from tests.interop.conftest import (  # noqa: F401 - the fixtures
     Sides,
     bullmq_installs,
-    interop_redis_url,
-    node_driver,
+    interop_pg_schema,
+    node_drivers,
+    pg_server,
     sides,
 )
 
@@ -23,11 +25,10 @@ pytestmark = pytest.mark.timeout(300)
 
 async def test_node_job_processed_by_compat_worker(
     sides: Sides,  # noqa: F811 - the imported fixture
-    interop_redis_url: str,  # noqa: F811
 ) -> None:
     name = fresh_name("compat-interop")
     job_id = await sides.node.add(name, "resize", {"w": 640}, {"attempts": 2, "priority": 1})
-    opts = {"connection": interop_redis_url}
+    opts = {"connection": sides.psyq.url}
     finished: asyncio.Future[tuple[Job, Any]] = asyncio.get_running_loop().create_future()
 
     async def resize(job: Job, token: str) -> dict[str, int]:

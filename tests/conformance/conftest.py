@@ -36,14 +36,14 @@ def sqlite_url(durability: str) -> UrlFactory:
     return factory
 
 
-def postgres_url(request: pytest.FixtureRequest, layout: str = "psyq") -> str:
+def postgres_url(request: pytest.FixtureRequest) -> str:
     from tests.postgres.server import postgres_binaries, session_schema, start_postgres
 
     hint = "apt install postgresql, or set PSYQ_TEST_POSTGRES_URL"
     server = service_url(
         "postgres", "PSYQ_TEST_POSTGRES_URL", postgres_binaries(), start_postgres, hint
     )
-    return session_schema(server, layout)
+    return session_schema(server)
 
 
 def redis_url(request: pytest.FixtureRequest) -> str:
@@ -72,10 +72,6 @@ BACKENDS: dict[str, UrlFactory] = {
     "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
     "postgres": postgres_url,
 }
-# BullMQ 6's Postgres layout (`?layout=bullmq`, issue 19) joins BACKENDS once it passes the
-# whole suite; until then PSYQ_TEST_POSTGRES_BULLMQ=1 runs the suite on it too.
-if os.environ.get("PSYQ_TEST_POSTGRES_BULLMQ") == "1":
-    BACKENDS["postgres-bullmq"] = lambda request: postgres_url(request, "bullmq")
 
 
 def services_required() -> bool:

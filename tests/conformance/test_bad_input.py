@@ -31,6 +31,9 @@ BAD_ADDS: dict[str, tuple[tuple[Any, ...], dict[str, Any], type[Exception], str]
     "data key": (("x", {LONE: 1}), {}, psyq.InvalidDataError, r"lone surrogate"),
     "nested data": (("x", [1, {"a": [LONE]}]), {}, psyq.InvalidDataError, r"lone surrogate"),
     "name": ((LONE, {}), {}, psyq.InvalidDataError, r"job name 'bad\\ud800text'"),
+    "NUL in a data string": (("x", {"v": "a\x00b"}), {}, psyq.InvalidDataError, r"NUL"),
+    "NUL in a data key": (("x", [{"k\x00": 1}]), {}, psyq.InvalidDataError, r"NUL"),
+    "attempts 2**31": (("x", {}), {"attempts": 2**31}, psyq.InvalidOptionsError, "2147483647"),
     "jobId": (("x", {}), {"jobId": LONE}, psyq.InvalidOptionsError, r"job 'x': option 'jobId'"),
     "dedup id": (
         ("x", {}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -100,7 +101,12 @@ async def test_failure_policies(
     assert done is not None
     child_key = f"{key_prefix(queue)}:{children_queue}:{node.children[0].job.id}"
     if policy == "failParentOnFailure":
-        assert child_key in (done.failed_reason or "")
+        # The reason names the child as its store keys it, in the text Node BullMQ writes on
+        # the same store: `<prefix>:<queue>:<id>` on Redis, `<queue>:<id>` in BullMQ 6's
+        # Postgres layout (which has no key prefix).
+        reason = done.failed_reason or ""
+        assert reason.startswith("child ") and reason.endswith(" failed")
+        assert reason.split(" ")[1] in (child_key, child_key.split(":", 1)[1])
         return
     result = done.returnvalue
     if policy == "continueParentOnFailure":
@@ -155,6 +161,7 @@ async def test_dynamic_children_with_move_to_waiting_children(
     children_name = fresh_name("children")
     children = psyq.Queue(children_name, connection=queue._connection)
     steps: list[str] = []
+    waiting = asyncio.Event()
 
     async def parent(job: psyq.Job, token: str) -> str:
         if not steps:
@@ -162,6 +169,7 @@ async def test_dynamic_children_with_move_to_waiting_children(
             parent_ref = {"id": job.id, "queue": f"{key_prefix(queue)}:{queue.name}"}
             await children.add("kid", {"n": 2}, parent=parent_ref)
             assert await job.move_to_waiting_children(token)
+            waiting.set()  # the child runs only now, so the parent surely waits for it
             raise psyq.WaitingChildrenError()
         steps.append("resume")
         return str(await job.get_children_values())
@@ -169,9 +177,12 @@ async def test_dynamic_children_with_move_to_waiting_children(
     try:
         job = await queue.add("parent")
         make_worker(parent)
+        await asyncio.wait_for(waiting.wait(), 5)
         make_worker(lambda job: job.data["n"] * 2, name=children_name)
         await wait_state(queue, job.id, "completed")
         assert steps == ["spawn", "resume"]
+        done = await queue.get_job(job.id)
+        assert done is not None and "4" in str(done.returnvalue)
     finally:
         await children.close()
 
@@ -182,6 +193,23 @@ async def test_a_child_of_a_missing_parent_is_refused(queue: psyq.Queue) -> None
             "orphan", parent={"id": "nope", "queue": f"{key_prefix(queue)}:{queue.name}"}
         )
     assert await queue.count() == 0
+
+
+async def test_a_flow_whose_root_names_a_missing_parent_is_refused(
+    queue: psyq.Queue, flow_producer: psyq.FlowProducer
+) -> None:
+    missing = {"id": "nope", "queue": f"{key_prefix(queue)}:{queue.name}"}
+    spec = {
+        "name": "root",
+        "queue_name": queue.name,
+        "opts": {"parent": missing},
+        "children": [{"name": "kid", "queue_name": queue.name}],
+    }
+    with pytest.raises(psyq.JobNotFoundError):
+        await flow_producer.add(spec)
+    assert await queue.count() == 0 and await queue.get_job_counts("waiting-children") == {
+        "waiting-children": 0
+    }
 
 
 @pytest.mark.parametrize(

@@ -91,7 +91,26 @@ async def test_an_add_round_trips_or_is_refused_with_nothing_written(
             event(f"stored with {len(opts)} option(s)")
             stored = await queue.get_job(job.id)
             assert stored is not None
-            assert (stored.name, stored.data, stored.opts) == (name, value, opts)
+            assert (stored.name, stored.opts) == (name, opts)
+            assert same_json(stored.data, value, exact=not any_backend_url.startswith("postgres"))
         after = await queue.add("after", {"ok": True})  # the backend keeps working
         assert (await queue.get_job(after.id)).data == {"ok": True}  # type: ignore[union-attr]
         await queue.obliterate(force=True)
+
+
+def same_json(got: Any, sent: Any, exact: bool) -> bool:
+    """`got` is `sent`. Not `exact` (Postgres): a number is the same number whatever its type,
+    as jsonb writes `1e16` as `10000000000000000`, which reads back as an int (Node, whose
+    numbers are all doubles, sees no difference)."""
+    if exact:
+        return bool(got == sent)
+    number = (int, float)
+    if isinstance(got, number) and isinstance(sent, number) and bool not in (type(got), type(sent)):
+        return float(got) == float(sent)
+    if isinstance(got, dict) and isinstance(sent, dict):
+        return got.keys() == sent.keys() and all(same_json(got[k], sent[k], exact) for k in got)
+    if isinstance(got, list) and isinstance(sent, list):
+        return len(got) == len(sent) and all(
+            same_json(a, b, exact) for a, b in zip(got, sent, strict=True)
+        )
+    return bool(got == sent) and type(got) is type(sent)

@@ -49,6 +49,16 @@ async def test_upsert_replaces_without_duplicates(queue: psyq.Queue) -> None:
     assert listed[0]["key"] == "s" and listed[0]["pattern"] == "0 9 * * *"
 
 
+async def test_a_scheduler_reads_back_its_template_data_as_a_value(queue: psyq.Queue) -> None:
+    template = {"name": "t", "data": {"k": [1, "v"]}, "opts": {"attempts": 2}}
+    await queue.upsert_job_scheduler("s", {"every": 60_000}, template)
+    one = await queue.get_job_scheduler("s")
+    assert one is not None and one["template"]["data"] == {"k": [1, "v"]}
+    assert one["template"]["opts"]["attempts"] == 2
+    [listed] = await queue.get_job_schedulers()
+    assert listed["template"]["data"] == {"k": [1, "v"]}
+
+
 async def test_pattern_runs_at_the_next_match_in_its_time_zone(queue: psyq.Queue) -> None:
     job = await queue.upsert_job_scheduler(
         "daily", {"pattern": "30 2 * * *", "tz": "Europe/Berlin"}, {"name": "d"}

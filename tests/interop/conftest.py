@@ -1,32 +1,34 @@
 """Interop with Node BullMQ: the npm registry's bullmq (5 and 6) installed into a temp dir
-once per test run, one long-lived Node process per major driving it (node/driver.js), and a
-Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH); for BullMQ 6's Postgres
-backend, bullmq@6 with the `pg` driver, bullmq for Python in a virtualenv of its own, and a
-Postgres server found as tests/postgres finds it."""
+once per test run (6 with the `pg` driver too, for its Postgres backend), one long-lived
+Node process per major driving it (node/driver.js; BullMQ 6's serves Redis and Postgres
+alike), a Redis server (PSYQ_TEST_REDIS_URL, else redis-server from PATH) and a Postgres
+server found as tests/postgres finds it; bullmq for Python in a virtualenv of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from tests.conformance.conftest import redis_url, services_required
 from tests.interop.sides import NodeDriver, NodeSide, PsyqSide
-from tests.postgres.conftest import fresh_schema, pg_server  # noqa: F401 - the fixtures
+from tests.postgres.conftest import fresh_schema, pg_server, url_for  # noqa: F401 - fixtures
 from tests.redis_service import redis_server  # noqa: F401 - the session fixture
 
 NODE_SCRIPTS = Path(__file__).parent / "node"
 PYTHON_SCRIPTS = Path(__file__).parent / "python"
 BULLMQ_PY = "bullmq[postgres]==3.4.4"  # bullmq for Python whose Postgres backend is tested
-BULLMQ_MAJORS = ("5", "6")
 
 
 def _missing(reason: str) -> None:
@@ -36,14 +38,14 @@ def _missing(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """`install(major, driver="ioredis@5")` -> a node_modules folder holding bullmq@major
-    and the driver (installed once)."""
-    installed: dict[tuple[str, str], Path] = {}
+def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """`install(major)` -> a node_modules folder holding bullmq@major and its drivers (ioredis,
+    and pg from BullMQ 6 on: its Postgres backend), installed once."""
+    installed: dict[str, Path] = {}
     cache = tmp_path_factory.mktemp("npm-cache")
 
-    def install(major: str, driver: str = "ioredis@5") -> Path:
-        if (major, driver) not in installed:
+    def install(major: str) -> Path:
+        if major not in installed:
             npm = shutil.which("npm")
             if npm is None or shutil.which("node") is None:
                 _missing(
@@ -51,21 +53,22 @@ def bullmq_installs(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., P
                 )
             folder = tmp_path_factory.mktemp(f"bullmq{major}")
             args = [str(npm), "install", "--prefix", str(folder), "--cache", str(cache)]
-            args += ["--no-audit", "--no-fund", "--loglevel=error", f"bullmq@{major}", driver]
+            args += ["--no-audit", "--no-fund", "--loglevel=error", f"bullmq@{major}"]
+            args += ["ioredis@5", *(["pg@8"] if int(major) >= 6 else [])]
             done = subprocess.run(args, capture_output=True, text=True, timeout=240)
             if done.returncode != 0:
                 _missing(f"npm install bullmq@{major} failed: {done.stderr.strip()[-500:]}")
-            installed[(major, driver)] = folder / "node_modules"
-        return installed[(major, driver)]
+            installed[major] = folder / "node_modules"
+        return installed[major]
 
     return install
 
 
 @pytest.fixture
-def node_pg(bullmq_installs: Callable[..., Path]) -> Any:
+def node_pg(bullmq_installs: Callable[[str], Path]) -> Any:
     """`node_pg(script, *args)` -> the JSON a script under node/pg/ printed, run with
     bullmq@6 and the `pg` driver (BullMQ 6's Postgres backend)."""
-    run = _runner(bullmq_installs("6", "pg@8"), "6")
+    run = _runner(bullmq_installs("6"), "6")
     return lambda script, *args: run(f"pg/{script}", *args)
 
 
@@ -120,32 +123,76 @@ def bullmq_py(bullmq_py_python: Path) -> Any:
     return run
 
 
-@pytest.fixture
-def interop_redis_url(request: pytest.FixtureRequest) -> str:
-    return redis_url(request)
+# The matrix's columns: (store, BullMQ major). BullMQ 5 has no Postgres backend.
+COLUMNS = (("redis", "5"), ("redis", "6"), ("postgres", "6"))
 
 
-@pytest.fixture(scope="session", params=BULLMQ_MAJORS, ids=lambda major: f"bullmq{major}")
-def node_driver(
-    request: pytest.FixtureRequest, bullmq_installs: Callable[..., Path]
-) -> Iterator[NodeDriver]:
-    """One long-lived Node BullMQ process per major per run, serving every case (driver.js)."""
-    modules = bullmq_installs(request.param)
-    driver = NodeDriver(modules, redis_url(request))
-    driver.major = request.param  # type: ignore[attr-defined]
+@pytest.fixture(scope="session")
+def node_drivers(
+    bullmq_installs: Callable[[str], Path],
+) -> Iterator[Callable[[str], NodeDriver]]:
+    """`driver(major)` -> the one long-lived Node BullMQ process of that major (driver.js),
+    started on first use and serving every case and store of the run."""
+    started: dict[str, NodeDriver] = {}
+
+    def driver(major: str) -> NodeDriver:
+        if major not in started:
+            started[major] = NodeDriver(bullmq_installs(major))
+        return started[major]
+
     yield driver
-    driver.close()
+    for one in started.values():
+        one.close()
 
 
-@pytest.fixture
-async def sides(node_driver: NodeDriver, interop_redis_url: str) -> AsyncIterator[Sides]:
-    """(Node, psyq) on the same Redis; both closed (their workers and listeners too) after."""
-    node, ours = NodeSide(node_driver), PsyqSide(interop_redis_url)
+@pytest.fixture(scope="session")
+def interop_pg_schema(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The Postgres matrix's schema, one for the run (each case has its own queues), dropped
+    after it; Node BullMQ 6 migrates it first (`use`), as a Node application would."""
+    server = request.getfixturevalue("pg_server")
+    schema = f"psyq_mx_{uuid.uuid4().hex[:12]}"
+    yield schema
+
+    async def drop() -> None:
+        conn = await asyncpg.connect(server)
+        try:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await conn.close()
+
+    asyncio.run(drop())
+
+
+@pytest.fixture(params=COLUMNS, ids=[f"{store}-bullmq{major}" for store, major in COLUMNS])
+async def sides(
+    request: pytest.FixtureRequest, node_drivers: Callable[[str], NodeDriver]
+) -> AsyncIterator[Sides]:
+    """(Node, psyq) on the same store; both closed (their workers and listeners too) after."""
+    store, major = request.param
+    driver = node_drivers(major)
+    url = await _use(request, driver, store)
+    node, ours = NodeSide(driver, store), PsyqSide(url)
     try:
-        yield Sides(node, ours, str(node_driver.major))  # type: ignore[attr-defined]
+        yield Sides(node, ours, major, store)
     finally:
         await ours.close()
         await node.close()
+
+
+async def _use(request: pytest.FixtureRequest, driver: NodeDriver, store: str) -> str:
+    """Name the store to the driver (once per driver) and return psyq's URL for it."""
+    if store == "redis":
+        url = redis_url(request)
+        where = {"url": url}
+    else:
+        server = request.getfixturevalue("pg_server")
+        schema = request.getfixturevalue("interop_pg_schema")
+        url = url_for(server, schema)
+        where = {"connectionString": server, "schema": schema}
+    if store not in driver.stores:
+        await driver.call("use", timeout=60, store=store, **where)
+        driver.stores.add(store)
+    return url
 
 
 @dataclass
@@ -153,3 +200,4 @@ class Sides:
     node: NodeSide
     psyq: PsyqSide
     major: str
+    store: str

@@ -16,23 +16,43 @@ STORE_NAMES = {"redis": "Redis", "postgres": "Postgres"}
 INTRO = """\
 # Node BullMQ and psyq on the same queues
 
-psyq's Redis backend stores queues in BullMQ's layout, so Node BullMQ and psyq share them:
-either side adds jobs, runs workers, reads results and manages the queue. The table below
-is generated from the interop matrix (`tests/interop/test_matrix.py`, run against the npm
-registry's newest BullMQ 6.x and last 5.x): for each feature, **Node → psyq** means Node
-BullMQ produces (adds the jobs, the flow or the scheduler) and a psyq worker processes,
-**psyq → Node** the reverse; in both, each side reads back what the other wrote (states,
-return values, failed reasons, progress, logs, counts, events) and they must agree.
-✓ means every check passed with both BullMQ majors; otherwise the cell names the
-difference (and the major it concerns). Stack traces cross as they are: each side reads
-the other's, in the other language's format.
-
-Postgres is not in the table yet: psyq's Postgres backend does not speak BullMQ 6's
-Postgres layout, so Node BullMQ cannot share its queues.
+psyq stores queues in BullMQ's own layouts: on Redis in BullMQ's keys, on Postgres
+(`postgresql://`) in BullMQ 6's Postgres layout. So Node BullMQ and psyq share them on
+either store: either side adds jobs, runs workers, reads results and manages the queue. The
+tables below are generated from the interop matrix (`tests/interop/test_matrix.py`, run
+against the npm registry's newest BullMQ 6.x and last 5.x): for each feature, **Node →
+psyq** means Node BullMQ produces (adds the jobs, the flow or the scheduler) and a psyq
+worker processes, **psyq → Node** the reverse; in both, each side reads back what the
+other wrote (states, return values, failed reasons, progress, logs, counts, events) and
+they must agree. ✓ means every check passed with every BullMQ major the store was run
+with; otherwise the cell names the difference (and the major it concerns). Stack traces
+cross as they are: each side reads the other's, in the other language's format.
 
 Regenerate after a change: `PSYQ_INTEROP_RECORD=1 pytest tests/interop/test_matrix.py`
 then `python -m tests.interop.render`.
 """
+
+# What the reader of a store's table needs to know: how it was run, and why a cell differs.
+NOTES = {
+    "redis": "Run with BullMQ 5 and 6 (Node's default Redis backend, ioredis).\n",
+    "postgres": """\
+Run with BullMQ 6 only (BullMQ 5 has no Postgres backend): Node with
+`createPostgresBackend` (`pg`) and psyq on the same schema, which Node's migrations
+created. Where a cell differs from Redis's, the reason:
+
+- **Job keys** (the flow rows): BullMQ's Postgres backend names a job `<queue>:<id>`, with
+  no prefix, in `parentKey`, in the keys of `getChildrenValues` and
+  `getFailedChildrenValues`; psyq names it `bull:<queue>:<id>` there, as on Redis and its
+  other stores (a failed parent's `failedReason`, though, names its child as the layout
+  keys it). The values and states agree; only the key strings differ, and only where psyq
+  reads them. This is psyq's choice, not the layout's: a program that compares these keys
+  across the two languages must strip `bull:` from psyq's.
+- **getWorkers**: Node lists a queue's workers by the `application_name` of each worker's
+  LISTEN connection (`<queue>` or `<queue>:w:<name>`, from `pg_stat_activity`, whatever
+  the schema). psyq lists those after its own, but its workers share one LISTEN
+  connection per backend, named after no queue, so Node's `getWorkers` does not see them.
+""",
+}
 
 
 def load() -> dict[str, Any]:
@@ -52,9 +72,13 @@ def cell(outcomes: dict[str, str]) -> str:
 
 def render(results: dict[str, Any]) -> str:
     lines = [INTRO]
-    for store, features in results["stores"].items():
+    known = [store for store in STORE_NAMES if store in results["stores"]]
+    for store in known + sorted(set(results["stores"]) - set(known)):
+        features = results["stores"][store]
         title = STORE_NAMES.get(store, store)
         lines.append(f"## {title}\n")
+        if store in NOTES:
+            lines.append(NOTES[store])
         lines.append(f"| feature | {' | '.join(DIRECTIONS)} |")
         lines.append("|---|" + "---|" * len(DIRECTIONS))
         for feature in results["features"]:

@@ -1,7 +1,8 @@
 """The two sides of the interop matrix behind one interface: `NodeSide` drives Node BullMQ
-through one long-lived `node/driver.js` process (JSON lines on its stdin/stdout), `PsyqSide`
-drives psyq in this process. Both have the same methods, so a case (matrix.py) is written
-once and runs both ways.
+through one long-lived `node/driver.js` process (JSON lines on its stdin/stdout; each
+NodeSide names its store, Redis or Postgres, in every request), `PsyqSide` drives psyq in
+this process (its URL names the store). Both have the same methods, so a case (matrix.py)
+is written once and runs both ways.
 
 Jobs are described the same on both sides (`job()` returns BullMQ's camelCase fields), and
 both sides' workers run the same processor: `job.data["steps"]`, in order (see driver.js's
@@ -32,13 +33,14 @@ PREFIX = "bull"
 
 
 class NodeDriver:
-    """One `node driver.js` process; `call(op, **args)` from any thread or event loop."""
+    """One `node driver.js` process; `call(op, **args)` from any thread or event loop. It
+    serves every store named once with `use` (driver.js)."""
 
-    def __init__(self, modules: Path, url: str) -> None:
+    def __init__(self, modules: Path) -> None:
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
         env = {**os.environ, "NODE_PATH": str(modules)}
         self._proc = subprocess.Popen(
-            ["node", str(DRIVER), url],
+            ["node", str(DRIVER)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -49,6 +51,7 @@ class NodeDriver:
         self._lock = threading.Lock()
         self._pending: dict[int, concurrent.futures.Future[Any]] = {}
         self._ids = 0
+        self.stores: set[str] = set()  # the stores named to it with `use`
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -109,13 +112,17 @@ class NodeError(Exception):
 class NodeSide:
     name = "node"
 
-    def __init__(self, driver: NodeDriver) -> None:
+    def __init__(self, driver: NodeDriver, store: str) -> None:
         self.driver = driver
+        self.store = store
         self._workers: list[int] = []
         self._events: list[int] = []
+        self._queues: set[str] = set()
 
     async def _call(self, op: str, **args: Any) -> Any:
-        return await self.driver.call(op, **args)
+        if "queue" in args:
+            self._queues.add(args["queue"])
+        return await self.driver.call(op, store=self.store, **args)
 
     async def add(
         self, queue: str, name: str, data: Any, opts: Mapping[str, Any] | None = None
@@ -232,6 +239,7 @@ class NodeSide:
             await self.stop_worker(handle)
         for handle in list(self._events):
             await self.stop_events(handle)
+        await self._call("forget", queues=sorted(self._queues))
 
 
 async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:

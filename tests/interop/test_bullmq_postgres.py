@@ -1,5 +1,5 @@
 """Node BullMQ 6, bullmq for Python 3.4 and psyq on the same Postgres queues (BullMQ 6's
-own layout, psyq's `?layout=bullmq`): jobs added by one are processed by the other, with
+own layout, psyq's postgresql://): jobs added by one are processed by the other, with
 the same results, progress, attempts and states seen from both sides, and Node's
 QueueEvents sees what psyq workers finish. Each test uses a fresh schema; the first client
 to open it migrates it (psyq with the bullmq package's migrations, Node with its own on
@@ -34,7 +34,7 @@ async def test_node_adds_psyq_processes(
     node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
 ) -> None:
     schema, name = fresh_schema(), fresh_name("interop")
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     ids = node_pg("add.js", name, pg_server, schema, json.dumps(NODE_JOBS))
     assert ids == ["1", "2", "3", "my-id", "4"]  # the layout's counter skips custom ids
     events = asyncio.create_task(
@@ -79,7 +79,7 @@ async def test_psyq_adds_node_processes(
     node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
 ) -> None:
     schema, name = fresh_schema(), fresh_name("interop")
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     async with psyq.Queue(name, connection=url) as queue:
         plain = await queue.add("plain", {"n": 21})
         prioritized = await queue.add("prioritized", {"n": 1}, priority=2)
@@ -119,7 +119,7 @@ async def test_bullmq_for_python_adds_psyq_processes(
 ) -> None:
     """bullmq for Python 3.4 creates the schema (its ledger has no minimum-client column)."""
     schema, name = fresh_schema(), fresh_name("interop")
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     ids = bullmq_py("add", name, pg_server, schema, json.dumps(PY_JOBS))
     assert ids == ["1", "2", "3", "4"]
     await run_psyq_worker(name, url, len(PY_JOBS))
@@ -139,7 +139,7 @@ async def test_psyq_adds_bullmq_for_python_processes(
     bullmq_py: Any, pg_server: str, fresh_schema: Callable[[], str]
 ) -> None:
     schema, name = fresh_schema(), fresh_name("interop")
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     async with psyq.Queue(name, connection=url) as queue:
         plain = await queue.add("plain", {"n": 21})
         prioritized = await queue.add("prioritized", {"n": 1}, priority=2)
@@ -165,7 +165,7 @@ async def test_a_node_flow_runs_on_psyq_workers(
 ) -> None:
     schema = fresh_schema()
     parents, children = fresh_name("interop-parents"), fresh_name("interop-children")
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     added = node_pg("flow.js", parents, children, pg_server, schema)
     done = asyncio.Event()
 
@@ -192,7 +192,7 @@ async def test_a_psyq_flow_runs_on_node_workers(
 ) -> None:
     schema = fresh_schema()
     parents, children = fresh_name("interop-parents"), fresh_name("interop-children")
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     async with psyq.FlowProducer(connection=url) as producer:
         tree = await producer.add(
             {

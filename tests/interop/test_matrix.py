@@ -1,5 +1,6 @@
 """The interop matrix: every case of matrix.py run both ways (Node BullMQ produces and psyq
-processes, and the reverse) with BullMQ 5 and 6, on Redis. Each outcome must equal the one
+processes, and the reverse) with BullMQ 5 and 6 on Redis, and with BullMQ 6 on Postgres
+(BullMQ's Postgres layout; one schema for the run). Each outcome must equal the one
 committed in matrix.json, from which docs/interop.md is rendered. With PSYQ_INTEROP_RECORD=1
 the outcomes are written to matrix.json instead (then `python -m tests.interop.render`)."""
 
@@ -19,7 +20,6 @@ from tests.interop.sides import NodeSide, PsyqSide
 
 pytestmark = pytest.mark.timeout(60)
 
-STORE = "redis"
 DIRECTIONS = {"Node → psyq": ("node", "psyq"), "psyq → Node": ("psyq", "node")}
 RECORD = os.environ.get("PSYQ_INTEROP_RECORD") == "1"
 
@@ -42,10 +42,10 @@ def observed() -> Iterator[dict[tuple[str, str, str, str], str]]:
         render.RESULTS.write_text(text, encoding="utf-8")
 
 
-def expected(feature: str, direction: str, major: str) -> str | None:
+def expected(store: str, feature: str, direction: str, major: str) -> str | None:
     if not render.RESULTS.exists():
         return None
-    row = render.load()["stores"].get(STORE, {}).get(feature, {})
+    row = render.load()["stores"].get(store, {}).get(feature, {})
     outcome: str | None = row.get(direction, {}).get(major)
     return outcome
 
@@ -57,14 +57,15 @@ async def test_feature(
 ) -> None:
     by_name: dict[str, Any] = {"node": sides.node, "psyq": sides.psyq}
     producer, consumer = (by_name[name] for name in DIRECTIONS[direction])
-    matrix = Matrix(producer, consumer)
+    matrix = Matrix(producer, consumer, sides.store)
     await CASES[feature](matrix)
     outcome = matrix.outcome()
-    observed[(STORE, feature, direction, sides.major)] = outcome
+    observed[(sides.store, feature, direction, sides.major)] = outcome
     if not RECORD:
-        assert outcome == expected(feature, direction, sides.major), (
-            f"{feature} ({direction}, BullMQ {sides.major}): observed {outcome!r}; if that is "
-            "now right, record it: PSYQ_INTEROP_RECORD=1 pytest tests/interop/test_matrix.py, "
+        assert outcome == expected(sides.store, feature, direction, sides.major), (
+            f"{feature} ({direction}, {sides.store}, BullMQ {sides.major}): observed "
+            f"{outcome!r}; if that is now right, record it: PSYQ_INTEROP_RECORD=1 pytest "
+            "tests/interop/test_matrix.py, "
             "then python -m tests.interop.render"
         )
 

@@ -4,6 +4,7 @@ key and a paused queue; and helpers that read a backend back for comparison."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import asdict
 from typing import Any
 
@@ -73,6 +74,11 @@ async def read_queue(url: str, queue: str) -> dict[str, Any]:
                 fields = asdict(record)
                 fields["state"] = compared_state(record.state)
                 fields["stacktrace"] = list(record.stacktrace)
+                # JSON text compared as values: Postgres keeps data and return values as
+                # jsonb, which has its own spacing and key order
+                for text in ("data", "returnvalue"):
+                    if isinstance(fields[text], str):
+                        fields[text] = json.loads(fields[text])
                 for volatile in ("lock_token", "queue"):
                     fields.pop(volatile)
                 jobs[record.id] = fields

@@ -140,15 +140,12 @@ def with_schema(url: str, schema: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}schema={schema}"
 
 
-def session_schema(url: str, layout: str = "psyq") -> str:
-    """`url` with this session's schema of `layout` (psyq's own, or `bullmq`: BullMQ 6's);
-    the schema is dropped when the session ends."""
-    schema = SESSION_SCHEMA if layout == "psyq" else f"{SESSION_SCHEMA}_{layout}"
-    if f"schema:{layout}" not in _started:
-        _started[f"schema:{layout}"] = schema
-        atexit.register(_drop_schema, url, schema)
-    layout_param = "" if layout == "psyq" else f"&layout={layout}"
-    return with_schema(url, schema) + layout_param
+def session_schema(url: str) -> str:
+    """`url` with this session's schema (BullMQ 6's layout); dropped when the session ends."""
+    if "schema" not in _started:
+        _started["schema"] = SESSION_SCHEMA
+        atexit.register(_drop_schema, url, SESSION_SCHEMA)
+    return with_schema(url, SESSION_SCHEMA)
 
 
 def _drop_schema(url: str, schema: str) -> None:

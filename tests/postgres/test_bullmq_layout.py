@@ -1,5 +1,6 @@
-"""`?layout=bullmq`: the schema is BullMQ's (its migrations and ledger), psyq refuses a
-ledger newer than BullMQ 6, and the default layout is still psyq's own."""
+"""postgresql:// stores queues in BullMQ 6's layout: the schema is BullMQ's (its migrations
+and ledger, schema `bullmq` unless `?schema=` says otherwise), and psyq refuses a ledger
+newer than BullMQ 6."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 
 import psyq
 from psyq.backends.postgres import open_postgres_backend
-from psyq.backends.postgres.backend import PostgresBackend
 from psyq.backends.postgres.bullmq import schema as layout_schema
 from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend
 from psyq.backends.postgres.bullmq.schema import SchemaError
@@ -19,17 +19,13 @@ from psyq.backends.postgres.config import parse_postgres_url
 from tests.postgres.conftest import url_for
 
 
-def test_layout_is_opt_in_and_brings_bullmqs_default_schema() -> None:
-    assert parse_postgres_url("postgresql://db/x").layout == "psyq"
-    assert parse_postgres_url("postgresql://db/x").schema == "psyq"
+def test_the_layout_is_bullmqs_with_its_default_schema() -> None:
+    assert parse_postgres_url("postgresql://db/x").schema == "bullmq"
+    assert parse_postgres_url("postgresql://db/x?schema=team").schema == "team"
     assert parse_postgres_url("postgresql://db/x?layout=bullmq").schema == "bullmq"
-    assert parse_postgres_url("postgresql://db/x?layout=bullmq&schema=team").schema == "team"
-    with pytest.raises(psyq.errors.InvalidURLError, match="layout"):
-        parse_postgres_url("postgresql://db/x?layout=celery")
-    assert isinstance(open_postgres_backend("postgresql://db/x"), PostgresBackend)
-    assert isinstance(
-        open_postgres_backend("postgresql://db/x?layout=bullmq"), BullmqPostgresBackend
-    )
+    with pytest.raises(psyq.errors.InvalidURLError, match="layout 'psyq' is not known"):
+        parse_postgres_url("postgresql://db/x?layout=psyq")
+    assert isinstance(open_postgres_backend("postgresql://db/x"), BullmqPostgresBackend)
 
 
 async def _ledger(admin: asyncpg.Connection, schema: str) -> list[tuple[int, str, int]]:
@@ -45,7 +41,7 @@ async def test_psyq_creates_the_schema_from_bullmqs_migrations(
     pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
 ) -> None:
     schema = fresh_schema()
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     bundled = layout_schema.bundled_migrations()
     assert bundled is not None and [v for v, _, _ in bundled][:4] == [1, 2, 3, 4]
     # concurrent openers: one migrates, the others find it done
@@ -70,7 +66,7 @@ async def test_a_ledger_for_a_newer_bullmq_is_refused(
     pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
 ) -> None:
     schema = fresh_schema()
-    url = url_for(pg_server, schema, layout="bullmq")
+    url = url_for(pg_server, schema)
     backend = BullmqPostgresBackend(url)
     await backend.open()
     await backend.close()
@@ -86,8 +82,8 @@ async def test_without_the_bullmq_package_a_missing_schema_is_explained(
     pg_server: str, fresh_schema: Callable[[], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(layout_schema, "bundled_migrations", lambda: None)
-    url = url_for(pg_server, fresh_schema(), layout="bullmq")
-    with pytest.raises(SchemaError, match=r"has no BullMQ layout.*bullmq-postgres.*migrate: true"):
+    url = url_for(pg_server, fresh_schema())
+    with pytest.raises(SchemaError, match=r"has no BullMQ layout.*psyq\[postgres\].*migrate: true"):
         await BullmqPostgresBackend(url).open()
 
 
@@ -102,7 +98,7 @@ async def test_migrations_newer_than_psyq_knows_are_not_applied(
     future = (layout_schema.KNOWN_VERSION + 1, "9999_future", "SELECT no_such_function()")
     monkeypatch.setattr(layout_schema, "bundled_migrations", lambda: [*bundled, future])
     schema = fresh_schema()
-    backend = BullmqPostgresBackend(url_for(pg_server, schema, layout="bullmq"))
+    backend = BullmqPostgresBackend(url_for(pg_server, schema))
     await backend.open()
     await backend.close()
     applied = await _ledger(admin, schema)

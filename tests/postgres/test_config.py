@@ -11,9 +11,8 @@ from psyq.backends.postgres import parse_postgres_url
 def test_defaults_and_dsn() -> None:
     settings = parse_postgres_url("postgresql://u:p@db:5433/jobs")
     assert settings.dsn == "postgresql://u:p@db:5433/jobs"
-    assert (settings.schema, settings.prefix) == ("psyq", "bull")
+    assert (settings.schema, settings.prefix) == ("bullmq", "bull")
     assert (settings.pool_min, settings.pool_max) == (1, 10)
-    assert settings.channel == "psyq_psyq"
     assert settings.worker_ttl == 30
 
 

@@ -128,12 +128,9 @@ def _restart(cluster: PrivateCluster, how: str) -> None:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("how", ["restart", "outage"])
-@pytest.mark.parametrize("layout", ["psyq", "bullmq"])
-async def test_server_restart_loses_and_repeats_no_job(
-    cluster: PrivateCluster, how: str, layout: str
-) -> None:
+async def test_server_restart_loses_and_repeats_no_job(cluster: PrivateCluster, how: str) -> None:
     app = f"psyq_restart_{uuid.uuid4().hex[:8]}"
-    url = f"{cluster.url}?schema={app}&application_name={app}&command_timeout=5&layout={layout}"
+    url = f"{cluster.url}?schema={app}&application_name={app}&command_timeout=5"
     name = fresh_name("restart")
     runs: Counter[str] = Counter()
     worker_errors: list[BaseException] = []

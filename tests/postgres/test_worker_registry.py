@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import asyncpg
 import pytest
 
 import psyq
@@ -68,3 +69,30 @@ async def test_a_dead_worker_expires_and_a_live_one_stays(
         finally:
             await live.close()
         assert await _names(queue) == set()
+
+
+async def test_node_bullmqs_workers_are_listed_after_psyqs(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """Node BullMQ 6 names each worker's LISTEN connection `<queue>` or `<queue>:w:<name>`
+    (application_name) and lists workers by it; psyq lists them so too (as on Redis), and
+    not another queue's whose name only starts alike."""
+    url = url_for(pg_server, fresh_schema())
+    name = fresh_name("registry")
+    names = [name, f"{name}:w:billing", f"{name}-other", f"{name}:x"]
+    nodeish = [
+        await asyncpg.connect(pg_server, server_settings={"application_name": one}) for one in names
+    ]
+    try:
+        async with psyq.Queue(name, connection=url) as queue:
+            worker = psyq.Worker(name, lambda job: None, connection=url, worker_name="ours")
+            try:
+                await _wait_until(lambda n: "ours" in n, queue, "psyq's worker is listed")
+                listed = await queue.get_workers()
+            finally:
+                await worker.close()
+            assert [entry["name"] for entry in listed] == ["ours", *names[:2]]
+            assert all(entry["started"] > 0 and entry["addr"] for entry in listed[1:])
+    finally:
+        for conn in nodeish:
+            await conn.close()

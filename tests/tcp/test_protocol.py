@@ -132,6 +132,40 @@ def test_frame_buffer_splits_and_refuses_oversize() -> None:
         frames.feed(HEADER.pack(0xFFFFFFFF))
 
 
+def _receive(frames: FrameBuffer, data: bytes, chunk: int) -> list[bytes]:
+    """Deliver `data` as a buffered protocol's reads of at most `chunk` bytes would."""
+    bodies: list[bytes] = []
+    while data:
+        room = frames.get_buffer(-1)
+        count = min(len(room), len(data), chunk)
+        room[:count] = data[:count]
+        data = data[count:]
+        bodies += frames.buffer_updated(count)
+    return bodies
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
+def test_frame_buffer_receives_into_its_own_memory(chunk: int) -> None:
+    frames = FrameBuffer(size=32)  # smaller than the large frame: the buffer grows for it
+    messages = [{"id": 1, "ok": "x" * 10}, {"id": 2, "ok": "y" * 500}, {"id": 3, "ok": None}]
+    data = b"".join(frame(m) for m in messages) * 3
+    bodies = _receive(frames, data, chunk)
+    assert [decode(b) for b in bodies] == messages * 3
+    assert all(type(b) is bytes for b in bodies)
+    assert not frames.partial
+    assert len(frames.get_buffer(-1)) == 32  # back to its first size once drained
+    partial = frame(messages[1])
+    assert _receive(frames, partial[:-1], chunk) == []
+    assert frames.partial
+    assert [decode(b) for b in _receive(frames, partial[-1:], chunk)] == [messages[1]]
+
+
+def test_frame_buffer_refuses_oversize_when_receiving_into_it() -> None:
+    frames = FrameBuffer(max_frame=100, size=16)
+    with pytest.raises(ProtocolError, match="frame of 4294967295 bytes exceeds the limit of 100"):
+        _receive(frames, HEADER.pack(0xFFFFFFFF), 16)
+
+
 def test_argument_checks_name_the_argument() -> None:
     sigs = signatures()
     with pytest.raises(ProtocolError, match="get_job: argument 'queue' must be str, got 1"):
@@ -203,7 +237,9 @@ plain = st.recursive(
 requests = st.fixed_dictionaries(
     {
         "id": st.integers(0, 2**32),
-        "op": st.sampled_from([*sorted(COMMANDS), "hello", "cancel", "__init__", "close", ""]),
+        "op": st.sampled_from(
+            [*sorted(COMMANDS), "add_batch", "hello", "cancel", "__init__", "close", ""]
+        ),
         "args": st.lists(plain, max_size=6) | plain,
     }
 )
@@ -218,6 +254,39 @@ async def _feed_and_settle(conn: ServerConnection, data: bytes) -> None:
         task.cancel()
     for _ in range(3):
         await asyncio.sleep(0)
+
+
+jobs = st.lists(
+    st.lists(plain, max_size=5)
+    | st.tuples(st.text(max_size=5), st.text(max_size=5), st.just({}), st.none()).map(list),
+    max_size=3,
+)
+add_batches = st.fixed_dictionaries(
+    {
+        "id": st.integers(2, 2**32),
+        "op": st.just("add_batch"),
+        "args": st.lists(st.lists(st.lists(st.text(max_size=8) | plain, max_size=3)), max_size=2)
+        | st.tuples(st.lists(st.tuples(st.text(max_size=8), jobs).map(list), max_size=3)).map(list),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(add_batches, min_size=1, max_size=4, unique_by=lambda m: m["id"]))
+def test_fuzz_add_batches_get_answers_or_errors(batch: list[dict[str, Any]]) -> None:
+    async def scenario() -> None:
+        server = Server(MemoryBackend("memory://fuzz"))
+        conn, transport = _connect(server)
+        await _feed_and_settle(conn, HELLO + b"".join(frame(m) for m in batch))
+        answers = {m["id"]: m for m in _answers(transport)}
+        for message in batch:  # every request is answered: ok (one result per group) or err
+            answer = answers[message["id"]]
+            if "ok" in answer:
+                assert len(answer["ok"]) == len(message["args"][0])
+            else:
+                assert isinstance(answer["err"], Exception)
+
+    asyncio.run(scenario())
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

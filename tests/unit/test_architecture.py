@@ -1,5 +1,5 @@
 """The shape of the code, checked: no import circles among psyq's modules, no module past
-600 lines (the Postgres backend excepted until its split, issue 19).
+600 lines.
 
 Imports under `if TYPE_CHECKING:` are left out: they name a type for the checker and run
 nothing, so they cannot make an import order matter.
@@ -14,7 +14,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"psyq": ROOT / "psyq", "psyq_migrate": ROOT / "migrate" / "psyq_migrate"}
 MAX_LINES = 600
-LONGER_ALLOWED = ("psyq/backends/postgres/",)
 
 
 def modules() -> dict[str, Path]:
@@ -108,9 +107,5 @@ def test_no_module_past_600_lines() -> None:
         str(path.relative_to(ROOT)): len(path.read_text().splitlines())
         for path in modules().values()
     }
-    over = {
-        path: lines
-        for path, lines in long.items()
-        if lines > MAX_LINES and not path.startswith(LONGER_ALLOWED)
-    }
+    over = {path: lines for path, lines in long.items() if lines > MAX_LINES}
     assert over == {}

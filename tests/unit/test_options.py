@@ -307,6 +307,26 @@ def test_check_int_bounds() -> None:
 
 
 @pytest.mark.parametrize(
+    "options",
+    [
+        {"attempts": 2**31},
+        {"keepLogs": 2**31},
+        {"removeOnComplete": 2**31},
+        {"removeOnFail": {"count": 2**31}},
+        {"removeOnComplete": {"age": 60, "limit": 2**31}},
+    ],
+)
+def test_counts_fit_32_bits(options: dict[str, object]) -> None:
+    """What BullMQ 6's Postgres layout keeps in `integer` columns is refused past 2**31 - 1
+    on every store, naming the option and the value."""
+    [name] = options
+    with pytest.raises(InvalidOptionsError, match=rf"{name}.*2147483647, got 2147483648"):
+        normalize_job_options(options)
+    edge = {name: 2**31 - 1 if isinstance(options[name], int) else {"count": 2**31 - 1}}
+    assert normalize_job_options(edge)
+
+
+@pytest.mark.parametrize(
     ("value", "policy"),
     [
         (None, KeepJobs()),

@@ -1,11 +1,14 @@
 // The peer side of bench/run.py for redis:// URLs: Node BullMQ on the same Redis server, running
 // the same workloads. Prints one JSON object of figures.
-// Usage: REDIS_URL=redis://127.0.0.1:6379/0 node bench.mjs '{"jobs":20000,...}'
-import { FlowProducer, Queue, Worker } from "bullmq";
+// Usage: REDIS_URL=redis://127.0.0.1:6379/0 [PEER_PACKAGE=bullmq6] node bench.mjs '{"jobs":20000,...}'
+// PEER_PACKAGE names the installed package to run: bullmq (5.x) or bullmq6 (an npm alias of
+// bullmq 6, package.json), so both versions run the same workloads from one script.
 import IORedis from "ioredis";
 import { createRequire } from "node:module";
 import { setTimeout as sleep } from "node:timers/promises";
 
+const PACKAGE = process.env.PEER_PACKAGE ?? "bullmq";
+const { FlowProducer, Queue, Worker } = await import(PACKAGE);
 const cfg = JSON.parse(process.argv[2] ?? "{}");
 const JOBS = cfg.jobs ?? 20000;
 const SINGLE = cfg.single ?? 5000;
@@ -130,9 +133,9 @@ async function memory() {
   return per;
 }
 
-const version = createRequire(import.meta.url)("bullmq/package.json").version;
+const version = createRequire(import.meta.url)(`${PACKAGE}/package.json`).version;
 const result = {
-  peer: "bullmq",
+  peer: PACKAGE,
   version,
   add_single: await addOne(),
   add_bulk: await addBulk(),

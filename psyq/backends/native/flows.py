@@ -51,9 +51,9 @@ def add_tree(
     return record, children
 
 
-def check_parent(store: QueueStore, parent: dict[str, Any]) -> None:
+def check_parent(engine: Any, parent: dict[str, Any]) -> None:
     """A job added with `parent` needs that parent to exist (nothing is written otherwise)."""
-    parent_store = store.engine.existing_store(parent["queue"])
+    parent_store = engine.existing_store(parent["queue"])
     if parent_store is None or parent["id"] not in parent_store.jobs:
         raise JobNotFoundError(parent["queue"], parent["id"])
 

@@ -48,7 +48,7 @@ class QueueStore(Mutations):
             if not self.engine.all_locked:
                 raise CrossQueue
             for new in children:
-                flows.check_parent(self, new.opts["parent"])
+                flows.check_parent(self.engine, new.opts["parent"])
         return [self.add(new, now) for new in jobs]
 
     def add(self, new: NewJob, now: int, hold: bool = False) -> JobRecord:

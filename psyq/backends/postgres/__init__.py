@@ -1,7 +1,8 @@
-"""`postgresql://`: PostgreSQL through asyncpg, fetching with FOR UPDATE SKIP LOCKED.
+"""`postgresql://`: PostgreSQL through asyncpg, queues stored in BullMQ 6's own layout, shared
+with Node BullMQ 6 and bullmq for Python (bullmq/backend.py; docs/architecture.md).
 
-See backend.py for the transitions, sql/ for the statements, migrations/ for the schema.
-asyncpg is imported only when a Postgres backend is used (`pip install 'psyq[postgres]'`).
+asyncpg, and the `bullmq` package whose migration files create the schema, are needed only
+when a Postgres backend is used (`pip install 'psyq[postgres]'`).
 """
 
 from __future__ import annotations
@@ -13,34 +14,28 @@ from psyq.errors import InvalidURLError
 
 if TYPE_CHECKING:
     from psyq.backends.base import BackendAdapter
-    from psyq.backends.postgres.backend import PostgresBackend
+    from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend as PostgresBackend
 
 __all__ = ["PostgresBackend", "open_postgres_backend", "parse_postgres_url"]
 
 
 def open_postgres_backend(url: str) -> BackendAdapter:
-    """Entry point of the `postgres` and `postgresql` schemes: psyq's private layout, or
-    BullMQ 6's layout with `?layout=bullmq`."""
-    layout = parse_postgres_url(url).layout
+    """Entry point of the `postgres` and `postgresql` schemes."""
+    parse_postgres_url(url)  # a bad URL fails here, naming the parameter
     try:
-        from psyq.backends.postgres.backend import PostgresBackend
-
-        if layout == "bullmq":
-            from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend
-
-            return BullmqPostgresBackend(url)
+        from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend
     except ModuleNotFoundError as exc:
         if exc.name != "asyncpg":
             raise
         raise InvalidURLError(
             url, "the postgres backend needs asyncpg: pip install 'psyq[postgres]'"
         ) from None
-    return PostgresBackend(url)
+    return BullmqPostgresBackend(url)
 
 
 def __getattr__(name: str) -> Any:
     if name == "PostgresBackend":
-        from psyq.backends.postgres.backend import PostgresBackend
+        from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend
 
-        return PostgresBackend
+        return BullmqPostgresBackend
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,12 +1,15 @@
 """The `postgresql://` URL: a libpq-style DSN plus psyq's own parameters.
 
-    postgresql://user:password@host:5432/dbname?schema=psyq&prefix=bull&pool_min=1&pool_max=10
+    postgresql://user:password@host:5432/dbname?schema=bullmq&pool_min=1&pool_max=10
 
-    layout            `psyq` (default: psyq's private tables) or `bullmq` (BullMQ 6's own
-                      Postgres layout, shared with Node BullMQ; docs/architecture.md)
-    schema            the Postgres schema holding the queues (created and migrated on open;
-                      default `psyq`, or `bullmq` with layout=bullmq as BullMQ's default)
-    prefix            key prefix of queues (as everywhere in psyq)
+    schema            the Postgres schema holding the queues in BullMQ 6's layout, shared
+                      with Node BullMQ 6 and bullmq for Python (created with BullMQ's own
+                      migrations when missing; default `bullmq`, BullMQ's own default, as
+                      its `schema` connection option; docs/architecture.md)
+    layout            `bullmq`, the only layout (accepted for URLs written while psyq had a
+                      private one; that layout was retired before any release)
+    prefix            the key prefix psyq shows in job keys (`bull:<queue>:<id>`, as on
+                      Redis); the layout itself keys jobs `<queue>:<id>`
     pool_min/pool_max size of the asyncpg pool
     application_name  shown in pg_stat_activity (default psyq)
     command_timeout   seconds a statement may take before the call fails (default 60)
@@ -27,11 +30,9 @@ from psyq.errors import InvalidURLError
 __all__ = ["PostgresSettings", "parse_postgres_url"]
 
 SCHEMES = ("postgres", "postgresql")
-LAYOUTS = ("psyq", "bullmq")
-DEFAULT_SCHEMAS = {"psyq": "psyq", "bullmq": "bullmq"}
 DEFAULTS = {
-    "layout": "psyq",
-    "schema": "",  # absent: the layout's default schema (DEFAULT_SCHEMAS)
+    "layout": "bullmq",
+    "schema": "bullmq",
     "prefix": "bull",
     "pool_min": "1",
     "pool_max": "10",
@@ -52,12 +53,6 @@ class PostgresSettings:
     application_name: str = "psyq"
     command_timeout: int = 60
     worker_ttl: int = 30
-    layout: str = "psyq"
-
-    @property
-    def channel(self) -> str:
-        """The NOTIFY channel of this schema (wakes workers and event readers)."""
-        return f"psyq_{self.schema}"
 
 
 def _whole(url: str, name: str, value: str, minimum: int) -> int:
@@ -78,11 +73,12 @@ def parse_postgres_url(url: str) -> PostgresSettings:
             ours[key] = value
         else:
             passed.append((key, value))
-    layout = ours["layout"]
-    if layout not in LAYOUTS:
-        raise InvalidURLError(url, f"layout must be one of {list(LAYOUTS)}, got {layout!r}")
-    if all(key != "schema" for key, _ in query):
-        ours["schema"] = DEFAULT_SCHEMAS[layout]
+    if ours["layout"] != "bullmq":
+        raise InvalidURLError(
+            url,
+            f"layout {ours['layout']!r} is not known: queues are stored in BullMQ 6's "
+            "layout (layout=bullmq, the default)",
+        )
     if not _SCHEMA.fullmatch(ours["schema"]):
         raise InvalidURLError(
             url, f"schema must be a lower-case identifier [a-z_][a-z0-9_]*: {ours['schema']!r}"
@@ -99,5 +95,5 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     worker_ttl = _whole(url, "worker_ttl", ours["worker_ttl"], 1)
     app = ours["application_name"]
     return PostgresSettings(
-        dsn, ours["schema"], prefix, pool_min, pool_max, app, timeout, worker_ttl, layout
+        dsn, ours["schema"], prefix, pool_min, pool_max, app, timeout, worker_ttl
     )

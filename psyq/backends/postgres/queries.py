@@ -1,4 +1,4 @@
-"""The SQL of the Postgres backend, loaded once from the `.sql` files beside this module.
+"""Named SQL statements: how the Postgres backend's `.sql` files are read (bullmq/sql/).
 
 A file holds one statement, or several under `-- name: <step>` lines; its opening comment
 lists parameters, effects, events and return codes. Statements are looked up as
@@ -9,10 +9,8 @@ strings at run time.
 from __future__ import annotations
 
 import re
-from functools import cache
-from importlib import resources
 
-__all__ = ["Queries", "load_queries", "migrations"]
+__all__ = ["Queries", "parse_sql_file"]
 
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
 
@@ -47,25 +45,3 @@ class Queries:
 
     def names(self) -> list[str]:
         return sorted(self._statements)
-
-
-@cache
-def load_queries() -> Queries:
-    statements: dict[str, str] = {}
-    folder = resources.files(__package__).joinpath("sql")
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            statements.update(parse_sql_file(entry.name[:-4], entry.read_text("utf-8")))
-    return Queries(statements)
-
-
-@cache
-def migrations() -> tuple[tuple[int, str, str], ...]:
-    """(version, file name, SQL) of every migration, in version order."""
-    found = []
-    folder = resources.files(__package__).joinpath("migrations")
-    for entry in folder.iterdir():
-        match = re.fullmatch(r"(\d{4})_[a-z0-9_]+\.sql", entry.name)
-        if match:
-            found.append((int(match.group(1)), entry.name, entry.read_text("utf-8")))
-    return tuple(sorted(found))

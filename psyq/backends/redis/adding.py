@@ -1,8 +1,16 @@
 """Adding jobs: one by one, in bulk (one script call per 1,000 jobs, pipelined in one
-MULTI/EXEC past that), and flows (one addFlow call for the whole tree)."""
+MULTI/EXEC past that), and flows (one addFlow call for the whole tree).
+
+Single adds to a queue are gathered while one is in flight (`_add_one`): a lone add goes to
+Redis at once, as before; adds that arrive while another add to the same queue waits for its
+reply (a web app's many requests) are gathered until the end of the event-loop turn and sent
+as one addJobs call, so Redis runs one script (one clock read, one meta read, one marker)
+for all of them.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,10 +34,90 @@ from psyq.errors import PsyqError
 ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
 
 
+_Gathered = list[tuple[NewJob, "asyncio.Future[JobRecord]"]]
+
+
 class Adding(RedisConnection):
     """Adds: jobs one by one or in bulk, and flows."""
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._adds_out: dict[str, int] = {}  # queue -> single-add calls waiting for Redis
+        self._gathering: dict[str, _Gathered] = {}  # queue -> adds of this turn, not sent yet
+        self._gathered_calls: set[asyncio.Task[None]] = set()
+
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        if len(jobs) == 1 and "parent" not in jobs[0].opts:
+            return [await self._add_one(queue, jobs[0])]
+        if queue in self._gathering:  # adds called before this one go first
+            self._send_gathered(queue)
+            await asyncio.sleep(0)  # the gathered call's task writes its script call
+        return await self._add_now(queue, jobs)
+
+    async def _add_one(self, queue: str, new: NewJob) -> JobRecord:
+        """A lone add goes at once; one arriving while an add to `queue` is out (or while
+        others are gathered) is gathered with the others of this loop turn (see the top)."""
+        out = self._adds_out
+        if queue not in out and queue not in self._gathering:
+            out[queue] = 1
+            try:
+                args = (add_meta(new), new.data, encode_opts(new.opts))
+                result = await self._run("addJobs", queue, *args)
+            finally:
+                self._add_back(queue)
+            if int(result[2]) == 1:  # added (else an existing id or a deduplicated add)
+                return self._new_record(queue, str(result[1]), new, int(result[0]))
+            [record] = await self._added(queue, [new], 0, result)
+            return record
+        loop = asyncio.get_running_loop()
+        gathered = self._gathering.get(queue)
+        if gathered is None:
+            gathered = self._gathering[queue] = []
+            loop.call_soon(self._send_gathered, queue)
+        future: asyncio.Future[JobRecord] = loop.create_future()
+        gathered.append((new, future))
+        return await future
+
+    def _send_gathered(self, queue: str) -> None:
+        """Send the adds gathered for `queue` (at the end of the loop turn, or before a bulk
+        add to the same queue: then the turn's callback finds nothing left)."""
+        gathered = [(new, f) for new, f in self._gathering.pop(queue, ()) if not f.done()]
+        if gathered:  # callers cancelled before the send add nothing
+            # the adds that were out may have had their replies meanwhile
+            self._adds_out[queue] = self._adds_out.get(queue, 0) + 1
+            task = asyncio.ensure_future(self._add_gathered(queue, gathered))
+            self._gathered_calls.add(task)
+            task.add_done_callback(self._gathered_calls.discard)
+
+    async def _add_gathered(self, queue: str, gathered: _Gathered) -> None:
+        try:
+            records = await self._add_now(queue, [new for new, _ in gathered])
+        except BaseException as exc:  # one call for all: each caller sees its failure
+            for _, future in gathered:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for (_, future), record in zip(gathered, records, strict=True):
+                if not future.done():
+                    future.set_result(record)
+        finally:
+            self._add_back(queue)
+
+    def _add_back(self, queue: str) -> None:
+        """One single-add call to `queue` has its reply."""
+        if self._adds_out[queue] == 1:
+            del self._adds_out[queue]
+        else:
+            self._adds_out[queue] -= 1
+
+    async def close(self) -> None:
+        if self._gathered_calls:  # adds already gathered finish first
+            await asyncio.gather(*self._gathered_calls, return_exceptions=True)
+        await super().close()
+
+    async def _add_now(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         chunks = [jobs[i : i + ADD_CHUNK] for i in range(0, len(jobs), ADD_CHUNK)]
         with_parents = [new.opts["parent"] for new in jobs if "parent" in new.opts]
         if self.cluster and with_parents:
@@ -133,6 +221,9 @@ class Adding(RedisConnection):
         if self.cluster:
             check_one_slot({self.queue_key(node.queue) for node, _ in nodes}, "a flow")
         result = await self._run("addFlow", nodes[0][0].queue, *args)
+        if int(result[0]) == ErrorCode.PARENT_MISSING:
+            parent = nodes[int(result[1]) - 1][0].job.opts["parent"]
+            raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
         return await self._flow_records(nodes, result)
 
     async def _flow_records(

@@ -40,6 +40,9 @@ class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
 
     kind = "redis"
     batch_settles = True
+    # a turn's settles go out as up to 4 script calls, pipelined on the one connection: Redis
+    # runs the next while the worker runs the jobs the first brought back (issue 24)
+    settle_groups = 4
 
     # ------------------------------------------------------------------ export / import
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:

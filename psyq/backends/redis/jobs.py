@@ -211,10 +211,10 @@ def _stacktrace(text: str | None) -> Sequence[str]:
     return list(stack) if isinstance(stack, list) else ()
 
 
-def record_from_fields(queue: str, flat: Sequence[str]) -> JobRecord:
-    """A JobRecord from a script's flat field/value list with `__id` (and `__state`)."""
+def record_from_fields(queue: str, flat: Sequence[str], state: str | None = None) -> JobRecord:
+    """A JobRecord from a script's flat field/value list with `__id` (and `__state`, unless
+    the caller knows the state)."""
     pairs = iter(flat)
     fields = dict(zip(pairs, pairs, strict=True))  # field, value, field, value, ...
-    record = record_from_hash(queue, fields.pop("__id", ""), fields)
-    record.state = fields.get("__state")
-    return record
+    values = [fields.get(name) for name in RECORD_FIELDS]
+    return record_from_values(queue, fields.get("__id", ""), values, state or fields.get("__state"))

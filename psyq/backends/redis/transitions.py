@@ -54,9 +54,8 @@ class Transitions(Schedulers):
     ) -> list[JobRecord]:
         records = []
         for flat, token in zip(hashes, tokens, strict=False):
-            record = record_from_fields(queue, flat)
+            record = record_from_fields(queue, flat, "active")
             record.lock_token = token
-            record.state = "active"
             records.append(record)
         return records
 

@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import ssl
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from psyq.backends.base import (
     BackendAdapter,
@@ -40,9 +38,9 @@ from psyq.backends.base import (
     Settlement,
     StalledResult,
 )
+from psyq.backends.tcp.adding import AddBatch
 from psyq.backends.tcp.protocol import (
     BLOCKING_COMMANDS,
-    DEFAULT_PORT,
     MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     FrameBuffer,
@@ -51,76 +49,24 @@ from psyq.backends.tcp.protocol import (
     decode,
     frame,
 )
+from psyq.backends.tcp.settings import PsyqSettings, parse_psyq_url
 from psyq.core.backoff import Reconnect
-from psyq.errors import ClosedError, ConnectionError, InvalidURLError, PsyqError
+from psyq.errors import ClosedError, ConnectionError, PsyqError
 
 __all__ = ["PsyqSettings", "TcpBackend", "open_tcp_backend", "parse_psyq_url"]
 
-SETTINGS = ("token", "ca", "pool", "connect_timeout")
 
-
-class PsyqSettings:
-    """What a psyq:// URL says."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("psyq", "psyqs"):
-            raise InvalidURLError(url, "a psyq server URL starts with psyq:// or psyqs://")
-        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
-        unknown = sorted(set(query) - set(SETTINGS))
-        if unknown:
-            raise InvalidURLError(url, f"unknown parameters {unknown}; known: {list(SETTINGS)}")
-        try:
-            port = parts.port or DEFAULT_PORT
-        except ValueError:
-            raise InvalidURLError(url, "the port is not a number from 0 to 65535") from None
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = port
-        self.tls = parts.scheme == "psyqs"
-        self.token = _token(url, query.get("token"), parts.password)
-        self.ca = query.get("ca")
-        self.pool = _number(url, query, "pool", "2", int)
-        self.connect_timeout = _number(url, query, "connect_timeout", "10", float)
-        self.safe_url = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2], query=""))
-
-    def ssl_context(self) -> ssl.SSLContext | None:
-        if not self.tls:
-            return None
-        return ssl.create_default_context(cafile=self.ca)
-
-
-def _token(url: str, in_query: str | None, in_userinfo: str | None) -> str | None:
-    """The token of `psyq://:TOKEN@host` or `psyq://host?token=TOKEN` (the same, if both)."""
-    if in_userinfo is not None:
-        in_userinfo = unquote(in_userinfo)
-        if in_query is not None and in_query != in_userinfo:
-            raise InvalidURLError(url, "the token after ':' and ?token= differ; give it once")
-    return in_query if in_query is not None else in_userinfo
-
-
-def _number(url: str, query: dict[str, str], name: str, default: str, kind: type) -> Any:
-    text = query.get(name, default)
-    try:
-        value = kind(text)
-    except ValueError:
-        raise InvalidURLError(url, f"{name} must be a number, got {text!r}") from None
-    if value <= 0:
-        raise InvalidURLError(url, f"{name} must be > 0, got {text!r}")
-    return value
-
-
-def parse_psyq_url(url: str) -> PsyqSettings:
-    return PsyqSettings(url)
-
-
-class ClientConnection(asyncio.Protocol):
-    """One connection to the server: requests out, answers matched to futures by id."""
+class ClientConnection(asyncio.BufferedProtocol):
+    """One connection to the server: requests out, answers matched to futures by id. Answers
+    are received into the frame buffer's own memory (see FrameBuffer)."""
 
     def __init__(self, url: str, max_frame: int = MAX_FRAME_BYTES) -> None:
         self.url = url
         self.frames = FrameBuffer(max_frame)
-        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.pending: dict[int, asyncio.Future[Any] | AddBatch] = {}
         self.transport: asyncio.Transport | None = None
+        self.version = 1  # the protocol version the server agreed to in its hello answer
+        self.batch: AddBatch | None = None  # the adds of this event-loop turn, not yet sent
         self._ids = itertools.count(1)
         self._loop = asyncio.get_running_loop()
         self._reason = "the connection was closed"
@@ -138,17 +84,34 @@ class ClientConnection(asyncio.Protocol):
         self.transport = None
         reason = f"{self._reason} ({exc})" if exc else self._reason
         pending, self.pending = self.pending, {}
+        if self.batch is not None:
+            pending[0], self.batch = self.batch, None
         for future in pending.values():
             if not future.done():
                 future.set_exception(ConnectionError(self.url, reason))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            for body in self.frames.buffer_updated(nbytes):
+                self._deliver(decode(body))
+        except ProtocolError as exc:
+            self._bad_frame(exc)
+        else:
+            self.outbox.flush_after_wakeups()
 
     def data_received(self, data: bytes) -> None:
         try:
             for body in self.frames.feed(data):
                 self._deliver(decode(body))
         except ProtocolError as exc:
-            self._reason = f"the server sent a bad frame: {exc}"
-            self.close()
+            self._bad_frame(exc)
+
+    def _bad_frame(self, exc: ProtocolError) -> None:
+        self._reason = f"the server sent a bad frame: {exc}"
+        self.close()
 
     def _deliver(self, message: dict[str, Any]) -> None:
         future = self.pending.pop(message.get("id"), None)  # type: ignore[arg-type]
@@ -175,6 +138,49 @@ class ClientConnection(asyncio.Protocol):
         self.pending[request_id] = future
         self._send(data)
         return request_id, future
+
+    def add_jobs(self, queue: str, jobs: list[NewJob]) -> asyncio.Future[list[JobRecord]]:
+        """An add_jobs call, joined to this turn's add_batch request (protocol 2)."""
+        if not self.alive:
+            raise ConnectionError(self.url, self._reason)
+        batch = self.batch
+        if batch is None:
+            batch = self.batch = AddBatch(self._loop)
+            self.outbox.defer(self._frame_batch)
+        return batch.add(queue, jobs)
+
+    def _frame_batch(self) -> bytes | None:
+        """The add_batch request of this turn's adds, made as the outbox writes."""
+        batch, self.batch = self.batch, None
+        if batch is None or batch.done():
+            return None  # nobody waits any more (cancelled callers)
+        if not self.alive:
+            batch.set_exception(ConnectionError(self.url, self._reason))
+            return None
+        request_id = next(self._ids)
+        try:
+            data = frame({"id": request_id, "op": "add_batch", "args": batch.args()})
+        except (TypeError, ValueError, OverflowError):
+            return self._frame_one_by_one(batch)
+        self.pending[request_id] = batch
+        return data
+
+    def _frame_one_by_one(self, batch: AddBatch) -> bytes:
+        """A batch that cannot be encoded: each call in its own request, so the calls whose
+        arguments cannot be encoded get that error and the others go on."""
+        frames: list[bytes] = []
+        for queue, jobs, future in batch.calls:
+            alone = AddBatch(self._loop)
+            alone.calls.append((queue, jobs, future))
+            request_id = next(self._ids)
+            try:
+                frames.append(frame({"id": request_id, "op": "add_batch", "args": alone.args()}))
+            except (TypeError, ValueError, OverflowError) as exc:
+                error = ProtocolError(f"add_jobs: cannot encode the arguments: {exc}")
+                alone.set_exception(error)
+            else:
+                self.pending[request_id] = alone
+        return b"".join(frames)
 
     def cancel(self, request_id: int) -> None:
         if self.pending.pop(request_id, None) is not None and self.alive:
@@ -207,6 +213,8 @@ class TcpBackend(BackendAdapter):
         self._turn = 0
         self._backoff = Reconnect()  # capped, jittered; shared by the pool's slots
         self._closed = False
+        self._version = PROTOCOL_VERSION  # 1 once a server refused 2 (an older server)
+        self._adding: ClientConnection | None = None  # the connection adds use while it lives
 
     # ------------------------------------------------------------------ connections
     async def open(self) -> None:
@@ -250,6 +258,15 @@ class TcpBackend(BackendAdapter):
             await self._backoff.wait()
 
     async def _connect_once(self, deadline: float) -> ClientConnection:
+        try:
+            return await self._connect_speaking(self._version, deadline)
+        except ProtocolError as exc:
+            if self._version == 1 or "protocol version" not in str(exc):
+                raise
+        self._version = 1  # a server older than version 2: speak 1 to it from now on
+        return await self._connect_speaking(1, deadline)
+
+    async def _connect_speaking(self, version: int, deadline: float) -> ClientConnection:
         s = self.settings
         loop = asyncio.get_running_loop()
         timeout = max(0.1, deadline - time.monotonic())
@@ -260,11 +277,12 @@ class TcpBackend(BackendAdapter):
             timeout,
         )
         try:
-            _, answer = conn.request("hello", [PROTOCOL_VERSION, s.token])
+            _, answer = conn.request("hello", [version, s.token])
             await asyncio.wait_for(answer, timeout)
         except BaseException:
             conn.close()
             raise
+        conn.version = version
         return conn
 
     async def _call(self, op: str, *args: Any) -> Any:
@@ -284,7 +302,16 @@ class TcpBackend(BackendAdapter):
         return cast(int, await self._call("now_ms"))
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
-        return cast("list[JobRecord]", await self._call("add_jobs", queue, list(jobs)))
+        """Joined with the other adds of this event-loop turn into one request (protocol 2;
+        tcp/adding.py): each caller still gets its own records or its own error. Adds keep
+        to one connection while it lives, the one their answers arrive on, so the next add
+        leaves in the turn that reads the answer (see Outbox.flush_after_wakeups)."""
+        conn = self._adding
+        if conn is None or not conn.alive:
+            conn = self._adding = await self._connection()
+        if conn.version < 2:
+            return cast("list[JobRecord]", await self._call("add_jobs", queue, list(jobs)))
+        return await conn.add_jobs(queue, list(jobs))
 
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
         return cast("list[JobRecord]", await self._call("move_to_active", queue, request))

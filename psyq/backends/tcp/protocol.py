@@ -6,8 +6,10 @@ Frames: a 4-byte big-endian length, then a MessagePack map of that many bytes.
                                                           method of `COMMANDS`
     answer    {"id": int, "ok": value} | {"id": int, "err": <ext error>}
 
-The first request of a connection is `hello` with args [PROTOCOL_VERSION, token or None]; the
-server answers {"server": "psyq", "version": ...} or an error, and then closes. Requests are
+The first request of a connection is `hello` with args [version, token or None]; the server
+answers {"server": "psyq", "version": version} when it speaks that version
+(`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`
+(tcp/adding.py); a client that finds a version 1 server speaks 1 to it. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
 answered. A blocked request is answered the moment the engine wakes it: nothing polls.
@@ -51,6 +53,7 @@ __all__ = [
     "HEADER",
     "MAX_FRAME_BYTES",
     "PROTOCOL_VERSION",
+    "SUPPORTED_VERSIONS",
     "FrameBuffer",
     "Outbox",
     "ProtocolError",
@@ -59,11 +62,14 @@ __all__ = [
     "frame",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: add_batch (tcp/adding.py); a server speaks every version listed below
+SUPPORTED_VERSIONS = (1, 2)
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")
 OUTBOX_BATCH = 16
+READ_BUFFER = 16 * 1024  # bytes an idle connection holds to receive into; grown for a larger
+# frame (doubling) and shrunk back once everything received is read
 
 # The adapter methods a client may call: an explicit allow-list (open/close stay local).
 COMMANDS: frozenset[str] = frozenset(
@@ -421,18 +427,54 @@ def decode(body: bytes) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- framing
 class FrameBuffer:
-    """Collects received bytes and splits them into frame bodies."""
+    """Collects received bytes and splits them into frame bodies.
 
-    def __init__(self, max_frame: int = MAX_FRAME_BYTES) -> None:
+    Bytes arrive through `feed` (a plain protocol's data) or straight into one reusable
+    buffer: `get_buffer` hands out its free tail and `buffer_updated` reads the frames
+    (asyncio.BufferedProtocol). The buffered way saves the large bytes object a plain
+    protocol's every read allocates, which costs more than the rest of a small request."""
+
+    def __init__(self, max_frame: int = MAX_FRAME_BYTES, size: int = READ_BUFFER) -> None:
         self.max_frame = max_frame
-        self._buf = bytearray()
+        self._size = size
+        self._buf = bytearray(size)
+        self._view = memoryview(self._buf)
+        self._start = 0  # the first byte not yet read as part of a frame
+        self._end = 0  # the end of the bytes received
 
     def feed(self, data: bytes) -> list[bytes]:
         """Add bytes; return the complete frame bodies. ProtocolError on an oversize one."""
-        buf = self._buf
-        buf += data
         bodies: list[bytes] = []
-        pos, end = 0, len(buf)
+        while data:
+            room = self.get_buffer(len(data))
+            count = min(len(room), len(data))
+            room[:count] = data[:count]
+            data = data[count:]
+            bodies += self.buffer_updated(count)
+        return bodies
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """The free space to receive into (at least one byte)."""
+        if self._end == len(self._buf):
+            self._make_room()
+        return self._view[self._end :]
+
+    def _make_room(self) -> None:
+        start, end = self._start, self._end
+        kept = end - start
+        if start == 0:  # one frame fills the buffer: a larger one (its size was checked)
+            larger = bytearray(2 * len(self._buf))
+            larger[:kept] = self._view[:kept]
+            self._buf, self._view = larger, memoryview(larger)
+        else:  # move the partial frame to the front
+            self._buf[:kept] = self._view[start:end]
+        self._start, self._end = 0, kept
+
+    def buffer_updated(self, nbytes: int) -> list[bytes]:
+        """`nbytes` were received into the last `get_buffer`: the complete frame bodies."""
+        self._end = end = self._end + nbytes
+        buf, pos = self._buf, self._start
+        bodies: list[bytes] = []
         while end - pos >= 4:
             (size,) = HEADER.unpack_from(buf, pos)
             if size > self.max_frame:
@@ -441,16 +483,21 @@ class FrameBuffer:
                 )
             if end - pos - 4 < size:
                 break
-            bodies.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            bodies.append(bytes(self._view[pos + 4 : pos + 4 + size]))
             pos += 4 + size
-        if pos:
-            del buf[:pos]
+        if pos == end:  # all read: start again at the front (a grown buffer shrinks back)
+            self._start = self._end = 0
+            if len(buf) > self._size:
+                self._buf = bytearray(self._size)
+                self._view = memoryview(self._buf)
+        else:
+            self._start = pos
         return bodies
 
     @property
     def partial(self) -> bool:
         """True while part of a frame is buffered."""
-        return bool(self._buf)
+        return self._end > self._start
 
 
 class Outbox:
@@ -462,7 +509,9 @@ class Outbox:
         self._write = write
         self._batch = batch
         self._frames: list[bytes] = []
+        self._deferred: list[Callable[[], bytes | None]] = []  # frames made at write time
         self._scheduled = False
+        self._held = False
         self._loop = asyncio.get_running_loop()
 
     def add(self, data: bytes) -> None:
@@ -470,15 +519,45 @@ class Outbox:
         frames.append(data)
         if len(frames) >= self._batch:
             self.flush()
-        elif not self._scheduled:
+        elif not self._scheduled and not self._held:
             self._scheduled = True
             self._loop.call_soon(self._flush_soon)
+
+    def defer(self, make: Callable[[], bytes | None]) -> None:
+        """Call `make` when the frames are written (at the end of this turn) and send the
+        frame it returns: requests that gather callers until then (see tcp/adding.py)."""
+        self._deferred.append(make)
+        if not self._scheduled and not self._held:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def flush_after_wakeups(self) -> None:
+        """Schedule the write now, behind the callbacks just scheduled (the tasks woken by
+        answers): the requests those tasks make in their next step leave in that same
+        event-loop turn, instead of one turn later."""
+        if not self._scheduled and not self._held:
+            self._scheduled = True
+            self._loop.call_soon(self._flush_soon)
+
+    def hold(self) -> None:
+        """Keep what is added until `release`, which writes it (no callback scheduled)."""
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        self.flush()
 
     def _flush_soon(self) -> None:
         self._scheduled = False
         self.flush()
 
     def flush(self) -> None:
+        if self._deferred:
+            makers, self._deferred = self._deferred, []
+            for make in makers:
+                data = make()
+                if data:
+                    self._frames.append(data)
         if self._frames:
             data = b"".join(self._frames)
             self._frames = []

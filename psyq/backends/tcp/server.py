@@ -25,11 +25,12 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, cast
 
-from psyq.backends.base import BackendAdapter
+from psyq.backends.base import BackendAdapter, JobRecord, NewJob
+from psyq.backends.tcp.adding import compact, parse_groups
 from psyq.backends.tcp.commands import check_args, signatures
 from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
-    PROTOCOL_VERSION,
+    SUPPORTED_VERSIONS,
     FrameBuffer,
     Outbox,
     ProtocolError,
@@ -94,8 +95,9 @@ class Server:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
 
-class ServerConnection(asyncio.Protocol):
-    """One client connection: frames in, requests as tasks, answers out."""
+class ServerConnection(asyncio.BufferedProtocol):
+    """One client connection: frames in (received into the frame buffer's own memory),
+    requests as tasks, answers out."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -103,6 +105,7 @@ class ServerConnection(asyncio.Protocol):
         self.frames = FrameBuffer(server.limits.max_frame)
         self.transport: asyncio.Transport | None = None
         self.greeted = False
+        self.version = 0  # the protocol version the client's hello named
         self.tasks: dict[int, asyncio.Task[None]] = {}
         self._backlog: deque[bytes] = deque()  # frames read, not started (in-flight limit)
         self._reading_paused = False
@@ -126,15 +129,32 @@ class ServerConnection(asyncio.Protocol):
             task.cancel()
         self.transport = None
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            bodies = self.frames.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            self.fail(exc)
+            return
+        self._frames_arrived(bodies)
+
     def data_received(self, data: bytes) -> None:
         try:
             bodies = self.frames.feed(data)
         except ProtocolError as exc:
             self.fail(exc)
             return
+        self._frames_arrived(bodies)
+
+    def _frames_arrived(self, bodies: list[bytes]) -> None:
         self._backlog.extend(bodies)
-        self._run_backlog()
-        self.outbox.flush()  # the answers of calls that finished at once leave together, now
+        self.outbox.hold()  # the answers of calls that finish at once leave together, now
+        try:
+            self._run_backlog()
+        finally:
+            self.outbox.release()
         self._watch_partial_frame(progress=bool(bodies))
 
     def pause_writing(self) -> None:
@@ -167,11 +187,12 @@ class ServerConnection(asyncio.Protocol):
     def hello(self, request_id: int, op: Any, args: Any) -> None:
         if op != "hello" or type(args) is not list or len(args) != 2:
             self.fail(ProtocolError(f"the first request must be hello, got {op!r:.80}"), request_id)
-        elif args[0] != PROTOCOL_VERSION:
+        elif type(args[0]) is not int or args[0] not in SUPPORTED_VERSIONS:
+            speaks = " and ".join(map(str, SUPPORTED_VERSIONS))
             self.fail(
                 ProtocolError(
                     f"protocol version {args[0]!r:.20} is not supported; "
-                    f"this server speaks {PROTOCOL_VERSION}"
+                    f"this server speaks {speaks}"
                 ),
                 request_id,
             )
@@ -179,7 +200,8 @@ class ServerConnection(asyncio.Protocol):
             self.fail(PsyqError("authentication failed: wrong or missing token"), request_id)
         else:
             self.greeted = True
-            self.answer(request_id, {"server": "psyq", "version": PROTOCOL_VERSION})
+            self.version = args[0]
+            self.answer(request_id, {"server": "psyq", "version": args[0]})
 
     def cancel(self, args: Any) -> None:
         if type(args) is list and len(args) == 1 and type(args[0]) is int:
@@ -190,6 +212,9 @@ class ServerConnection(asyncio.Protocol):
     def start_request(self, request_id: int, op: Any, args: Any) -> None:
         if request_id in self.tasks:
             self.reply_error(request_id, ProtocolError(f"request id {request_id} is in use"))
+            return
+        if op == "add_batch" and self.version >= 2:
+            self.start_add_batch(request_id, args)
             return
         sig = self.server.signatures.get(op) if type(op) is str else None
         if sig is None:
@@ -229,6 +254,70 @@ class ServerConnection(asyncio.Protocol):
         finally:
             self.tasks.pop(request_id, None)
             self._run_backlog()
+
+    def start_add_batch(self, request_id: int, args: Any) -> None:
+        """One add_jobs call per group, each started at once in its own context as a request
+        is; answered when all are done, each group with its records or its own error."""
+        try:
+            groups = parse_groups(args)
+        except ProtocolError as exc:
+            self.reply_error(request_id, exc)
+            return
+        results: list[Any] = [None] * len(groups)
+        suspended: list[tuple[int, asyncio.Task[Any]]] = []
+        for index, (queue, jobs) in enumerate(groups):
+            context = contextvars.copy_context()
+            coro = self.server.backend.add_jobs(queue, jobs)
+            try:
+                waiting = context.run(coro.send, None)
+            except StopIteration as done:
+                results[index] = compact(queue, jobs, done.value)
+            except BaseException as exc:
+                results[index] = self.group_error(exc)
+            else:
+                task = asyncio.Task(_drive(coro, waiting), loop=self._loop, context=context)
+                suspended.append((index, task))
+        if not suspended:
+            self.answer(request_id, results)
+            return
+        finish = self._finish_add_batch(request_id, groups, results, suspended)
+        self.tasks[request_id] = asyncio.Task(finish, loop=self._loop)
+
+    async def _finish_add_batch(
+        self,
+        request_id: int,
+        groups: list[tuple[str, list[NewJob]]],
+        results: list[Any],
+        suspended: list[tuple[int, asyncio.Task[Any]]],
+    ) -> None:
+        try:
+            for index, task in suspended:
+                try:
+                    records: list[JobRecord] = await task
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:
+                    results[index] = self.group_error(exc)
+                else:
+                    queue, jobs = groups[index]
+                    results[index] = compact(queue, jobs, records)
+        except asyncio.CancelledError:
+            for _, task in suspended:
+                task.cancel()  # cancelled by the client or a lost connection: nobody waits
+            return
+        finally:
+            self.tasks.pop(request_id, None)
+            self._run_backlog()
+        self.answer(request_id, results)
+
+    def group_error(self, exc: BaseException) -> PsyqError:
+        """What a group of add_batch answers for the exception its add_jobs raised."""
+        if isinstance(exc, PsyqError):
+            return exc
+        if isinstance(exc, Exception):
+            log.error("add_jobs from %s failed", self.peer, exc_info=exc)
+            return PsyqError(f"add_jobs failed on the server: {exc!r}")
+        raise exc
 
     def reply_failure(self, request_id: int, op: str, exc: BaseException) -> None:
         if isinstance(exc, asyncio.CancelledError):

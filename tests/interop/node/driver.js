@@ -1,6 +1,9 @@
-// One long-lived Node BullMQ process serving the interop matrix: node driver.js <redis url>
-// Reads one JSON request a line on stdin, {req, op, ...args}, and answers each with one JSON
-// line on stdout, {req, ok: result} or {req, error: message}. Requests run concurrently.
+// One long-lived Node BullMQ process serving the interop matrix: node driver.js
+// Reads one JSON request a line on stdin, {req, op, store, ...args}, and answers each with one
+// JSON line on stdout, {req, ok: result} or {req, error: message}. Requests run concurrently.
+// A store is named once with `use` ({store: "redis", url} or {store: "postgres",
+// connectionString, schema}: BullMQ 6's Postgres backend, which migrates the schema), then
+// every request names the store it concerns, so one process serves Redis and Postgres.
 // Workers run the processor below: it follows the steps in job.data.steps (see `runSteps`),
 // the same small language tests/interop/sides.py gives psyq's workers.
 const readline = require('readline');
@@ -10,17 +13,45 @@ const bullmq = require('bullmq');
 console.log = console.error;
 console.info = console.error;
 
-const { Queue, Worker, QueueEvents, FlowProducer } = bullmq;
 const { DelayedError, WaitingChildrenError, UnrecoverableError, RateLimitError } = bullmq;
-const url = process.argv[2];
-const connection = { url };
-const queues = new Map();
+const stores = new Map(); // store -> {classes, connection, workerConnection}
+const queues = new Map(); // `${store}:${name}` -> Queue
 const handles = new Map();
 let nextHandle = 0;
 
-function queue(name) {
-  if (!queues.has(name)) queues.set(name, new Queue(name, { connection }));
-  return queues.get(name);
+function backend(store) {
+  if (!stores.has(store)) throw new Error(`store ${store} is not in use: send {op: "use"} first`);
+  return stores.get(store);
+}
+
+async function use({ store, url, connectionString, schema }) {
+  if (store === 'redis') {
+    const connection = { url };
+    stores.set(store, {
+      classes: bullmq,
+      connection,
+      workerConnection: { ...connection, maxRetriesPerRequest: null },
+    });
+  } else if (store === 'postgres') {
+    const connection = { connectionString, schema, migrate: true };
+    const classes = bullmq.withBackend(bullmq.createPostgresBackend);
+    stores.set(store, { classes, connection, workerConnection: connection });
+    const probe = new classes.Queue('psyq-interop-probe', { connection });
+    await probe.waitUntilReady(); // the schema is migrated before any case runs
+    await probe.close();
+  } else {
+    throw new Error(`unknown store ${store}`);
+  }
+  return require('bullmq/package.json').version;
+}
+
+function queue(store, name) {
+  const key = `${store}:${name}`;
+  if (!queues.has(key)) {
+    const { classes, connection } = backend(store);
+    queues.set(key, new classes.Queue(name, { connection }));
+  }
+  return queues.get(key);
 }
 
 function keep(thing) {
@@ -30,11 +61,11 @@ function keep(thing) {
 }
 
 // The state is read first: once final, the fields read after it are final too.
-async function job(name, id) {
-  const state = await queue(name).getJobState(id);
-  const found = await queue(name).getJob(id);
+async function job(store, name, id) {
+  const state = await queue(store, name).getJobState(id);
+  const found = await queue(store, name).getJob(id);
   if (!found) return null;
-  const logs = await queue(name).getJobLogs(id);
+  const logs = await queue(store, name).getJobLogs(id);
   return {
     id: found.id,
     name: found.name,
@@ -61,7 +92,7 @@ async function job(name, id) {
 
 // Steps, run in order; a step marked `once` runs on the job's first pass only (the mark is
 // kept in the job's data, so a job that comes back skips it, whichever side runs it then).
-async function runSteps(job, token, worker) {
+async function runSteps(store, job, token, worker) {
   const data = job.data && typeof job.data === 'object' ? job.data : {};
   for (const [index, step] of (data.steps || []).entries()) {
     const mark = `done${index}`;
@@ -78,7 +109,7 @@ async function runSteps(job, token, worker) {
     }
     if ('child' in step) {
       const parent = { id: job.id, queue: job.queueQualifiedName };
-      await queue(step.child.queue).add(step.child.name, step.child.data, { parent });
+      await queue(store, step.child.queue).add(step.child.name, step.child.data, { parent });
       if (await job.moveToWaitingChildren(token)) throw new WaitingChildrenError();
     }
     if ('rateLimit' in step) {
@@ -94,12 +125,13 @@ async function runSteps(job, token, worker) {
 }
 
 const ops = {
-  add: ({ queue: name, name: jobName, data, opts }) =>
-    queue(name).add(jobName, data, opts || {}).then((added) => added.id),
-  addBulk: ({ queue: name, jobs }) =>
-    queue(name).addBulk(jobs).then((added) => added.map((one) => one.id)),
-  flow: async ({ tree }) => {
-    const producer = new FlowProducer({ connection });
+  add: ({ store, queue: name, name: jobName, data, opts }) =>
+    queue(store, name).add(jobName, data, opts || {}).then((added) => added.id),
+  addBulk: ({ store, queue: name, jobs }) =>
+    queue(store, name).addBulk(jobs).then((added) => added.map((one) => one.id)),
+  flow: async ({ store, tree }) => {
+    const { classes, connection } = backend(store);
+    const producer = new classes.FlowProducer({ connection });
     try {
       const ids = (node) => ({ id: node.job.id, children: (node.children || []).map(ids) });
       return ids(await producer.add(tree));
@@ -107,45 +139,46 @@ const ops = {
       await producer.close();
     }
   },
-  job: ({ queue: name, id }) => job(name, id),
-  counts: ({ queue: name, types }) => queue(name).getJobCounts(...(types || [])),
-  getJobs: ({ queue: name, types, start, end, asc }) =>
-    queue(name).getJobs(types, start || 0, end === undefined ? -1 : end, asc || false)
+  job: ({ store, queue: name, id }) => job(store, name, id),
+  counts: ({ store, queue: name, types }) => queue(store, name).getJobCounts(...(types || [])),
+  getJobs: ({ store, queue: name, types, start, end, asc }) =>
+    queue(store, name).getJobs(types, start || 0, end === undefined ? -1 : end, asc || false)
       .then((found) => found.filter(Boolean).map((one) => one.id)),
-  pause: ({ queue: name }) => queue(name).pause(),
-  resume: ({ queue: name }) => queue(name).resume(),
-  isPaused: ({ queue: name }) => queue(name).isPaused(),
-  retry: async ({ queue: name, id, state }) => (await queue(name).getJob(id)).retry(state || 'failed'),
-  promote: async ({ queue: name, id }) => (await queue(name).getJob(id)).promote(),
-  remove: ({ queue: name, id }) => queue(name).remove(id),
-  changePriority: async ({ queue: name, id, priority }) =>
-    (await queue(name).getJob(id)).changePriority({ priority }),
-  changeDelay: async ({ queue: name, id, delay }) => (await queue(name).getJob(id)).changeDelay(delay),
-  updateData: async ({ queue: name, id, data }) => (await queue(name).getJob(id)).updateData(data),
-  drain: ({ queue: name, delayed }) => queue(name).drain(delayed || false),
-  clean: ({ queue: name, grace, limit, type }) => queue(name).clean(grace, limit, type),
-  obliterate: ({ queue: name }) => queue(name).obliterate({ force: true }),
-  workers: ({ queue: name }) => queue(name).getWorkers().then((found) => found.length),
-  retryJobs: ({ queue: name, state }) => queue(name).retryJobs({ state: state || 'failed' }),
-  promoteJobs: ({ queue: name }) => queue(name).promoteJobs(),
-  setGlobalConcurrency: ({ queue: name, concurrency }) => queue(name).setGlobalConcurrency(concurrency),
-  setGlobalRateLimit: ({ queue: name, max, duration }) => queue(name).setGlobalRateLimit(max, duration),
-  getDeduplicationJobId: ({ queue: name, dedupId }) => queue(name).getDeduplicationJobId(dedupId),
-  upsertScheduler: async ({ queue: name, id, repeat, template }) => {
+  pause: ({ store, queue: name }) => queue(store, name).pause(),
+  resume: ({ store, queue: name }) => queue(store, name).resume(),
+  isPaused: ({ store, queue: name }) => queue(store, name).isPaused(),
+  retry: async ({ store, queue: name, id, state }) => (await queue(store, name).getJob(id)).retry(state || 'failed'),
+  promote: async ({ store, queue: name, id }) => (await queue(store, name).getJob(id)).promote(),
+  remove: ({ store, queue: name, id }) => queue(store, name).remove(id),
+  changePriority: async ({ store, queue: name, id, priority }) =>
+    (await queue(store, name).getJob(id)).changePriority({ priority }),
+  changeDelay: async ({ store, queue: name, id, delay }) => (await queue(store, name).getJob(id)).changeDelay(delay),
+  updateData: async ({ store, queue: name, id, data }) => (await queue(store, name).getJob(id)).updateData(data),
+  drain: ({ store, queue: name, delayed }) => queue(store, name).drain(delayed || false),
+  clean: ({ store, queue: name, grace, limit, type }) => queue(store, name).clean(grace, limit, type),
+  obliterate: ({ store, queue: name }) => queue(store, name).obliterate({ force: true }),
+  workers: ({ store, queue: name }) => queue(store, name).getWorkers().then((found) => found.length),
+  retryJobs: ({ store, queue: name, state }) => queue(store, name).retryJobs({ state: state || 'failed' }),
+  promoteJobs: ({ store, queue: name }) => queue(store, name).promoteJobs(),
+  setGlobalConcurrency: ({ store, queue: name, concurrency }) => queue(store, name).setGlobalConcurrency(concurrency),
+  setGlobalRateLimit: ({ store, queue: name, max, duration }) => queue(store, name).setGlobalRateLimit(max, duration),
+  getDeduplicationJobId: ({ store, queue: name, dedupId }) => queue(store, name).getDeduplicationJobId(dedupId),
+  upsertScheduler: async ({ store, queue: name, id, repeat, template }) => {
     const { name: jobName, data, opts } = template || {};
-    const first = await queue(name).upsertJobScheduler(id, repeat, { name: jobName, data, opts });
+    const first = await queue(store, name).upsertJobScheduler(id, repeat, { name: jobName, data, opts });
     return first ? first.id : null;
   },
-  removeScheduler: ({ queue: name, id }) => queue(name).removeJobScheduler(id),
-  getSchedulers: ({ queue: name }) => queue(name).getJobSchedulers(0, -1, true),
-  getScheduler: ({ queue: name, id }) => queue(name).getJobScheduler(id).then((found) => found || null),
+  removeScheduler: ({ store, queue: name, id }) => queue(store, name).removeJobScheduler(id),
+  getSchedulers: ({ store, queue: name }) => queue(store, name).getJobSchedulers(0, -1, true),
+  getScheduler: ({ store, queue: name, id }) => queue(store, name).getJobScheduler(id).then((found) => found || null),
   // opts: the Worker's options, and `customBackoff` ({type, ms}): the custom backoff
   // strategy (BullMQ takes one for every custom type), always waiting ms.
-  startWorker: ({ queue: name, opts }) => {
+  startWorker: ({ store, queue: name, opts }) => {
     const { customBackoff, ...workerOpts } = opts || {};
     const settings = customBackoff ? { backoffStrategy: () => customBackoff.ms } : {};
-    const worker = new Worker(name, (job, token) => runSteps(job, token, worker), {
-      connection: { ...connection, maxRetriesPerRequest: null },
+    const { classes, workerConnection } = backend(store);
+    const worker = new classes.Worker(name, (job, token) => runSteps(store, job, token, worker), {
+      connection: workerConnection,
       settings,
       ...workerOpts,
     });
@@ -160,8 +193,9 @@ const ops = {
     await worker.close();
     return seen.errors;
   },
-  startEvents: async ({ queue: name }) => {
-    const events = new QueueEvents(name, { connection, lastEventId: '0' });
+  startEvents: async ({ store, queue: name }) => {
+    const { classes, connection } = backend(store);
+    const events = new classes.QueueEvents(name, { connection, lastEventId: '0' });
     const seen = [];
     const names = ['added', 'waiting', 'active', 'progress', 'completed', 'failed', 'delayed',
       'removed', 'paused', 'resumed', 'retries-exhausted', 'waiting-children', 'deduplicated',
@@ -178,6 +212,16 @@ const ops = {
     return seen;
   },
   version: () => require('bullmq/package.json').version,
+  use,
+  // Close the store's Queue objects of these queues (a case's end: each holds connections).
+  forget: async ({ store, queues: names }) => {
+    for (const name of names) {
+      const key = `${store}:${name}`;
+      const found = queues.get(key);
+      queues.delete(key);
+      if (found) await found.close();
+    }
+  },
 };
 
 async function serve(line) {

@@ -30,6 +30,8 @@ class Adding(FastPath):
             rows = None if linked else await self._add_plain(queue, entries)
             if rows is None:
                 rows = await self._add_in_layout(queue, entries, linked)
+            elif len(entries) > 1:  # the exact bound after a bulk add, as for the layout's
+                await self._rows("events.trim", queue)
         except LayoutCode as exc:
             refuse(entries[0], str(exc.code))
             raise
@@ -55,7 +57,9 @@ class Adding(FastPath):
             return await self._rows("adding.one", *_one(entries[0]))
         if linked:
             return await self._rows("adding.flow", given)
-        return await self._rows("adding.bulk", queue, given)
+        rows = await self._rows("adding.bulk", queue, given)
+        await self._rows("events.trim", queue)  # the bulk insert does not trim
+        return rows
 
     def _entry(self, queue: str, new: NewJob) -> dict[str, Any]:
         """BullMQ's batch entry of one job (the layout's add functions read these keys)."""

@@ -16,13 +16,13 @@ from typing import Any, TypeVar
 import asyncpg
 
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
-from psyq.backends.postgres.backend import CONFLICTS, CONNECTION_LOST
 from psyq.backends.postgres.bullmq.listen import Listener
 from psyq.backends.postgres.bullmq.schema import Ledger, ensure_schema
 from psyq.backends.postgres.bullmq.statements import load_statements
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
+from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST
 from psyq.core.backoff import Reconnect
-from psyq.errors import ConnectionError, PsyqError
+from psyq.errors import ConnectionError, InvalidDataError, PsyqError
 
 __all__ = ["BullmqConnection", "LayoutCode", "to_record", "translate"]
 
@@ -32,6 +32,7 @@ log = logging.getLogger("psyq.postgres")
 # The SQLSTATE the layout's functions raise, with BullMQ's numeric code in DETAIL.
 LAYOUT_ERROR = "BM001"
 FOREIGN_KEY_VIOLATION = "23503"
+UNTRANSLATABLE_CHARACTER = "22P05"  # jsonb holds no NUL (\u0000)
 
 
 class LayoutCode(Exception):
@@ -260,4 +261,6 @@ def translate(exc: asyncpg.PostgresError, url: str) -> Exception:
             pass
     if sqlstate == FOREIGN_KEY_VIOLATION and getattr(exc, "table_name", None) == "job_log":
         return LayoutCode(ErrorCode.JOB_MISSING, str(exc))  # a log row for a missing job
+    if sqlstate == UNTRANSLATABLE_CHARACTER:  # NUL in JSON text that passed no gate (an import)
+        return InvalidDataError(f"Postgres in {url!r} cannot store this value: {exc}")
     return PsyqError(f"postgres error in {url!r}: {exc}")

@@ -91,7 +91,7 @@ class Flows(Adding):
             elif row["status"] == "processed":
                 deps["processed"][key] = row["value"] or "null"
             else:
-                deps[row["status"]][key] = _reason(row["value"])
+                deps[_failure_kind(row)][key] = _reason(row["value"])
         deps["unprocessed"].sort()
         return deps
 
@@ -106,8 +106,15 @@ class Flows(Adding):
         return {
             self.from_layout_key(row["child_key"]): _reason(row["value"])
             for row in await self._children(queue, job_id)
-            if row["status"] == "failed"
+            if row["status"] in ("failed", "ignored") and _failure_kind(row) == "failed"
         }
+
+
+def _failure_kind(row: Any) -> str:
+    """`failed` or `ignored`, as psyq's other backends file a failed child: the layout files
+    a continueParentOnFailure child as ignored (and Node lists it so); psyq, as BullMQ's
+    Redis layout, counts it among the failed children its parent goes on without."""
+    return "failed" if row["status"] == "failed" or row["continued"] else "ignored"
 
 
 def _reason(value: str | None) -> str:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from psyq.backends.base import ErrorCode, raise_for_code
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.backends.postgres.bullmq.connection import BullmqConnection, LayoutCode
 
 __all__ = ["JobMutations"]
 
@@ -50,4 +50,9 @@ class JobMutations(BullmqConnection):
         await self._coded("jobs.reprocess", queue, job_id, "reprocess", queue, job_id, state)
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
-        return bool(await self._value("jobs.remove", queue, job_id, remove_children))
+        try:
+            return bool(await self._value("jobs.remove", queue, job_id, remove_children))
+        except LayoutCode as exc:
+            if exc.code == ErrorCode.SCHEDULER_JOB:  # a scheduler's pending run stays
+                return False
+            raise

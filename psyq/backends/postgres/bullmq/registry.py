@@ -35,8 +35,14 @@ class Registry(BullmqConnection):
         await self._rows("registry.unregister", queue, worker_name)
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
+        """psyq's workers (from the registry), then Node BullMQ's, found as Node finds them
+        (by the application_name of their connections), as on Redis."""
         rows = await self._rows("registry.workers", queue)
-        return [{"name": r["name"], "started": r["started"], **json.loads(r["info"])} for r in rows]
+        ours = [{"name": r["name"], "started": r["started"], **json.loads(r["info"])} for r in rows]
+        nodes = await self._rows("registry.node_workers", queue)
+        return ours + [
+            {"name": r["name"], "addr": r["addr"], "started": r["started"]} for r in nodes
+        ]
 
     async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
         return bool(await self._rows("registry.cancel", queue, job_id, reason))

@@ -12,6 +12,7 @@ import asyncpg
 
 from psyq.backends.base import JobRecord, NewJob
 from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.core import codec
 from psyq.core.schedule import first_run, next_run
 
 __all__ = ["Schedulers"]
@@ -38,7 +39,7 @@ class Schedulers(BullmqConnection):
         if millis is None:
             return None
         spec = {"name": template.name, **repeat}
-        pending = {**template.opts, "repeat": dict(repeat)}
+        pending = _run_opts(template.opts, repeat, scheduler_id, millis, 1)
         rows = await self._transition(
             "schedulers.upsert",
             queue,
@@ -64,13 +65,17 @@ class Schedulers(BullmqConnection):
             prev = str(row["id"]).rsplit(":", 1)[-1]
             if entry is None or not prev.isdigit():
                 continue
-            millis = next_run(entry, int(prev), entry["iterationCount"], await self.now_ms())
+            opts = json.loads(row["opts"])
+            repeat = opts.get("repeat")
+            count = repeat.get("count") if isinstance(repeat, Mapping) else None
+            if not isinstance(count, int):
+                count = entry["iterationCount"]
+            millis = next_run(entry, int(prev), count, await self.now_ms())
             if millis is None:
                 await self._rows("schedulers.done", queue, scheduler_id)
                 continue
-            pending = json.loads(row["opts"])
-            for key in ("delay", "jobId"):
-                pending.pop(key, None)
+            spec = repeat if isinstance(repeat, Mapping) else {}
+            pending = _run_opts(opts, spec, scheduler_id, millis, count + 1)
             await self._rows(
                 "schedulers.next", queue, scheduler_id, millis, json.dumps(pending), row["id"]
             )
@@ -99,6 +104,26 @@ class Schedulers(BullmqConnection):
         return removed
 
 
+def _run_opts(
+    opts: Mapping[str, Any], repeat: Mapping[str, Any], scheduler_id: str, millis: int, count: int
+) -> dict[str, Any]:
+    """A run's options as BullMQ's workers read them to add the following run (psyq's Redis
+    backend writes the same): the spec under `repeat` with the run's number `count` and
+    without `immediately` (it shapes the first run only: a run carrying it makes Node's
+    worker add the next one at once), `prevMillis` and `repeatJobKey`. The layout adds
+    `delay` and `jobId`."""
+    spec = {key: value for key, value in repeat.items() if key != "immediately"}
+    run = {key: value for key, value in opts.items() if key not in ("delay", "jobId")}
+    run.update(repeat={**spec, "count": count}, prevMillis=millis, repeatJobKey=scheduler_id)
+    return run
+
+
+def _compact(text: str | None) -> str:
+    """The template's data as psyq's other stores hold it, compact JSON text (jsonb's text
+    puts a space after each `:` and `,`)."""
+    return "null" if text is None else codec.dumps(json.loads(text), "template data", None)
+
+
 def _describe(row: asyncpg.Record) -> dict[str, Any]:
     """A scheduler row as `get_job_scheduler` returns it (the native engine's shape)."""
     entry: dict[str, Any] = {"key": row["scheduler_id"], "name": row["name"] or ""}
@@ -106,7 +131,7 @@ def _describe(row: asyncpg.Record) -> dict[str, Any]:
         if row[column] is not None:
             entry[name] = row[column]
     opts = json.loads(row["template_opts"] or "{}")
-    entry["template"] = {"data": row["template_data"] or "null", "opts": opts}
+    entry["template"] = {"data": _compact(row["template_data"]), "opts": opts}
     entry["iterationCount"] = int(row["iteration_count"] or 0)
     entry["next"] = row["next_run_ms"]
     return entry

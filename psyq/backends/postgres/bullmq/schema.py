@@ -1,7 +1,7 @@
 """The schema of BullMQ 6's Postgres layout: check its ledger, create or upgrade it.
 
 The schema is BullMQ's (docs/architecture.md): its migration files are read from the
-installed `bullmq` PyPI package (`pip install 'psyq[bullmq-postgres]'`), located without
+installed `bullmq` PyPI package (`pip install 'psyq[postgres]'`), located without
 importing it, and applied as every BullMQ client applies them: one transaction, under the
 advisory lock all clients share, one ledger row per migration. A schema created by Node
 BullMQ (`migrate: true`) or by bullmq for Python is used as it is.
@@ -136,7 +136,7 @@ async def _migrate(
         raise SchemaError(
             f"Postgres schema {schema!r} is at BullMQ ledger version {ledger.version}, and "
             f"the installed bullmq package brings it only there; psyq needs version "
-            f"{NEEDED_VERSION} or later (pip install -U 'psyq[bullmq-postgres]')"
+            f"{NEEDED_VERSION} or later (pip install -U 'psyq[postgres]')"
         )
     return ledger
 
@@ -149,6 +149,6 @@ def _cannot_create(schema: str, ledger: Ledger | None) -> str:
     )
     return (
         f"Postgres schema {schema!r} {state}. Let psyq create it from BullMQ's own "
-        "migrations (pip install 'psyq[bullmq-postgres]'), or create it with a BullMQ 6 "
+        "migrations (pip install 'psyq[postgres]'), or create it with a BullMQ 6 "
         "client first (Node: connection option migrate: true)."
     )

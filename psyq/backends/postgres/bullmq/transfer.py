@@ -5,6 +5,7 @@ idempotently by id, in their states (active ones as waiting), without events."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,10 +55,8 @@ class Transfer(Schedulers, BullmqConnection):
         for row in await self._rows("transfer.logs", queue, ids) if ids else []:
             logs.setdefault(row["job_id"], []).append(row["row"])
         due = {row["id"]: row["process_at_ms"] for row in rows if row["state"] == "delayed"}
-        parents = [
-            row["id"] for row in rows if row["pending_deps"] or row["state"] == "waiting-children"
-        ]
-        deps = await self._export_deps(queue, parents) if parents else {}
+        # every job may be a parent: one whose children all finished keeps their links
+        deps = await self._export_deps(queue, ids) if ids else {}
         last = rows[-1] if len(rows) == limit else None
         next_cursor = None
         if last is not None:
@@ -83,6 +82,9 @@ class Transfer(Schedulers, BullmqConnection):
         if not page.jobs:
             return 0
         ids = [job.id for job in page.jobs]
+        twice = next((job_id for job_id, n in Counter(ids).items() if n > 1), None)
+        if twice is not None:
+            raise PsyqError(f"job {twice!r} of queue {queue!r} is twice in the page")
         existing = {row["id"]: row for row in await self._rows("transfer.existing", queue, ids)}
         fresh = [job for job in page.jobs if job.id not in existing]
         if not overwrite:
@@ -148,6 +150,7 @@ class Transfer(Schedulers, BullmqConnection):
     ) -> int:
         q = self._q
         async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(q["transfer.async_commit"])
             written = await conn.fetch(q["transfer.write"], queue, json.dumps(rows), overwrite)
             log_ids = [job_id for job_id in ids for _ in page.logs.get(job_id, ())]
             log_rows = [row for job_id in ids for row in page.logs.get(job_id, ())]
@@ -156,7 +159,6 @@ class Transfer(Schedulers, BullmqConnection):
             await self._import_deps(conn, queue, ids, page)
             numeric = [int(job_id) for job_id in ids if job_id.isdigit()]
             if numeric:
-                await conn.execute(q["transfer.counter"], queue)
                 await conn.execute(q["transfer.counter_at_least"], queue, max(numeric))
         return len(written)
 
@@ -190,7 +192,7 @@ class Transfer(Schedulers, BullmqConnection):
         max_jobs, duration = meta.get("max"), meta.get("duration")
         return {
             "paused": meta.get("paused") == "1",
-            "last_id": 0,  # the layout's counter is a sequence; import moves it past ids
+            "last_id": int(await self._value("transfer.last_id", queue)),
             "limited_until": now + ttl if ttl > 0 and not max_jobs else 0,
             "global_limiter": [int(max_jobs), int(duration)] if max_jobs and duration else None,
             "global_concurrency": int(meta["concurrency"]) if meta.get("concurrency") else None,
@@ -212,7 +214,6 @@ class Transfer(Schedulers, BullmqConnection):
 
     async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
         if int(meta.get("last_id") or 0) > 0:
-            await self._rows("transfer.counter", queue)
             await self._rows("transfer.counter_at_least", queue, int(meta["last_id"]))
         limiter = meta.get("global_limiter")
         if limiter:

@@ -5,9 +5,16 @@
 --       queue key prefix, parent node index (0 = a root), meta JSON (see addJobs), data,
 --       opts -- five values in all
 -- Events: per job as addJobs (added; waiting | delayed | waiting-children)
--- Returns: {now, id1, status1, ...} in node order (status as addJobs)
+-- Returns: {now, id1, status1, ...} in node order (status as addJobs), or {-5, n}
+--          (ErrorCode.PARENT_MISSING: node n, a root, names a parent that does not exist;
+--          nothing written)
 --@include base settle add
-addsOnly = true -- see base.lua
+addsOnly, metaStable = true, true -- see base.lua
+for i = 2, #ARGV, 5 do
+  if tonumber(ARGV[i + 1]) == 0 and not parentExists(cjson.decode(ARGV[i + 2])) then
+    return {-5, (i + 3) / 5}
+  end
+end
 local now = nowMs()
 local ids, prefixes = {}, {}
 local result = {now}

@@ -7,7 +7,7 @@
 -- Returns: {now, id1, status1, id2, status2, ...} (status 1 added, 0 existing id,
 --          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written)
 --@include base settle add
-addsOnly = true -- see base.lua
+addsOnly, metaStable = true, true -- see base.lua
 local now = nowMs()
 local metas = {}
 for i = 2, #ARGV, 3 do

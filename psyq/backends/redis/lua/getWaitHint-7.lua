@@ -5,6 +5,7 @@
 -- Returns: 0 ready now; n > 0 ms until something may be ready (a delayed job, the limiter);
 --          -1 nothing known
 --@include base
+metaStable = true -- see base.lua
 if isPaused() or isMaxed() then return -1 end
 if rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0 then
   return math.max(0, rcall("PTTL", P .. "limiter")) -- ready, unless a limiter holds it back

@@ -26,6 +26,7 @@ for _, jobId in ipairs(rcall("LRANGE", P .. "active", 0, -1)) do
     end
   end
 end
+flushMetrics(now)
 local active = rcall("LRANGE", P .. "active", 0, -1)
 rcall("DEL", P .. "stalled")
 for i = 1, #active, 1000 do -- unpack has a stack limit: add in slices

@@ -5,4 +5,5 @@
 -- Events: waiting (prev=delayed) for promoted jobs; active (prev=waiting) per job
 -- Returns: a list of job hashes (flat field/value lists ending "__id", id)
 --@include base take
+metaStable = true -- see base.lua
 return takeJobs(cjson.decode(ARGV[2]), nowMs())

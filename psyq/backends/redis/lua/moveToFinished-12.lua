@@ -9,6 +9,7 @@
 -- Returns: {{code per settlement (0 ok, an ErrorCode, or "ERR <message>" when settling
 --          that job raised an error)}, {fetched job hashes}}
 --@include base settle parent take finish
+metaStable = true -- see base.lua
 local now = nowMs()
 local req = cjson.decode(ARGV[2])
 local codes = {}
@@ -23,6 +24,7 @@ for i, item in ipairs(req.settle) do
     codes[i] = "ERR " .. tostring(result)
   end
 end
+flushMetrics(now)
 local fetched = {}
 if req.fetch ~= nil and req.fetch ~= cjson.null then
   fetched = takeJobs(req.fetch, now)

@@ -11,11 +11,15 @@ SELECT job.*
 
 -- name: children
 -- $1 parent queue, $2 parent id -> its children: queue, id, key (`<queue>:<id>`), status
--- (pending, processed, failed, ignored) and value (JSON text), pending ones first.
-SELECT child_queue, child_id, child_key, status::text AS status, value::text AS value
-  FROM job_dependency
- WHERE parent_queue = $1 AND parent_id = $2
- ORDER BY status = 'pending' DESC, child_key;
+-- (pending, processed, failed, ignored), value (JSON text) and whether the child was added
+-- with continueParentOnFailure (the layout files such a failure as ignored), pending first.
+SELECT d.child_queue, d.child_id, d.child_key, d.status::text AS status,
+       d.value::text AS value,
+       COALESCE(c.opts->>'continueParentOnFailure' = 'true', false) AS continued
+  FROM job_dependency d
+  LEFT JOIN job c ON c.queue = d.child_queue AND c.id = d.child_id
+ WHERE d.parent_queue = $1 AND d.parent_id = $2
+ ORDER BY d.status = 'pending' DESC, d.child_key;
 
 -- name: wait_children
 -- $1 queue, $2 id, $3 token -> 1 when the job now waits for children, 0 when none are

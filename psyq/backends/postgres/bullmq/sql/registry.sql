@@ -61,6 +61,19 @@ SELECT name, info::text AS info, started FROM psyq_worker
  WHERE queue = $1 AND expires > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
  ORDER BY started, name;
 
+-- name: node_workers
+-- $1 queue -> Node BullMQ's workers of the queue, found as BullMQ's Postgres backend finds
+-- them: sessions of this database whose application_name is the queue's name or
+-- `<queue>:w:<worker name>` (each Node worker names its LISTEN connection so; like Node,
+-- whatever the schema) -> (name, addr, started ms), oldest first.
+SELECT application_name AS name,
+       COALESCE(host(client_addr) || ':' || client_port, 'local') AS addr,
+       (extract(epoch FROM backend_start) * 1000)::bigint AS started
+  FROM pg_stat_activity
+ WHERE datname = current_database()
+   AND (application_name = $1 OR left(application_name, length($1) + 3) = $1 || ':w:')
+ ORDER BY backend_start, pid;
+
 -- name: cancel
 -- $1 queue, $2 job id, $3 reason -> a row when the job was active (its current attempt
 -- is cancelled; a later attempt is not).

@@ -107,15 +107,17 @@ SELECT $1, parent_id, split_part(child_key, ':', 1),
 ON CONFLICT (parent_queue, parent_id, child_key) DO UPDATE
    SET status = EXCLUDED.status, value = EXCLUDED.value;
 
--- name: counter
--- $1 queue -> the next id of the queue's counter (creating the layout's sequence).
-SELECT next_job_id($1::text)::bigint;
-
 -- name: counter_at_least
--- $1 queue, $2 highest numeric id moved: the queue's id counter (the layout's sequence,
--- which `counter` made sure exists) never hands out one of them again.
+-- $1 queue, $2 highest numeric id moved: the queue's id counter (the layout's sequence)
+-- never hands out one of them again. A missing sequence is made by the layout's
+-- next_job_id (which hands out 1, so the counter then stands at max(1, $2)).
+WITH made AS (
+  SELECT CASE WHEN to_regclass(job_id_seq_name($1::text)) IS NULL
+              THEN next_job_id($1::text) END AS first
+)
 SELECT setval(job_id_seq_name($1::text)::regclass, $2::bigint)
- WHERE $2::bigint > pg_sequence_last_value(job_id_seq_name($1::text)::regclass);
+  FROM made
+ WHERE $2::bigint > COALESCE(pg_sequence_last_value(job_id_seq_name($1::text)::regclass), 0);
 
 -- name: meta
 -- $1 queue -> the queue's meta rows.
@@ -157,3 +159,12 @@ ON CONFLICT (queue, scheduler_id) DO UPDATE
 -- $1 queue -> its scheduler rows as JSON objects.
 SELECT to_jsonb(scheduler) - 'queue' AS row FROM scheduler WHERE queue = $1
  ORDER BY scheduler_id;
+
+-- name: async_commit
+-- In an import's transaction: its commit does not wait for the WAL flush, and every lookup
+-- goes by an index (docs/migrate.md, "Durability"); both for this transaction only.
+SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true);
+
+-- name: last_id
+-- $1 queue -> the last automatic id its sequence handed out (0 when it has none yet).
+SELECT COALESCE(pg_sequence_last_value(to_regclass(job_id_seq_name($1::text))), 0)::bigint;

@@ -9,8 +9,27 @@ local function nowMs()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Scripts in which no queue's meta hash changes (adds, settles, fetches, the wait hint) set
+-- `metaStable`: each queue's paused flag, concurrency, rate limit and maxLenEvents are then
+-- read with one HMGET per queue and script call. Other scripts read them as they go.
+-- Keyed by P (a flow or a parent spans queues).
+local metaStable = false
+local metaCache = {}
+local function queueMeta()
+  local entry = metaCache[P]
+  if entry == nil then
+    local v = rcall("HMGET", P .. "meta", "paused", "concurrency", "max", "duration",
+      "opts.maxLenEvents")
+    entry = {paused = v[1] ~= false, concurrency = tonumber(v[2]), max = tonumber(v[3]),
+      duration = tonumber(v[4]), maxLen = tonumber(v[5]) or 10000}
+    if metaStable then metaCache[P] = entry end
+  end
+  return entry
+end
+
 local maxLenEvents = nil -- read once per script call (no script changes it)
 local function maxEvents()
+  if metaStable then return queueMeta().maxLen end
   if maxLenEvents == nil then
     maxLenEvents = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
   end
@@ -27,30 +46,19 @@ local function emit(event, ...)
   end
 end
 
--- Scripts that only add jobs (addJobs, addFlow) set `addsOnly`: during such a call no
--- queue is paused, resumed or has jobs taken, so each queue's paused and maxed state is
--- read once and its base marker set once, not once per job. Keyed by P (a flow spans
--- queues).
+-- Scripts that only add jobs (addJobs, addFlow) set `addsOnly` (and `metaStable`): during
+-- such a call no queue is paused, resumed or has jobs taken, so each queue's base marker is
+-- set once, not once per job. Keyed by P (a flow spans queues).
 local addsOnly = false
-local queueMemo = {}
-local function memo()
-  local entry = queueMemo[P]
-  if entry == nil then
-    entry = {}
-    queueMemo[P] = entry
-  end
-  return entry
-end
+local markedQueues = {}
 
 local function readPaused()
   return rcall("HEXISTS", P .. "meta", "paused") == 1
 end
 
 local function isPaused()
-  if not addsOnly then return readPaused() end
-  local entry = memo()
-  if entry.paused == nil then entry.paused = readPaused() end
-  return entry.paused
+  if metaStable then return queueMeta().paused end
+  return readPaused()
 end
 
 local function waitKey()
@@ -58,17 +66,21 @@ local function waitKey()
   return P .. "wait"
 end
 
+local function concurrencyLimit()
+  if metaStable then return queueMeta().concurrency end
+  return tonumber(rcall("HGET", P .. "meta", "concurrency"))
+end
+
 local function isMaxed()
-  local limit = tonumber(rcall("HGET", P .. "meta", "concurrency"))
+  local limit = concurrencyLimit()
   return limit ~= nil and rcall("LLEN", P .. "active") >= limit
 end
 
 -- Wake one blocked worker (BullMQ's base marker), unless nothing could be taken.
 local function addBaseMarker()
   if addsOnly then
-    local entry = memo()
-    if entry.marked then return end
-    entry.marked = true
+    if markedQueues[P] then return end
+    markedQueues[P] = true
   end
   if not isPaused() and not isMaxed() then
     rcall("ZADD", P .. "marker", 0, "0")

@@ -2,17 +2,18 @@
 
 local function finishJob(jobId, completed, value, stack, now)
   local jobKey = P .. jobId
-  local atm = rcall("HINCRBY", jobKey, "atm", 1)
+  local read = rcall("HMGET", jobKey, "opts", "parent", "deid", "atm") -- one read, one write
+  local atm = (tonumber(read[4]) or 0) + 1
   local kind = "failed"
   if completed then kind = "completed" end
   if completed then
-    rcall("HSET", jobKey, "finishedOn", now, "returnvalue", value)
+    rcall("HSET", jobKey, "atm", atm, "finishedOn", now, "returnvalue", value)
   else
-    rcall("HSET", jobKey, "finishedOn", now, "failedReason", value, "stacktrace", stack)
+    rcall("HSET", jobKey, "atm", atm, "finishedOn", now, "failedReason", value,
+      "stacktrace", stack)
   end
   rcall("ZADD", P .. kind, now, jobId)
-  collectMetrics(kind, now)
-  local read = rcall("HMGET", jobKey, "opts", "parent", "deid") -- one read for the three
+  collectMetrics(kind)
   local opts = {}
   if read[1] and read[1] ~= "" then opts = cjson.decode(read[1]) end
   if completed then

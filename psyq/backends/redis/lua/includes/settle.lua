@@ -10,22 +10,35 @@ local function hasCancelMarks()
   return cancelMarks[P]
 end
 
--- 0 when `token` holds the lock of active job `jobId`, else an ErrorCode.
+-- Whether the queue's `stalled` set (the stall check's marks of active jobs) holds
+-- anything, read once per queue and script call: the stall check, the only script that adds
+-- marks, adds them after it took its jobs out of active. Usually it is empty.
+local stalledMarks = {}
+local function hasStalledMarks()
+  if stalledMarks[P] == nil then stalledMarks[P] = rcall("EXISTS", P .. "stalled") == 1 end
+  return stalledMarks[P]
+end
+
+-- 0 when `token` holds the lock of active job `jobId`, else an ErrorCode. A lock is only
+-- taken on a job that exists and is deleted with it, so a held lock needs no EXISTS.
 local function checkLock(jobId, token)
   local jobKey = P .. jobId
+  local held = false
+  if token ~= SKIP_LOCK then
+    held = rcall("GET", jobKey .. ":lock")
+    if held == token then return 0 end
+  end
   if rcall("EXISTS", jobKey) == 0 then return -1 end
   if token == SKIP_LOCK then return 0 end
-  local held = rcall("GET", jobKey .. ":lock")
   if not held then return -2 end
-  if held ~= token then return -6 end
-  return 0
+  return -6
 end
 
 -- Take an active job out of the active list (after checkLock); -3 when it is not there.
 local function leaveActive(jobId)
   if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
   rcall("DEL", P .. jobId .. ":lock")
-  rcall("SREM", P .. "stalled", jobId)
+  if hasStalledMarks() then rcall("SREM", P .. "stalled", jobId) end
   if hasCancelMarks() then rcall("HDEL", P .. "cancelled", jobId) end
   return 0
 end
@@ -56,29 +69,37 @@ local function removeJobKeys(jobId)
     jobKey .. ":processed", jobKey .. ":failed", jobKey .. ":unsuccessful")
 end
 
--- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first). Within
--- one script call `now` does not change, so once a key's minute is brought up to date the
--- later jobs of the call only count.
-local metricsCurrent = {}
-local function collectMetrics(kind, now)
+-- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first). A
+-- script call counts its finished jobs per key and writes them once at its end
+-- (flushMetrics): within one call `now` does not change, so the minute is brought up to date
+-- once and the count grows by the call's jobs.
+local metricsPending = {}
+local function collectMetrics(kind)
   local key = P .. "metrics:" .. kind
-  local count = rcall("HINCRBY", key, "count", 1)
-  if metricsCurrent[key] then return end
-  metricsCurrent[key] = true
-  local prevTS = tonumber(rcall("HGET", key, "prevTS"))
-  if not prevTS then
-    rcall("HSET", key, "prevTS", now, "prevCount", 0)
-    return
+  metricsPending[key] = (metricsPending[key] or 0) + 1
+end
+
+local function flushMetrics(now)
+  for key, n in pairs(metricsPending) do
+    local count = rcall("HINCRBY", key, "count", n)
+    local before = count - n
+    local prevTS = tonumber(rcall("HGET", key, "prevTS"))
+    if not prevTS then
+      rcall("HSET", key, "prevTS", now, "prevCount", 0)
+    else
+      local minutes = math.floor(now / 60000) - math.floor(prevTS / 60000)
+      if minutes > 0 then
+        local prevCount = tonumber(rcall("HGET", key, "prevCount")) or 0
+        local points = {before - prevCount}
+        for _ = 2, math.min(minutes, MAX_METRICS_POINTS) do points[#points + 1] = 0 end
+        -- newest first: the zeros (minutes with nothing) are newer than the finished minute
+        for i = #points, 1, -1 do rcall("LPUSH", key .. ":data", points[i]) end
+        rcall("LTRIM", key .. ":data", 0, MAX_METRICS_POINTS - 1)
+        rcall("HSET", key, "prevTS", now, "prevCount", before)
+      end
+    end
   end
-  local minutes = math.floor(now / 60000) - math.floor(prevTS / 60000)
-  if minutes <= 0 then return end
-  local prevCount = tonumber(rcall("HGET", key, "prevCount")) or 0
-  local points = {count - 1 - prevCount}
-  for _ = 2, math.min(minutes, MAX_METRICS_POINTS) do points[#points + 1] = 0 end
-  -- newest first: the zeros (minutes with nothing) are newer than the finished minute
-  for i = #points, 1, -1 do rcall("LPUSH", key .. ":data", points[i]) end
-  rcall("LTRIM", key .. ":data", 0, MAX_METRICS_POINTS - 1)
-  rcall("HSET", key, "prevTS", now, "prevCount", count - 1)
+  metricsPending = {}
 end
 
 local function dropOldest(target, keepCount)
