@@ -193,7 +193,7 @@ def two_processes(url: str, name: str, count: int) -> float:
 
 
 async def explain_take(url: str, queue: str) -> str:
-    from psyq.backends.postgres.bullmq.statements import load_statements
+    from psyq.backends.postgres.statements import load_statements
 
     conn = await asyncpg.connect(url.split("?")[0], server_settings={"search_path": "bullmq"})
     try:

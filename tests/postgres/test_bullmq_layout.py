@@ -12,10 +12,10 @@ import pytest
 
 import psyq
 from psyq.backends.postgres import open_postgres_backend
-from psyq.backends.postgres.bullmq import schema as layout_schema
-from psyq.backends.postgres.bullmq.backend import BullmqPostgresBackend
-from psyq.backends.postgres.bullmq.schema import SchemaError
+from psyq.backends.postgres import schema as layout_schema
+from psyq.backends.postgres.backend import PostgresBackend
 from psyq.backends.postgres.config import parse_postgres_url
+from psyq.backends.postgres.schema import SchemaError
 from tests.postgres.conftest import url_for
 
 
@@ -25,7 +25,7 @@ def test_the_layout_is_bullmqs_with_its_default_schema() -> None:
     assert parse_postgres_url("postgresql://db/x?layout=bullmq").schema == "bullmq"
     with pytest.raises(psyq.errors.InvalidURLError, match="layout 'psyq' is not known"):
         parse_postgres_url("postgresql://db/x?layout=psyq")
-    assert isinstance(open_postgres_backend("postgresql://db/x"), BullmqPostgresBackend)
+    assert isinstance(open_postgres_backend("postgresql://db/x"), PostgresBackend)
 
 
 async def _ledger(admin: asyncpg.Connection, schema: str) -> list[tuple[int, str, int]]:
@@ -45,12 +45,12 @@ async def test_psyq_creates_the_schema_from_bullmqs_migrations(
     bundled = layout_schema.bundled_migrations()
     assert bundled is not None and [v for v, _, _ in bundled][:4] == [1, 2, 3, 4]
     # concurrent openers: one migrates, the others find it done
-    backends = [BullmqPostgresBackend(url) for _ in range(3)]
+    backends = [PostgresBackend(url) for _ in range(3)]
     await asyncio.gather(*(backend.open() for backend in backends))
     await asyncio.gather(*(backend.close() for backend in backends))
     ledger = await _ledger(admin, schema)
     assert ledger == [(v, name, 6) for v, name, _ in bundled]
-    backend = BullmqPostgresBackend(url)
+    backend = PostgresBackend(url)
     await backend.open()  # migrating again is a no-op
     await backend.close()
     assert await _ledger(admin, schema) == ledger
@@ -67,7 +67,7 @@ async def test_a_ledger_for_a_newer_bullmq_is_refused(
 ) -> None:
     schema = fresh_schema()
     url = url_for(pg_server, schema)
-    backend = BullmqPostgresBackend(url)
+    backend = PostgresBackend(url)
     await backend.open()
     await backend.close()
     table = await admin.fetchval("SELECT format('%I.migration', $1::text)", schema)
@@ -75,7 +75,7 @@ async def test_a_ledger_for_a_newer_bullmq_is_refused(
         f"INSERT INTO {table} (version, name, min_client_version) VALUES (99, '0099_next', 7)"
     )
     with pytest.raises(SchemaError, match=r"BullMQ 7 or newer.*ledger version 99.*BullMQ 6"):
-        await BullmqPostgresBackend(url).open()
+        await PostgresBackend(url).open()
 
 
 async def test_without_the_bullmq_package_a_missing_schema_is_explained(
@@ -84,7 +84,7 @@ async def test_without_the_bullmq_package_a_missing_schema_is_explained(
     monkeypatch.setattr(layout_schema, "bundled_migrations", lambda: None)
     url = url_for(pg_server, fresh_schema())
     with pytest.raises(SchemaError, match=r"has no BullMQ layout.*psyq\[postgres\].*migrate: true"):
-        await BullmqPostgresBackend(url).open()
+        await PostgresBackend(url).open()
 
 
 async def test_migrations_newer_than_psyq_knows_are_not_applied(
@@ -98,7 +98,7 @@ async def test_migrations_newer_than_psyq_knows_are_not_applied(
     future = (layout_schema.KNOWN_VERSION + 1, "9999_future", "SELECT no_such_function()")
     monkeypatch.setattr(layout_schema, "bundled_migrations", lambda: [*bundled, future])
     schema = fresh_schema()
-    backend = BullmqPostgresBackend(url_for(pg_server, schema))
+    backend = PostgresBackend(url_for(pg_server, schema))
     await backend.open()
     await backend.close()
     applied = await _ledger(admin, schema)

@@ -1,47 +1,125 @@
-"""Named SQL statements: how the Postgres backend's `.sql` files are read (bullmq/sql/).
-
-A file holds one statement, or several under `-- name: <step>` lines; its opening comment
-lists parameters, effects, events and return codes. Statements are looked up as
-`"<file>"` or `"<file>.<step>"` (e.g. `"move_to_active.take"`). SQL is never built from
-strings at run time.
-"""
+"""Reading queues: jobs by id or state, counts, logs, the queue list."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["Queries", "parse_sql_file"]
+from psyq.backends.base import JOB_STATES, JobRecord
+from psyq.backends.postgres.connection import BullmqConnection
 
-_NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+__all__ = ["Queries"]
+
+MAX_METRICS_POINTS = 7 * 24 * 60  # one week of minutes, as BullMQ keeps
+# psyq's state -> (the statement family listing it, its $2, the count that sizes it)
+_LISTS = {
+    "waiting": ("ready", "plain", "waiting"),
+    "paused": ("ready", "plain", "waiting"),
+    "prioritized": ("ready", "prioritized", "prioritized"),
+    "active": ("other", "active", "active"),
+    "delayed": ("delayed", "delayed", "delayed"),
+    "completed": ("finished", "completed", "completed"),
+    "failed": ("finished", "failed", "failed"),
+    "waiting-children": ("other", "waiting-children", "waiting_children"),
+}
 
 
-def _strip_comments(text: str) -> str:
-    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
-    return "\n".join(lines).strip().rstrip(";").strip()
+class Queries(BullmqConnection):
+    """Reads."""
 
+    async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
+        rows = await self._rows("queries.job", queue, job_id)
+        return self._records(queue, rows)[0] if rows else None
 
-def parse_sql_file(stem: str, text: str) -> dict[str, str]:
-    """{"<stem>" or "<stem>.<step>": statement} of one file."""
-    parts = _NAME.split(text)
-    if len(parts) == 1:
-        return {stem: _strip_comments(text)}
-    named = dict(zip(parts[1::2], parts[2::2], strict=True))
-    return {f"{stem}.{name}": _strip_comments(body) for name, body in named.items()}
+    async def get_state(self, queue: str, job_id: str) -> str:
+        rows = await self._rows("queries.state", queue, job_id)
+        if not rows:
+            return "unknown"
+        state: str = rows[0]["state"]
+        return "prioritized" if state == "waiting" and rows[0]["priority"] > 0 else state
 
+    async def get_jobs(
+        self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
+    ) -> list[JobRecord]:
+        """The slice [start, end] of the states' jobs one after the other, each state read
+        only for the part of the slice it holds. Waiting jobs are listed as "paused" while
+        the queue is paused (and the other way round), as BullMQ's Redis layout keeps them
+        in one list or the other."""
+        if not states:
+            return []
+        [counts] = await self._rows("queries.counts", queue)
+        paused = bool(counts["paused"])
+        records: list[JobRecord] = []
+        position, stop = 0, None if end == -1 else end + 1
+        for state in states:
+            if state not in _LISTS or (state == "waiting" and paused):
+                continue
+            if state == "paused" and not paused:
+                continue
+            family, which, counted = _LISTS[state]
+            size = int(counts[counted])
+            first = max(start - position, 0)
+            last = size if stop is None else min(size, stop - position)
+            position += size
+            if last <= first:
+                continue
+            name = f"queries.in_{family}_{'asc' if asc else 'desc'}"
+            rows = await self._rows(name, queue, which, first, last - first)
+            records += self._records(queue, rows)
+        return records
 
-class Queries:
-    """Statements by name; a missing name is a bug, reported with the known names."""
+    async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:
+        [row] = await self._rows("queries.counts", queue)
+        paused = bool(row["paused"])
+        counts = {
+            "waiting": 0 if paused else row["waiting"],
+            "paused": row["waiting"] if paused else 0,
+            "prioritized": row["prioritized"],
+            "active": row["active"],
+            "delayed": row["delayed"],
+            "completed": row["completed"],
+            "failed": row["failed"],
+            "waiting-children": row["waiting_children"],
+        }
+        return {state: int(counts.get(state, 0)) for state in (states or JOB_STATES)}
 
-    def __init__(self, statements: dict[str, str]) -> None:
-        self._statements = statements
+    async def get_job_logs(
+        self, queue: str, job_id: str, start: int, end: int, asc: bool
+    ) -> tuple[list[str], int]:
+        rows = [row["row"] for row in await self._rows("queries.logs", queue, job_id)]
+        ordered = rows if asc else rows[::-1]
+        stop = None if end == -1 else end + 1
+        return ordered[start:stop], len(rows)
 
-    def __getitem__(self, name: str) -> str:
-        try:
-            return self._statements[name]
-        except KeyError:
-            raise KeyError(
-                f"no SQL statement {name!r}; known: {sorted(self._statements)}"
-            ) from None
+    async def is_paused(self, queue: str) -> bool:
+        return bool(await self._value("queries.paused", queue))
 
-    def names(self) -> list[str]:
-        return sorted(self._statements)
+    async def list_queues(self) -> list[str]:
+        return [row["queue"] for row in await self._rows("queries.queues")]
+
+    async def get_counts_per_priority(
+        self, queue: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        rows = await self._rows("queries.counts_per_priority", queue, list(priorities))
+        return {str(p): int(row[0]) for p, row in zip(priorities, rows, strict=True)}
+
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+        """BullMQ's shape, newest minute first; the current minute is counted too. The
+        counts psyq appended since the last fold are folded first."""
+        await self._value("transitions.fold", queue)
+        rows = await self._rows("queries.metrics", queue, kind)
+        total, points = 0, []
+        if rows and rows[0]["prev_ts"] is not None:
+            row = rows[0]
+            total = int(row["count"])
+            quiet = max(0, int(row["now"]) // 60_000 - int(row["prev_ts"]) // 60_000)
+            current = total - int(row["prev_count"])
+            stored = [int(p) for p in row["data"]]
+            points = ([0] * min(quiet, MAX_METRICS_POINTS) + [current] + stored)[
+                :MAX_METRICS_POINTS
+            ]
+        elif rows:
+            total = int(rows[0]["count"])
+            points = [total]
+        stop = None if end == -1 else end + 1
+        return {"meta": {"count": total}, "data": points[start:stop], "count": len(points)}

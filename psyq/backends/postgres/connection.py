@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 import asyncpg
 
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
-from psyq.backends.postgres.bullmq.listen import Listener
-from psyq.backends.postgres.bullmq.schema import Ledger, ensure_schema
-from psyq.backends.postgres.bullmq.statements import load_statements
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
+from psyq.backends.postgres.listen import Listener
 from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST
+from psyq.backends.postgres.schema import Ledger, ensure_schema
+from psyq.backends.postgres.statements import load_statements
 from psyq.core.backoff import Reconnect
 from psyq.errors import ConnectionError, InvalidDataError, PsyqError
 

@@ -12,8 +12,8 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.base import ExportPage, JobRecord
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
-from psyq.backends.postgres.bullmq.schedulers import Schedulers
+from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.postgres.schedulers import Schedulers
 from psyq.errors import PsyqError
 
 __all__ = ["Transfer"]

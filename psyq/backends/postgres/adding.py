@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
-from psyq.backends.postgres.bullmq.connection import LayoutCode
-from psyq.backends.postgres.bullmq.fastpath import FastPath
+from psyq.backends.postgres.connection import LayoutCode
+from psyq.backends.postgres.fastpath import FastPath
 from psyq.errors import JobNotFoundError
 
 __all__ = ["Adding", "refuse"]

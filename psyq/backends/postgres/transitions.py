@@ -22,13 +22,13 @@ from psyq.backends.base import (
     StalledResult,
     raise_for_code,
 )
-from psyq.backends.postgres.bullmq.connection import (
+from psyq.backends.postgres.connection import (
     LayoutCode,
     settle_error,
     translate,
 )
-from psyq.backends.postgres.bullmq.fastpath import FastPath, Taken
-from psyq.backends.postgres.bullmq.listen import EVENTS_CHANNEL, JOBS_CHANNEL
+from psyq.backends.postgres.fastpath import FastPath, Taken
+from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.errors import PsyqError
 
 __all__ = ["Transitions"]

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from psyq.backends.base import FlowNode, JobRecord, raise_for_code
-from psyq.backends.postgres.bullmq.adding import Adding, refuse
-from psyq.backends.postgres.bullmq.connection import LayoutCode
+from psyq.backends.postgres.adding import Adding, refuse
+from psyq.backends.postgres.connection import LayoutCode
 
 __all__ = ["Flows"]
 

@@ -1,11 +1,16 @@
-"""`postgresql://...?layout=bullmq`: queues stored in BullMQ 6's own Postgres layout, shared
-with Node BullMQ 6 and bullmq for Python (docs/architecture.md).
+"""`postgresql://`: queues stored in BullMQ 6's own Postgres layout, shared with Node
+BullMQ 6 and bullmq for Python (docs/architecture.md).
 
-The schema is BullMQ's (its migrations, its ledger); every transition is one statement
-over the layout's functions, so psyq follows the layout's lock protocol. The backend is put
-together from one class per concern, each in its own module:
+The schema is BullMQ's (its migrations, its ledger); every transition is one statement:
+the layout's own function, or, for plain jobs, psyq's set-based statements that write the
+same rows and events and take the same locks (fastpath.py), so psyq follows the layout's
+lock protocol. The backend is put together from one class per concern, each in its own
+module:
 
+    config.py       the URL's parameters
     schema.py       the ledger: check it, apply BullMQ's migrations from the bullmq package
+    statements.py   the named SQL of sql/*.sql
+    retry.py        which server errors a statement is run again after
     connection.py   pool, named statements (sql/), the layout's error codes, job rows
     listen.py       LISTEN bullmq_jobs / bullmq_events
     adding.py       add_jobs
@@ -23,20 +28,20 @@ together from one class per concern, each in its own module:
 
 from __future__ import annotations
 
-from psyq.backends.postgres.bullmq.adding import Adding
-from psyq.backends.postgres.bullmq.admin import Admin
-from psyq.backends.postgres.bullmq.events import Events
-from psyq.backends.postgres.bullmq.flows import Flows
-from psyq.backends.postgres.bullmq.jobs import JobMutations
-from psyq.backends.postgres.bullmq.queries import Queries
-from psyq.backends.postgres.bullmq.registry import Registry
-from psyq.backends.postgres.bullmq.transfer import Transfer
-from psyq.backends.postgres.bullmq.transitions import Transitions
+from psyq.backends.postgres.adding import Adding
+from psyq.backends.postgres.admin import Admin
+from psyq.backends.postgres.events import Events
+from psyq.backends.postgres.flows import Flows
+from psyq.backends.postgres.jobs import JobMutations
+from psyq.backends.postgres.queries import Queries
+from psyq.backends.postgres.registry import Registry
+from psyq.backends.postgres.transfer import Transfer
+from psyq.backends.postgres.transitions import Transitions
 
-__all__ = ["BullmqPostgresBackend"]
+__all__ = ["PostgresBackend"]
 
 
-class BullmqPostgresBackend(
+class PostgresBackend(
     Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Transfer, Registry
 ):
     """BullMQ 6's Postgres layout (see the top for where each part lives)."""

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.backends.postgres.connection import BullmqConnection
 from psyq.errors import PsyqError
 
 __all__ = ["Registry"]

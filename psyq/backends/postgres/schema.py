@@ -19,7 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
-from psyq.backends.postgres.bullmq.statements import load_statements
+from psyq.backends.postgres.statements import load_statements
 from psyq.errors import PsyqError
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.base import JobRecord, NewJob
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.backends.postgres.connection import BullmqConnection
 from psyq.core import codec
 from psyq.core.schedule import first_run, next_run
 

@@ -4,7 +4,7 @@ promotion, through the layout's functions."""
 from __future__ import annotations
 
 from psyq.backends.base import Limiter
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.backends.postgres.connection import BullmqConnection
 from psyq.errors import PsyqError
 
 __all__ = ["Admin"]

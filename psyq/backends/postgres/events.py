@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
-from psyq.backends.postgres.bullmq.listen import EVENTS_CHANNEL, JOBS_CHANNEL
+from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 
 __all__ = ["Events"]
 

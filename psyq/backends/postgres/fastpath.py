@@ -13,7 +13,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.base import Completed, FetchRequest, Settlement
-from psyq.backends.postgres.bullmq.connection import BullmqConnection
+from psyq.backends.postgres.connection import BullmqConnection
 
 __all__ = ["FastPath", "Taken"]
 

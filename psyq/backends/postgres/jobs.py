@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from psyq.backends.base import ErrorCode, raise_for_code
-from psyq.backends.postgres.bullmq.connection import BullmqConnection, LayoutCode
+from psyq.backends.postgres.connection import BullmqConnection, LayoutCode
 
 __all__ = ["JobMutations"]
 
