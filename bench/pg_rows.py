@@ -138,9 +138,11 @@ async def decay_row(url: str, jobs: int, vacuum_every: int) -> dict[str, float]:
     return {"first": first, "last": last, "last/first": last / first}
 
 
-def worker_process(url: str, name: str, count: int, ready: Any, go: Any, out: Any) -> None:
-    """One of the worker processes of the scaling row: processes until `count` jobs are
-    completed between them (counted from the database), reports its own completions."""
+def worker_process(url: str, name: str, count: int, shared: Any) -> None:
+    """One of the worker processes of the scaling row: processes until the two have
+    completed `count` jobs between them, counted in shared memory (no query of the database
+    while it is measured), and reports its own completions."""
+    ready, go, finished, done, out = shared
 
     async def main() -> None:
         seen = 0
@@ -148,15 +150,18 @@ def worker_process(url: str, name: str, count: int, ready: Any, go: Any, out: An
         def hit(*_: Any) -> None:
             nonlocal seen
             seen += 1
+            with done.get_lock():
+                done.value += 1
+                if done.value >= count:
+                    finished.set()
 
         worker = psyq.Worker(name, noop, connection=url, concurrency=100, autorun=False)
         worker.on("completed", hit)
         ready.set()
         go.wait()
         runner = asyncio.ensure_future(worker.run())
-        async with psyq.Queue(name, connection=url) as queue:
-            while (await queue.get_job_counts("completed"))["completed"] < count:
-                await asyncio.sleep(0.05)
+        while not finished.is_set():
+            await asyncio.sleep(0.02)
         await worker.close()
         runner.cancel()
         out.put(seen)
@@ -164,19 +169,16 @@ def worker_process(url: str, name: str, count: int, ready: Any, go: Any, out: An
     asyncio.run(main())
 
 
-async def completed(url: str, name: str) -> int:
-    async with psyq.Queue(name, connection=url) as queue:
-        return (await queue.get_job_counts("completed"))["completed"]
-
-
 def two_processes(url: str, name: str, count: int) -> float:
     """Jobs/s of two worker processes (concurrency 100 each) completing `count` more jobs
-    of queue `name` between them."""
-    count += asyncio.run(completed(url, name))
+    of queue `name` between them: from the start signal to the count-th completion."""
     ctx = multiprocessing.get_context("spawn")
-    ready, go, out = [ctx.Event(), ctx.Event()], ctx.Event(), ctx.Queue()
+    ready = [ctx.Event(), ctx.Event()]
+    go, finished, done, out = ctx.Event(), ctx.Event(), ctx.Value("q", 0), ctx.Queue()
     procs = [
-        ctx.Process(target=worker_process, args=(url, name, count, ready[i], go, out))
+        ctx.Process(
+            target=worker_process, args=(url, name, count, (ready[i], go, finished, done, out))
+        )
         for i in range(2)
     ]
     for proc in procs:
@@ -185,8 +187,10 @@ def two_processes(url: str, name: str, count: int) -> float:
         event.wait()
     started = time.perf_counter()
     go.set()
+    finished.wait()
+    rate = count / (time.perf_counter() - started)
     results = [out.get() for _ in procs]
-    rate = sum(results) / (time.perf_counter() - started)
+    print(f"two processes: {results} completions each", flush=True)
     for proc in procs:
         proc.join()
     return rate

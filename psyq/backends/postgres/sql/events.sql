@@ -34,5 +34,6 @@ WITH bound AS (
   OFFSET (SELECT max_len FROM bound) LIMIT 1
 )
 DELETE FROM event
- WHERE queue = $1 AND id <= (SELECT id FROM cutoff)
-   AND pg_try_advisory_xact_lock(hashtext('bullmq:evtrim:' || $1::text));
+ WHERE EXISTS (SELECT 1 FROM cutoff)  -- a one-time filter: nothing read when nothing to trim
+   AND pg_try_advisory_xact_lock(hashtext('bullmq:evtrim:' || $1::text))
+   AND queue = $1 AND id <= (SELECT id FROM cutoff);

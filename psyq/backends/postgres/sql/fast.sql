@@ -59,14 +59,17 @@ WITH clock AS (
                     WHERE queue = $1 AND field = 'opts.maxLenEvents'), 10000) AS max_len,
          (SELECT max(id) FROM written) AS newest,
          EXISTS (SELECT 1 FROM written WHERE id % 256 = 0) AS crossed
+), trim_to AS (
+  SELECT newest - max_len AS upto FROM bound
+   WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
+              THEN pg_try_advisory_xact_lock(hashtext('bullmq:evtrim:' || $1::text))
+              ELSE false END
 ), trimmed AS (
+  -- EXISTS is the same for every row: a one-time filter, so the event table is not read at
+  -- all when there is nothing to trim (a per-row test would scan it on every statement)
   DELETE FROM event
-   WHERE queue = $1
-     AND id <= (SELECT newest - max_len FROM bound
-                 WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
-                            THEN pg_try_advisory_xact_lock(
-                                   hashtext('bullmq:evtrim:' || $1::text))
-                            ELSE false END)
+   WHERE EXISTS (SELECT 1 FROM trim_to)
+     AND queue = $1 AND id <= (SELECT upto FROM trim_to)
   RETURNING 1
 ), woken AS (
   SELECT CASE WHEN EXISTS (SELECT 1 FROM inserted) THEN
@@ -227,14 +230,17 @@ WITH clock AS (
                     WHERE queue = $1 AND field = 'opts.maxLenEvents'), 10000) AS max_len,
          (SELECT max(id) FROM written) AS newest,
          EXISTS (SELECT 1 FROM written WHERE id % 256 = 0) AS crossed
+), trim_to AS (
+  SELECT newest - max_len AS upto FROM bound
+   WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
+              THEN pg_try_advisory_xact_lock(hashtext('bullmq:evtrim:' || $1::text))
+              ELSE false END
 ), trimmed AS (
+  -- EXISTS is the same for every row: a one-time filter, so the event table is not read at
+  -- all when there is nothing to trim (a per-row test would scan it on every statement)
   DELETE FROM event
-   WHERE queue = $1
-     AND id <= (SELECT newest - max_len FROM bound
-                 WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
-                            THEN pg_try_advisory_xact_lock(
-                                   hashtext('bullmq:evtrim:' || $1::text))
-                            ELSE false END)
+   WHERE EXISTS (SELECT 1 FROM trim_to)
+     AND queue = $1 AND id <= (SELECT upto FROM trim_to)
   RETURNING 1
 ), woken AS (
   SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM written) THEN 0
