@@ -28,10 +28,8 @@ class Adding(FastPath):
         try:
             # plain jobs: psyq's own insert (fastpath.py); None until the queue has ids
             rows = None if linked else await self._add_plain(queue, entries)
-            if rows is None:
+            if rows is None:  # (psyq's insert trims the events itself, by the layout's rule)
                 rows = await self._add_in_layout(queue, entries, linked)
-            elif len(entries) > 1:  # the exact bound after a bulk add, as for the layout's
-                await self._rows("events.trim", queue)
         except LayoutCode as exc:
             refuse(entries[0], str(exc.code))
             raise
