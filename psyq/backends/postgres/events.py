@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 from psyq.backends.postgres.connection import BullmqConnection
@@ -12,6 +14,9 @@ from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 __all__ = ["Events"]
 
 CHANNELS = (EVENTS_CHANNEL, JOBS_CHANNEL)
+# How long a read waits for the event writers in flight to end before it hands out what it
+# has (a bulk add of many jobs holds its events until it commits).
+SETTLE_WAIT_S = 5.0
 # Fields BullMQ's readers take as numbers; every other field is a string, as in Redis.
 _NUMERIC_FIELDS = ("attemptsMade", "delay")
 
@@ -34,7 +39,26 @@ class Events(BullmqConnection):
         finally:
             for channel, future in zip(CHANNELS, woken, strict=True):
                 self.listener.discard(channel, queue, future)
+        if rows:
+            rows = await self._settled(queue, after, rows[-1]["id"])
         return [(str(row["id"]), row["event"], _fields(row["data"])) for row in rows]
+
+    async def _settled(self, queue: str, after: int, newest: int) -> list[Any]:
+        """The events in (after, newest], once no transaction can still commit one there.
+
+        Event ids come from one sequence but become visible in commit order: a writer that
+        took id 10 may commit after one that took id 11, and a cursor already past 11 would
+        never read 10. So the read waits (boundedly) for the transactions writing to
+        `event` at that moment to end, then reads the range again."""
+        writers = await self._value("events.writers")
+        deadline = time.monotonic() + SETTLE_WAIT_S
+        pause = 0.001
+        while writers and time.monotonic() < deadline:
+            if not await self._value("events.writing", writers):
+                break
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        return await self._rows("events.read_upto", queue, after, newest)
 
     async def newest_event_id(self, queue: str) -> str:
         return str(await self._value("events.newest", queue))

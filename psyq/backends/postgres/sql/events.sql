@@ -4,6 +4,21 @@
 -- $1 queue, $2 after this id, $3 most events -> (id, event, data), oldest first.
 SELECT id, event, data FROM event WHERE queue = $1 AND id > $2 ORDER BY id LIMIT $3;
 
+-- name: read_upto
+-- $1 queue, $2 after this id, $3 up to this id -> (id, event, data), oldest first.
+SELECT id, event, data FROM event WHERE queue = $1 AND id > $2 AND id <= $3 ORDER BY id;
+
+-- name: writers
+-- -> the transactions now holding a write lock on `event` (their virtual ids): any of
+-- them may commit an event numbered below one a reader has already seen.
+SELECT COALESCE(array_agg(virtualtransaction), '{}') FROM pg_locks
+ WHERE locktype = 'relation' AND relation = 'event'::regclass
+   AND mode = 'RowExclusiveLock' AND granted AND pid <> pg_backend_pid();
+
+-- name: writing
+-- $1 virtual transaction ids -> whether any of them is still running.
+SELECT EXISTS (SELECT 1 FROM pg_locks WHERE virtualtransaction = ANY($1::text[]));
+
 -- name: newest
 -- $1 queue -> the newest event id (0 when none).
 SELECT COALESCE(max(id), 0) FROM event WHERE queue = $1;
