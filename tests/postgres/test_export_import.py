@@ -132,6 +132,34 @@ async def test_pages_keep_line_order_and_import_is_silent(
         await backend.close()
 
 
+async def test_pages_order_finished_jobs_and_keep_rows_whose_times_are_missing(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """Each state is read from its own index from the cursor on; a row another client wrote
+    without a due or finish time (key 0 in line order) is still exported, once."""
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        await backend.add_jobs("src", [NewJob(name, "null", {}) for name in "abcdefg"])
+        finish = (
+            "UPDATE {0}.job SET state = $1::text::{0}.job_state, finished_at_ms = $2 WHERE id = $3"
+        )
+        for name, state, at in [("b", "completed", 9), ("c", "completed", None)]:
+            await admin.execute(finish.format(schema), state, at, str("abcdefg".index(name) + 1))
+        for name, state, at in [("d", "failed", 3), ("e", "failed", 2), ("f", "completed", 4)]:
+            await admin.execute(finish.format(schema), state, at, str("abcdefg".index(name) + 1))
+        delay = "UPDATE {}.job SET state = 'delayed', process_at_ms = NULL WHERE id = '7'"
+        await admin.execute(delay.format(schema))
+        for size in (1, 2, 100):
+            order = [
+                job.name for page in await export_all(backend, "src", size) for job in page.jobs
+            ]
+            assert order == ["a", "g", "c", "f", "b", "e", "d"], size
+    finally:
+        await backend.close()
+
+
 def record(job_id: str, name: str = "job") -> JobRecord:
     return JobRecord(id=job_id, queue="q", name=name, data="null", opts={}, timestamp=1)
 

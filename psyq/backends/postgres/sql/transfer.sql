@@ -7,23 +7,78 @@
 -- name: page
 -- $1 queue, $2 rank, $3 key, $4 seq, $5 id (after this job), $6 most jobs -> job rows with
 -- their line position (line_rank, line_key).
-WITH lined AS (
-  SELECT job.*,
-         CASE WHEN state = 'waiting' AND priority = 0 THEN 0
-              WHEN state = 'waiting' THEN 1
-              WHEN state = 'delayed' THEN 2
-              WHEN state = 'active' THEN 3
-              WHEN state = 'waiting-children' THEN 4
-              WHEN state = 'completed' THEN 5
-              ELSE 6 END AS line_rank,
-         COALESCE(CASE WHEN state = 'waiting' THEN priority::bigint
-                       WHEN state = 'delayed' THEN process_at_ms
-                       WHEN state IN ('completed', 'failed') THEN finished_at_ms END, 0)
-           AS line_key
-    FROM job WHERE queue = $1
-)
-SELECT * FROM lined
- WHERE (line_rank, line_key, seq, id) > ($2::integer, $3::bigint, $4::bigint, $5::text)
+-- One branch per rank (and, where the key column may be NULL, per NULL-ness: such a job's
+-- key is 0), each reading its state's partial index from the cursor on, so a page costs
+-- the same at the end of a million jobs as at the start. A branch before the cursor's
+-- rank reads nothing; one after it reads from its start (the bounds' CASE).
+SELECT * FROM (
+  (SELECT job.*, 0 AS line_rank, 0::bigint AS line_key FROM job
+    WHERE queue = $1 AND state = 'waiting' AND priority = 0 AND $2::integer <= 0
+      AND (seq, id) > (CASE WHEN $2 = 0 THEN $4::bigint ELSE -9223372036854775808 END,
+                       CASE WHEN $2 = 0 THEN $5::text ELSE '' END)
+    ORDER BY job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 1, priority::bigint FROM job
+    WHERE queue = $1 AND state = 'waiting' AND priority > 0 AND $2 <= 1
+      AND (priority, seq, id) > (CASE WHEN $2 = 1 THEN $3::bigint::integer ELSE 1 END,
+                                 CASE WHEN $2 = 1 THEN $4 ELSE -9223372036854775808 END,
+                                 CASE WHEN $2 = 1 THEN $5 ELSE '' END)
+    ORDER BY job.priority, job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 2, process_at_ms FROM job
+    WHERE queue = $1 AND state = 'delayed' AND $2 <= 2 AND process_at_ms IS NOT NULL
+      AND (process_at_ms, seq, id) > (CASE WHEN $2 = 2 THEN $3 ELSE -9223372036854775808 END,
+                                      CASE WHEN $2 = 2 THEN $4 ELSE -9223372036854775808 END,
+                                      CASE WHEN $2 = 2 THEN $5 ELSE '' END)
+    ORDER BY job.process_at_ms, job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 2, 0 FROM job
+    WHERE queue = $1 AND state = 'delayed' AND $2 <= 2 AND process_at_ms IS NULL
+      AND (0, seq, id) > (CASE WHEN $2 = 2 THEN $3 ELSE -9223372036854775808 END,
+                          CASE WHEN $2 = 2 THEN $4 ELSE -9223372036854775808 END,
+                          CASE WHEN $2 = 2 THEN $5 ELSE '' END)
+    ORDER BY job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 3, 0 FROM job
+    WHERE queue = $1 AND state = 'active' AND $2 <= 3
+      AND (seq, id) > (CASE WHEN $2 = 3 THEN $4 ELSE -9223372036854775808 END,
+                       CASE WHEN $2 = 3 THEN $5 ELSE '' END)
+    ORDER BY job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 4, 0 FROM job
+    WHERE queue = $1 AND state = 'waiting-children' AND $2 <= 4
+      AND (seq, id) > (CASE WHEN $2 = 4 THEN $4 ELSE -9223372036854775808 END,
+                       CASE WHEN $2 = 4 THEN $5 ELSE '' END)
+    ORDER BY job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 5, finished_at_ms FROM job
+    WHERE queue = $1 AND state = 'completed' AND $2 <= 5 AND finished_at_ms IS NOT NULL
+      AND (finished_at_ms, seq, id) > (CASE WHEN $2 = 5 THEN $3 ELSE -9223372036854775808 END,
+                                       CASE WHEN $2 = 5 THEN $4 ELSE -9223372036854775808 END,
+                                       CASE WHEN $2 = 5 THEN $5 ELSE '' END)
+    ORDER BY job.finished_at_ms, job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 5, 0 FROM job
+    WHERE queue = $1 AND state = 'completed' AND $2 <= 5 AND finished_at_ms IS NULL
+      AND (0, seq, id) > (CASE WHEN $2 = 5 THEN $3 ELSE -9223372036854775808 END,
+                          CASE WHEN $2 = 5 THEN $4 ELSE -9223372036854775808 END,
+                          CASE WHEN $2 = 5 THEN $5 ELSE '' END)
+    ORDER BY job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 6, finished_at_ms FROM job
+    WHERE queue = $1 AND state = 'failed' AND $2 <= 6 AND finished_at_ms IS NOT NULL
+      AND (finished_at_ms, seq, id) > (CASE WHEN $2 = 6 THEN $3 ELSE -9223372036854775808 END,
+                                       CASE WHEN $2 = 6 THEN $4 ELSE -9223372036854775808 END,
+                                       CASE WHEN $2 = 6 THEN $5 ELSE '' END)
+    ORDER BY job.finished_at_ms, job.seq, job.id LIMIT $6)
+  UNION ALL
+  (SELECT job.*, 6, 0 FROM job
+    WHERE queue = $1 AND state = 'failed' AND $2 <= 6 AND finished_at_ms IS NULL
+      AND (0, seq, id) > (CASE WHEN $2 = 6 THEN $3 ELSE -9223372036854775808 END,
+                          CASE WHEN $2 = 6 THEN $4 ELSE -9223372036854775808 END,
+                          CASE WHEN $2 = 6 THEN $5 ELSE '' END)
+    ORDER BY job.seq, job.id LIMIT $6)
+) lined
  ORDER BY line_rank, line_key, seq, id
  LIMIT $6;
 
