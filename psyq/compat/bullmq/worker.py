@@ -15,6 +15,7 @@ import inspect
 import re
 import time
 import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
@@ -63,6 +64,13 @@ DEFAULT_OPTS: dict[str, Any] = {
     "maxStalledCount": 1,
     "stalledInterval": 30_000,
     "runRetryDelay": 15_000,
+}
+# Worker options the layer takes but does not apply yet (docs/porting.md), each with what
+# to do instead.
+NOT_APPLIED = {
+    "removeOnComplete": "set it per job or in the Queue's defaultJobOptions",
+    "removeOnFail": "set it per job or in the Queue's defaultJobOptions",
+    "useWorkerThreads": "run CPU-bound processors in psyq.sandbox.Sandbox",
 }
 
 
@@ -135,6 +143,12 @@ class Worker(EventEmitter):
     ) -> None:
         super().__init__()
         given = dict(opts or {})
+        for option in NOT_APPLIED.keys() & given.keys():
+            warnings.warn(
+                f"Worker option {option}={given[option]!r} is not applied by psyq yet: "
+                f"{NOT_APPLIED[option]}",
+                stacklevel=2,
+            )
         self.name = name
         self.processor = processor
         self.opts: dict[str, Any] = {**DEFAULT_OPTS, **given}
