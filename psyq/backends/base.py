@@ -191,6 +191,9 @@ class FetchRequest:
 @dataclass(frozen=True, slots=True)
 class Completed:
     returnvalue: str  # JSON text
+    # The worker's removeOnComplete, used when the job has none of its own (BullMQ's worker
+    # option); None: no default, the job keeps what its options say.
+    keep: bool | int | dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +202,7 @@ class Failed:
 
     reason: str
     stacktrace: Sequence[str] = ()
+    keep: bool | int | dict[str, Any] | None = None  # the worker's removeOnFail (Completed.keep)
 
 
 @dataclass(frozen=True, slots=True)

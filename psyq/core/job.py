@@ -292,25 +292,29 @@ _UNSET: Any = object()
 
 
 def failure_outcome(
-    job: Job, error: BaseException, strategies: Mapping[str, BackoffStrategy]
+    job: Job,
+    error: BaseException,
+    strategies: Mapping[str, BackoffStrategy],
+    keep: bool | int | dict[str, Any] | None = None,
 ) -> Failed | Retry:
     """Decide what a failed attempt becomes: a Retry (with backoff) or a final Failed. A
     value that cannot be stored (InvalidDataError) fails the job at once: the processor's
-    work is done, and running it again would repeat it only to fail the same way."""
+    work is done, and running it again would repeat it only to fail the same way. `keep`:
+    the worker's removeOnFail, for a job without its own."""
     reason = codec.printable(str(error) or type(error).__name__)
     stack = _stacktrace(job, error)
     attempts = job.opts.get("attempts", 1)
     final = isinstance(error, UnrecoverableError | InvalidDataError)
     if final or job._discarded or job._cancelled or job.attempts_made + 1 >= attempts:
-        return Failed(reason, stack)
+        return Failed(reason, stack, keep)
     try:
         delay = backoff_delay(
             job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies
         )
     except Exception as wrong:  # an unknown strategy, or one that raised: fail, saying so
-        return Failed(f"{reason} (not retried: {codec.printable(str(wrong))})", stack)
+        return Failed(f"{reason} (not retried: {codec.printable(str(wrong))})", stack, keep)
     if delay is None:
-        return Failed(reason, stack)
+        return Failed(reason, stack, keep)
     return Retry(reason, stack, delay)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from psyq.backends.base import Limiter
 from psyq.core.codec import UNICODE_HINT, bad_text
 from psyq.errors import InvalidOptionsError
 
@@ -323,4 +324,22 @@ def keep_jobs(value: bool | int | Mapping[str, Any] | None) -> KeepJobs:
         count=value.get("count"),
         age_ms=None if age is None else age * 1000,
         limit=value.get("limit"),
+    )
+
+
+def check_keep(name: str, value: Any) -> bool | int | dict[str, Any] | None:
+    """A worker's removeOnComplete/removeOnFail (for jobs without their own): as the job
+    option, or None for none."""
+    return None if value is None else _keep(name, value)
+
+
+def check_limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
+    """A worker's limiter: {'max': n, 'duration': ms}."""
+    if value is None or isinstance(value, Limiter):
+        return value
+    if not isinstance(value, Mapping) or set(value) - {"max", "duration"}:
+        raise InvalidOptionsError(f"limiter must be {{'max': n, 'duration': ms}}, got {value!r}")
+    return Limiter(
+        check_int("limiter.max", value.get("max"), minimum=1),
+        check_int("limiter.duration", value.get("duration"), minimum=1),
     )

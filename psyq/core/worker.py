@@ -32,7 +32,7 @@ from psyq.core import codec
 from psyq.core.backoff import BackoffStrategy, Reconnect
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
-from psyq.core.options import check_int
+from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
 from psyq.core.settle import SettleBatch
@@ -52,17 +52,6 @@ from psyq.plugins import PluginHost
 __all__ = ["Processor", "Worker"]
 
 Outcome = Completed | Failed | Retry
-
-
-def _limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
-    if value is None or isinstance(value, Limiter):
-        return value
-    if not isinstance(value, Mapping) or set(value) - {"max", "duration"}:
-        raise InvalidOptionsError(f"limiter must be {{'max': n, 'duration': ms}}, got {value!r}")
-    return Limiter(
-        check_int("limiter.max", value.get("max"), minimum=1),
-        check_int("limiter.duration", value.get("duration"), minimum=1),
-    )
 
 
 # A slot that chains jobs through fetch-next yields to the event loop this often.
@@ -100,6 +89,8 @@ class Worker(_BackendUser, EventEmitter):
         worker_name: str | None = None,
         skip_stalled_check: bool = False,
         skip_lock_renewal: bool = False,
+        remove_on_complete: bool | int | Mapping[str, Any] | None = None,
+        remove_on_fail: bool | int | Mapping[str, Any] | None = None,
     ) -> None:
         _BackendUser.__init__(self, name, connection, prefix)
         EventEmitter.__init__(self)
@@ -107,7 +98,10 @@ class Worker(_BackendUser, EventEmitter):
             raise InvalidOptionsError(f"processor must be callable, got {processor!r}")
         self.processor = processor
         self.concurrency = check_int("concurrency", concurrency, minimum=1)
-        self.limiter = _limiter(limiter)
+        self.limiter = check_limiter(limiter)
+        # BullMQ's worker options: retention for jobs without their own removeOn* option
+        self.remove_on_complete = check_keep("remove_on_complete", remove_on_complete)
+        self.remove_on_fail = check_keep("remove_on_fail", remove_on_fail)
         self.lock_duration = check_int("lock_duration", lock_duration, minimum=1)
         self.lock_renew_time = check_int(
             "lock_renew_time", lock_renew_time or max(1, lock_duration // 2), minimum=1
@@ -445,7 +439,8 @@ class Worker(_BackendUser, EventEmitter):
         error: BaseException | None = None
         try:
             result = await self._run_guarded(job)
-            outcome: Outcome = Completed(codec.dumps(result, "return value", job.id))
+            text = codec.dumps(result, "return value", job.id)
+            outcome: Outcome = Completed(text, self.remove_on_complete)
             if type(result) in _JSON_EXACT:  # what JSON gives back is the value itself
                 job._returnvalue = result
         except (DelayedError, WaitingChildrenError):
@@ -456,7 +451,7 @@ class Worker(_BackendUser, EventEmitter):
             return None
         except Exception as exc:
             error = exc
-            outcome = failure_outcome(job, exc, self._strategies)
+            outcome = failure_outcome(job, exc, self._strategies, self.remove_on_fail)
         if hooked("psyq_after_process"):
             await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error

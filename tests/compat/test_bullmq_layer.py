@@ -370,6 +370,6 @@ async def test_forced_close_leaves_the_job_to_the_stall_check(
 async def test_worker_options_not_applied_yet_are_said_so(
     opts: dict[str, str], queue_name: str
 ) -> None:
-    with pytest.warns(UserWarning, match=r"removeOnComplete=1000 is not applied.*per job"):
-        worker = Worker(queue_name, None, {**opts, "removeOnComplete": 1000})
+    with pytest.warns(UserWarning, match=r"useWorkerThreads=True is not applied.*Sandbox"):
+        worker = Worker(queue_name, None, {**opts, "useWorkerThreads": True})
     await worker.close(force=True)

@@ -223,3 +223,40 @@ async def test_retention_of_finished_jobs(
     assert counts[outcome] == kept
     survivors = [job_id for job_id in ids if await queue.get_job(job_id) is not None]
     assert survivors == ids[len(ids) - kept :]
+
+
+@pytest.mark.parametrize("outcome", ["completed", "failed"])
+@pytest.mark.parametrize("concurrency", [1, 5], ids=["one", "batched"])
+async def test_a_workers_retention_applies_to_jobs_without_their_own(
+    queue: psyq.Queue, make_worker: WorkerFactory, outcome: str, concurrency: int
+) -> None:
+    """BullMQ's worker options removeOnComplete/removeOnFail: the default for jobs that set
+    none; a job's own option (false included) wins."""
+    name = "removeOnComplete" if outcome == "completed" else "removeOnFail"
+    await queue.add_bulk([{"name": f"p{i}", "data": outcome} for i in range(5)])
+
+    async def process(job: psyq.Job) -> str:
+        if job.data == "failed":
+            raise RuntimeError("failing on purpose")
+        return "ok"
+
+    keep = {"remove_on_complete" if outcome == "completed" else "remove_on_fail": {"count": 2}}
+    worker = make_worker(process, concurrency=concurrency, **keep)
+    seen = Recorder(worker, outcome)
+    await seen.wait(outcome, 5)
+
+    async def settled() -> bool:
+        return await queue.count() == 0 and (await queue.get_job_counts("active"))["active"] == 0
+
+    await wait_for(settled)
+    assert (await queue.get_job_counts(outcome))[outcome] == 2
+    own = (await queue.add("own", outcome, {name: False})).id
+    await seen.wait(outcome, 6)
+    await wait_for(settled)
+    assert await queue.get_job(own) is not None  # its own `false`: nothing removed
+    assert (await queue.get_job_counts(outcome))[outcome] == 3
+
+
+async def test_a_workers_retention_is_checked(make_worker: WorkerFactory) -> None:
+    with pytest.raises(psyq.InvalidOptionsError, match="remove_on_fail"):
+        make_worker(None, remove_on_fail={"count": -1})

@@ -149,16 +149,18 @@ class StoreState:
         self._enqueue(record, record.opts.get("lifo", False))
         self.emit("waiting", record.id, {"prev": prev})
 
-    def _finish_into(self, record: JobRecord, state: str, now: int) -> None:
+    def _finish_into(self, record: JobRecord, state: str, now: int, default: Any = None) -> None:
+        """`default`: the worker's removeOnComplete/removeOnFail, for a job without its own."""
         target = self.completed if state == "completed" else self.failed
         record.state = state
         target[record.id] = None
         self.metrics[state].record(now)
         opts = record.opts
-        if not opts:
-            return
-        self.release_dedup(record)
-        keep = opts.get("removeOnComplete" if state == "completed" else "removeOnFail")
+        if opts:
+            self.release_dedup(record)
+            keep = opts.get("removeOnComplete" if state == "completed" else "removeOnFail", default)
+        else:
+            keep = default
         if keep is not None and keep is not False:
             self._retain(target, keep, now)
 

@@ -273,17 +273,19 @@ class QueueStore(Mutations):
         record.finished_on = now
         if isinstance(outcome, Completed):
             record.returnvalue = outcome.returnvalue
-            self._finish_into(record, "completed", now)
+            self._finish_into(record, "completed", now, outcome.keep)
             self.emit("completed", job_id, outcome.returnvalue, now)
         else:
-            self._fail(record, outcome.reason, list(outcome.stacktrace), now)
+            self._fail(record, outcome.reason, list(outcome.stacktrace), now, outcome.keep)
         if record.parent_key is not None:
             flows.child_finished(self, record, now)
 
-    def _fail(self, record: JobRecord, reason: str, stacktrace: Sequence[str], now: int) -> None:
+    def _fail(
+        self, record: JobRecord, reason: str, stacktrace: Sequence[str], now: int, keep: Any = None
+    ) -> None:
         record.failed_reason = reason
         record.stacktrace = stacktrace
-        self._finish_into(record, "failed", now)
+        self._finish_into(record, "failed", now, keep)
         self.emit("failed", record.id, {"failedReason": reason, "prev": "active"})
         if record.attempts_made >= record.opts.get("attempts", 1):
             self.emit("retries-exhausted", record.id, {"attemptsMade": record.attempts_made})

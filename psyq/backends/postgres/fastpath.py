@@ -12,10 +12,17 @@ from typing import Any
 
 import asyncpg
 
-from psyq.backends.base import Completed, FetchRequest, Settlement
+from psyq.backends.base import Completed, Failed, FetchRequest, Retry, Settlement
 from psyq.backends.postgres.connection import BullmqConnection
 
-__all__ = ["FastPath", "Taken"]
+__all__ = ["FastPath", "Taken", "worker_keep"]
+
+
+def worker_keep(outcome: Completed | Failed | Retry) -> str | None:
+    """The worker's removeOnComplete/removeOnFail of a settlement, as the statements take it
+    (JSON text; None: none, the job's own options decide)."""
+    keep = None if isinstance(outcome, Retry) else outcome.keep
+    return None if keep is None else json.dumps(keep)
 
 
 class Taken:
@@ -77,5 +84,6 @@ class FastPath(BullmqConnection):
             fetch.lock_duration if fetch is not None else 0,
             fetch.worker_name if fetch is not None else None,
             fetch is not None and fetch.limiter is not None,
+            [worker_keep(item.outcome) for item in done],
         )
         return Taken(rows)

@@ -27,7 +27,7 @@ from psyq.backends.postgres.connection import (
     settle_error,
     translate,
 )
-from psyq.backends.postgres.fastpath import FastPath, Taken
+from psyq.backends.postgres.fastpath import FastPath, Taken, worker_keep
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.errors import PsyqError
 
@@ -55,10 +55,12 @@ def _settle_call(queue: str, item: Settlement, count: bool = True) -> tuple[str,
     """(statement, operation, parameters) that settle one job; `count`: in the metrics."""
     outcome, head = item.outcome, [queue, item.job_id, item.token]
     if isinstance(outcome, Completed):
-        return "transitions.complete", "complete", [*head, outcome.returnvalue, count]
+        keep = worker_keep(outcome)
+        return "transitions.complete", "complete", [*head, outcome.returnvalue, count, keep]
     stack = json.dumps(list(outcome.stacktrace))
     if isinstance(outcome, Failed):
-        return "transitions.fail", "fail", [*head, outcome.reason, stack, count]
+        keep = worker_keep(outcome)
+        return "transitions.fail", "fail", [*head, outcome.reason, stack, count, keep]
     if outcome.delay > 0:
         return "transitions.retry_later", "retry", [*head, outcome.delay, outcome.reason, stack]
     return "transitions.retry_now", "retry", [*head, outcome.reason, stack]
@@ -103,7 +105,7 @@ class Transitions(FastPath):
                 kept.append(record)
                 continue
             stack = json.dumps(list(record.stacktrace))
-            args = (queue, record.id, record.lock_token, reason, stack, True)
+            args = (queue, record.id, record.lock_token, reason, stack, True, None)
             try:
                 await self._transition("transitions.fail", queue, record.id, "fail", *args)
             except PsyqError as exc:  # its lease ends and the stall check takes it back
@@ -155,6 +157,7 @@ class Transitions(FastPath):
                 fetch.lock_duration,
                 fetch.worker_name,
                 *_limits(fetch),
+                worker_keep(outcome),
             )
             return await self._deliverable(queue, self._records(queue, rows), rows)
         name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
@@ -245,6 +248,7 @@ class Transitions(FastPath):
                         [item.job_id for item in done],
                         [item.token for item in done],
                         [item.outcome.returnvalue for item in done],  # type: ignore[union-attr]
+                        [worker_keep(item.outcome) for item in done],
                     )
                 return [None] * len(settlements)
             except asyncpg.PostgresError as exc:
@@ -310,6 +314,7 @@ class Transitions(FastPath):
                     "job stalled more than allowable limit",
                     "[]",
                     True,
+                    None,  # the job's own removeOnFail only
                 )
                 result.failed.append(row["id"])
         return result

@@ -118,17 +118,22 @@ class Transitions(Schedulers):
     def _settle_item(
         job_id: str, token: str, outcome: Completed | Failed | Retry
     ) -> dict[str, Any]:
+        item: dict[str, Any]
         if isinstance(outcome, Completed):
-            return {"id": job_id, "token": token, "kind": "completed", "value": outcome.returnvalue}
-        item: dict[str, Any] = {
-            "id": job_id,
-            "token": token,
-            "kind": "retry" if isinstance(outcome, Retry) else "failed",
-            "value": outcome.reason,
-            "stack": json.dumps(list(outcome.stacktrace)),
-        }
-        if isinstance(outcome, Retry):
-            item["delay"] = outcome.delay
+            item = {"id": job_id, "token": token, "kind": "completed", "value": outcome.returnvalue}
+        else:
+            item = {
+                "id": job_id,
+                "token": token,
+                "kind": "retry" if isinstance(outcome, Retry) else "failed",
+                "value": outcome.reason,
+                "stack": json.dumps(list(outcome.stacktrace)),
+            }
+            if isinstance(outcome, Retry):
+                item["delay"] = outcome.delay
+                return item
+        if outcome.keep is not None:  # the worker's default retention
+            item["keep"] = outcome.keep
         return item
 
     async def _settle(

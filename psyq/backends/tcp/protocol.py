@@ -159,6 +159,7 @@ DICT: Check = (dict,)
 OPT_STR: Check = (str, NONE)
 OPT_INT: Check = (int, NONE)
 ANY: Check = ()  # no check
+KEEP: Check = (bool, int, dict, NONE)  # removeOnComplete / removeOnFail
 
 
 def _fits(check: Check, value: Any) -> bool:
@@ -280,8 +281,8 @@ SPECS: tuple[ExtSpec, ...] = (
         ("limiter", _optional(_instance(Limiter))),
     ),
     _spec(5, Limiter, ("max", INT), ("duration", INT)),
-    _spec(6, Completed, ("returnvalue", STR)),
-    _spec(7, Failed, ("reason", STR), ("stacktrace", _str_list)),
+    _spec(6, Completed, ("returnvalue", STR), ("keep", KEEP)),
+    _spec(7, Failed, ("reason", STR), ("stacktrace", _str_list), ("keep", KEEP)),
     _spec(8, Retry, ("reason", STR), ("stacktrace", _str_list), ("delay", INT)),
     _spec(
         9,

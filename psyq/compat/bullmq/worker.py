@@ -67,11 +67,7 @@ DEFAULT_OPTS: dict[str, Any] = {
 }
 # Worker options the layer takes but does not apply yet (docs/porting.md), each with what
 # to do instead.
-NOT_APPLIED = {
-    "removeOnComplete": "set it per job or in the Queue's defaultJobOptions",
-    "removeOnFail": "set it per job or in the Queue's defaultJobOptions",
-    "useWorkerThreads": "run CPU-bound processors in psyq.sandbox.Sandbox",
-}
+NOT_APPLIED = {"useWorkerThreads": "run CPU-bound processors in psyq.sandbox.Sandbox"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -192,6 +188,8 @@ class Worker(EventEmitter):
             worker_name=self.workerName,
             skip_stalled_check=bool(opts.get("skipStalledCheck", False)),
             skip_lock_renewal=bool(opts.get("skipLockRenewal", False)),
+            remove_on_complete=opts.get("removeOnComplete"),
+            remove_on_fail=opts.get("removeOnFail"),
         )
         strategy = (opts.get("settings") or {}).get("backoffStrategy")
         if strategy is not None:

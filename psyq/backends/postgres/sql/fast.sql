@@ -85,9 +85,10 @@ SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
  ORDER BY given.n;
 
 -- name: settle_take
--- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text): jobs completed; then $5
--- tokens (one job per token), $6 lock ms, $7 worker name, $8 the worker has a limiter:
--- jobs taken, in one statement (one round trip, one commit).
+-- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text), $9 the worker's
+-- removeOnComplete per job (JSON text or NULL, for a job without its own): jobs
+-- completed; then $5 tokens (one job per token), $6 lock ms, $7 worker name, $8 the worker
+-- has a limiter: jobs taken, in one statement (one round trip, one commit).
 -- A completion is done here when the job is active under its token, has no parent, no
 -- children and no deduplication key, and its removeOnComplete is the batch's (absent,
 -- false, true, a count above the batch's size, or {age > 0, count}); the rest come back
@@ -104,10 +105,12 @@ SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), item AS (
-  SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
-                AS item(id, token, value, n)
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $9::text[]) WITH ORDINALITY
+                AS item(id, token, value, worker_keep, n)
 ), seen AS (
-  SELECT item.*, COALESCE(job.opts -> 'removeOnComplete', 'false'::jsonb) AS keep,
+  SELECT item.*,
+         COALESCE(job.opts -> 'removeOnComplete', item.worker_keep::jsonb, 'false'::jsonb)
+           AS keep,
          job.state = 'active' AND job.lock_token = item.token
            AND job.parent_id IS NULL AND job.dedup_id IS NULL AND job.pending_deps = 0
            AND NOT EXISTS (SELECT 1 FROM job_dependency d

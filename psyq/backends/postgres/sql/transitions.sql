@@ -36,15 +36,16 @@ SELECT taken.*
  ORDER BY slot.n;
 
 -- name: complete
--- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now
--- -> finished_on. Retention comes
--- from the job's own removeOnComplete (true, a count, or {age, count}). The finish is
+-- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now,
+-- $6 the worker's removeOnComplete (JSON text or NULL) -> finished_on. Retention comes
+-- from the job's own removeOnComplete (true, a count, or {age, count}), else the worker's. The finish is
 -- counted for the layout's per-minute metrics (a week of points, as Node workers with the
 -- `metrics` option count): appended to psyq_finished, folded into them by `fold`.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
-  SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+  SELECT COALESCE(opts -> 'removeOnComplete', $6::jsonb) AS k
+    FROM job WHERE queue = $1 AND id = $2
 ), counted AS (
   INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
   SELECT $1, 'completed', clock.now, 1 FROM clock WHERE $5::boolean
@@ -58,16 +59,17 @@ SELECT move_to_completed(
   FROM clock LEFT JOIN keep ON true;
 
 -- name: complete_many
--- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text): as complete for each, in
+-- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text), $5 the worker's
+-- removeOnComplete per job (JSON text or NULL): as complete for each, in
 -- one statement (any refusal fails it whole: the caller then settles one by one); not
 -- counted (see count).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), item AS (
-  SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY
-                AS item(id, token, value, n)
+  SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY
+                AS item(id, token, value, worker_keep, n)
 ), keep AS (
-  SELECT item.n, job.opts -> 'removeOnComplete' AS k
+  SELECT item.n, COALESCE(job.opts -> 'removeOnComplete', item.worker_keep::jsonb) AS k
     FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
 )
 SELECT move_to_completed(
@@ -106,13 +108,14 @@ WITH turn AS (
 SELECT count(*) FROM folded;
 
 -- name: complete_take
--- As complete, then as take for $5 tokens, $6 lock ms, $7 worker name, $8 limiter max,
--- $9 limiter duration ms. The takes read the completion's finish time, so they run after
+-- As complete (without $5; $10 the worker's removeOnComplete), then as take for $5
+-- tokens, $6 lock ms, $7 worker name, $8 limiter max, $9 limiter duration ms. The takes read the completion's finish time, so they run after
 -- it, in the same statement (one round trip, one commit).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
-  SELECT opts -> 'removeOnComplete' AS k FROM job WHERE queue = $1 AND id = $2
+  SELECT COALESCE(opts -> 'removeOnComplete', $10::jsonb) AS k
+    FROM job WHERE queue = $1 AND id = $2
 ), done AS (
   SELECT move_to_completed(
            $1::text, $2::text, $3::text, $4::jsonb, clock.now,
@@ -148,12 +151,19 @@ SELECT taken.*
 
 -- name: fail
 -- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace (JSON array text), $6 count it in
--- the metrics now -> finished_on.
--- Retention comes from the job's own removeOnFail.
+-- the metrics now, $7 the worker's removeOnFail (JSON text or NULL) -> finished_on.
+-- Retention comes from the job's own removeOnFail, else the worker's. A count or an age
+-- is applied under a per-queue lock held to the commit: failures settled at the same
+-- moment by several workers each trim what the one before committed (the layout's
+-- retention sees only committed rows, so without it each would keep its own view's count).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
-  SELECT opts -> 'removeOnFail' AS k FROM job WHERE queue = $1 AND id = $2
+  SELECT COALESCE(opts -> 'removeOnFail', $7::jsonb) AS k
+    FROM job WHERE queue = $1 AND id = $2
+), turn AS (
+  SELECT pg_advisory_xact_lock(hashtext('psyq:retain:failed:' || $1::text)) AS mine
+    FROM keep WHERE jsonb_typeof(keep.k) IN ('number', 'object')
 ), counted AS (
   INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
   SELECT $1, 'failed', clock.now, 1 FROM clock WHERE $6::boolean
@@ -164,7 +174,7 @@ SELECT move_to_failed(
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
          CASE jsonb_typeof(keep.k) WHEN 'number' THEN (keep.k #>> '{}')::integer
                                    WHEN 'object' THEN (keep.k ->> 'count')::integer END)
-  FROM clock LEFT JOIN keep ON true;
+  FROM clock LEFT JOIN keep ON true LEFT JOIN turn ON true;
 
 -- name: retry_now
 -- $1 queue, $2 id, $3 token, $4 reason, $5 stacktrace: back to waiting (attempts + 1),

@@ -1,6 +1,7 @@
 -- Finishing and retrying one active job. Needs base, settle, parent.
 
-local function finishJob(jobId, completed, value, stack, now)
+-- keep: the worker's removeOnComplete/removeOnFail, for a job without its own (or nil).
+local function finishJob(jobId, completed, value, stack, now, keep)
   local jobKey = P .. jobId
   local read = rcall("HMGET", jobKey, "opts", "parent", "deid", "atm") -- one read, one write
   local atm = (tonumber(read[4]) or 0) + 1
@@ -26,11 +27,10 @@ local function finishJob(jobId, completed, value, stack, now)
   end
   if read[2] then notifyParent(jobId, read[2], completed, value, function() return opts end, now) end
   if read[3] then releaseDedupKey(jobId, read[3]) end
-  if completed then
-    retain(P .. kind, opts.removeOnComplete, jobId, now)
-  else
-    retain(P .. kind, opts.removeOnFail, jobId, now)
-  end
+  local own = opts.removeOnFail
+  if completed then own = opts.removeOnComplete end
+  if own == nil then own = keep end
+  retain(P .. kind, own, jobId, now)
 end
 
 local function retryJob(jobId, reason, stack, delay, now)
@@ -41,7 +41,7 @@ local function retryJob(jobId, reason, stack, delay, now)
   delayOrWait(jobId, delay, now, "failed")
 end
 
--- item = {id, token, kind, value, stack, delay}; returns 0 or an ErrorCode.
+-- item = {id, token, kind, value, stack, delay, keep}; returns 0 or an ErrorCode.
 local function settleJob(item, now)
   local code = checkLock(item.id, item.token)
   if code == 0 then code = leaveActive(item.id) end
@@ -49,7 +49,7 @@ local function settleJob(item, now)
   if item.kind == "retry" then
     retryJob(item.id, item.value, item.stack or "[]", tonumber(item.delay) or 0, now)
   else
-    finishJob(item.id, item.kind == "completed", item.value, item.stack or "[]", now)
+    finishJob(item.id, item.kind == "completed", item.value, item.stack or "[]", now, item.keep)
   end
   return 0
 end
