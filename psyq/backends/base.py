@@ -414,8 +414,11 @@ class BackendAdapter(ABC):
         """Move a delayed job to waiting now."""
 
     @abstractmethod
-    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
-        """Move a completed or failed job (it must be in `state`) back to waiting."""
+    async def reprocess_job(
+        self, queue: str, job_id: str, state: str, made: bool = False, started: bool = False
+    ) -> None:
+        """Move a completed or failed job (it must be in `state`) back to waiting; `made`,
+        `started`: set attemptsMade, attemptsStarted back to 0."""
 
     @abstractmethod
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:

@@ -209,12 +209,26 @@ class Job:
         await self._backend.promote(self.queue_name, self.id)
         self.delay = 0
 
-    async def retry(self, state: str = "failed") -> None:
-        """Move a failed (or completed) job back to waiting."""
+    async def retry(
+        self,
+        state: str = "failed",
+        *,
+        reset_attempts_made: bool = False,
+        reset_attempts_started: bool = False,
+    ) -> None:
+        """Move a failed (or completed) job back to waiting. Its attempt counters stay, as
+        BullMQ keeps them, unless reset: a job that used all its attempts then fails for
+        good at its next failure."""
         if state not in ("failed", "completed"):
             raise InvalidOptionsError(f"retry state must be 'failed' or 'completed', got {state!r}")
-        await self._backend.reprocess_job(self.queue_name, self.id, state)
-        self.attempts_made, self.failed_reason, self.finished_on = 0, None, None
+        reset = (bool(reset_attempts_made), bool(reset_attempts_started))
+        await self._backend.reprocess_job(self.queue_name, self.id, state, *reset)
+        self.failed_reason, self.finished_on, self.processed_on = None, None, None
+        self._returnvalue_json, self._returnvalue = None, None
+        if reset[0]:
+            self.attempts_made = 0
+        if reset[1]:
+            self.attempts_started = 0
 
     async def remove(self, remove_children: bool = True) -> None:
         removed = await self._backend.remove_job(self.queue_name, self.id, remove_children)

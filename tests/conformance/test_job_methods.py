@@ -196,6 +196,35 @@ async def test_retry_failed_job(queue: psyq.Queue, make_worker: WorkerFactory) -
     assert done.failed_reason is None
 
 
+@pytest.mark.parametrize("reset", [False, True], ids=["kept", "reset"])
+async def test_retry_keeps_the_attempt_counters_unless_reset(
+    queue: psyq.Queue, make_worker: WorkerFactory, reset: bool
+) -> None:
+    """As BullMQ's job.retry: attemptsMade and attemptsStarted stay (a job that used its
+    attempts fails for good at its next failure), or go back to 0 when asked."""
+    job = await queue.add("a", None, attempts=2)
+
+    def process(job: psyq.Job) -> None:
+        raise RuntimeError("always")
+
+    worker = make_worker(process)
+    await wait_state(queue, job.id, "failed")
+    await worker.close()
+    failed = await queue.get_job(job.id)
+    assert failed is not None and failed.attempts_made == 2
+    await failed.retry(reset_attempts_made=reset, reset_attempts_started=reset)
+    assert failed.attempts_made == (0 if reset else 2)
+    stored = await queue.get_job(job.id)
+    assert stored is not None and await stored.get_state() == "waiting"
+    assert stored.attempts_made == (0 if reset else 2)
+    assert stored.attempts_started == (0 if reset else 2)
+    again = make_worker(process)
+    await wait_state(queue, job.id, "failed")
+    await again.close()
+    done = await queue.get_job(job.id)
+    assert done is not None and done.attempts_made == (2 if reset else 3)
+
+
 async def test_retry_of_waiting_job_is_refused(queue: psyq.Queue) -> None:
     job = await queue.add("a")
     with pytest.raises(psyq.JobStateError):

@@ -258,8 +258,10 @@ class MemoryBackend(BackendAdapter):
     async def promote(self, queue: str, job_id: str) -> None:
         self._run(queue, lambda s: s.promote(job_id), notify=True)
 
-    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
-        self._run(queue, lambda s: s.reprocess_job(job_id, state), notify=True)
+    async def reprocess_job(
+        self, queue: str, job_id: str, state: str, made: bool = False, started: bool = False
+    ) -> None:
+        self._run(queue, lambda s: s.reprocess_job(job_id, state, made, started), notify=True)
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
         def remove(store: QueueStore) -> bool:

@@ -68,11 +68,17 @@ class Mutations(Queries):
         record.delay = 0
         self.to_wait(record, "delayed")
 
-    def reprocess_job(self, job_id: str, state: str) -> None:
+    def reprocess_job(
+        self, job_id: str, state: str, made: bool = False, started: bool = False
+    ) -> None:
         record = self.record(job_id)
         if record.state != state:
             raise JobStateError(job_id, f"{record.state}, not {state}", "retry")
         self._detach(record)
+        if made:
+            record.attempts_made = 0
+        if started:
+            record.attempts_started = 0
         record.finished_on = None
         record.processed_on = None
         if state == "completed":

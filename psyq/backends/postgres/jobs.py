@@ -46,8 +46,12 @@ class JobMutations(BullmqConnection):
     async def promote(self, queue: str, job_id: str) -> None:
         await self._coded("jobs.promote", queue, job_id, "promote", queue, job_id)
 
-    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
-        await self._coded("jobs.reprocess", queue, job_id, "reprocess", queue, job_id, state)
+    async def reprocess_job(
+        self, queue: str, job_id: str, state: str, made: bool = False, started: bool = False
+    ) -> None:
+        await self._coded(
+            "jobs.reprocess", queue, job_id, "reprocess", queue, job_id, state, made, started
+        )
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
         try:

@@ -245,8 +245,11 @@ class Transitions(Schedulers):
         code = int(await self._run("promote", queue, job_id, 0))
         raise_for_code(code, queue, job_id, "promote", "not delayed")
 
-    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
-        code = int(await self._run("reprocessJob", queue, state, job_id, 0, 0))
+    async def reprocess_job(
+        self, queue: str, job_id: str, state: str, made: bool = False, started: bool = False
+    ) -> None:
+        flags = (int(made), int(started))
+        code = int(await self._run("reprocessJob", queue, state, job_id, 0, 0, *flags))
         raise_for_code(code, queue, job_id, "retry", f"not {state}")
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:

@@ -413,8 +413,13 @@ class TcpBackend(BackendAdapter):
     async def promote(self, queue: str, job_id: str) -> None:
         await self._call("promote", queue, job_id)
 
-    async def reprocess_job(self, queue: str, job_id: str, state: str) -> None:
-        await self._call("reprocess_job", queue, job_id, state)
+    async def reprocess_job(
+        self, queue: str, job_id: str, state: str, made: bool = False, started: bool = False
+    ) -> None:
+        if made or started:
+            await self._call("reprocess_job", queue, job_id, state, made, started)
+        else:  # as a server that predates the flags takes it
+            await self._call("reprocess_job", queue, job_id, state)
 
     async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
         return cast(bool, await self._call("remove_job", queue, job_id, remove_children))

@@ -157,27 +157,17 @@ class Job:
 
     async def retry(self, state: str = "failed", opts: Mapping[str, Any] | None = None) -> None:
         """Move a failed or completed job back to waiting; `opts` may reset its counters
-        (`resetAttemptsMade`, `resetAttemptsStarted`; on Redis)."""
+        (`resetAttemptsMade`, `resetAttemptsStarted`)."""
         opts = opts or {}
-        await self._reset_counters(opts)
-        await self.core.retry(state)
+        made, started = bool(opts.get("resetAttemptsMade")), bool(opts.get("resetAttemptsStarted"))
+        await self.core.retry(state, reset_attempts_made=made, reset_attempts_started=started)
         self.failedReason = None
         self.finishedOn = self.processedOn = None
         self.returnvalue = None
-        self.attemptsMade = 0 if opts.get("resetAttemptsMade") else self.core.attempts_made
-        if opts.get("resetAttemptsStarted"):
+        if made:
+            self.attemptsMade = 0
+        if started:
             self.attemptsStarted = 0
-
-    async def _reset_counters(self, opts: Mapping[str, Any]) -> None:
-        fields = {"atm": 0} if opts.get("resetAttemptsMade") else {}
-        if opts.get("resetAttemptsStarted"):
-            fields["ats"] = 0
-        if not fields:
-            return
-        client = self.queue.backend.conn
-        if client is None:
-            raise PsyqError("retry(opts) resetting attempts needs a Redis store")
-        await client.hset(f"{self.queueQualifiedName}:{self.id}", mapping=fields)
 
     async def remove(self, opts: Mapping[str, Any] | None = None) -> None:
         try:

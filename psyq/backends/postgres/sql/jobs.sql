@@ -48,8 +48,9 @@ SELECT change_delay($1::text, $2::text, $3::bigint,
 SELECT promote($1::text, $2::text);
 
 -- name: reprocess
--- $1 queue, $2 id, $3 state ('completed' | 'failed') -> 1, -1 missing, -3 not in it.
-SELECT reprocess_job($1::text, $2::text, $3::text, false, true, true);
+-- $1 queue, $2 id, $3 state ('completed' | 'failed'), $4 attemptsMade back to 0, $5
+-- attemptsStarted back to 0 -> 1, -1 missing, -3 not in it.
+SELECT reprocess_job($1::text, $2::text, $3::text, false, $4::boolean, $5::boolean);
 
 -- name: remove
 -- $1 queue, $2 id, $3 remove children -> 1 removed, 0 not (missing or locked). The

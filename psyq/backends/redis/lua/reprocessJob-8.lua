@@ -2,7 +2,8 @@
 -- finished at or before ARGV[4] (up to ARGV[5], 0 = all).
 -- KEYS: completed failed wait paused prioritized marker meta events
 -- ARGV: [1] queue key prefix; [2] state (completed|failed); [3] job id or "";
---       [4] finished-before timestamp; [5] count
+--       [4] finished-before timestamp; [5] count; [6] 1: attemptsMade back to 0 (one job);
+--       [7] 1: attemptsStarted back to 0 (one job)
 -- Events: waiting (prev=completed|failed)
 -- Returns: how many moved, or -1 (missing) / -3 (not in that state) for one job
 --@include base
@@ -18,6 +19,8 @@ local jobId = ARGV[3]
 if jobId ~= "" then
   if rcall("EXISTS", P .. jobId) == 0 then return -1 end
   if not rcall("ZSCORE", P .. state, jobId) then return -3 end
+  if ARGV[6] == "1" then rcall("HSET", P .. jobId, "atm", 0) end
+  if ARGV[7] == "1" then rcall("HSET", P .. jobId, "ats", 0) end
   reprocess(jobId)
   return 1
 end
