@@ -105,6 +105,12 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
             if row == "add":
                 for i in range(jobs):
                     await queue.add("x", {"i": i})
+            elif row == "add_bulk":  # bench/run.py's row: batches of 1,000, dicts built inside
+                for start in range(0, jobs, 1000):
+                    size = min(1000, jobs - start)
+                    await queue.add_bulk(
+                        [{"name": "x", "data": {"i": start + i}} for i in range(size)]
+                    )
             elif row.startswith("gather"):  # N producers adding one by one at once
                 producers = int(row.removeprefix("gather"))
 
@@ -204,7 +210,9 @@ def private_redis(url: str | None) -> Iterator[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="add,c10,c100", help="add, gatherN, cN (add,c10,c100)")
+    parser.add_argument(
+        "--rows", default="add,c10,c100", help="add, add_bulk, gatherN, cN (add,c10,c100)"
+    )
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--peers", default="bullmq6", help="bullmq, bullmq6 or none")
     parser.add_argument("--url", help="a Redis server to use (default: a private one)")

@@ -26,10 +26,30 @@ local function parentExists(meta)
   return meta.parent == nil or rcall("EXISTS", meta.parent.queue .. ":" .. meta.parent.id) == 1
 end
 
+-- A job's id: the next of the ids reserveIds set aside, else INCR of the queue's counter.
+local reservedNext, reservedLast = 0, -1
+local function newJobId()
+  if reservedNext <= reservedLast then
+    reservedNext = reservedNext + 1
+    return intText(reservedNext - 1)
+  end
+  return intText(rcall("INCR", P .. "id"))
+end
+
+-- Set aside `count` ids with one INCRBY (addJobs, when each of its jobs without an id of its
+-- own takes a new one in turn: no deduplication can skip one).
+local function reserveIds(count)
+  if count > 0 then
+    reservedLast = rcall("INCRBY", P .. "id", count)
+    reservedNext = reservedLast - count + 1
+  end
+end
+
+-- `ts` is text (or a number, which Redis turns into text).
 local function storeJob(jobId, meta, data, opts, ts)
   local jobKey = P .. jobId
   local fields = {"name", meta.name, "data", data, "opts", opts, "timestamp", ts,
-    "delay", meta.delay or 0, "priority", meta.priority or 0}
+    "delay", meta.delay or "0", "priority", meta.priority or "0"}
   if meta.parent then
     local link = meta.parent
     local parentKey = link.queue .. ":" .. link.id
@@ -62,9 +82,9 @@ local function addJob(meta, data, opts, now)
     local owner = deduplicated(meta.dedup, jobId, now)
     if owner then return owner, 2 end
   end
-  if not jobId then jobId = tostring(rcall("INCR", P .. "id")) end
+  if not jobId then jobId = newJobId() end
   local ts = meta.ts or now
-  storeJob(jobId, meta, data, opts, ts)
+  storeJob(jobId, meta, data, opts, meta.ts or nowAsText(now))
   emit("added", "jobId", jobId, "name", meta.name)
   local delay = meta.delay or 0
   if meta.hold then
@@ -77,4 +97,17 @@ local function addJob(meta, data, opts, now)
     emit("waiting", "jobId", jobId)
   end
   return jobId, 1
+end
+
+-- addJob for the usual job of a bulk add: a name, data and opts, no other add-time field
+-- (meta {name = name}), in a call that reserved its ids. The same writes and events, in
+-- the same order, without the choices addJob makes for every job.
+local function addPlainJob(name, data, opts, now)
+  local jobId = newJobId()
+  rcall("HSET", P .. jobId, "name", name, "data", data, "opts", opts,
+    "timestamp", nowAsText(now), "delay", "0", "priority", "0")
+  emit("added", "jobId", jobId, "name", name)
+  enqueue(jobId, 0, false)
+  emit("waiting", "jobId", jobId)
+  return jobId
 end
