@@ -100,14 +100,22 @@ local function addJob(meta, data, opts, now)
 end
 
 -- addJob for the usual job of a bulk add: a name, data and opts, no other add-time field
--- (meta {name = name}), in a call that reserved its ids. The same writes and events, in
--- the same order, without the choices addJob makes for every job.
+-- (meta {name = name}), in a `batched` call (addJobs). The same writes and events in the
+-- same order; what addJob works out per job (the keys, the timestamp's text, the wait
+-- list, the marker, the trim) is worked out by the call's first such job of a queue.
+local plainOf, plainEvents, plainTs, plainPushes = nil, nil, nil, nil
 local function addPlainJob(name, data, opts, now)
+  if plainOf ~= P then
+    plainOf, plainEvents, plainTs = P, P .. "events", nowAsText(now)
+    plainPushes = pendingPushesOf(waitKey())
+    addBaseMarker()
+    trimLater()
+  end
   local jobId = newJobId()
   rcall("HSET", P .. jobId, "name", name, "data", data, "opts", opts,
-    "timestamp", nowAsText(now), "delay", "0", "priority", "0")
-  emit("added", "jobId", jobId, "name", name)
-  enqueue(jobId, 0, false)
-  emit("waiting", "jobId", jobId)
+    "timestamp", plainTs, "delay", "0", "priority", "0")
+  rcall("XADD", plainEvents, "*", "event", "added", "jobId", jobId, "name", name)
+  plainPushes[#plainPushes + 1] = jobId
+  rcall("XADD", plainEvents, "*", "event", "waiting", "jobId", jobId)
   return jobId
 end

@@ -62,16 +62,27 @@ end
 local batched = false
 local trimsDue = {} -- events key -> {exact, MAXLEN text}
 
+-- In a `batched` call: trim P's events stream at the end.
+local function trimLater()
+  local key = P .. "events"
+  if trimsDue[key] == nil then
+    local maxLen, text = maxEvents()
+    trimsDue[key] = {maxLen < 1000, text}
+  end
+end
+
 -- MAXLEN ~ trims whole stream nodes (100 entries): a small bound is kept exactly instead.
 local eventsOf, eventsKey = nil, nil -- the events key of the last queue that emitted
 local function emit(event, ...)
-  local maxLen, text = maxEvents()
   if P ~= eventsOf then eventsOf, eventsKey = P, P .. "events" end
   local key = eventsKey
   if batched then
     rcall("XADD", key, "*", "event", event, ...)
-    if trimsDue[key] == nil then trimsDue[key] = {maxLen < 1000, text} end
-  elseif maxLen < 1000 then
+    if trimsDue[key] == nil then trimLater() end
+    return
+  end
+  local maxLen, text = maxEvents()
+  if maxLen < 1000 then
     rcall("XADD", key, "MAXLEN", text, "*", "event", event, ...)
   else
     rcall("XADD", key, "MAXLEN", "~", text, "*", "event", event, ...)
@@ -149,17 +160,22 @@ end
 -- a wait list.
 local pendingPushes = {} -- wait list key -> ids, in the order they were added
 
+local function pendingPushesOf(key)
+  local ids = pendingPushes[key]
+  if ids == nil then
+    ids = {}
+    pendingPushes[key] = ids
+  end
+  return ids
+end
+
 local function pushBack(jobId)
   local key = waitKey()
   if not batched then
     rcall("LPUSH", key, jobId)
     return
   end
-  local ids = pendingPushes[key]
-  if ids == nil then
-    ids = {}
-    pendingPushes[key] = ids
-  end
+  local ids = pendingPushesOf(key)
   ids[#ids + 1] = jobId
 end
 
