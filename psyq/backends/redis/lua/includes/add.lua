@@ -26,23 +26,24 @@ local function parentExists(meta)
   return meta.parent == nil or rcall("EXISTS", meta.parent.queue .. ":" .. meta.parent.id) == 1
 end
 
--- A job's id: the next of the ids reserveIds set aside, else INCR of the queue's counter.
+-- Numbers a job writes are passed as text made once per call or with "%d" (Redis 7.0 makes
+-- a number argument text with snprintf("%.17g"), Lua's tostring with "%.14g": ~2,000
+-- instructions each, more than a short command's own work).
+local nowTextOf, nowText = nil, nil
+local function nowAsText(now)
+  if now ~= nowTextOf then nowTextOf, nowText = now, string.format("%d", now) end
+  return nowText
+end
+
+-- A job's id: the next of the ids set aside (addJobs: reservedNext..reservedLast), else
+-- INCR of the queue's counter.
 local reservedNext, reservedLast = 0, -1
 local function newJobId()
   if reservedNext <= reservedLast then
     reservedNext = reservedNext + 1
-    return intText(reservedNext - 1)
+    return string.format("%d", reservedNext - 1)
   end
-  return intText(rcall("INCR", P .. "id"))
-end
-
--- Set aside `count` ids with one INCRBY (addJobs, when each of its jobs without an id of its
--- own takes a new one in turn: no deduplication can skip one).
-local function reserveIds(count)
-  if count > 0 then
-    reservedLast = rcall("INCRBY", P .. "id", count)
-    reservedNext = reservedLast - count + 1
-  end
+  return string.format("%d", rcall("INCR", P .. "id"))
 end
 
 -- `ts` is text (or a number, which Redis turns into text).
@@ -97,25 +98,4 @@ local function addJob(meta, data, opts, now)
     emit("waiting", "jobId", jobId)
   end
   return jobId, 1
-end
-
--- addJob for the usual job of a bulk add: a name, data and opts, no other add-time field
--- (meta {name = name}), in a `batched` call (addJobs). The same writes and events in the
--- same order; what addJob works out per job (the keys, the timestamp's text, the wait
--- list, the marker, the trim) is worked out by the call's first such job of a queue.
-local plainOf, plainEvents, plainTs, plainPushes = nil, nil, nil, nil
-local function addPlainJob(name, data, opts, now)
-  if plainOf ~= P then
-    plainOf, plainEvents, plainTs = P, P .. "events", nowAsText(now)
-    plainPushes = pendingPushesOf(waitKey())
-    addBaseMarker()
-    trimLater()
-  end
-  local jobId = newJobId()
-  rcall("HSET", P .. jobId, "name", name, "data", data, "opts", opts,
-    "timestamp", plainTs, "delay", "0", "priority", "0")
-  rcall("XADD", plainEvents, "*", "event", "added", "jobId", jobId, "name", name)
-  plainPushes[#plainPushes + 1] = jobId
-  rcall("XADD", plainEvents, "*", "event", "waiting", "jobId", jobId)
-  return jobId
 end

@@ -4,20 +4,6 @@ local rcall = redis.call
 local PRIORITY_SPAN = 0x100000000 -- prioritized score = priority * 2^32 + counter
 local DELAY_SPAN = 0x1000 -- delayed score = due * 4096 + seq
 
--- A whole number as the text Redis stores. Redis 7.0 turns a Lua number passed to
--- redis.call into text with snprintf("%.17g") (Lua's tostring: "%.14g"), some 2,000
--- instructions each, more than a short command costs: what every job of a call writes
--- (its timestamp, the events' MAXLEN, the zeros) is made text once per call, ids with "%d".
-local function intText(n)
-  return string.format("%d", n)
-end
-
-local nowTextOf, nowText = nil, nil
-local function nowAsText(now)
-  if now ~= nowTextOf then nowTextOf, nowText = now, intText(now) end
-  return nowText
-end
-
 local function nowMs()
   local t = rcall("TIME")
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -36,56 +22,34 @@ local function queueMeta()
       "opts.maxLenEvents")
     local maxLen = tonumber(v[5]) or 10000
     entry = {paused = v[1] ~= false, concurrency = tonumber(v[2]), max = tonumber(v[3]),
-      duration = tonumber(v[4]), maxLen = maxLen, maxLenText = intText(maxLen)}
+      duration = tonumber(v[4]), maxLen = maxLen, maxLenText = string.format("%d", maxLen)}
     if metaStable then metaCache[P] = entry end
   end
   return entry
 end
 
-local maxLenEvents, maxLenText = nil, nil -- read once per script call (no script changes it)
+-- The events' MAXLEN, and as text: Redis 7.0 turns a number passed to redis.call into text
+-- with snprintf("%.17g"), ~2,000 instructions, more than a short command's own work.
+local maxLenEvents = nil -- read once per script call (no script changes it)
 local function maxEvents()
   if metaStable then
     local meta = queueMeta()
     return meta.maxLen, meta.maxLenText
   end
   if maxLenEvents == nil then
-    maxLenEvents = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
-    maxLenText = intText(maxLenEvents)
+    local maxLen = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+    maxLenEvents = {maxLen, string.format("%d", maxLen)}
   end
-  return maxLenEvents, maxLenText
-end
-
--- addJobs sets `batched`: what it would do once per job that can as well be done once at
--- its end (flushBatched) is gathered: the events stream's trim (one XTRIM after the call's
--- XADDs trims what one MAXLEN per XADD would: nobody reads the stream in between) and the
--- wait lists' LPUSHes (pushBack).
-local batched = false
-local trimsDue = {} -- events key -> {exact, MAXLEN text}
-
--- In a `batched` call: trim P's events stream at the end.
-local function trimLater()
-  local key = P .. "events"
-  if trimsDue[key] == nil then
-    local maxLen, text = maxEvents()
-    trimsDue[key] = {maxLen < 1000, text}
-  end
+  return maxLenEvents[1], maxLenEvents[2]
 end
 
 -- MAXLEN ~ trims whole stream nodes (100 entries): a small bound is kept exactly instead.
-local eventsOf, eventsKey = nil, nil -- the events key of the last queue that emitted
 local function emit(event, ...)
-  if P ~= eventsOf then eventsOf, eventsKey = P, P .. "events" end
-  local key = eventsKey
-  if batched then
-    rcall("XADD", key, "*", "event", event, ...)
-    if trimsDue[key] == nil then trimLater() end
-    return
-  end
   local maxLen, text = maxEvents()
   if maxLen < 1000 then
-    rcall("XADD", key, "MAXLEN", text, "*", "event", event, ...)
+    rcall("XADD", P .. "events", "MAXLEN", text, "*", "event", event, ...)
   else
-    rcall("XADD", key, "MAXLEN", "~", text, "*", "event", event, ...)
+    rcall("XADD", P .. "events", "MAXLEN", "~", text, "*", "event", event, ...)
   end
 end
 
@@ -154,48 +118,6 @@ local function delayedScore(due)
   return low
 end
 
--- In a `batched` call the LPUSHes of its jobs are gathered per list and sent at its end, one
--- LPUSH per 1,000 ids. The list ends up the same: LPUSH k a b is LPUSH k a then LPUSH k b,
--- a lifo job's RPUSH at the other end commutes with them, and nothing in such a call reads
--- a wait list.
-local pendingPushes = {} -- wait list key -> ids, in the order they were added
-
-local function pendingPushesOf(key)
-  local ids = pendingPushes[key]
-  if ids == nil then
-    ids = {}
-    pendingPushes[key] = ids
-  end
-  return ids
-end
-
-local function pushBack(jobId)
-  local key = waitKey()
-  if not batched then
-    rcall("LPUSH", key, jobId)
-    return
-  end
-  local ids = pendingPushesOf(key)
-  ids[#ids + 1] = jobId
-end
-
-local function flushBatched()
-  for key, ids in pairs(pendingPushes) do
-    for first = 1, #ids, 1000 do
-      rcall("LPUSH", key, unpack(ids, first, math.min(first + 999, #ids)))
-    end
-  end
-  pendingPushes = {}
-  for key, trim in pairs(trimsDue) do
-    if trim[1] then
-      rcall("XTRIM", key, "MAXLEN", trim[2])
-    else
-      rcall("XTRIM", key, "MAXLEN", "~", trim[2])
-    end
-  end
-  trimsDue = {}
-end
-
 -- Make a job ready: prioritized by priority, else the wait (or paused) list.
 -- `front`: next to be taken (lifo jobs, jobs handed back).
 local function enqueue(jobId, priority, front)
@@ -204,7 +126,7 @@ local function enqueue(jobId, priority, front)
   elseif front then
     rcall("RPUSH", waitKey(), jobId)
   else
-    pushBack(jobId)
+    rcall("LPUSH", waitKey(), jobId)
   end
   addBaseMarker()
 end
