@@ -7,7 +7,7 @@
 -- Events: added; waiting | delayed | waiting-children; duplicated; deduplicated; removed
 -- Returns: {now, id1, status1, id2, status2, ...} (status 1 added, 0 existing id,
 --          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written)
---@include base settle add
+--@include base jobkeys add
 addsOnly, metaStable = true, true -- see base.lua
 local args = cmsgpack.unpack(ARGV[2])
 local count = #args / 3

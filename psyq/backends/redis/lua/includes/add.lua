@@ -1,5 +1,5 @@
 -- Adding one job (standard, delayed, prioritized, held for children). Needs base.lua,
--- settle.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
+-- jobkeys.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
 
 -- The job that makes this add a duplicate under meta.dedup, or nil.
 local function deduplicated(dedup, customId, now)
