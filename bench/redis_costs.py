@@ -10,6 +10,7 @@ reads the counters around the measured part only (the queue is filled before):
 - server: Redis' own CPU per job (INFO cpu, user + sys: commands, parsing, sockets), the
   time inside commands (INFO commandstats: script calls, with the `redis.call`s they make
   counted inside them) and how many commands each job cost, listed per command;
+- wire: the bytes Redis read and wrote per job (INFO stats; INFO's own replies included);
 - wall: the measured part's elapsed time per job.
 Figures move much less with the machine's load than jobs/s do (CPU and call counts, not
 turns of a shared core). `--profile FILE` also writes psyq's cProfile stats (pstats).
@@ -47,13 +48,18 @@ def server_counters(url: str) -> dict[str, Any]:
     try:
         cpu = client.info("cpu")
         stats = client.info("commandstats")
+        net = client.info("stats")
     finally:
         client.close()
     commands = {
         name.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
         for name, v in stats.items()
     }
-    return {"cpu": float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), "cmd": commands}
+    return {
+        "cpu": float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+        "cmd": commands,
+        "net": (int(net["total_net_input_bytes"]), int(net["total_net_output_bytes"])),
+    }
 
 
 def per_job(before: dict[str, Any], after: dict[str, Any], jobs: int) -> dict[str, Any]:
@@ -73,6 +79,8 @@ def per_job(before: dict[str, Any], after: dict[str, Any], jobs: int) -> dict[st
         "server_cpu_us": (after["cpu"] - before["cpu"]) * 1e6 / jobs,
         "script_us": script_usec / jobs,
         "script_calls": top_level,
+        "bytes_in": (after["net"][0] - before["net"][0]) / jobs,  # to Redis (INFO's own included)
+        "bytes_out": (after["net"][1] - before["net"][1]) / jobs,
         "calls": dict(sorted(calls.items(), key=lambda item: -item[1])),
     }
 
@@ -105,6 +113,12 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
             if row == "add":
                 for i in range(jobs):
                     await queue.add("x", {"i": i})
+            elif row == "add_bulk":  # bench/run.py's row: batches of 1,000, dicts built inside
+                for start in range(0, jobs, 1000):
+                    size = min(1000, jobs - start)
+                    await queue.add_bulk(
+                        [{"name": "x", "data": {"i": start + i}} for i in range(size)]
+                    )
             elif row.startswith("gather"):  # N producers adding one by one at once
                 producers = int(row.removeprefix("gather"))
 
@@ -186,7 +200,8 @@ def show(row: str, side: str, f: dict[str, Any] | str) -> None:
         f"{row:8} {side:14} wall {f['wall_us']:6.1f}  client user {f['client_user_us']:5.1f}"
         f" sys {f['client_sys_us']:5.1f}  redis cpu {f['server_cpu_us']:5.1f}"
         f" in scripts {f['script_us']:5.1f}  scripts/job {f['script_calls']:.3f}"
-        f"  commands/job {sum(f['calls'].values()):.1f}\n{'':24}{calls}"
+        f"  commands/job {sum(f['calls'].values()):.1f}"
+        f"  bytes/job in {f['bytes_in']:.0f} out {f['bytes_out']:.0f}\n{'':24}{calls}"
     )
 
 
@@ -204,7 +219,9 @@ def private_redis(url: str | None) -> Iterator[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="add,c10,c100", help="add, gatherN, cN (add,c10,c100)")
+    parser.add_argument(
+        "--rows", default="add,c10,c100", help="add, add_bulk, gatherN, cN (add,c10,c100)"
+    )
     parser.add_argument("--jobs", type=int, default=20000)
     parser.add_argument("--peers", default="bullmq6", help="bullmq, bullmq6 or none")
     parser.add_argument("--url", help="a Redis server to use (default: a private one)")

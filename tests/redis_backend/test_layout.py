@@ -137,3 +137,48 @@ async def test_obliterate_in_batches_leaves_no_key(queue: psyq.Queue, raw: Any) 
     await queue.obliterate()
     left = [key async for key in raw.scan_iter(match=f"bull:{queue.name}:*")]
     assert left == []
+
+
+async def test_a_bulk_of_plain_and_other_jobs_is_stored_in_order(
+    queue: psyq.Queue, raw: Any
+) -> None:
+    """addJobs writes a plain job's list push and the events' trim once per call: the
+    stored hashes, wait list, ids and events are those of the jobs added one by one."""
+    jobs = await queue.add_bulk(
+        [
+            {"name": "a", "data": 1},
+            {"name": "b", "data": 2, "opts": {"jobId": "own"}},
+            {"name": "c", "data": 3, "opts": {"lifo": True}},
+            {"name": "d", "data": 4, "opts": {"priority": 2}},
+            {"name": "e", "data": 5, "opts": {"attempts": 2}},
+            {"name": "f", "data": 6},
+        ]
+    )
+    assert [job.id for job in jobs] == ["1", "own", "2", "3", "4", "5"]
+    key = f"bull:{queue.name}"
+    # taken from the right: the lifo job first, then the others in the order added
+    assert await raw.lrange(f"{key}:wait", 0, -1) == ["5", "4", "own", "1", "2"]
+    assert await raw.zrange(f"{key}:prioritized", 0, -1) == ["3"]
+    stored = await raw.hgetall(f"{key}:5")
+    assert stored == {
+        "name": "f",
+        "data": "6",
+        "opts": "{}",
+        "timestamp": str(jobs[-1].timestamp),
+        "delay": "0",
+        "priority": "0",
+    }
+    assert json.loads((await raw.hgetall(f"{key}:4"))["opts"]) == {"attempts": 2}
+    entries = await raw.xrange(f"{key}:events")
+    events = [(fields["event"], fields["jobId"]) for _, fields in entries]
+    assert events == [(event, job.id) for job in jobs for event in ("added", "waiting")]
+    assert await raw.get(f"{key}:id") == "5"
+
+
+async def test_a_bulk_keeps_a_small_events_bound_exactly(queue: psyq.Queue, raw: Any) -> None:
+    key = f"bull:{queue.name}"
+    await raw.hset(f"{key}:meta", "opts.maxLenEvents", 50)
+    await queue.add_bulk([{"name": "j", "data": i} for i in range(300)])
+    assert await raw.xlen(f"{key}:events") == 50
+    last = await raw.xrevrange(f"{key}:events", count=1)
+    assert last[0][1] == {"event": "waiting", "jobId": "300"}

@@ -25,10 +25,7 @@ from psyq.backends.base import (
 )
 from psyq.backends.redis.cluster import check_one_slot
 from psyq.backends.redis.connection import RedisConnection
-from psyq.backends.redis.jobs import (
-    add_meta,
-    encode_opts,
-)
+from psyq.backends.redis.jobs import add_args, add_meta, encode_opts
 from psyq.errors import PsyqError
 
 ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
@@ -61,8 +58,7 @@ class Adding(RedisConnection):
         if queue not in out and queue not in self._gathering:
             out[queue] = 1
             try:
-                args = (add_meta(new), new.data, encode_opts(new.opts))
-                result = await self._run("addJobs", queue, *args)
+                result = await self._run("addJobs", queue, add_args((new,)))
             finally:
                 self._add_back(queue)
             if int(result[2]) == 1:  # added (else an existing id or a deduplicated add)
@@ -124,7 +120,7 @@ class Adding(RedisConnection):
             parent_keys = {str(parent["queue"]) for parent in with_parents}  # `<prefix>:<q>`
             check_one_slot({self.queue_key(queue), *parent_keys}, "a child and its parent")
         if len(chunks) == 1 or with_parents:
-            results = [await self._run("addJobs", queue, *self._add_args(jobs))]
+            results = [await self._run("addJobs", queue, add_args(jobs))]
         else:
             results = await self._add_pipelined(queue, chunks)
         records: list[JobRecord] = []
@@ -133,12 +129,6 @@ class Adding(RedisConnection):
             records += await self._added(queue, jobs, offset, result)
             offset += (len(result) - 1) // 2
         return records
-
-    def _add_args(self, jobs: Sequence[NewJob]) -> list[str]:
-        args: list[str] = []
-        for new in jobs:
-            args += (add_meta(new), new.data, encode_opts(new.opts))
-        return args
 
     async def _add_pipelined(self, queue: str, chunks: list[Sequence[NewJob]]) -> list[Any]:
         """Big bulks: one addJobs call per chunk, all in one MULTI/EXEC round trip."""
@@ -149,8 +139,14 @@ class Adding(RedisConnection):
             await self.client.script_load(script.source)
             async with self.client.pipeline(transaction=True) as pipe:
                 for chunk in chunks:
-                    args = self._add_args(chunk)
-                    evalsha = ("EVALSHA", script.sha, len(keys), *keys, f"{queue_key}:", *args)
+                    evalsha = (
+                        "EVALSHA",
+                        script.sha,
+                        len(keys),
+                        *keys,
+                        f"{queue_key}:",
+                        add_args(chunk),
+                    )
                     pipe.execute_command(*evalsha)  # pipe.evalsha: refused by cluster pipelines
                 return list(await pipe.execute())
         except RedisError as exc:
@@ -163,11 +159,16 @@ class Adding(RedisConnection):
             parent = jobs[offset + int(result[1]) - 1].opts["parent"]
             raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
         now = int(result[0])
+        added = jobs[offset : offset + (len(result) - 1) // 2]
+        ids, statuses = result[1::2], result[2::2]
+        new_record = self._new_record
+        if statuses.count(1) == len(statuses):  # all new (no existing id, no duplicate)
+            pairs = zip(added, ids, strict=True)
+            return [new_record(queue, str(job_id), new, now) for new, job_id in pairs]
         records = []
-        for i, new in enumerate(jobs[offset : offset + (len(result) - 1) // 2]):
-            job_id, status = str(result[1 + 2 * i]), int(result[2 + 2 * i])
+        for new, job_id, status in zip(added, map(str, ids), map(int, statuses), strict=True):
             if status == 1:
-                records.append(self._new_record(queue, job_id, new, now))
+                records.append(new_record(queue, job_id, new, now))
             else:
                 existing = await self.get_job(queue, job_id)
                 if existing is None:
@@ -178,6 +179,11 @@ class Adding(RedisConnection):
     @staticmethod
     def _new_record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
         opts = new.opts
+        timestamp = now if new.timestamp is None else new.timestamp
+        if not opts:  # the usual job of a bulk add
+            record = JobRecord(job_id, queue, new.name, new.data, opts, timestamp)
+            record.state = "waiting"
+            return record
         parent = opts.get("parent")
         record = JobRecord(
             job_id,
@@ -185,7 +191,7 @@ class Adding(RedisConnection):
             new.name,
             new.data,
             opts,
-            now if new.timestamp is None else new.timestamp,
+            timestamp,
             opts.get("delay", 0),
             opts.get("priority", 0),
             parent_key=None if parent is None else f"{parent['queue']}:{parent['id']}",

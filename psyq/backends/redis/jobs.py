@@ -6,6 +6,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgpack
+
 from psyq.backends.base import JobRecord, NewJob
 from psyq.core import codec
 
@@ -15,6 +17,7 @@ __all__ = [
     "PRIORITY_SPAN",
     "RECORD_FIELDS",
     "SKIP_LOCK_TOKEN",
+    "add_args",
     "add_meta",
     "decode_opts",
     "encode_opts",
@@ -83,9 +86,37 @@ def _parse_opts(text: str) -> dict[str, Any]:
 decode_opts = codec.options_parser(_parse_opts)
 
 
+# The options add_meta reads: a job with none of them (and no timestamp of its own) goes to
+# addJobs as its bare name.
+_META_OPTS = frozenset(
+    ("jobId", "delay", "priority", "lifo", "parent", "deduplication", "repeatJobKey")
+)
+
+
+def add_args(jobs: Sequence[NewJob]) -> bytes:
+    """The jobs as the addJobs script reads them: one MessagePack array, three values per
+    job (its name, or its meta map when it has more add-time fields; data; opts). One C call
+    packs them all: a JSON text per meta and three RESP strings per job cost ~3 us a job."""
+    flat: list[Any] = []
+    for new in jobs:
+        opts = new.opts
+        if new.timestamp is None and _META_OPTS.isdisjoint(opts):
+            head: Any = new.name
+        else:
+            head = meta_fields(new)
+        flat += (head, new.data, encode_opts(opts) if opts else "{}")
+    packed: bytes = msgpack.packb(flat)
+    return packed
+
+
 def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str:
-    """The per-job header the addJobs / addFlow scripts read (JSON). `parent_flags`: a flow
-    child whose parent link (id, queue) the script fills in; only its policy flags here."""
+    """The per-job header the addFlow and addJobScheduler scripts read (JSON)."""
+    return json.dumps(meta_fields(new, hold, parent_flags), separators=(",", ":"))
+
+
+def meta_fields(new: NewJob, hold: bool = False, parent_flags: bool = False) -> dict[str, Any]:
+    """A job's add-time fields for the add scripts. `parent_flags`: a flow child whose
+    parent link (id, queue) the script fills in; only its policy flags here."""
     opts = new.opts
     meta: dict[str, Any] = {"name": new.name}
     if new.timestamp is not None:
@@ -108,7 +139,7 @@ def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str
         meta["dedup"] = opts["deduplication"]
     if "repeatJobKey" in opts:
         meta["rjk"] = opts["repeatJobKey"]
-    return json.dumps(meta, separators=(",", ":"))
+    return meta
 
 
 def _int(value: str | None, default: int = 0) -> int:

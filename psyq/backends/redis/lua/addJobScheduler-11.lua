@@ -9,7 +9,7 @@
 -- Events: removed (a replaced pending job), added + delayed / waiting for the new run,
 --         duplicated (next: the run's job exists already)
 -- Returns: the new pending job id, or "" when none was added
---@include base settle parent state remove add
+--@include base jobkeys settle parent state remove add
 local schedulerId, mode, nextMillis = ARGV[2], ARGV[3], ARGV[5]
 local hashKey = P .. "repeat:" .. schedulerId
 local current = rcall("ZSCORE", P .. "repeat", schedulerId)

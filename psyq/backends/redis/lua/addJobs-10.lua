@@ -1,25 +1,97 @@
 -- addJobs: add one or many jobs atomically (all of them, or none when a parent is missing).
 -- KEYS: wait paused prioritized delayed marker meta events id pc waiting-children
--- ARGV: [1] queue key prefix "<prefix>:<queue>:"; then per job three values:
---       meta JSON {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?},
---       data (JSON text), opts (JSON text, BullMQ's compressed keys)
+-- ARGV: [1] queue key prefix "<prefix>:<queue>:"; [2] MessagePack array, three values per
+--       job: the job's name (a job with no other add-time fields) or its meta map {name,
+--       id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}; data (JSON text);
+--       opts (JSON text, BullMQ's compressed keys)
 -- Events: added; waiting | delayed | waiting-children; duplicated; deduplicated; removed
 -- Returns: {now, id1, status1, id2, status2, ...} (status 1 added, 0 existing id,
 --          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written)
---@include base settle add
+--@include base jobkeys add
 addsOnly, metaStable = true, true -- see base.lua
+local args = cmsgpack.unpack(ARGV[2])
+local count = #args / 3
+if count == 1 then -- a single add (the functions below are made only for a bulk)
+  local meta = args[1]
+  if type(meta) == "string" then
+    meta = {name = meta}
+  elseif not parentExists(meta) then
+    return {-5, 1}
+  end
+  local now = nowMs()
+  local jobId, status = addJob(meta, args[2], args[3], now)
+  return {now, jobId, status}
+end
+
+local newIds, dedups = 0, false
+for n = 1, count do
+  local meta = args[3 * n - 2]
+  if type(meta) == "string" then
+    newIds = newIds + 1
+  else
+    if not parentExists(meta) then return {-5, n} end
+    if meta.dedup then dedups = true end
+    if meta.id == nil then newIds = newIds + 1 end
+  end
+end
+-- Without deduplication (which may skip one) each job without an id of its own takes a new
+-- one in turn: they are set aside with one INCRBY.
+if not dedups and newIds > 0 then
+  reservedLast = rcall("INCRBY", P .. "id", newIds)
+  reservedNext = reservedLast - newIds + 1
+end
 local now = nowMs()
-local metas = {}
-for i = 2, #ARGV, 3 do
-  local meta = cjson.decode(ARGV[i])
-  if not parentExists(meta) then return {-5, (i + 1) / 3} end
-  metas[#metas + 1] = meta
+
+-- addJob for the usual job of a bulk add: a name, data and opts, no other add-time field
+-- (meta {name = name}). The same writes and events in the same order, with what addJob
+-- works out per job (the keys, the timestamp's text, the wait list, the marker) worked out
+-- once per call, and two commands gathered for all the call's plain jobs until
+-- flushPlainJobs: their LPUSHes (LPUSH k a b is LPUSH k a then LPUSH k b) and the events'
+-- trim (XADD without MAXLEN, one XTRIM after: nothing reads the stream in between).
+local plain = nil -- {events key, timestamp text, ids to push, wait list, trim's text, exact}
+local function addPlainJob(name, data, opts)
+  if plain == nil then
+    local maxLen, text = maxEvents()
+    plain = {P .. "events", nowAsText(now), {}, waitKey(), text, maxLen < 1000}
+    addBaseMarker()
+  end
+  local jobId = newJobId()
+  rcall("HSET", P .. jobId, "name", name, "data", data, "opts", opts,
+    "timestamp", plain[2], "delay", "0", "priority", "0")
+  rcall("XADD", plain[1], "*", "event", "added", "jobId", jobId, "name", name)
+  local ids = plain[3]
+  ids[#ids + 1] = jobId
+  rcall("XADD", plain[1], "*", "event", "waiting", "jobId", jobId)
+  return jobId
 end
+
+-- The plain jobs' LPUSHes (one per 1,000 ids) and trim: before any other job (its LPUSH
+-- goes after theirs) and at the end.
+local function flushPlainJobs()
+  if plain == nil then return end
+  local ids = plain[3]
+  for first = 1, #ids, 1000 do
+    rcall("LPUSH", plain[4], unpack(ids, first, math.min(first + 999, #ids)))
+  end
+  if plain[6] then
+    rcall("XTRIM", plain[1], "MAXLEN", plain[5])
+  else
+    rcall("XTRIM", plain[1], "MAXLEN", "~", plain[5])
+  end
+  plain = nil
+end
+
 local result = {now}
-for n, meta in ipairs(metas) do
-  local i = 2 + (n - 1) * 3
-  local jobId, status = addJob(meta, ARGV[i + 1], ARGV[i + 2], now)
-  result[#result + 1] = jobId
-  result[#result + 1] = status
+for n = 1, count do
+  local meta, jobId, status = args[3 * n - 2], nil, 1
+  if type(meta) == "string" then
+    jobId = addPlainJob(meta, args[3 * n - 1], args[3 * n])
+  else
+    flushPlainJobs()
+    jobId, status = addJob(meta, args[3 * n - 1], args[3 * n], now)
+  end
+  result[2 * n] = jobId
+  result[2 * n + 1] = status
 end
+flushPlainJobs()
 return result

@@ -4,7 +4,7 @@
 -- ARGV: [1] queue key prefix; [2] state; [3] cutoff timestamp; [4] limit
 -- Events: removed per job is not sent (BullMQ sends one cleaned event with the count)
 -- Returns: the removed ids
---@include base settle parent state remove
+--@include base jobkeys settle parent state remove
 local state, cutoff, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local candidates
 if state == "waiting" or state == "paused" then

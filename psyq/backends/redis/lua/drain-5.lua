@@ -3,7 +3,7 @@
 -- ARGV: [1] queue key prefix; [2] also delayed (1/0)
 -- Events: none
 -- Returns: how many jobs were removed
---@include base settle
+--@include base jobkeys settle
 local removed = 0
 local function dropAll(ids)
   for _, jobId in ipairs(ids) do removeJobKeys(jobId) end

@@ -11,7 +11,7 @@
 --       larger part of decoding it.
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
---@include base settle parent state remove
+--@include base jobkeys settle parent state remove
 local overwrite = ARGV[2] == "1"
 local page, skip, present = cmsgpack.unpack(ARGV[3]), {}, {}
 

@@ -8,7 +8,7 @@
 --         drained when a fetch finds the queue empty
 -- Returns: {{code per settlement (0 ok, an ErrorCode, or "ERR <message>" when settling
 --          that job raised an error)}, {fetched job hashes}}
---@include base settle parent take finish
+--@include base jobkeys settle parent take finish
 metaStable = true -- see base.lua
 local now = nowMs()
 local req = cjson.decode(ARGV[2])

@@ -5,7 +5,7 @@
 -- ARGV: [1] queue key prefix; [2] force (1/0); [3] batch size
 -- Events: none (the events stream goes too)
 -- Returns: {0, 0} done; {1, n} n jobs deleted, call again; {-3, active count} refused
---@include base settle
+--@include base jobkeys settle
 local active = rcall("LLEN", P .. "active")
 if active > 0 and ARGV[2] ~= "1" then return {-3, active} end
 local budget = tonumber(ARGV[3])

@@ -1,5 +1,5 @@
 -- Adding one job (standard, delayed, prioritized, held for children). Needs base.lua,
--- settle.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
+-- jobkeys.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
 
 -- The job that makes this add a duplicate under meta.dedup, or nil.
 local function deduplicated(dedup, customId, now)
@@ -26,10 +26,31 @@ local function parentExists(meta)
   return meta.parent == nil or rcall("EXISTS", meta.parent.queue .. ":" .. meta.parent.id) == 1
 end
 
+-- Numbers a job writes are passed as text made once per call or with "%d" (Redis 7.0 makes
+-- a number argument text with snprintf("%.17g"), Lua's tostring with "%.14g": ~2,000
+-- instructions each, more than a short command's own work).
+local nowTextOf, nowText = nil, nil
+local function nowAsText(now)
+  if now ~= nowTextOf then nowTextOf, nowText = now, string.format("%d", now) end
+  return nowText
+end
+
+-- A job's id: the next of the ids set aside (addJobs: reservedNext..reservedLast), else
+-- INCR of the queue's counter.
+local reservedNext, reservedLast = 0, -1
+local function newJobId()
+  if reservedNext <= reservedLast then
+    reservedNext = reservedNext + 1
+    return string.format("%d", reservedNext - 1)
+  end
+  return string.format("%d", rcall("INCR", P .. "id"))
+end
+
+-- `ts` is text (or a number, which Redis turns into text).
 local function storeJob(jobId, meta, data, opts, ts)
   local jobKey = P .. jobId
   local fields = {"name", meta.name, "data", data, "opts", opts, "timestamp", ts,
-    "delay", meta.delay or 0, "priority", meta.priority or 0}
+    "delay", meta.delay or "0", "priority", meta.priority or "0"}
   if meta.parent then
     local link = meta.parent
     local parentKey = link.queue .. ":" .. link.id
@@ -62,9 +83,9 @@ local function addJob(meta, data, opts, now)
     local owner = deduplicated(meta.dedup, jobId, now)
     if owner then return owner, 2 end
   end
-  if not jobId then jobId = tostring(rcall("INCR", P .. "id")) end
+  if not jobId then jobId = newJobId() end
   local ts = meta.ts or now
-  storeJob(jobId, meta, data, opts, ts)
+  storeJob(jobId, meta, data, opts, meta.ts or nowAsText(now))
   emit("added", "jobId", jobId, "name", meta.name)
   local delay = meta.delay or 0
   if meta.hold then

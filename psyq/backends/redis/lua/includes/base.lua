@@ -20,29 +20,36 @@ local function queueMeta()
   if entry == nil then
     local v = rcall("HMGET", P .. "meta", "paused", "concurrency", "max", "duration",
       "opts.maxLenEvents")
+    local maxLen = tonumber(v[5]) or 10000
     entry = {paused = v[1] ~= false, concurrency = tonumber(v[2]), max = tonumber(v[3]),
-      duration = tonumber(v[4]), maxLen = tonumber(v[5]) or 10000}
+      duration = tonumber(v[4]), maxLen = maxLen, maxLenText = string.format("%d", maxLen)}
     if metaStable then metaCache[P] = entry end
   end
   return entry
 end
 
+-- The events' MAXLEN, and as text: Redis 7.0 turns a number passed to redis.call into text
+-- with snprintf("%.17g"), ~2,000 instructions, more than a short command's own work.
 local maxLenEvents = nil -- read once per script call (no script changes it)
 local function maxEvents()
-  if metaStable then return queueMeta().maxLen end
-  if maxLenEvents == nil then
-    maxLenEvents = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+  if metaStable then
+    local meta = queueMeta()
+    return meta.maxLen, meta.maxLenText
   end
-  return maxLenEvents
+  if maxLenEvents == nil then
+    local maxLen = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+    maxLenEvents = {maxLen, string.format("%d", maxLen)}
+  end
+  return maxLenEvents[1], maxLenEvents[2]
 end
 
 -- MAXLEN ~ trims whole stream nodes (100 entries): a small bound is kept exactly instead.
 local function emit(event, ...)
-  local maxLen = maxEvents()
+  local maxLen, text = maxEvents()
   if maxLen < 1000 then
-    rcall("XADD", P .. "events", "MAXLEN", maxLen, "*", "event", event, ...)
+    rcall("XADD", P .. "events", "MAXLEN", text, "*", "event", event, ...)
   else
-    rcall("XADD", P .. "events", "MAXLEN", "~", maxLen, "*", "event", event, ...)
+    rcall("XADD", P .. "events", "MAXLEN", "~", text, "*", "event", event, ...)
   end
 end
 

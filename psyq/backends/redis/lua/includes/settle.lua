@@ -1,4 +1,4 @@
--- Settling active jobs: lock checks, retention, metrics, dedup keys, parents. Needs base.lua.
+-- Settling active jobs: lock checks, retention, metrics, parents. Needs base.lua, jobkeys.lua.
 local SKIP_LOCK = "0"
 local MAX_METRICS_POINTS = 60 * 24 * 7
 
@@ -47,26 +47,6 @@ local function jobOpts(jobKey)
   local raw = rcall("HGET", jobKey, "opts")
   if not raw or raw == "" then return {} end
   return cjson.decode(raw)
-end
-
--- A job without a dedup ttl frees its key when it finishes or goes away.
-local function releaseDedupKey(jobId, dedupId)
-  local key = P .. "de:" .. dedupId
-  if rcall("PTTL", key) == -1 and rcall("GET", key) == jobId then
-    rcall("DEL", key)
-  end
-end
-
-local function releaseDedup(jobId)
-  local dedupId = rcall("HGET", P .. jobId, "deid")
-  if dedupId then releaseDedupKey(jobId, dedupId) end
-end
-
-local function removeJobKeys(jobId)
-  local jobKey = P .. jobId
-  releaseDedup(jobId)
-  rcall("DEL", jobKey, jobKey .. ":logs", jobKey .. ":lock", jobKey .. ":dependencies",
-    jobKey .. ":processed", jobKey .. ":failed", jobKey .. ":unsuccessful")
 end
 
 -- Jobs finished per minute (BullMQ's metrics hash + data list, newest point first). A
