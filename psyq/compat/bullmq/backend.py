@@ -51,11 +51,19 @@ class Backend:
             prefix=self.prefix,
             default_job_options=opts.get("defaultJobOptions") or None,
         )
-        self.qualifiedName = f"{self.prefix}:{name}"
-        self.keys = {key: self.toKey(key) for key in KEY_NAMES}
-        self.keys[""] = f"{self.qualifiedName}:"
+        # Redis's key names (`bull:<queue>:wait`, ...), for code that reads Redis itself
+        self.keys = {key: f"{self.prefix}:{name}:{key}" for key in KEY_NAMES}
+        self.keys[""] = f"{self.prefix}:{name}:"
         self.capabilities = {"canDoubleTimeout": True, "canBlockFor1Ms": True}
         self.minimumBlockTimeout = 0.001
+
+    @property
+    def qualifiedName(self) -> str:
+        """The queue as the store names it in job keys (a `parent` option's `queue`):
+        `<prefix>:<queue>`, or `<queue>` on Postgres (as BullMQ 6 names it there), asked of
+        the store once it is open; before that, the prefixed form."""
+        adapter = self.core._backend
+        return f"{self.prefix}:{self.name}" if adapter is None else adapter.queue_key(self.name)
 
     @property
     def is_redis(self) -> bool:

@@ -27,9 +27,14 @@ class _QueueView:
     def __init__(self, name: str, prefix: str, backend: Any) -> None:
         self.name = name
         self.prefix = prefix
-        self.qualifiedName = f"{prefix}:{name}"
         self.backend = backend
         self.opts: dict[str, Any] = {}
+
+    @property
+    def qualifiedName(self) -> str:
+        """As the store names the queue in job keys, once the producer's store is open."""
+        adapter = self.backend.core._backend
+        return f"{self.prefix}:{self.name}" if adapter is None else adapter.queue_key(self.name)
 
 
 class FlowBackend:
@@ -53,7 +58,7 @@ class FlowBackend:
         parent = (flow.get("opts") or {}).get("parent")
         if not parent:
             return True
-        _, _, queue = str(parent.get("queue", "")).partition(":")
+        queue = str(parent.get("queue", "")).rpartition(":")[2]  # `[<prefix>:]<queue>`
         adapter = await self.core._open()
         return await adapter.get_job(queue, str(parent.get("id"))) is not None
 
