@@ -14,7 +14,7 @@ from psyq.compat.bullmq.connection import connection_url
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
 
-__all__ = ["KEY_NAMES", "Backend", "create_backend"]
+__all__ = ["KEY_NAMES", "Backend", "create_backend", "qualified_name"]
 
 KEY_NAMES = (
     "wait",
@@ -59,11 +59,10 @@ class Backend:
 
     @property
     def qualifiedName(self) -> str:
-        """The queue as the store names it in job keys (a `parent` option's `queue`):
-        `<prefix>:<queue>`, or `<queue>` on Postgres (as BullMQ 6 names it there), asked of
-        the store once it is open; before that, the prefixed form."""
-        adapter = self.core._backend
-        return f"{self.prefix}:{self.name}" if adapter is None else adapter.queue_key(self.name)
+        """The queue as job keys name it (a `parent` option's `queue`): `<prefix>:<queue>`,
+        or `<queue>` on a store without key prefixes (Postgres, as BullMQ 6 names it there),
+        asked of the store once it is open; before that, the prefixed form."""
+        return qualified_name(self.core._backend, self.prefix, self.name)
 
     @property
     def is_redis(self) -> bool:
@@ -113,6 +112,14 @@ class Backend:
 
     async def close(self, force: bool = False) -> None:
         await self.core.close()
+
+
+def qualified_name(adapter: BackendAdapter | None, prefix: str, name: str) -> str:
+    """`<prefix>:<name>` (the options' prefix), or the bare name where the open store names
+    jobs without a prefix (`BackendAdapter.key_prefix` is None)."""
+    if adapter is not None and adapter.key_prefix is None:
+        return adapter.queue_key(name)
+    return f"{prefix}:{name}"
 
 
 def create_backend(

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from psyq.compat.bullmq._core import CoreFlowProducer
+from psyq.compat.bullmq.backend import qualified_name
 from psyq.compat.bullmq.connection import connection_url
 from psyq.compat.bullmq.job import Job
 from psyq.core.flow import JobNode
@@ -33,8 +34,7 @@ class _QueueView:
     @property
     def qualifiedName(self) -> str:
         """As the store names the queue in job keys, once the producer's store is open."""
-        adapter = self.backend.core._backend
-        return f"{self.prefix}:{self.name}" if adapter is None else adapter.queue_key(self.name)
+        return qualified_name(self.backend.core._backend, self.prefix, self.name)
 
 
 class FlowBackend:
