@@ -30,6 +30,8 @@ __all__ = ["PSYQ_WORKER_SUFFIX", "Presence", "worker_session_name"]
 
 log = logging.getLogger("psyq.postgres")
 PSYQ_WORKER_SUFFIX = ":w:psyq"
+FIRST_WAIT_S = 5.0  # how long registering a worker waits for its session to open
+RETRY_CAP_S = 30.0  # the longest wait between attempts (a full server is not hammered)
 _LOST = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
@@ -51,12 +53,13 @@ class Presence:
 
     async def add(self, key: Hashable, name: str) -> None:
         """Hold a connection named `name` for `key`; returns once the first attempt to open
-        it is over (opened or failed: then it is tried again in the background)."""
+        it is over (opened or failed: then it is tried again in the background), or after
+        FIRST_WAIT_S, so a worker's start never waits long on it."""
         if key in self._held and not self._held[key].done():
             return
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._held[key] = asyncio.create_task(self._hold(name, ready))
-        await asyncio.wait({ready, self._held[key]}, return_when=asyncio.FIRST_COMPLETED)
+        task = self._held[key] = asyncio.create_task(self._hold(name, ready))
+        await asyncio.wait({ready, task}, timeout=FIRST_WAIT_S, return_when="FIRST_COMPLETED")
 
     async def remove(self, key: Hashable) -> None:
         task = self._held.pop(key, None)
@@ -69,13 +72,16 @@ class Presence:
             await self.remove(key)
 
     async def _hold(self, name: str, ready: asyncio.Future[None]) -> None:
-        backoff = Reconnect()
+        backoff = Reconnect(cap_s=RETRY_CAP_S)
         while True:
             await backoff.wait()
             try:
                 conn = await self._connect(name)
             except _LOST as exc:
-                log.warning("psyq: cannot open the session %r Node lists workers by: %r", name, exc)
+                level = logging.DEBUG if backoff.failures else logging.WARNING  # once a run
+                log.log(
+                    level, "psyq: cannot open the session %r Node lists workers by: %r", name, exc
+                )
                 backoff.failed()
                 _done(ready)
                 continue
