@@ -76,7 +76,7 @@ class Presence:
         while True:
             await backoff.wait()
             try:
-                conn = await self._connect(name)
+                conn = await _connect_whole(self._connect(name))
             except _LOST as exc:
                 level = logging.DEBUG if backoff.failures else logging.WARNING  # once a run
                 log.log(
@@ -88,6 +88,22 @@ class Presence:
             backoff.succeeded()
             _done(ready)
             await _until_lost(conn)
+
+
+async def _connect_whole(connecting: Awaitable[asyncpg.Connection]) -> asyncpg.Connection:
+    """Await a connect; when cancelled meanwhile, the connection it still opens is closed
+    (terminated) rather than left open."""
+    task = asyncio.ensure_future(connecting)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(_drop)
+        raise
+
+
+def _drop(task: asyncio.Future[asyncpg.Connection]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        task.result().terminate()
 
 
 async def _until_lost(conn: asyncpg.Connection) -> None:
