@@ -159,3 +159,19 @@ async def test_announce_workers_false_opens_no_session(
             assert await _sessions(admin, f"{name}:w:psyq") == []
         finally:
             await worker.close()
+
+
+async def test_a_long_queue_names_workers_are_listed_once(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    """Postgres keeps 63 bytes of an application_name: the session of a worker of a queue
+    named in 58 bytes is `<queue>:w:ps`, which Node lists; psyq still lists it once."""
+    url = url_for(pg_server, fresh_schema())
+    name = fresh_name("presence").ljust(58, "x")
+    async with psyq.Queue(name, connection=url) as queue:
+        worker = psyq.Worker(name, lambda job: None, connection=url, worker_name="long")
+        try:
+            await _wait_sessions(admin, f"{name}:w:ps", 1)
+            assert [entry["name"] for entry in await queue.get_workers()] == ["long"]
+        finally:
+            await worker.close()

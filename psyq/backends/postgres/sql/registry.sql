@@ -73,7 +73,7 @@ SELECT application_name AS name,
   FROM pg_stat_activity
  WHERE datname = current_database()
    AND (application_name = $1 OR left(application_name, length($1) + 3) = $1 || ':w:')
-   AND application_name <> $1 || $2
+   AND application_name <> left($1 || $2, 63)  -- Postgres keeps 63 bytes of a name
  ORDER BY backend_start, pid;
 
 -- name: cancel
