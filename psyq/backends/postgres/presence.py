@@ -37,7 +37,8 @@ _LOST = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 def worker_session_name(queue: str) -> str:
     """The application_name of a psyq worker's session: `<queue>:w:psyq` (Postgres keeps
-    the first 63 bytes, so Node sees a worker of a queue named in at most 56)."""
+    the first 63 bytes, so Node sees a worker of a queue named in at most 60, the same
+    limit its own workers have)."""
     return queue + PSYQ_WORKER_SUFFIX
 
 
