@@ -32,23 +32,29 @@ __all__ = [
 Batch = tuple[str, ExportPage]
 
 # A batch as the driver hands it to Spark: records as tuples of their fields in constructor
-# order, beside the page's logs, due times and flow links. Spark pickles what it sends to
-# its tasks; plain tuples pickle and unpickle about twice as fast as dataclass records
-# (this is Spark's transport only: nothing stores it).
+# order, beside the page's logs, due times, flow links and the form of its job keys. Spark
+# pickles what it sends to its tasks; plain tuples pickle and unpickle about twice as fast
+# as dataclass records (this is Spark's transport only: nothing stores it).
 PackedBatch = tuple[
-    str, list[tuple[Any, ...]], dict[str, list[str]], dict[str, int], dict[str, dict[str, Any]]
+    str,
+    list[tuple[Any, ...]],
+    dict[str, list[str]],
+    dict[str, int],
+    dict[str, dict[str, Any]],
+    str | None,
 ]
 _RECORD_FIELDS = attrgetter(*(item.name for item in fields(JobRecord)))
 
 
 def pack(batch: Batch) -> PackedBatch:
     queue, page = batch
-    return queue, [_RECORD_FIELDS(job) for job in page.jobs], page.logs, page.due, page.deps
+    rows = [_RECORD_FIELDS(job) for job in page.jobs]
+    return queue, rows, page.logs, page.due, page.deps, page.key_prefix
 
 
 def unpack(packed: PackedBatch) -> Batch:
-    queue, rows, logs, due, deps = packed
-    return queue, ExportPage([JobRecord(*row) for row in rows], logs, None, due, deps)
+    queue, rows, logs, due, deps, keys = packed
+    return queue, ExportPage([JobRecord(*row) for row in rows], logs, None, due, deps, keys)
 
 
 async def export_pages(backend: ExportSource, queue: str, limit: int) -> AsyncIterator[ExportPage]:

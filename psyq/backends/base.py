@@ -10,6 +10,8 @@ they are listed under "later parts of the model" so a new backend sees the whole
 
 Conventions
 - `queue` is the queue name; backends add their own prefix.
+- A job's key (a parent's, a child's in children values and dependencies) is
+  `<queue_key(queue)>:<id>`, in the form each backend chooses once (`key_prefix`, keys.py).
 - Times are ms since the epoch, read from the backend's clock (`now_ms`).
 - `data` and `returnvalue` travel as JSON text (BullMQ stores them so); `progress` and log rows
   are JSON values / strings.
@@ -26,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from psyq.backends.keys import JobKeys
 from psyq.errors import (
     JobNotFoundError,
     JobStateError,
@@ -232,17 +235,21 @@ class ExportPage:
     """One page of `export_jobs`: records with `state` set, and the cursor of the next page
     (None on the last page). `due`: the due time (ms) of delayed jobs; `deps`: per parent,
     its children as {"pending": [child keys], "processed": {key: JSON}, "failed": {key:
-    reason}, "ignored": {key: reason}}."""
+    reason}, "ignored": {key: reason}}. `key_prefix`: the form of the page's job keys (a
+    record's `parent_key`, the keys in `deps`), the exporting store's `key_prefix`; an
+    import writes them in its own form."""
 
     jobs: list[JobRecord]
     logs: dict[str, list[str]]
     next_cursor: str | None
     due: dict[str, int] = field(default_factory=dict)
     deps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    key_prefix: str | None = "bull"
 
 
-class BackendAdapter(ABC):
-    """The storage contract every backend implements. See the module docstring."""
+class BackendAdapter(JobKeys, ABC):
+    """The storage contract every backend implements. See the module docstring (job keys:
+    `JobKeys`, psyq/backends/keys.py)."""
 
     #: short name used in messages ("memory", "sqlite", "redis", ...)
     kind: str = "backend"
@@ -267,10 +274,10 @@ class BackendAdapter(ABC):
         return UnsupportedError(self.kind, feature)
 
     # ------------------------------------------------------------------ lifecycle
-    async def open(self) -> None:  # noqa: B027 - optional hook
+    async def open(self) -> None:
         """Connect / load. Called once before first use."""
 
-    async def close(self) -> None:  # noqa: B027 - optional hook
+    async def close(self) -> None:
         """Release connections and flush buffers."""
 
     @abstractmethod

@@ -119,6 +119,18 @@ class Job:
         return self._queue.name
 
     @property
+    def queue_qualified_name(self) -> str:
+        """The queue as its store names it in job keys (BullMQ's `queueQualifiedName`):
+        `bull:<queue>`, or `<queue>` on Postgres. A child's `parent` option is
+        `{"id": job.id, "queue": job.queue_qualified_name}`."""
+        return self._queue.backend.queue_key(self._queue.name)
+
+    @property
+    def key(self) -> str:
+        """The job's key, as a parent key and children values name it."""
+        return self._queue.backend.job_key(self._queue.name, self.id)
+
+    @property
     def data(self) -> Any:
         if self._data is _UNSET:
             self._data = codec.loads(self._data_json)

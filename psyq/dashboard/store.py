@@ -125,7 +125,7 @@ class Store:
         newest = await queue.get_job_logs(job.id, 0, MAX_LOGS - 1, asc=False)
         view["logs"] = newest["logs"][::-1]  # the newest MAX_LOGS, oldest first
         view["logs_total"] = newest["count"]
-        view["parent"] = _split_key(job.parent_key, self.prefix)
+        view["parent"] = _split_key(job.parent_key, self._open_backend())
         return view
 
     async def metrics(self, name: str, minutes: int) -> dict[str, Any]:
@@ -161,7 +161,7 @@ class Store:
             record = await backend.get_job(*root)
             if record is None:
                 raise NotFound(f"no job {root[1]!r} in queue {root[0]!r}")
-            parent = _split_key(record.parent_key, self.prefix)
+            parent = _split_key(record.parent_key, backend)
             if parent is None:
                 break
             root = (parent["queue"], parent["id"])
@@ -289,12 +289,12 @@ async def _per_minute(queue: psyq.Queue, kind: str, minutes: int, now_ms: int) -
     return points
 
 
-def _split_key(key: str | None, prefix: str) -> dict[str, str] | None:
-    """{"queue", "id"} of a parent key ("<prefix>:<queue>:<id>" or "<queue>:<id>")."""
+def _split_key(key: str | None, backend: BackendAdapter) -> dict[str, str] | None:
+    """{"queue", "id"} of a parent key, in the store's form (`<prefix>:<queue>:<id>`, or
+    `<queue>:<id>` on Postgres)."""
     if not key:
         return None
-    key = key.removeprefix(prefix + ":")
-    queue, _, job_id = key.partition(":")
+    queue, job_id = backend.split_job_key(key)
     return {"queue": queue, "id": job_id} if job_id else None
 
 

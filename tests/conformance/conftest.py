@@ -15,7 +15,6 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -154,15 +153,18 @@ async def make_worker(backend_url: str, queue_name: str) -> AsyncIterator[Worker
             await asyncio.wait_for(worker.close(force=True), 10)
 
 
-def key_prefix(queue: psyq.Queue) -> str:
-    """The key prefix of the queue's store (BullMQ's `bull` unless its URL sets `prefix`),
-    as parent references and dependency keys (`<prefix>:<queue>:<id>`) carry it."""
-    connection = queue._connection
-    if isinstance(connection, str):
-        values = parse_qs(urlsplit(connection).query).get("prefix")
-        if values:
-            return values[-1]
-    return queue.prefix
+async def queue_key(queue: psyq.Queue, name: str | None = None) -> str:
+    """Queue `name` (default: the queue's own) as the queue's store names it in job keys and
+    a `parent` option: `<prefix>:<name>` (BullMQ's Redis form; the URL's `prefix`, else
+    `bull`), or `<name>` in BullMQ 6's Postgres layout. Asked of the store itself
+    (`BackendAdapter.queue_key`), the one place a backend chooses the form."""
+    backend = await queue._open()
+    return backend.queue_key(queue.name if name is None else name)
+
+
+async def job_key(queue: psyq.Queue, name: str, job_id: str) -> str:
+    """The key of job `job_id` of queue `name` on the queue's store (see `queue_key`)."""
+    return f"{await queue_key(queue, name)}:{job_id}"
 
 
 async def wait_for(

@@ -15,6 +15,7 @@ import pytest
 import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter, ExportPage
+from psyq.backends.keys import convert_key, rekey_page
 from tests.conftest import fresh_name
 
 from .conftest import WorkerFactory, skip_if_unsupported
@@ -113,9 +114,8 @@ async def test_every_state_survives_an_export_and_import(
         assert logs["logs"] == ["a log row"]
         parent = await target.get_job(seen["parent"])
         assert parent is not None
-        deps = await parent.get_dependencies()  # links are kept as they are, queue included
-        prefix = getattr(backend, "prefix", "bull")  # a Redis URL may set its own
-        assert deps["unprocessed"] == [f"{prefix}:{queue.name}:{seen['child']}"]
+        deps = await parent.get_dependencies()  # links are kept, queue included
+        assert deps["unprocessed"] == [backend.job_key(queue.name, seen["child"])]
         fresh = await target.add("new")
         assert int(fresh.id) > max(int(i) for i in waiting if i.isdigit())
 
@@ -178,3 +178,30 @@ async def test_an_expired_cursor_is_refused(queue: psyq.Queue, backend: BackendA
     await skip_if_unsupported(backend.export_jobs(queue.name, None, 1), "export")
     with pytest.raises(psyq.PsyqError, match="cursor"):
         await backend.export_jobs(queue.name, "no-such-cursor:5", 1)
+
+
+async def test_an_import_writes_job_keys_in_the_stores_own_form(
+    queue: psyq.Queue, make_worker: WorkerFactory, backend: BackendAdapter, backend_url: str
+) -> None:
+    """A page exported by a store of the other key form (Redis `bull:<queue>:<id>`, BullMQ's
+    Postgres layout `<queue>:<id>`) arrives with its parent key and links in this store's."""
+    seen = await fill_every_state(queue, make_worker, backend_url)
+    other = "bull" if backend.key_prefix is None else None
+    target_name = fresh_name()
+    for page in await export_all(backend, queue.name, 3):
+        assert page.key_prefix == backend.key_prefix
+        foreign = rekey_page(page, other)
+        for job in foreign.jobs:
+            if job.parent_key:
+                assert job.parent_key == convert_key(
+                    backend.job_key(queue.name, seen["parent"]), backend.key_prefix, other
+                )
+        await backend.import_jobs(target_name, foreign)
+    async with psyq.Queue(target_name, connection=backend_url) as target:
+        child = await target.get_job(seen["child"])
+        assert child is not None
+        assert child.parent_key == backend.job_key(queue.name, seen["parent"])
+        parent = await target.get_job(seen["parent"])
+        assert parent is not None
+        deps = await parent.get_dependencies()
+        assert deps["unprocessed"] == [backend.job_key(queue.name, seen["child"])]

@@ -10,7 +10,7 @@ import pytest
 import psyq
 from tests.conftest import fresh_name
 
-from .conftest import WorkerFactory, key_prefix, wait_state
+from .conftest import WorkerFactory, job_key, queue_key, wait_state
 
 
 def tree(parent_queue: str, child_queue: str, *child_opts: dict[str, Any]) -> dict[str, Any]:
@@ -42,10 +42,11 @@ async def test_parent_waits_for_its_children_then_runs_with_their_values(
     make_worker(parent)
     make_worker(lambda job: job.data["i"] * 10, name=children_queue)
     await wait_state(queue, node.job.id, "completed")
-    keys = {f"{key_prefix(queue)}:{children_queue}:{c.job.id}" for c in node.children}
+    keys = {await job_key(queue, children_queue, c.job.id) for c in node.children}
     assert set(seen) == keys
     assert sorted(seen.values()) == [0, 10]
-    assert node.children[0].job.parent_key == f"{key_prefix(queue)}:{queue.name}:{node.job.id}"
+    assert node.children[0].job.parent_key == await job_key(queue, queue.name, node.job.id)
+    assert node.job.key == node.children[0].job.parent_key
 
 
 async def test_get_flow_reads_the_tree_back(
@@ -99,14 +100,12 @@ async def test_failure_policies(
     await wait_state(queue, node.job.id, parent_state)
     done = await queue.get_job(node.job.id)
     assert done is not None
-    child_key = f"{key_prefix(queue)}:{children_queue}:{node.children[0].job.id}"
+    child_key = await job_key(queue, children_queue, node.children[0].job.id)
     if policy == "failParentOnFailure":
-        # The reason names the child as its store keys it, in the text Node BullMQ writes on
-        # the same store: `<prefix>:<queue>:<id>` on Redis, `<queue>:<id>` in BullMQ 6's
-        # Postgres layout (which has no key prefix).
-        reason = done.failed_reason or ""
-        assert reason.startswith("child ") and reason.endswith(" failed")
-        assert reason.split(" ")[1] in (child_key, child_key.split(":", 1)[1])
+        # The reason names the child by its key, in the text Node BullMQ writes on the same
+        # store: `<prefix>:<queue>:<id>` on Redis, `<queue>:<id>` in BullMQ 6's Postgres
+        # layout (which has no key prefix)
+        assert done.failed_reason == f"child {child_key} failed"
         return
     result = done.returnvalue
     if policy == "continueParentOnFailure":
@@ -129,7 +128,7 @@ async def test_a_failed_child_without_policy_keeps_the_parent_waiting(
         assert await node.job.get_state() == "waiting-children"
         deps = await node.job.get_dependencies()
         assert deps["unprocessed"] == [
-            f"{key_prefix(queue)}:{children_queue}:{node.children[0].job.id}"
+            await job_key(queue, children_queue, node.children[0].job.id)
         ]
     finally:
         await child_queue.close()
@@ -166,7 +165,8 @@ async def test_dynamic_children_with_move_to_waiting_children(
     async def parent(job: psyq.Job, token: str) -> str:
         if not steps:
             steps.append("spawn")
-            parent_ref = {"id": job.id, "queue": f"{key_prefix(queue)}:{queue.name}"}
+            parent_ref = {"id": job.id, "queue": job.queue_qualified_name}
+            assert parent_ref["queue"] == await queue_key(queue)
             await children.add("kid", {"n": 2}, parent=parent_ref)
             assert await job.move_to_waiting_children(token)
             waiting.set()  # the child runs only now, so the parent surely waits for it
@@ -189,16 +189,14 @@ async def test_dynamic_children_with_move_to_waiting_children(
 
 async def test_a_child_of_a_missing_parent_is_refused(queue: psyq.Queue) -> None:
     with pytest.raises(psyq.JobNotFoundError):
-        await queue.add(
-            "orphan", parent={"id": "nope", "queue": f"{key_prefix(queue)}:{queue.name}"}
-        )
+        await queue.add("orphan", parent={"id": "nope", "queue": await queue_key(queue)})
     assert await queue.count() == 0
 
 
 async def test_a_flow_whose_root_names_a_missing_parent_is_refused(
     queue: psyq.Queue, flow_producer: psyq.FlowProducer
 ) -> None:
-    missing = {"id": "nope", "queue": f"{key_prefix(queue)}:{queue.name}"}
+    missing = {"id": "nope", "queue": await queue_key(queue)}
     spec = {
         "name": "root",
         "queue_name": queue.name,

@@ -38,19 +38,19 @@ NOTES = {
     "postgres": """\
 Run with BullMQ 6 only (BullMQ 5 has no Postgres backend): Node with
 `createPostgresBackend` (`pg`) and psyq on the same schema, which Node's migrations
-created. Where a cell differs from Redis's, the reason:
+created. Two things differ from Redis by the store's nature, and psyq follows Node in both:
 
-- **Job keys** (the flow rows): BullMQ's Postgres backend names a job `<queue>:<id>`, with
-  no prefix, in `parentKey`, in the keys of `getChildrenValues` and
-  `getFailedChildrenValues`; psyq names it `bull:<queue>:<id>` there, as on Redis and its
-  other stores (a failed parent's `failedReason`, though, names its child as the layout
-  keys it). The values and states agree; only the key strings differ, and only where psyq
-  reads them. This is psyq's choice, not the layout's: a program that compares these keys
-  across the two languages must strip `bull:` from psyq's.
-- **getWorkers**: Node lists a queue's workers by the `application_name` of each worker's
-  LISTEN connection (`<queue>` or `<queue>:w:<name>`, from `pg_stat_activity`, whatever
-  the schema). psyq lists those after its own, but its workers share one LISTEN
-  connection per backend, named after no queue, so Node's `getWorkers` does not see them.
+- **Job keys**: BullMQ's Postgres backend names a job `<queue>:<id>`, with no prefix (in
+  `parentKey`, in the keys of `getChildrenValues` and `getFailedChildrenValues`, in a failed
+  parent's `failedReason`, in dependencies), and its queue's qualified name is the queue's
+  name; psyq on `postgresql://` names them the same (`Job.key`,
+  `Job.queue_qualified_name`), and accepts a `parent` option's queue as `<queue>` or
+  `bull:<queue>`.
+- **getWorkers**: Node lists a queue's workers by the `application_name` of the database's
+  sessions (`<queue>` or `<queue>:w:<name>`, as each Node worker names its LISTEN
+  connection). Each running psyq worker holds one idle session named `<queue>:w:psyq`, so
+  Node lists it; psyq lists its own from its registry, then Node's
+  ([backends.md](backends.md), Postgres: the cost, and `announce_workers=false`).
 """,
 }
 

@@ -266,7 +266,7 @@ async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:
             raise psyq.DelayedError()
         if "child" in step:
             child = step["child"]
-            parent = {"id": job.id, "queue": f"{PREFIX}:{job.queue_name}"}
+            parent = {"id": job.id, "queue": job.queue_qualified_name}  # as Node
             await side.queue(child["queue"]).add(child["name"], child.get("data"), parent=parent)
             assert job.token is not None
             if await job.move_to_waiting_children(job.token):

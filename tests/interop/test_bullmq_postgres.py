@@ -186,8 +186,13 @@ async def test_a_node_flow_runs_on_psyq_workers(
         await tops.close()
     seen = node_pg("inspect.js", parents, pg_server, schema, json.dumps([added["parent"]]))
     assert seen[added["parent"]]["state"] == "completed"
-    keys = sorted(f"bull:{children}:{child}" for child in added["children"])
+    # psyq names the children as the layout and Node do: `<queue>:<id>`, no prefix
+    keys = sorted(f"{children}:{child}" for child in added["children"])
     assert seen[added["parent"]]["returnvalue"] == {"sum": 12, "keys": keys}
+    async with psyq.Queue(children, connection=url) as queue:
+        child = await queue.get_job(added["children"][0])
+        assert child is not None and child.parent_key == f"{parents}:{added['parent']}"
+        assert child.key == f"{children}:{child.id}" and child.queue_qualified_name == children
 
 
 async def test_a_psyq_flow_runs_on_node_workers(
@@ -214,4 +219,4 @@ async def test_a_psyq_flow_runs_on_node_workers(
         assert parent is not None and await parent.get_state() == "completed"
         assert parent.returnvalue == result
         values = await parent.get_children_values()
-        assert sorted(values) == sorted(f"bull:{key}" for key in keys)
+        assert sorted(values) == keys  # as Node names them

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import Completed, Failed, FetchRequest
+from psyq.backends.keys import rekey_page
 from psyq_migrate.reading import export_pages
 from psyq_migrate.verify import compared_state
 from tests.conftest import fresh_name
@@ -59,17 +61,35 @@ async def settle_three(url: str, queue: str) -> None:
         await release_backend(backend)
 
 
-async def read_queue(url: str, queue: str) -> dict[str, Any]:
+async def read_queue(url: str, queue: str, queues: Sequence[str] = ()) -> dict[str, Any]:
     """Everything migration moves of one queue, in a comparable form: jobs (fields, state as
-    compared, order within each state), logs, due times, flow links, and queue meta."""
+    compared, order within each state), logs, due times, flow links, and queue meta. Job
+    keys (parent keys, links) must be in the store's own form (`<prefix>:<queue>:<id>`, or
+    `<queue>:<id>` on Postgres) and name one of `queues`; they are compared without a
+    prefix."""
     backend = await open_backend(url)
+    known = {queue, *queues}
+
+    def own(key: str) -> None:
+        name, job_id = backend.split_job_key(key)
+        assert name in known and job_id and backend.job_key(name, job_id) == key, key
+
     try:
         jobs: dict[str, dict[str, Any]] = {}
         order: dict[str, list[str]] = {}
         logs: dict[str, list[str]] = {}
         due: dict[str, int] = {}
         deps: dict[str, Any] = {}
-        async for page in export_pages(backend, queue, 4):
+        async for exported in export_pages(backend, queue, 4):
+            assert exported.key_prefix == backend.key_prefix
+            for record in exported.jobs:
+                if record.parent_key:
+                    own(record.parent_key)
+            for links in exported.deps.values():
+                for kind in links.values():
+                    for key in kind:
+                        own(key)
+            page = rekey_page(exported, None)
             for record in page.jobs:
                 fields = asdict(record)
                 fields["state"] = compared_state(record.state)
@@ -94,7 +114,7 @@ async def read_queue(url: str, queue: str) -> dict[str, Any]:
 
 def read_queues(url: str, queues: list[str]) -> dict[str, dict[str, Any]]:
     async def read_all() -> dict[str, dict[str, Any]]:
-        return {queue: await read_queue(url, queue) for queue in queues}
+        return {queue: await read_queue(url, queue, queues) for queue in queues}
 
     return asyncio.run(read_all())
 

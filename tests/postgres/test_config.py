@@ -14,6 +14,8 @@ def test_defaults_and_dsn() -> None:
     assert (settings.schema, settings.prefix) == ("bullmq", "bull")
     assert (settings.pool_min, settings.pool_max) == (1, 10)
     assert settings.worker_ttl == 30
+    assert settings.announce_workers is True
+    assert not parse_postgres_url("postgresql://db/x?announce_workers=false").announce_workers
 
 
 def test_own_parameters_are_removed_and_others_passed_on() -> None:
@@ -34,6 +36,7 @@ def test_own_parameters_are_removed_and_others_passed_on() -> None:
         ("postgresql://db/x?pool_min=many", "many"),
         ("postgresql://db/x?worker_ttl=0", "worker_ttl must be a whole number >= 1, got '0'"),
         ("postgresql://db/x?worker_ttl=1.5", "1.5"),
+        ("postgresql://db/x?announce_workers=maybe", "announce_workers must be true or false"),
         ("mysql://db/x", "postgresql://"),
     ],
 )
@@ -48,3 +51,9 @@ def test_the_scheme_is_registered() -> None:
     for scheme in ("postgres", "postgresql"):
         backend = _factory_for(f"{scheme}://db/x")(f"{scheme}://db/x")
         assert backend.kind == "postgres"
+        # jobs are named as the layout names them, `<queue>:<id>`, whatever the prefix
+        assert backend.key_prefix is None and backend.job_key("q", "7") == "q:7"
+        assert (
+            _factory_for("postgres://db/x?prefix=app")("postgres://db/x?prefix=app").key_prefix
+            is None
+        )

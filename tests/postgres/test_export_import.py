@@ -89,7 +89,8 @@ async def test_a_queue_moves_between_schemas(
         assert await target.get_job_logs(name, "with-logs", 0, -1, True) == (["one", "two"], 2)
         deps = await target.get_dependencies(name, node.job.id)
         assert deps == await source.get_dependencies(name, node.job.id)
-        assert f"bull:{name}:{node.children[0].job.id}" in deps["processed"]
+        assert target.job_key(name, node.children[0].job.id) in deps["processed"]
+        assert f"{name}:{node.children[0].job.id}" in deps["processed"]  # the layout's form
         meta = await target.get_queue_meta(name)
         assert meta["global_concurrency"] == 3
         assert list(meta["schedulers"]) == ["tick"]
@@ -172,7 +173,7 @@ async def test_import_keeps_the_logs_and_links_of_a_job_already_there(
     backend = PostgresBackend(url_for(pg_server, fresh_schema()))
     await backend.open()
     try:
-        kept = ExportPage([record("kept")], {"kept": ["old"]}, None)
+        kept = ExportPage([record("kept")], {"kept": ["old"]}, None, key_prefix="bull")
         kept.deps = {"kept": {"pending": ["bull:q:kid"]}}
         assert await backend.import_jobs("q", kept) == 1
         page = ExportPage([record("kept"), record("fresh")], {}, None)
@@ -181,8 +182,9 @@ async def test_import_keeps_the_logs_and_links_of_a_job_already_there(
         assert await backend.import_jobs("q", page) == 1
         assert await backend.get_job_logs("q", "kept", 0, -1, True) == (["old"], 1)
         assert await backend.get_job_logs("q", "fresh", 0, -1, True) == (["new"], 1)
-        assert (await backend.get_dependencies("q", "kept"))["unprocessed"] == ["bull:q:kid"]
-        assert (await backend.get_dependencies("q", "fresh"))["unprocessed"] == ["bull:q:kid2"]
+        # the pages name jobs as Redis does (`bull:`), the import as the layout does
+        assert (await backend.get_dependencies("q", "kept"))["unprocessed"] == ["q:kid"]
+        assert (await backend.get_dependencies("q", "fresh"))["unprocessed"] == ["q:kid2"]
     finally:
         await backend.close()
 

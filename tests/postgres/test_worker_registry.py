@@ -96,3 +96,82 @@ async def test_node_bullmqs_workers_are_listed_after_psyqs(
     finally:
         for conn in nodeish:
             await conn.close()
+
+
+async def _sessions(admin: asyncpg.Connection, name: str) -> list[int]:
+    """The pids of the sessions named `name` (application_name) in this database."""
+    rows = await admin.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND application_name = $1",
+        name,
+    )
+    return [row["pid"] for row in rows]
+
+
+async def _wait_sessions(
+    admin: asyncpg.Connection, name: str, count: int, gone: int | None = None
+) -> list[int]:
+    """The pids of the sessions named `name` once there are `count` (and `gone` is not one)."""
+    deadline = time.monotonic() + 20
+    while len(pids := await _sessions(admin, name)) != count or gone in pids:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"sessions named {name!r}: {pids}, not {count} without {gone}")
+        await asyncio.sleep(0.05)
+    return pids
+
+
+@pytest.mark.timeout(60)
+async def test_each_worker_holds_a_session_node_lists_workers_by(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    """Node BullMQ's getWorkers counts the sessions named `<queue>` or `<queue>:w:<name>`:
+    each running psyq worker holds one (`<queue>:w:psyq`) from its start to its close, and
+    opens it again when it is lost; psyq's own list shows each worker once."""
+    url = url_for(pg_server, fresh_schema())
+    name = fresh_name("presence")
+    session = f"{name}:w:psyq"
+    async with psyq.Queue(name, connection=url) as queue:
+        first = psyq.Worker(name, lambda job: None, connection=url, worker_name="first")
+        second = psyq.Worker(name, lambda job: None, connection=url, worker_name="second")
+        try:
+            await _wait_until(lambda n: n == {"first", "second"}, queue, "both are listed")
+            pids = await _wait_sessions(admin, session, 2)
+            assert sorted(w["name"] for w in await queue.get_workers()) == ["first", "second"]
+            await admin.execute("SELECT pg_terminate_backend($1)", pids[0])
+            again = await _wait_sessions(admin, session, 2, gone=pids[0])
+            assert pids[1] in again
+        finally:
+            await second.close()
+        await _wait_sessions(admin, session, 1)
+        await first.close()
+        await _wait_sessions(admin, session, 0)
+
+
+async def test_announce_workers_false_opens_no_session(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    url = url_for(pg_server, fresh_schema(), announce_workers="false")
+    name = fresh_name("presence")
+    async with psyq.Queue(name, connection=url) as queue:
+        worker = psyq.Worker(name, lambda job: None, connection=url, worker_name="quiet")
+        try:
+            await _wait_until(lambda n: "quiet" in n, queue, "the worker is listed")
+            assert await _sessions(admin, f"{name}:w:psyq") == []
+        finally:
+            await worker.close()
+
+
+async def test_a_long_queue_names_workers_are_listed_once(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    """Postgres keeps 63 bytes of an application_name: the session of a worker of a queue
+    named in 58 bytes is `<queue>:w:ps`, which Node lists; psyq still lists it once."""
+    url = url_for(pg_server, fresh_schema())
+    name = fresh_name("presence").ljust(58, "x")
+    async with psyq.Queue(name, connection=url) as queue:
+        worker = psyq.Worker(name, lambda job: None, connection=url, worker_name="long")
+        try:
+            await _wait_sessions(admin, f"{name}:w:ps", 1)
+            assert [entry["name"] for entry in await queue.get_workers()] == ["long"]
+        finally:
+            await worker.close()

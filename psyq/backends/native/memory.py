@@ -501,6 +501,7 @@ class MemoryBackend(BackendAdapter):
         token, start = self._export_cursor(queue, cursor)
         ids = self._exports[token]
         page = self._run(queue, lambda s: transfer.export_page(s, ids, start, limit))
+        page.key_prefix = self.key_prefix
         if start + limit < len(ids):
             page.next_cursor = f"{token}:{start + limit}"
         else:
@@ -524,6 +525,7 @@ class MemoryBackend(BackendAdapter):
         return token, int(offset)
 
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        page = self.own_keys(page)
         return self._run(queue, lambda s: transfer.import_page(s, page, overwrite), notify=True)
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:

@@ -86,10 +86,12 @@ class Adding(FastPath):
             entry["dedupId"] = str(dedup["id"])
         return entry
 
-    def _queue_name(self, queue_key: str) -> str:
-        """The layout names queues without a prefix: `<prefix>:<queue>` -> `<queue>`."""
-        head = self.settings.prefix + ":"
-        return queue_key[len(head) :] if queue_key.startswith(head) else queue_key
+    @staticmethod
+    def _queue_name(queue_key: str) -> str:
+        """A `parent` option's queue as the layout names it: `<queue>` (what Node BullMQ 6
+        gives on Postgres), or `<prefix>:<queue>` as a program written for Redis gives it
+        (queue names hold no ':')."""
+        return queue_key.rpartition(":")[2]
 
 
 def _one(entry: dict[str, Any]) -> list[Any]:

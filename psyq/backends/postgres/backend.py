@@ -24,6 +24,7 @@ module:
     schedulers.py   job schedulers (cron times computed here, the next run added on take)
     transfer.py     export / import pages and queue metadata (psyq migrate)
     registry.py     psyq's worker registry and cancellations (psyq_* tables)
+    presence.py     a named idle session per worker, so Node BullMQ's getWorkers lists it
 """
 
 from __future__ import annotations

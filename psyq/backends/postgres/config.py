@@ -8,12 +8,16 @@
                       its `schema` connection option; docs/architecture.md)
     layout            `bullmq`, the only layout (accepted for URLs written while psyq had a
                       private one; that layout was retired before any release)
-    prefix            the key prefix psyq shows in job keys (`bull:<queue>:<id>`, as on
-                      Redis); the layout itself keys jobs `<queue>:<id>`
+    prefix            accepted and checked, and otherwise unused, as Node BullMQ 6 ignores
+                      its `prefix` option on Postgres: job keys are the layout's
+                      `<queue>:<id>`, and the schema separates namespaces
     pool_min/pool_max size of the asyncpg pool
     application_name  shown in pg_stat_activity (default psyq)
     command_timeout   seconds a statement may take before the call fails (default 60)
     worker_ttl        seconds a worker's registry entry outlives its last heartbeat (30)
+    announce_workers  `true` (default): each running worker holds one idle connection
+                      named `<queue>:w:psyq`, so Node BullMQ's getWorkers lists it
+                      (presence.py); `false` saves those connections
 
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).
@@ -39,6 +43,7 @@ DEFAULTS = {
     "application_name": "psyq",
     "command_timeout": "60",
     "worker_ttl": "30",
+    "announce_workers": "true",
 }
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -53,6 +58,7 @@ class PostgresSettings:
     application_name: str = "psyq"
     command_timeout: int = 60
     worker_ttl: int = 30
+    announce_workers: bool = True
 
 
 def _whole(url: str, name: str, value: str, minimum: int) -> int:
@@ -94,6 +100,17 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     timeout = _whole(url, "command_timeout", ours["command_timeout"], 1)
     worker_ttl = _whole(url, "worker_ttl", ours["worker_ttl"], 1)
     app = ours["application_name"]
+    announce = ours["announce_workers"].lower()
+    if announce not in ("true", "false", "1", "0"):
+        raise InvalidURLError(url, f"announce_workers must be true or false, got {announce!r}")
     return PostgresSettings(
-        dsn, ours["schema"], prefix, pool_min, pool_max, app, timeout, worker_ttl
+        dsn,
+        ours["schema"],
+        prefix,
+        pool_min,
+        pool_max,
+        app,
+        timeout,
+        worker_ttl,
+        announce in ("true", "1"),
     )

@@ -48,9 +48,9 @@ def _state_of(row: asyncpg.Record) -> str:
     return "prioritized" if state == "waiting" and row["priority"] > 0 else state
 
 
-def to_record(queue: str, row: asyncpg.Record, prefix: str = "bull") -> JobRecord:
-    """A `job` row as a JobRecord (jsonb columns arrive as JSON text). The layout keys a
-    parent `<queue>:<id>`; psyq, as BullMQ's Redis layout, `<prefix>:<queue>:<id>`."""
+def to_record(queue: str, row: asyncpg.Record) -> JobRecord:
+    """A `job` row as a JobRecord (jsonb columns arrive as JSON text). The parent's key is
+    the layout's, `<queue>:<id>` (see `BullmqConnection.key_prefix`)."""
     parent_key = row["parent_key"]
     progress = row["progress"]
     stacktrace = row["stacktrace"]
@@ -72,7 +72,7 @@ def to_record(queue: str, row: asyncpg.Record, prefix: str = "bull") -> JobRecor
         returnvalue=row["return_value"],
         failed_reason=row["failed_reason"],
         stacktrace=() if stacktrace is None else json.loads(stacktrace),
-        parent_key=None if parent_key is None else f"{prefix}:{parent_key}",
+        parent_key=parent_key,
         processed_by=row["processed_by"],
         lock_token=row["lock_token"] if row["state"] == "active" else None,
         state=_state_of(row),
@@ -221,15 +221,14 @@ class BullmqConnection(BackendAdapter):
         return int(await self._value("queries.now"))
 
     def _records(self, queue: str, rows: Sequence[asyncpg.Record]) -> list[JobRecord]:
-        return [to_record(queue, row, self.settings.prefix) for row in rows]
+        return [to_record(queue, row) for row in rows]
 
-    def job_key(self, queue: str, job_id: str) -> str:
-        """psyq's key of a job: `<prefix>:<queue>:<id>` (the layout's is `<queue>:<id>`)."""
-        return f"{self.settings.prefix}:{queue}:{job_id}"
-
-    def from_layout_key(self, key: str) -> str:
-        """psyq's key of a job the layout names `<queue>:<id>`."""
-        return f"{self.settings.prefix}:{key}"
+    @property
+    def key_prefix(self) -> str | None:
+        """None: psyq names jobs as the layout does, `<queue>:<id>` with no prefix (in
+        parent keys, children values, dependencies, a failed parent's reason), as Node
+        BullMQ 6 on Postgres names them; the schema, not a prefix, separates namespaces."""
+        return None
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

@@ -85,7 +85,7 @@ class Flows(Adding):
     async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
         deps: dict[str, Any] = {"processed": {}, "unprocessed": [], "failed": {}, "ignored": {}}
         for row in await self._children(queue, job_id):
-            key = self.from_layout_key(row["child_key"])
+            key = row["child_key"]
             if row["status"] == "pending":
                 deps["unprocessed"].append(key)
             elif row["status"] == "processed":
@@ -97,14 +97,14 @@ class Flows(Adding):
 
     async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
         return {
-            self.from_layout_key(row["child_key"]): row["value"] or "null"
+            row["child_key"]: row["value"] or "null"
             for row in await self._children(queue, job_id)
             if row["status"] == "processed"
         }
 
     async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
         return {
-            self.from_layout_key(row["child_key"]): _reason(row["value"])
+            row["child_key"]: _reason(row["value"])
             for row in await self._children(queue, job_id)
             if row["status"] in ("failed", "ignored") and _failure_kind(row) == "failed"
         }

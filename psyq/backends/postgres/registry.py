@@ -1,5 +1,7 @@
 """psyq's worker registry and cancellation requests, in psyq's own tables beside the
-layout's (`psyq_worker`, `psyq_cancel`): BullMQ's Postgres layout has no place for them."""
+layout's (`psyq_worker`, `psyq_cancel`): BullMQ's Postgres layout has no place for them.
+A registered worker also holds a session named as Node BullMQ names a worker's, so Node's
+getWorkers lists it (presence.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import asyncpg
+
 from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.postgres.presence import PSYQ_WORKER_SUFFIX, Presence, worker_session_name
 from psyq.errors import PsyqError
 
 __all__ = ["Registry"]
@@ -22,6 +27,7 @@ class Registry(BullmqConnection):
 
     _workers: dict[tuple[str, str], str]
     _heartbeat: asyncio.Task[None] | None = None
+    _presence: Presence | None = None
 
     async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
         text = json.dumps(dict(info))
@@ -29,9 +35,13 @@ class Registry(BullmqConnection):
         self._registered()[(queue, worker_name)] = text
         if self._heartbeat is None or self._heartbeat.done():
             self._heartbeat = asyncio.create_task(self._beat())
+        if self.settings.announce_workers:
+            await self._sessions().add((queue, worker_name), worker_session_name(queue))
 
     async def unregister_worker(self, queue: str, worker_name: str) -> None:
         self._registered().pop((queue, worker_name), None)
+        if self._presence is not None:
+            await self._presence.remove((queue, worker_name))
         await self._rows("registry.unregister", queue, worker_name)
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
@@ -39,7 +49,7 @@ class Registry(BullmqConnection):
         (by the application_name of their connections), as on Redis."""
         rows = await self._rows("registry.workers", queue)
         ours = [{"name": r["name"], "started": r["started"], **json.loads(r["info"])} for r in rows]
-        nodes = await self._rows("registry.node_workers", queue)
+        nodes = await self._rows("registry.node_workers", queue, PSYQ_WORKER_SUFFIX)
         return ours + [
             {"name": r["name"], "addr": r["addr"], "started": r["started"]} for r in nodes
         ]
@@ -56,7 +66,22 @@ class Registry(BullmqConnection):
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        presence, self._presence = self._presence, None
+        if presence is not None:
+            await presence.close()
         await super().close()
+
+    def _sessions(self) -> Presence:
+        if self._presence is None:
+            self._presence = Presence(self._connect_named)
+        return self._presence
+
+    async def _connect_named(self, name: str) -> asyncpg.Connection:
+        """A connection that runs nothing, named `name` in pg_stat_activity."""
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.settings.dsn, server_settings={"application_name": name}
+        )
+        return conn
 
     def _registered(self) -> dict[tuple[str, str], str]:
         if not hasattr(self, "_workers"):

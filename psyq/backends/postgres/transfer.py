@@ -61,7 +61,7 @@ class Transfer(Schedulers, BullmqConnection):
         next_cursor = None
         if last is not None:
             next_cursor = json.dumps([last["line_rank"], last["line_key"], last["seq"], last["id"]])
-        return ExportPage(jobs, logs, next_cursor, due, deps)
+        return ExportPage(jobs, logs, next_cursor, due, deps, self.key_prefix)
 
     async def _export_deps(self, queue: str, parents: list[str]) -> dict[str, dict[str, Any]]:
         deps: dict[str, dict[str, Any]] = {}
@@ -69,7 +69,7 @@ class Transfer(Schedulers, BullmqConnection):
             entry = deps.setdefault(
                 row["parent_id"], {"pending": [], "processed": {}, "failed": {}, "ignored": {}}
             )
-            key = self.from_layout_key(row["child_key"])
+            key = row["child_key"]
             if row["status"] == "pending":
                 entry["pending"].append(key)
             elif row["status"] == "processed":
@@ -81,6 +81,7 @@ class Transfer(Schedulers, BullmqConnection):
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
         if not page.jobs:
             return 0
+        page = self.own_keys(page)
         ids = [job.id for job in page.jobs]
         twice = next((job_id for job_id, n in Counter(ids).items() if n > 1), None)
         if twice is not None:
@@ -106,10 +107,9 @@ class Transfer(Schedulers, BullmqConnection):
             job.state or "waiting", job.state or "waiting"
         )
         parent_queue = parent_id = parent_key = None
-        if job.parent_key:
-            key = job.parent_key.split(":", 1)[1]  # drop the prefix: `<queue>:<id>`
-            parent_queue, parent_id = key.split(":", 1)
-            parent_key = key
+        if job.parent_key:  # in the layout's form: own_keys converted the page
+            parent_queue, parent_id = self.split_job_key(job.parent_key)
+            parent_key = job.parent_key
         pending = len((page.deps.get(job.id) or {}).get("pending", ()))
         return {
             "id": job.id,
@@ -176,9 +176,8 @@ class Transfer(Schedulers, BullmqConnection):
                     links.append((parent_id, key, status, json.dumps(reason)))
         if links:
             parents, keys, statuses, values = (list(column) for column in zip(*links, strict=True))
-            layout_keys = [str(key).split(":", 1)[1] for key in keys]  # drop the prefix
             await conn.execute(
-                self._q["transfer.write_deps"], queue, parents, layout_keys, statuses, values
+                self._q["transfer.write_deps"], queue, parents, keys, statuses, values
             )
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:

@@ -46,10 +46,12 @@ class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
 
     # ------------------------------------------------------------------ export / import
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
-        return await transfer.export_jobs(self, queue, cursor, limit)
+        page = await transfer.export_jobs(self, queue, cursor, limit)
+        page.key_prefix = self.key_prefix
+        return page
 
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
-        return await transfer.import_jobs(self, queue, page, overwrite)
+        return await transfer.import_jobs(self, queue, self.own_keys(page), overwrite)
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:
         return await transfer.get_queue_meta(self, queue)

@@ -203,6 +203,10 @@ class RedisConnection(BackendAdapter):
         return int(seconds) * 1000 + int(micros) // 1000
 
     # ------------------------------------------------------------------ plumbing
+    @property
+    def key_prefix(self) -> str:
+        return self.prefix  # job keys `<prefix>:<queue>:<id>`, BullMQ's Redis form
+
     def queue_key(self, queue: str) -> str:
         """`<prefix>:<queue>`, built once per queue (on a cluster, checked for a hash tag)."""
         key = self._queue_keys.get(queue)

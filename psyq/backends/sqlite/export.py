@@ -171,6 +171,7 @@ class SqliteExport:
         fetched = export.ahead + export.statement.fetchmany(limit + 1 - len(export.ahead))
         export.ahead = fetched[limit:]
         page = export_page(queue, fetched[:limit])
+        page.key_prefix = self._prefix[:-1]
         if export.ahead:
             export.offset += limit
             page.next_cursor = f"{token}:{export.offset}"

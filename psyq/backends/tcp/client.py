@@ -555,9 +555,12 @@ class TcpBackend(BackendAdapter):
 
     # Export / import
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
-        return cast(ExportPage, await self._call("export_jobs", queue, cursor, limit))
+        page = cast(ExportPage, await self._call("export_jobs", queue, cursor, limit))
+        page.key_prefix = self.key_prefix  # the form is not on the wire: the server's
+        return page
 
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
+        page = self.own_keys(page)  # the server takes the page in its own form
         return cast(int, await self._call("import_jobs", queue, page, overwrite))
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from psyq.compat.bullmq.connection import connection_url
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
 
-__all__ = ["KEY_NAMES", "Backend", "create_backend"]
+__all__ = ["KEY_NAMES", "Backend", "create_backend", "qualified_name"]
 
 KEY_NAMES = (
     "wait",
@@ -51,11 +51,18 @@ class Backend:
             prefix=self.prefix,
             default_job_options=opts.get("defaultJobOptions") or None,
         )
-        self.qualifiedName = f"{self.prefix}:{name}"
-        self.keys = {key: self.toKey(key) for key in KEY_NAMES}
-        self.keys[""] = f"{self.qualifiedName}:"
+        # Redis's key names (`bull:<queue>:wait`, ...), for code that reads Redis itself
+        self.keys = {key: f"{self.prefix}:{name}:{key}" for key in KEY_NAMES}
+        self.keys[""] = f"{self.prefix}:{name}:"
         self.capabilities = {"canDoubleTimeout": True, "canBlockFor1Ms": True}
         self.minimumBlockTimeout = 0.001
+
+    @property
+    def qualifiedName(self) -> str:
+        """The queue as job keys name it (a `parent` option's `queue`): `<prefix>:<queue>`,
+        or `<queue>` on a store without key prefixes (Postgres, as BullMQ 6 names it there),
+        asked of the store once it is open; before that, the prefixed form."""
+        return qualified_name(self.core._backend, self.prefix, self.name)
 
     @property
     def is_redis(self) -> bool:
@@ -105,6 +112,14 @@ class Backend:
 
     async def close(self, force: bool = False) -> None:
         await self.core.close()
+
+
+def qualified_name(adapter: BackendAdapter | None, prefix: str, name: str) -> str:
+    """`<prefix>:<name>` (the options' prefix), or the bare name where the open store names
+    jobs without a prefix (`BackendAdapter.key_prefix` is None)."""
+    if adapter is not None and adapter.key_prefix is None:
+        return adapter.queue_key(name)
+    return f"{prefix}:{name}"
 
 
 def create_backend(

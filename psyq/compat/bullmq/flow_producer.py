@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from psyq.compat.bullmq._core import CoreFlowProducer
+from psyq.compat.bullmq.backend import qualified_name
 from psyq.compat.bullmq.connection import connection_url
 from psyq.compat.bullmq.job import Job
 from psyq.core.flow import JobNode
@@ -27,9 +28,13 @@ class _QueueView:
     def __init__(self, name: str, prefix: str, backend: Any) -> None:
         self.name = name
         self.prefix = prefix
-        self.qualifiedName = f"{prefix}:{name}"
         self.backend = backend
         self.opts: dict[str, Any] = {}
+
+    @property
+    def qualifiedName(self) -> str:
+        """As the store names the queue in job keys, once the producer's store is open."""
+        return qualified_name(self.backend.core._backend, self.prefix, self.name)
 
 
 class FlowBackend:
@@ -53,7 +58,7 @@ class FlowBackend:
         parent = (flow.get("opts") or {}).get("parent")
         if not parent:
             return True
-        _, _, queue = str(parent.get("queue", "")).partition(":")
+        queue = str(parent.get("queue", "")).rpartition(":")[2]  # `[<prefix>:]<queue>`
         adapter = await self.core._open()
         return await adapter.get_job(queue, str(parent.get("id"))) is not None
 

@@ -68,9 +68,12 @@ class Queue(EventEmitter):
         self.prefix = self.opts.get("prefix", "bull")
         self.backend = create_backend(name, self.opts)
         self.keys = self.backend.keys
-        self.qualifiedName = self.backend.qualifiedName
         self.scripts = None  # bullmq's Lua script objects: psyq's stores keep their own
         self._job_scheduler: JobScheduler | None = None
+
+    @property
+    def qualifiedName(self) -> str:
+        return str(self.backend.qualifiedName)
 
     @property
     def redisConnection(self) -> Any:

@@ -19,9 +19,12 @@ class QueueEventsProducer:
         self.opts = dict(opts or {})
         self.prefix = self.opts.get("prefix", "bull")
         self.backend = create_backend(name, self.opts)
-        self.qualifiedName = self.backend.qualifiedName
         self.keys = self.backend.keys
         self.closing = False
+
+    @property
+    def qualifiedName(self) -> str:
+        return str(self.backend.qualifiedName)
 
     async def publishEvent(self, args: Mapping[str, Any], maxEvents: int = 1000) -> None:
         if "eventName" not in args:

@@ -152,7 +152,6 @@ class Worker(EventEmitter):
         self.backend = create_backend(name, self.opts, with_blocking_connection=True)
         self.keys = getattr(self.backend, "keys", None)
         self.prefix = self.opts.get("prefix", "bull")
-        self.qualifiedName = self.backend.qualifiedName
         self.workerName: str | None = given.get("name")
         suffix = f":w:{self.workerName}" if self.workerName else ""
         self.clientName = self.backend.clientName(suffix)
@@ -204,6 +203,10 @@ class Worker(EventEmitter):
         return call
 
     # ------------------------------------------------------------------ compat handles
+    @property
+    def qualifiedName(self) -> str:
+        return str(self.backend.qualifiedName)
+
     @property
     def redisConnection(self) -> Any:
         """The redis-py client once the worker runs on Redis, else None."""

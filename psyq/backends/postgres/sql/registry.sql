@@ -62,16 +62,18 @@ SELECT name, info::text AS info, started FROM psyq_worker
  ORDER BY started, name;
 
 -- name: node_workers
--- $1 queue -> Node BullMQ's workers of the queue, found as BullMQ's Postgres backend finds
--- them: sessions of this database whose application_name is the queue's name or
--- `<queue>:w:<worker name>` (each Node worker names its LISTEN connection so; like Node,
--- whatever the schema) -> (name, addr, started ms), oldest first.
+-- $1 queue, $2 psyq's suffix (`:w:psyq`) -> Node BullMQ's workers of the queue, found as
+-- BullMQ's Postgres backend finds them: sessions of this database whose application_name
+-- is the queue's name or `<queue>:w:<worker name>` (each Node worker names its LISTEN
+-- connection so; like Node, whatever the schema), but for psyq's own workers' sessions
+-- (`<queue>:w:psyq`, listed from the registry) -> (name, addr, started ms), oldest first.
 SELECT application_name AS name,
        COALESCE(host(client_addr) || ':' || client_port, 'local') AS addr,
        (extract(epoch FROM backend_start) * 1000)::bigint AS started
   FROM pg_stat_activity
  WHERE datname = current_database()
    AND (application_name = $1 OR left(application_name, length($1) + 3) = $1 || ':w:')
+   AND application_name <> left($1 || $2, 63)  -- Postgres keeps 63 bytes of a name
  ORDER BY backend_start, pid;
 
 -- name: cancel
