@@ -51,6 +51,12 @@ created. Two things differ from Redis by the store's nature, and psyq follows No
   connection). Each running psyq worker holds one idle session named `<queue>:w:psyq`, so
   Node lists it; psyq lists its own from its registry, then Node's
   ([backends.md](backends.md), Postgres: the cost, and `announce_workers=false`).
+
+One thing the layout leaves to each reader: event ids are numbered when written and seen
+when committed, so two writers can make them visible out of order. psyq's `QueueEvents`
+waits for the writers in flight before it moves past an id; Node's reads the newest ids
+it sees and can, rarely, skip an event written beside another
+([backends.md](backends.md), Postgres, Events).
 """,
 }
 
