@@ -123,8 +123,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._reason = f"the server closed the connection: {error}"
             elif not future.done():
                 future.set_exception(error)
-        elif future is not None and not future.done():
-            future.set_result(message.get("ok"))
+        elif type(future) is AddBatch or (future is not None and not future.done()):
+            future.set_result(message.get("ok"))  # an AddBatch answers the callers still waiting
 
     def request(self, op: str, args: list[Any]) -> tuple[int, asyncio.Future[Any]]:
         if not self.alive:
@@ -191,9 +191,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.outbox.add(data)
 
     def _write(self, data: bytes) -> None:
-        if self.alive:
-            assert self.transport is not None
-            self.transport.write(data)
+        transport = self.transport
+        if transport is not None and not transport.is_closing():  # alive
+            transport.write(data)
 
     def close(self) -> None:
         if self.transport is not None:
