@@ -78,10 +78,10 @@ def _check_bool(name: str, value: Any) -> bool:
 
 
 def _check_mapping(name: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InvalidOptionsError(f"option {name!r} must be a mapping, got {value!r}", option=name)
-    unknown = sorted(set(value) - allowed)
-    if unknown:
+    if not allowed.issuperset(value):
+        unknown = sorted(set(value) - allowed)
         raise InvalidOptionsError(
             f"option {name!r} has unknown field(s) {unknown}; allowed: {sorted(allowed)}",
             option=name,
@@ -259,7 +259,7 @@ def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) 
             return result
         raise InvalidOptionsError(f"job options must be a mapping, got {opts!r}")
     for source in (opts or {}, kwargs):
-        if not isinstance(source, Mapping):
+        if type(source) is not dict and not isinstance(source, Mapping):
             raise InvalidOptionsError(f"job options must be a mapping, got {source!r}")
         for name, value in source.items():
             key = canonical_name(name)
@@ -268,17 +268,19 @@ def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) 
     return result
 
 
+_PARENT_POLICIES = (
+    "failParentOnFailure",
+    "continueParentOnFailure",
+    "ignoreDependencyOnFailure",
+    "removeDependencyOnFailure",
+)
+_PARENT_POLICY_SET = frozenset(_PARENT_POLICIES)
+
+
 def _check_exclusive(opts: dict[str, Any]) -> None:
-    policies = [
-        name
-        for name in (
-            "failParentOnFailure",
-            "continueParentOnFailure",
-            "ignoreDependencyOnFailure",
-            "removeDependencyOnFailure",
-        )
-        if opts.get(name)
-    ]
+    if _PARENT_POLICY_SET.isdisjoint(opts):
+        return  # the common case: a job that names no parent policy
+    policies = [name for name in _PARENT_POLICIES if opts.get(name)]
     if len(policies) > 1:
         raise InvalidOptionsError(
             f"options {policies} exclude each other; choose one", option=policies[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from psyq.backends import open_backend, release_backend
@@ -21,6 +22,7 @@ DEFAULT_PREFIX = "bull"
 FINISHED_STATES = ("completed", "failed")
 _ENTRY_KEYS = frozenset({"name", "data", "opts"})
 _NOT_IN_TEMPLATES = frozenset({"jobId", "delay", "deduplication", "parent"})
+_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})  # an add_bulk entry's keyword options
 CLEANABLE_STATES = ("completed", "failed", "delayed", "waiting", "prioritized", "paused")
 
 
@@ -164,7 +166,7 @@ class Queue(_BackendUser, EventEmitter):
         if not _ENTRY_KEYS.issuperset(entry):
             unknown = set(entry) - _ENTRY_KEYS
             raise InvalidOptionsError(f"add_bulk entry {index} has unknown keys {sorted(unknown)}")
-        return self._prepare(entry["name"], entry.get("data"), entry.get("opts"), {})
+        return self._prepare(entry["name"], entry.get("data"), entry.get("opts"), _NO_KWARGS)
 
     def _prepare(
         self, name: Any, data: Any, opts: Mapping[str, Any] | None, kwargs: Mapping[str, Any]
