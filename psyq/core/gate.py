@@ -60,18 +60,12 @@ def new_job(
     if not kwargs and (opts is None or (type(opts) is dict and not opts)):
         given: dict[str, Any] = {}
     else:
-        given = _options(name, opts, kwargs)
+        try:
+            given = normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
+        except InvalidOptionsError as exc:
+            raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
     merged = merge_job_options(defaults, given) if defaults else given
     if merged:
         encoded = codec.dumps(data, "data", name, merged.get("sizeLimit"))
         return NewJob(name, encoded, merged, merged.get("timestamp"))
     return NewJob(name, codec.dumps(data, "data", name), merged)
-
-
-def _options(
-    name: str, opts: Mapping[str, Any] | None, kwargs: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    try:
-        return normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
-    except InvalidOptionsError as exc:
-        raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None

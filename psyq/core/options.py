@@ -58,6 +58,8 @@ def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT
 
 def check_text(name: str, value: Any) -> str:
     """Return `value` if it is a string every store can hold, else raise naming `name`."""
+    if type(value) is str and value.isascii() and "\x00" not in value:
+        return value  # the common case: `bad_text` would find nothing
     if not isinstance(value, str):
         raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
     problem = bad_text(value)
@@ -241,6 +243,15 @@ _SNAKE = {
 _CANONICAL: dict[str, str] = {name: name for name in _VALIDATORS} | _SNAKE
 
 
+_PARENT_POLICIES = (  # at most one per job
+    "failParentOnFailure",
+    "continueParentOnFailure",
+    "ignoreDependencyOnFailure",
+    "removeDependencyOnFailure",
+)
+_PARENT_POLICY_SET = frozenset(_PARENT_POLICIES)
+
+
 def canonical_name(name: str) -> str:
     """Map a camelCase or snake_case option name to BullMQ's name, or raise naming it."""
     try:
@@ -262,24 +273,17 @@ def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) 
         if type(source) is not dict and not isinstance(source, Mapping):
             raise InvalidOptionsError(f"job options must be a mapping, got {source!r}")
         for name, value in source.items():
-            key = canonical_name(name)
+            key = _CANONICAL.get(name) if type(name) is str else None
+            if key is None:
+                key = canonical_name(name)  # raises, naming it
             result[key] = _VALIDATORS[key](key, value)
-    _check_exclusive(result)
+    if not _PARENT_POLICY_SET.isdisjoint(result):
+        _check_exclusive(result)
     return result
 
 
-_PARENT_POLICIES = (
-    "failParentOnFailure",
-    "continueParentOnFailure",
-    "ignoreDependencyOnFailure",
-    "removeDependencyOnFailure",
-)
-_PARENT_POLICY_SET = frozenset(_PARENT_POLICIES)
-
-
 def _check_exclusive(opts: dict[str, Any]) -> None:
-    if _PARENT_POLICY_SET.isdisjoint(opts):
-        return  # the common case: a job that names no parent policy
+    """At most one parent policy (normalize_job_options calls it when one is named)."""
     policies = [name for name in _PARENT_POLICIES if opts.get(name)]
     if len(policies) > 1:
         raise InvalidOptionsError(
