@@ -6,7 +6,8 @@
 Modes: `memory` adds to memory:// in this process (the core path alone: Queue, gate, options,
 codec, Job, the native engine); `psyq` adds over psyq:// to a `psyq server --data memory`
 started here as a child process (this process is the client alone, so its counts are the
-client's); `psyq-inproc` runs that server in this process too (both ends' Python).
+client's; the server's CPU is read from /proc); `psyq-inproc` runs that server in this
+process too (both ends' Python).
 
 Per single add (after 200 warm-up adds, `--adds` of `queue.add("x", {"i": i})`) and per
 job of add_bulk (`--bulk` calls of 1,000 entries built in the timed loop, as bench/run.py
@@ -51,7 +52,8 @@ async def connection(mode: str) -> AsyncIterator[str]:
         port = free_port()
         command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the same psyq
-        with server_process(command, port, env=env, cwd=tempfile.gettempdir()):
+        with server_process(command, port, env=env, cwd=tempfile.gettempdir()) as pid:
+            SERVER["pid"] = pid
             yield f"psyq://127.0.0.1:{port}"
     elif mode == "psyq-inproc":
         from psyq.backends import open_backend, release_backend
@@ -80,8 +82,19 @@ async def bulks(queue: psyq.Queue, calls: int) -> None:
         )
 
 
+SERVER: dict[str, int] = {}  # the pid of the server process, in mode psyq
+
+
 def cpu() -> float:
     return time.process_time()
+
+
+def server_cpu() -> float:
+    """The server process's user + system CPU seconds (/proc), or 0 without one."""
+    if "pid" not in SERVER:
+        return 0.0
+    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def measure(queue: psyq.Queue, run: Any, n: int, jobs: int, profile: bool) -> dict[str, Any]:
@@ -94,9 +107,11 @@ async def measure(queue: psyq.Queue, run: Any, n: int, jobs: int, profile: bool)
         stats = pstats.Stats(profiler)
         result["calls"] = round(stats.total_calls / jobs, 1)  # type: ignore[attr-defined]
         result["_stats"] = stats
-    wall, used = time.perf_counter(), cpu()
+    wall, used, served = time.perf_counter(), cpu(), server_cpu()
     await run(queue, n)
     result["cpu_us"] = round((cpu() - used) / jobs * 1e6, 2)
+    if SERVER:
+        result["server_cpu_us"] = round((server_cpu() - served) / jobs * 1e6, 2)
     result["wall_us"] = round((time.perf_counter() - wall) / jobs * 1e6, 2)
     return result
 
