@@ -1,13 +1,14 @@
 """The client's Python per add, counted (issue 24): function calls, CPU and wall per job.
 
-    python bench/add_costs.py [--mode memory|psyq|psyq-inproc] [--adds 2000]
+    python bench/add_costs.py [--mode memory|psyq|psyq-inproc|core] [--adds 2000]
                               [--bulk 20] [--profile FILE] [--no-profile]
 
 Modes: `memory` adds to memory:// in this process (the core path alone: Queue, gate, options,
 codec, Job, the native engine); `psyq` adds over psyq:// to a `psyq server --data memory`
 started here as a child process (this process is the client alone, so its counts are the
 client's; the server's CPU is read from /proc); `psyq-inproc` runs that server in this
-process too (both ends' Python).
+process too (both ends' Python); `core` adds through a stub backend that answers at once,
+with no event loop (the core's own work alone).
 
 Per single add (after 200 warm-up adds, `--adds` of `queue.add("x", {"i": i})`) and per
 job of add_bulk (`--bulk` calls of 1,000 entries built in the timed loop, as bench/run.py
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import psyq
+from psyq.backends.base import JobRecord, NewJob
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -116,6 +118,54 @@ async def measure(queue: psyq.Queue, run: Any, n: int, jobs: int, profile: bool)
     return result
 
 
+class _Answering:
+    """Mode core: a backend that answers an add at once, so only the core's work is counted
+    (Queue, the gate, options, codec, Job), driven without an event loop."""
+
+    async def add_jobs(self, queue: str, jobs: list[NewJob]) -> list[JobRecord]:
+        return [JobRecord(str(i), queue, j.name, j.data, j.opts, 1) for i, j in enumerate(jobs)]
+
+
+def _drive(coro: Any) -> Any:
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the stub backend suspended")
+
+
+def core_only(args: argparse.Namespace) -> dict[str, Any]:
+    queue = psyq.Queue("costs", connection="memory://")
+    queue._backend = _Answering()  # type: ignore[assignment]  # never opened, nothing to close
+
+    def singles_now(n: int) -> None:
+        for i in range(n):
+            _drive(queue.add("x", {"i": i}))
+
+    def bulks_now(calls: int) -> None:
+        for c in range(calls):
+            entries = [{"name": "x", "data": {"i": c * BULK_SIZE + i}} for i in range(BULK_SIZE)]
+            _drive(queue.add_bulk(entries))
+
+    out: dict[str, Any] = {"mode": "core", "adds": args.adds, "bulk_jobs": args.bulk * 1000}
+    singles_now(WARM_UP)
+    for row, run, n, jobs in (
+        ("single", singles_now, args.adds, args.adds),
+        ("bulk", bulks_now, args.bulk, args.bulk * BULK_SIZE),
+    ):
+        if not jobs:
+            continue
+        out[row] = result = {}
+        if not args.no_profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(run, n)
+            result["calls"] = round(pstats.Stats(profiler).total_calls / jobs, 1)  # type: ignore[attr-defined]
+        used = cpu()
+        run(n)
+        result["cpu_us"] = round((cpu() - used) / jobs * 1e6, 2)
+    return out
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"mode": args.mode, "adds": args.adds, "bulk_jobs": args.bulk * 1000}
     async with connection(args.mode) as url, psyq.Queue("costs", connection=url) as queue:
@@ -141,4 +191,6 @@ if __name__ == "__main__":
     parser.add_argument("--bulk", type=int, default=20, help="add_bulk calls of 1,000 jobs")
     parser.add_argument("--profile", help="write the single adds' cProfile stats here")
     parser.add_argument("--no-profile", action="store_true", help="time only (for callgrind)")
-    print(json.dumps(asyncio.run(main(parser.parse_args()))))
+    arguments = parser.parse_args()
+    core = arguments.mode == "core"
+    print(json.dumps(core_only(arguments) if core else asyncio.run(main(arguments))))
