@@ -28,10 +28,6 @@ def _c_encoder() -> Any:
 _fast = _c_encoder()
 
 
-def _encode(value: Any) -> str:
-    return "".join(_fast(value, 0)) if _fast is not None else _encoder.encode(value)
-
-
 def bad_unicode(text: str) -> str | None:
     """None when `text` is valid Unicode (it has a UTF-8 form, as every store needs), else
     what is wrong with it. Python text can hold lone surrogates (`errors="surrogateescape"`,
@@ -61,7 +57,7 @@ def dumps(value: Any, what: str, job: object, size_limit: int | None = None) -> 
     values alike), or raise InvalidDataError naming `what` of `job` (the message is only
     built on failure: this runs once per job)."""
     try:
-        text = _encode(value)
+        text = "".join(_fast(value, 0)) if _fast is not None else _encoder.encode(value)
     except RecursionError:
         raise InvalidDataError(
             f"{what} of job {job!r} is not JSON-serialisable: it is circular or nested too deeply"

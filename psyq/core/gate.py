@@ -53,12 +53,19 @@ def new_job(
     kwargs: Mapping[str, Any] | None = None,
     defaults: Mapping[str, Any] | None = None,
 ) -> NewJob:
-    """The checked job: its name, options (over `defaults`) and data encoded as JSON."""
-    name = job_name(name)
-    try:
-        given = normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
-    except InvalidOptionsError as exc:
-        raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
-    merged = merge_job_options(defaults or {}, given)
-    encoded = codec.dumps(data, "data", name, merged.get("sizeLimit"))
-    return NewJob(name, encoded, merged, merged.get("timestamp"))
+    """The checked job: its name, options (over `defaults`) and data encoded as JSON. A job
+    without options, the common case, costs the C-level checks of its name and its data."""
+    if type(name) is not str or not name.isascii() or "\x00" in name:
+        name = job_name(name)  # the same test first, then what is wrong
+    if not kwargs and (opts is None or (type(opts) is dict and not opts)):
+        given: dict[str, Any] = {}
+    else:
+        try:
+            given = normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
+        except InvalidOptionsError as exc:
+            raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
+    merged = merge_job_options(defaults, given) if defaults else given
+    if merged:
+        encoded = codec.dumps(data, "data", name, merged.get("sizeLimit"))
+        return NewJob(name, encoded, merged, merged.get("timestamp"))
+    return NewJob(name, codec.dumps(data, "data", name), merged)

@@ -59,6 +59,8 @@ def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT
 
 def check_text(name: str, value: Any) -> str:
     """Return `value` if it is a string every store can hold, else raise naming `name`."""
+    if type(value) is str and value.isascii() and "\x00" not in value:
+        return value  # the common case: `bad_text` would find nothing
     if not isinstance(value, str):
         raise InvalidOptionsError(f"option {name!r} must be a string, got {value!r}", option=name)
     problem = bad_text(value)
@@ -79,10 +81,10 @@ def _check_bool(name: str, value: Any) -> bool:
 
 
 def _check_mapping(name: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise InvalidOptionsError(f"option {name!r} must be a mapping, got {value!r}", option=name)
-    unknown = sorted(set(value) - allowed)
-    if unknown:
+    if not allowed.issuperset(value):
+        unknown = sorted(set(value) - allowed)
         raise InvalidOptionsError(
             f"option {name!r} has unknown field(s) {unknown}; allowed: {sorted(allowed)}",
             option=name,
@@ -242,6 +244,15 @@ _SNAKE = {
 _CANONICAL: dict[str, str] = {name: name for name in _VALIDATORS} | _SNAKE
 
 
+_PARENT_POLICIES = (  # at most one per job
+    "failParentOnFailure",
+    "continueParentOnFailure",
+    "ignoreDependencyOnFailure",
+    "removeDependencyOnFailure",
+)
+_PARENT_POLICY_SET = frozenset(_PARENT_POLICIES)
+
+
 def canonical_name(name: str) -> str:
     """Map a camelCase or snake_case option name to BullMQ's name, or raise naming it."""
     try:
@@ -260,26 +271,21 @@ def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) 
             return result
         raise InvalidOptionsError(f"job options must be a mapping, got {opts!r}")
     for source in (opts or {}, kwargs):
-        if not isinstance(source, Mapping):
+        if type(source) is not dict and not isinstance(source, Mapping):
             raise InvalidOptionsError(f"job options must be a mapping, got {source!r}")
         for name, value in source.items():
-            key = canonical_name(name)
+            key = _CANONICAL.get(name) if type(name) is str else None
+            if key is None:
+                key = canonical_name(name)  # raises, naming it
             result[key] = _VALIDATORS[key](key, value)
-    _check_exclusive(result)
+    if not _PARENT_POLICY_SET.isdisjoint(result):
+        _check_exclusive(result)
     return result
 
 
 def _check_exclusive(opts: dict[str, Any]) -> None:
-    policies = [
-        name
-        for name in (
-            "failParentOnFailure",
-            "continueParentOnFailure",
-            "ignoreDependencyOnFailure",
-            "removeDependencyOnFailure",
-        )
-        if opts.get(name)
-    ]
+    """At most one parent policy (normalize_job_options calls it when one is named)."""
+    policies = [name for name in _PARENT_POLICIES if opts.get(name)]
     if len(policies) > 1:
         raise InvalidOptionsError(
             f"options {policies} exclude each other; choose one", option=policies[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from psyq.backends import open_backend, release_backend
@@ -21,6 +22,7 @@ DEFAULT_PREFIX = "bull"
 FINISHED_STATES = ("completed", "failed")
 _ENTRY_KEYS = frozenset({"name", "data", "opts"})
 _NOT_IN_TEMPLATES = frozenset({"jobId", "delay", "deduplication", "parent"})
+_NO_KWARGS: Mapping[str, Any] = MappingProxyType({})  # an add_bulk entry's keyword options
 CLEANABLE_STATES = ("completed", "failed", "delayed", "waiting", "prioritized", "paused")
 
 
@@ -107,6 +109,9 @@ class Queue(_BackendUser, EventEmitter):
         EventEmitter.__init__(self)
         self.default_job_options = normalize_job_options(default_job_options)
         self._plugins = PluginHost(plugins)
+        self._before_add = self._plugins.has_hook("psyq_before_add")
+        self._job_added = self._plugins.has_hook("psyq_job_added")
+        self._queue_ref: QueueRef | None = None  # one for every Job of this queue, once open
 
     async def __aenter__(self) -> Queue:
         await self._open()
@@ -120,7 +125,10 @@ class Queue(_BackendUser, EventEmitter):
         await self._release()
 
     async def _ref(self) -> QueueRef:
-        return QueueRef(self.name, await self._open())
+        ref = self._queue_ref
+        if ref is None or self._closed:  # closed: _open raises
+            ref = self._queue_ref = QueueRef(self.name, await self._open())
+        return ref
 
     def _job(self, ref: QueueRef, record: JobRecord) -> Job:
         return Job(ref, record)
@@ -130,42 +138,53 @@ class Queue(_BackendUser, EventEmitter):
         self, name: str, data: Any = None, opts: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> Job:
         """Add one job. Options come as a mapping, keywords, or both (keywords win)."""
-        [job] = await self._add([self._prepare(name, data, opts, kwargs)])
+        new = self._prepare(name, data, opts, kwargs)
+        ref = self._queue_ref
+        if ref is None or self._closed:
+            ref = await self._ref()
+        [record] = await ref.backend.add_jobs(self.name, [new])
+        job = Job(ref, record)
+        if self._job_added or "waiting" in self._listeners:
+            await self._added([job])
         return job
 
     async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
         """Add many jobs atomically: all are written, or none."""
         prepared = [self._prepare_entry(i, entry) for i, entry in enumerate(jobs)]
-        return await self._add(prepared) if prepared else []
+        if not prepared:
+            return []
+        ref = await self._ref()
+        records = await ref.backend.add_jobs(self.name, prepared)
+        added = [Job(ref, record) for record in records]
+        if self._job_added or "waiting" in self._listeners:
+            await self._added(added)
+        return added
 
     def _prepare_entry(self, index: int, entry: Mapping[str, Any]) -> NewJob:
-        if not isinstance(entry, Mapping) or "name" not in entry:
+        if (type(entry) is not dict and not isinstance(entry, Mapping)) or "name" not in entry:
             raise InvalidOptionsError(f"add_bulk entry {index} needs a 'name': {entry!r}")
         if not _ENTRY_KEYS.issuperset(entry):
             unknown = set(entry) - _ENTRY_KEYS
             raise InvalidOptionsError(f"add_bulk entry {index} has unknown keys {sorted(unknown)}")
-        return self._prepare(entry["name"], entry.get("data"), entry.get("opts"), {})
+        return self._prepare(entry["name"], entry.get("data"), entry.get("opts"), _NO_KWARGS)
 
     def _prepare(
         self, name: Any, data: Any, opts: Mapping[str, Any] | None, kwargs: Mapping[str, Any]
     ) -> NewJob:
-        if self._plugins.has_add_hooks:
+        if self._before_add:
             spec = AddSpec(self.name, name, data, {**(opts or {}), **kwargs})
             self._plugins.before_add(spec)
             name, data, opts, kwargs = spec.name, spec.data, spec.opts, {}
         return gate.new_job(name, data, opts, kwargs, self.default_job_options)
 
-    async def _add(self, jobs: list[NewJob]) -> list[Job]:
-        ref = await self._ref()
-        records = await ref.backend.add_jobs(self.name, jobs)
-        added = [Job(ref, record) for record in records]
-        if self.listener_count("waiting"):
-            for job in added:
+    async def _added(self, jobs: list[Job]) -> None:
+        """What follows an add when someone listens: `waiting` events, `psyq_job_added`."""
+        if self._listeners.get("waiting"):
+            for job in jobs:
                 self.emit("waiting", job)
-        if self._plugins.has_hook("psyq_job_added"):
-            for job in added:
+        if self._job_added:
+            for job in jobs:
                 await self._report(await self._plugins.notify("psyq_job_added", job=job))
-        return added
 
     async def _report(self, errors: list[BaseException]) -> None:
         for error in errors:

@@ -5,7 +5,7 @@
     answer    {"id": int, "ok": [group result, ...]}, one per group, in order:
               a list with one entry per job, or the psyq error that refused the group
               entry = [id, timestamp, state] when the job's record is exactly what
-              `rebuild` makes of the job sent and those three values; else the JobRecord
+              `rebuild_all` makes of the job sent and those three values; else the JobRecord
 
 Each group is one `add_jobs` call on the server: atomic on its own, failing on its own, so a
 caller whose add was refused gets its error and the other callers of the batch their jobs.
@@ -13,7 +13,7 @@ caller whose add was refused gets its error and the other callers of the batch t
 The client collects the `add_jobs` calls of one event-loop turn into one request
 (`AddBatch`), framed when the connection writes at the end of that turn, as every request
 is: a lone add leaves exactly when it left before. Answers carry ids, not whole records:
-the client already holds what it sent, and `rebuild` gives the record the server would
+the client already holds what it sent, and `rebuild_all` gives the record the server would
 have sent, so a bulk add's reply is a few bytes per job.
 """
 
@@ -33,7 +33,6 @@ __all__ = [
     "compact",
     "job_fields",
     "parse_groups",
-    "rebuild",
     "rebuild_all",
     "rebuildable",
 ]
@@ -41,25 +40,7 @@ __all__ = [
 job_fields = attrgetter("name", "data", "opts", "timestamp")  # a NewJob as a plain array
 
 
-def rebuild(queue: str, new: NewJob, entry: list[Any], stacktrace: Any = ()) -> JobRecord:
-    """The record of `new` added to `queue` as `entry` ([id, timestamp, state]) says. The
-    client passes a fresh list as `stacktrace`: what decoding a whole record gives."""
-    opts = new.opts
-    return JobRecord(
-        entry[0],
-        queue,
-        new.name,
-        new.data,
-        opts,
-        entry[1],
-        opts.get("delay", 0) if opts else 0,
-        opts.get("priority", 0) if opts else 0,
-        stacktrace=stacktrace,
-        state=entry[2],
-    )
-
-
-# The fields `rebuild` leaves at their defaults, and those defaults.
+# The fields `rebuild_all` leaves at their defaults, and those defaults.
 _REST = attrgetter(
     "progress",
     "attempts_made",
@@ -78,7 +59,7 @@ _DEFAULTS = _REST(JobRecord("", "", "", "", {}, 0))
 
 
 def rebuildable(queue: str, new: NewJob, record: JobRecord) -> bool:
-    """True when `rebuild(queue, new, [id, timestamp, state])` equals `record` (the same
+    """True when `rebuild_all(queue, [new], [[id, timestamp, state]])` gives `record` (the same
     test as comparing the two records, field by field, without building one)."""
     opts = new.opts
     return (
@@ -104,23 +85,37 @@ def compact(queue: str, jobs: Sequence[NewJob], records: list[JobRecord]) -> lis
 
 
 def rebuild_all(queue: str, jobs: Sequence[NewJob], entries: Any) -> list[JobRecord]:
-    """The records of a group's answer entries, or ProtocolError naming a bad one."""
+    """The records of a group's answer entries, or ProtocolError naming a bad one. An entry
+    [id, timestamp, state] is the record of the job sent with those three values, its delay
+    and priority from its options, the other fields at their defaults, and a fresh list as
+    `stacktrace` (what decoding a whole record gives)."""
     if type(entries) is not list or len(entries) != len(jobs):
         raise ProtocolError(f"add_batch: expected {len(jobs)} entries, got {entries!r:.80}")
     records: list[JobRecord] = []
     for new, entry in zip(jobs, entries, strict=True):
-        if type(entry) is JobRecord:
+        if type(entry) is list and len(entry) == 3 and type(entry[0]) is str:
+            id_, timestamp, state = entry
+            if type(timestamp) is int and (state is None or type(state) is str):
+                opts = new.opts
+                records.append(
+                    JobRecord(
+                        id_,
+                        queue,
+                        new.name,
+                        new.data,
+                        opts,
+                        timestamp,
+                        opts.get("delay", 0) if opts else 0,
+                        opts.get("priority", 0) if opts else 0,
+                        stacktrace=[],
+                        state=state,
+                    )
+                )
+                continue
+        elif type(entry) is JobRecord:
             records.append(entry)
-        elif (
-            type(entry) is list
-            and len(entry) == 3
-            and type(entry[0]) is str
-            and type(entry[1]) is int
-            and type(entry[2]) in (str, type(None))
-        ):
-            records.append(rebuild(queue, new, entry, []))
-        else:
-            raise ProtocolError(f"add_batch: bad entry {entry!r:.80}")
+            continue
+        raise ProtocolError(f"add_batch: bad entry {entry!r:.80}")
     return records
 
 
@@ -171,7 +166,10 @@ class AddBatch:
         return [[[queue, [job_fields(job) for job in jobs]] for queue, jobs, _ in self.calls]]
 
     def done(self) -> bool:
-        return all(future.done() for _, _, future in self.calls)
+        for _, _, future in self.calls:  # noqa: SIM110 (no generator per add, as all() has)
+            if not future.done():
+                return False
+        return True
 
     def set_result(self, results: Any) -> None:
         """Give each caller its records or its error."""

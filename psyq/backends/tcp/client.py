@@ -123,8 +123,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._reason = f"the server closed the connection: {error}"
             elif not future.done():
                 future.set_exception(error)
-        elif future is not None and not future.done():
-            future.set_result(message.get("ok"))
+        elif type(future) is AddBatch or (future is not None and not future.done()):
+            future.set_result(message.get("ok"))  # an AddBatch answers the callers still waiting
 
     def request(self, op: str, args: list[Any]) -> tuple[int, asyncio.Future[Any]]:
         if not self.alive:
@@ -140,21 +140,22 @@ class ClientConnection(asyncio.BufferedProtocol):
         return request_id, future
 
     def add_jobs(self, queue: str, jobs: list[NewJob]) -> asyncio.Future[list[JobRecord]]:
-        """An add_jobs call, joined to this turn's add_batch request (protocol 2)."""
-        if not self.alive:
-            raise ConnectionError(self.url, self._reason)
+        """An add_jobs call, joined to this turn's add_batch request (protocol 2). The
+        caller checked that the connection is alive (`alive`)."""
         batch = self.batch
         if batch is None:
             batch = self.batch = AddBatch(self._loop)
             self.outbox.defer(self._frame_batch)
-        return batch.add(queue, jobs)
+        future = self._loop.create_future()
+        batch.calls.append((queue, jobs, future))
+        return future
 
     def _frame_batch(self) -> bytes | None:
         """The add_batch request of this turn's adds, made as the outbox writes."""
         batch, self.batch = self.batch, None
         if batch is None or batch.done():
             return None  # nobody waits any more (cancelled callers)
-        if not self.alive:
+        if self.transport is None or self.transport.is_closing():  # not `alive`
             batch.set_exception(ConnectionError(self.url, self._reason))
             return None
         request_id = next(self._ids)
@@ -190,9 +191,9 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.outbox.add(data)
 
     def _write(self, data: bytes) -> None:
-        if self.alive:
-            assert self.transport is not None
-            self.transport.write(data)
+        transport = self.transport
+        if transport is not None and not transport.is_closing():  # alive
+            transport.write(data)
 
     def close(self) -> None:
         if self.transport is not None:
@@ -307,11 +308,13 @@ class TcpBackend(BackendAdapter):
         to one connection while it lives, the one their answers arrive on, so the next add
         leaves in the turn that reads the answer (see Outbox.flush_after_wakeups)."""
         conn = self._adding
-        if conn is None or not conn.alive:
+        if conn is None or conn.transport is None or conn.transport.is_closing():  # not alive
             conn = self._adding = await self._connection()
+            if not conn.alive:  # the connection the pool handed out closed meanwhile
+                raise ConnectionError(conn.url, conn._reason)
         if conn.version < 2:
             return cast("list[JobRecord]", await self._call("add_jobs", queue, list(jobs)))
-        return await conn.add_jobs(queue, list(jobs))
+        return await conn.add_jobs(queue, jobs if type(jobs) is list else list(jobs))
 
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
         return cast("list[JobRecord]", await self._call("move_to_active", queue, request))

@@ -317,15 +317,13 @@ ERROR_TYPES["ProtocolError"] = ProtocolError
 
 # ---------------------------------------------------------------------- encode
 class _Packers(threading.local):
-    """One reusable Packer per nesting level, per thread (a Packer is not reentrant: an ext
-    payload is packed while its parent is being packed)."""
+    """Reusable Packers, per thread: one for messages, and one per nesting level of ext
+    payloads (a Packer is not reentrant: an ext payload is packed while its parent is)."""
 
     def __init__(self) -> None:
+        self.message = msgpack.Packer(default=_default, use_bin_type=True)
         self.stack: list[msgpack.Packer] = []
         self.depth = 0
-
-
-_PACKERS = _Packers()
 
 
 def _default(obj: Any) -> Any:
@@ -351,6 +349,9 @@ def _pack(value: Any) -> bytes:
         packers.depth = depth
 
 
+_PACKERS = _Packers()  # after _default, which its Packers call
+
+
 def _error_fields(exc: PsyqError) -> list[Any]:
     name = type(exc).__name__ if type(exc).__name__ in ERROR_TYPES else "PsyqError"
     attrs = {k: v for k, v in vars(exc).items() if type(v) in (str, int, bool, type(None))}
@@ -358,13 +359,14 @@ def _error_fields(exc: PsyqError) -> list[Any]:
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """Pack one message."""
-    return _pack(message)
+    """Pack one message (never called while a message is being packed: `_default` packs
+    ext payloads with `_pack`)."""
+    return _PACKERS.message.pack(message)  # type: ignore[no-any-return]
 
 
 def frame(message: dict[str, Any]) -> bytes:
     """One frame: the length prefix and the packed message."""
-    body = _pack(message)
+    body: bytes = _PACKERS.message.pack(message)
     return HEADER.pack(len(body)) + body
 
 

@@ -346,9 +346,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.outbox.add(data)
 
     def _write(self, data: bytes) -> None:
-        if self._open():
-            assert self.transport is not None
-            self.transport.write(data)
+        transport = self.transport
+        if transport is not None and not transport.is_closing():  # _open()
+            transport.write(data)
 
     def fail(self, exc: PsyqError, request_id: int = 0) -> None:
         """Answer `exc` (to `request_id`, 0 when it is unknown) and close the connection."""
@@ -368,7 +368,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         backlog, limit = self._backlog, self.limits.max_in_flight
         while backlog and len(self.tasks) < limit and self._open():
             self.handle(backlog.popleft())
-        self._update_reading()
+        if backlog or self._writing_paused or self._reading_paused:  # else nothing to change
+            self._update_reading()
 
     def _open(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
@@ -387,9 +388,10 @@ class ServerConnection(asyncio.BufferedProtocol):
 
     def _watch_partial_frame(self, progress: bool) -> None:
         """Time a frame that stays incomplete; any complete frame restarts the clock."""
-        if progress or not self.frames.partial:
+        partial = self.frames.partial
+        if (progress or not partial) and self._stall_timer is not None:
             self._cancel_stall_timer()
-        if self.frames.partial and self._stall_timer is None:
+        if partial and self._stall_timer is None:
             self._stall_timer = self._loop.call_later(
                 self.limits.frame_timeout, self._partial_frame_timed_out
             )

@@ -1,0 +1,196 @@
+"""The client's Python per add, counted (issue 24): function calls, CPU and wall per job.
+
+    python bench/add_costs.py [--mode memory|psyq|psyq-inproc|core] [--adds 2000]
+                              [--bulk 20] [--profile FILE] [--no-profile]
+
+Modes: `memory` adds to memory:// in this process (the core path alone: Queue, gate, options,
+codec, Job, the native engine); `psyq` adds over psyq:// to a `psyq server --data memory`
+started here as a child process (this process is the client alone, so its counts are the
+client's; the server's CPU is read from /proc); `psyq-inproc` runs that server in this
+process too (both ends' Python); `core` adds through a stub backend that answers at once,
+with no event loop (the core's own work alone).
+
+Per single add (after 200 warm-up adds, `--adds` of `queue.add("x", {"i": i})`) and per
+job of add_bulk (`--bulk` calls of 1,000 entries built in the timed loop, as bench/run.py
+does): cProfile's function calls (all of them, `pstats.total_calls`; they do not move with
+the machine's load), then a second pass without the profiler for the process's CPU (user +
+system) and wall. Instruction counts: run twice under `valgrind --tool=callgrind` (or
+`perf stat -e instructions:u`) with different `--adds` and `--no-profile`, and divide the
+difference by the difference in adds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import json
+import os
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psyq
+from psyq.backends.base import JobRecord, NewJob
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from run import free_port, server_process  # noqa: E402
+
+WARM_UP = 200
+BULK_SIZE = 1000
+
+
+@contextlib.asynccontextmanager
+async def connection(mode: str) -> AsyncIterator[str]:
+    if mode == "memory":
+        yield "memory://"
+    elif mode == "psyq":
+        port = free_port()
+        command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the same psyq
+        with server_process(command, port, env=env, cwd=tempfile.gettempdir()) as pid:
+            SERVER["pid"] = pid
+            yield f"psyq://127.0.0.1:{port}"
+    elif mode == "psyq-inproc":
+        from psyq.backends import open_backend, release_backend
+        from psyq.backends.tcp.server import serve
+
+        backend = await open_backend("memory://")
+        server, (host, port) = await serve(backend, "127.0.0.1", 0)
+        try:
+            yield f"psyq://{host}:{port}"
+        finally:
+            await server.close()
+            await release_backend(backend)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+async def singles(queue: psyq.Queue, count: int) -> None:
+    for i in range(count):
+        await queue.add("x", {"i": i})
+
+
+async def bulks(queue: psyq.Queue, calls: int) -> None:
+    for c in range(calls):
+        await queue.add_bulk(
+            [{"name": "x", "data": {"i": c * BULK_SIZE + i}} for i in range(BULK_SIZE)]
+        )
+
+
+SERVER: dict[str, int] = {}  # the pid of the server process, in mode psyq
+
+
+def cpu() -> float:
+    return time.process_time()
+
+
+def server_cpu() -> float:
+    """The server process's user + system CPU seconds (/proc), or 0 without one."""
+    if "pid" not in SERVER:
+        return 0.0
+    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(queue: psyq.Queue, run: Any, n: int, jobs: int, profile: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await run(queue, n)
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        result["calls"] = round(stats.total_calls / jobs, 1)  # type: ignore[attr-defined]
+        result["_stats"] = stats
+    wall, used, served = time.perf_counter(), cpu(), server_cpu()
+    await run(queue, n)
+    result["cpu_us"] = round((cpu() - used) / jobs * 1e6, 2)
+    if SERVER:
+        result["server_cpu_us"] = round((server_cpu() - served) / jobs * 1e6, 2)
+    result["wall_us"] = round((time.perf_counter() - wall) / jobs * 1e6, 2)
+    return result
+
+
+class _Answering:
+    """Mode core: a backend that answers an add at once, so only the core's work is counted
+    (Queue, the gate, options, codec, Job), driven without an event loop."""
+
+    async def add_jobs(self, queue: str, jobs: list[NewJob]) -> list[JobRecord]:
+        return [JobRecord(str(i), queue, j.name, j.data, j.opts, 1) for i, j in enumerate(jobs)]
+
+
+def _drive(coro: Any) -> Any:
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the stub backend suspended")
+
+
+def core_only(args: argparse.Namespace) -> dict[str, Any]:
+    queue = psyq.Queue("costs", connection="memory://")
+    queue._backend = _Answering()  # type: ignore[assignment]  # never opened, nothing to close
+
+    def singles_now(n: int) -> None:
+        for i in range(n):
+            _drive(queue.add("x", {"i": i}))
+
+    def bulks_now(calls: int) -> None:
+        for c in range(calls):
+            entries = [{"name": "x", "data": {"i": c * BULK_SIZE + i}} for i in range(BULK_SIZE)]
+            _drive(queue.add_bulk(entries))
+
+    out: dict[str, Any] = {"mode": "core", "adds": args.adds, "bulk_jobs": args.bulk * 1000}
+    singles_now(WARM_UP)
+    for row, run, n, jobs in (
+        ("single", singles_now, args.adds, args.adds),
+        ("bulk", bulks_now, args.bulk, args.bulk * BULK_SIZE),
+    ):
+        if not jobs:
+            continue
+        out[row] = result = {}
+        if not args.no_profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(run, n)
+            result["calls"] = round(pstats.Stats(profiler).total_calls / jobs, 1)  # type: ignore[attr-defined]
+        used = cpu()
+        run(n)
+        result["cpu_us"] = round((cpu() - used) / jobs * 1e6, 2)
+    return out
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": args.mode, "adds": args.adds, "bulk_jobs": args.bulk * 1000}
+    async with connection(args.mode) as url, psyq.Queue("costs", connection=url) as queue:
+        await singles(queue, WARM_UP)
+        profile = not args.no_profile
+        out["single"] = await measure(queue, singles, args.adds, args.adds, profile)
+        if args.bulk:
+            jobs = args.bulk * BULK_SIZE
+            out["bulk"] = await measure(queue, bulks, args.bulk, jobs, profile)
+        await queue.obliterate(force=True)
+    if args.profile and profile:
+        out["single"]["_stats"].dump_stats(args.profile)
+    for row in ("single", "bulk"):
+        if row in out:
+            out[row].pop("_stats", None)
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", default="memory")
+    parser.add_argument("--adds", type=int, default=2000)
+    parser.add_argument("--bulk", type=int, default=20, help="add_bulk calls of 1,000 jobs")
+    parser.add_argument("--profile", help="write the single adds' cProfile stats here")
+    parser.add_argument("--no-profile", action="store_true", help="time only (for callgrind)")
+    arguments = parser.parse_args()
+    core = arguments.mode == "core"
+    print(json.dumps(core_only(arguments) if core else asyncio.run(main(arguments))))
