@@ -128,18 +128,24 @@ WITH clock AS (
      AND (spec.keep_count IS NULL OR spec.keep_count < 0
           OR spec.keep_count > (SELECT count(*) FROM seen))
 ), completed AS (
+  -- Each job is found by its primary key. `state::text` keeps the planner off the
+  -- queue's active-jobs index (which `state = 'active'` would let it scan, testing every
+  -- active job against every completion: O(active x batch), 1.5 ms a statement at c100);
+  -- spec.remove, a one-time filter, runs only one of completed and removed.
   UPDATE job
      SET state = 'completed', return_value = chosen.value::jsonb,
          finished_at_ms = clock.now, lock_token = NULL, locked_until_ms = NULL,
          attempts_made = job.attempts_made + 1
-    FROM chosen, clock, spec
-   WHERE job.queue = $1 AND job.id = chosen.id AND NOT spec.remove
-     AND job.state = 'active' AND job.lock_token = chosen.token
+    FROM chosen, clock
+   WHERE NOT (SELECT remove FROM spec)
+     AND job.queue = $1 AND job.id = chosen.id
+     AND job.state::text = 'active' AND job.lock_token = chosen.token
   RETURNING job.id, chosen.n, chosen.value
 ), removed AS (
-  DELETE FROM job USING chosen, spec
-   WHERE job.queue = $1 AND job.id = chosen.id AND spec.remove
-     AND job.state = 'active' AND job.lock_token = chosen.token
+  DELETE FROM job USING chosen
+   WHERE (SELECT remove FROM spec)
+     AND job.queue = $1 AND job.id = chosen.id
+     AND job.state::text = 'active' AND job.lock_token = chosen.token
   RETURNING job.id, chosen.n, chosen.value
 ), settled AS (
   SELECT * FROM completed UNION ALL SELECT * FROM removed
