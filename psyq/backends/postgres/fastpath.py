@@ -21,9 +21,11 @@ __all__ = ["FastPath", "Taken"]
 class Taken:
     """What `fast.settle_take` did: the rows taken (in token order), the ids it left for
     the layout's move_to_completed, whether the take needs the layout's move_to_active,
-    and the psyq_finished row id of the batch's count (None when nothing completed)."""
+    the psyq_finished row id of the batch's count (None when nothing completed), and, when
+    it took fewer jobs than asked, whether no other job was waiting (`idle`) and the ms
+    until the next delayed job is due (`next_ms`, None: none or not known)."""
 
-    __slots__ = ("counted", "fallback", "left", "rows")
+    __slots__ = ("counted", "fallback", "idle", "left", "next_ms", "rows")
 
     def __init__(self, records: list[asyncpg.Record]) -> None:
         taken = [row for row in records if row["psyq_slot"] is not None]
@@ -32,6 +34,8 @@ class Taken:
         status = [row for row in records if row["psyq_slot"] is None and row["psyq_left"] is None]
         self.fallback = bool(status and status[0]["psyq_fallback"])
         self.counted: int | None = status[0]["psyq_counted"] if status else None
+        self.idle = bool(status and status[0]["psyq_idle"])
+        self.next_ms: int | None = status[0]["psyq_next_ms"] if status else None
 
 
 class FastPath(BullmqConnection):
