@@ -134,7 +134,7 @@ WITH clock AS (
 ), completed AS (
   -- Each job is found by its primary key. `state::text` keeps the planner off the
   -- queue's active-jobs index (which `state = 'active'` would let it scan, testing every
-  -- active job against every completion: O(active x batch), 1.5 ms a statement at c100);
+  -- active job against every completion: 7,450 pairs a statement with 150 jobs active);
   -- spec.remove, a one-time filter, runs only one of completed and removed.
   UPDATE job
      SET state = 'completed', return_value = chosen.value::jsonb,
