@@ -6,6 +6,7 @@ concurrency, due delayed jobs, refusals) the caller sends through the layout's f
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,12 @@ class FastPath(BullmqConnection):
     """The set-based statements; each returns None (or leaves work) where the layout's
     functions must run instead."""
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # queue -> a future per settle-and-take of this process under way that takes jobs
+        # (it holds the rows it picked until it commits), done when it ends
+        self._taking: dict[str, set[asyncio.Future[None]]] = {}
+
     async def _add_plain(self, queue: str, entries: Sequence[dict[str, Any]]) -> Any:
         """Add plain jobs (no custom id, parent or deduplication) in one statement; None
         when the queue has no id sequence yet (the layout's add creates it)."""
@@ -71,15 +78,26 @@ class FastPath(BullmqConnection):
         """Complete `done` (all Completed) and take for `fetch`, in one statement."""
         tokens = list(fetch.tokens) if fetch is not None else []
         values = [item.outcome.returnvalue for item in done if isinstance(item.outcome, Completed)]
-        rows = await self._rows(
-            "fast.settle_take",
-            queue,
-            [item.job_id for item in done],
-            [item.token for item in done],
-            values,
-            tokens,
-            fetch.lock_duration if fetch is not None else 0,
-            fetch.worker_name if fetch is not None else None,
-            fetch is not None and fetch.limiter is not None,
-        )
+        under_way: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if tokens:
+            self._taking.setdefault(queue, set()).add(under_way)
+        try:
+            rows = await self._rows(
+                "fast.settle_take",
+                queue,
+                [item.job_id for item in done],
+                [item.token for item in done],
+                values,
+                tokens,
+                fetch.lock_duration if fetch is not None else 0,
+                fetch.worker_name if fetch is not None else None,
+                fetch is not None and fetch.limiter is not None,
+            )
+        finally:
+            taking = self._taking.get(queue)
+            if taking is not None:
+                taking.discard(under_way)
+                if not taking:
+                    del self._taking[queue]
+            under_way.set_result(None)
         return Taken(rows)

@@ -179,6 +179,16 @@ class Transitions(FastPath):
         try:
             ready = await self._value("transitions.ready_in", queue)
             if ready == 0:
+                # a job is waiting that the caller's take did not get: most often one whose
+                # row another take of this process holds until it commits; asking again at
+                # once spun (20 empty takes in a row behind one slow statement)
+                under_way = self._taking.get(queue)
+                if under_way:
+                    await asyncio.wait(
+                        {*under_way, woken[0]},
+                        timeout=timeout_ms / 1000,
+                        return_when="FIRST_COMPLETED",
+                    )
                 return
             if ready == -1:
                 await self.listener.wait_any(woken, timeout_ms)
