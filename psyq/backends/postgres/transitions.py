@@ -4,6 +4,7 @@ retry_job, move_to_delayed, move_active_to_wait, move_stalled_jobs_to_wait)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,12 @@ def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL)
 log = logging.getLogger("psyq.postgres")
+
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
 # A batch's finished-job count whose row id is a multiple of this folds the queue's counts
 # into the layout's metrics rows (which Node reads); psyq's get_metrics folds first.
 FOLD_EVERY = 64
@@ -72,12 +79,56 @@ class Transitions(FastPath):
 
     batch_settles = True
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # queue -> (a job notification's future, registered before a take that found no
+        # other job waiting; the loop time the next delayed job is due, or None)
+        self._idle: dict[str, tuple[asyncio.Future[None], float | None]] = {}
+
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
-        if not request.tokens:
+        """Take up to one job per token. A take that finds no other job waiting leaves a
+        job notification's future behind, registered before the take was sent: until it
+        is woken (or the next delayed job is due) the next take returns nothing without
+        asking the server, and wait_for_job waits on it without asking ready_in (a
+        worker's fetcher takes again at once after every take that found jobs, then asked
+        ready_in before it waited: two round trips per job for nothing)."""
+        if not request.tokens or self._still_idle(queue):
             return []
-        taken = await self._settle_take(queue, [], request)
+        woken = self.listener.register(JOBS_CHANNEL, queue)
+        self._forget_idle(queue)
+        try:
+            taken = await self._settle_take(queue, [], request)
+        except BaseException:
+            self.listener.discard(JOBS_CHANNEL, queue, woken)
+            raise
+        if taken.idle and not woken.done():
+            self._forget_idle(queue)  # another take of the queue may have left one meanwhile
+            due = None if taken.next_ms is None else _loop_time() + max(taken.next_ms, 0) / 1000
+            self._idle[queue] = (woken, due)
+        else:
+            self.listener.discard(JOBS_CHANNEL, queue, woken)
         return await self._delivered(queue, taken, request)
+
+    def _still_idle(self, queue: str) -> bool:
+        """The last take found no other job waiting, no job was announced since, and no
+        delayed job is due yet."""
+        idle = self._idle.get(queue)
+        if idle is None:
+            return False
+        woken, due = idle
+        if woken.done() or (due is not None and _loop_time() >= due):
+            self._forget_idle(queue)
+            return False
+        return True
+
+    def _forget_idle(self, queue: str) -> None:
+        """Drop the queue's idle mark; whoever still waits on it is woken (and takes)."""
+        idle = self._idle.pop(queue, None)
+        if idle is not None:
+            self.listener.discard(JOBS_CHANNEL, queue, idle[0])
+            if not idle[0].done():
+                idle[0].set_result(None)
 
     async def _delivered(
         self, queue: str, taken: Taken, fetch: FetchRequest | None
@@ -116,10 +167,30 @@ class Transitions(FastPath):
         """Until a job may be ready: a job notification of the queue, or the time
         `ready_in` gives; at its global concurrency, an event of the queue too (a finishing
         job frees a slot, which the layout announces as an event only)."""
+        if self._still_idle(queue):
+            idle = self._idle[queue]
+            woken_job, due = idle
+            left = timeout_ms if due is None else min(timeout_ms, (due - _loop_time()) * 1000)
+            try:
+                await self.listener.wait(woken_job, int(left))
+            finally:
+                if self._idle.get(queue) is idle:
+                    self._forget_idle(queue)
+            return
         woken = [self.listener.register(channel, queue) for channel in CHANNELS]
         try:
             ready = await self._value("transitions.ready_in", queue)
             if ready == 0:
+                # a job is waiting that the caller's take did not get: most often one whose
+                # row another take of this process holds until it commits; asking again at
+                # once spun (20 empty takes in a row behind one slow statement)
+                under_way = self._taking.get(queue)
+                if under_way:
+                    await asyncio.wait(
+                        {*under_way, woken[0]},
+                        timeout=timeout_ms / 1000,
+                        return_when="FIRST_COMPLETED",
+                    )
                 return
             if ready == -1:
                 await self.listener.wait_any(woken, timeout_ms)

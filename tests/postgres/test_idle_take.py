@@ -1,0 +1,84 @@
+"""A take that finds no other job waiting leaves an idle mark (a job notification's future
+registered before the take): the next take and wait_for_job trust it instead of asking the
+server, until a job is announced or the next delayed job is due. These tests check that
+nothing waits past what it should: an added job, a delayed job coming due, a job that was
+locked when the take skipped it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+
+from psyq.backends.base import FetchRequest, NewJob
+from psyq.backends.postgres import PostgresBackend
+
+from .conftest import url_for
+
+DRAIN_MS = 30_000  # far beyond any wait below: a wait that runs to it fails the test
+
+
+def request(n: int = 1) -> FetchRequest:
+    return FetchRequest([uuid.uuid4().hex for _ in range(n)], 30_000, "w", None)
+
+
+async def opened(server: str, schema: str) -> PostgresBackend:
+    backend = PostgresBackend(url_for(server, schema))
+    await backend.open()
+    return backend
+
+
+async def test_an_added_job_ends_the_idle_wait(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    backend = await opened(pg_server, fresh_schema())
+    try:
+        await backend.add_jobs("q", [NewJob("x", "{}", {})])
+        assert len(await backend.move_to_active("q", request(5))) == 1
+        assert await backend.move_to_active("q", request(5)) == []  # the idle mark
+        waiting = asyncio.ensure_future(backend.wait_for_job("q", DRAIN_MS))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await backend.add_jobs("q", [NewJob("y", "{}", {})])
+        await asyncio.wait_for(waiting, 10)
+        assert [job.name for job in await backend.move_to_active("q", request(5))] == ["y"]
+    finally:
+        await backend.close()
+
+
+async def test_a_delayed_job_ends_the_idle_wait_when_due(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    backend = await opened(pg_server, fresh_schema())
+    try:
+        await backend.add_jobs(
+            "q", [NewJob("now", "{}", {}), NewJob("later", "{}", {"delay": 300})]
+        )
+        assert [job.name for job in await backend.move_to_active("q", request(5))] == ["now"]
+        await asyncio.wait_for(backend.wait_for_job("q", DRAIN_MS), 10)
+        for _ in range(100):
+            taken = await backend.move_to_active("q", request(5))
+            if taken:
+                break
+            await asyncio.wait_for(backend.wait_for_job("q", DRAIN_MS), 10)
+        assert [job.name for job in taken] == ["later"]
+    finally:
+        await backend.close()
+
+
+async def test_no_idle_mark_while_a_waiting_job_is_locked(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """A job skipped because another transaction held its row is still waiting: the take
+    must not say the queue is idle (no notification will come for it)."""
+    schema = fresh_schema()
+    backend = await opened(pg_server, schema)
+    try:
+        await backend.add_jobs("q", [NewJob("held", "{}", {})])
+        async with backend.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT 1 FROM job WHERE queue = 'q' FOR UPDATE")
+            assert await backend.move_to_active("q", request(5)) == []
+        await asyncio.wait_for(backend.wait_for_job("q", DRAIN_MS), 10)
+        assert [job.name for job in await backend.move_to_active("q", request(5))] == ["held"]
+    finally:
+        await backend.close()
