@@ -15,10 +15,10 @@ from psyq.backends.postgres.connection import BullmqConnection
 from psyq.core import codec
 from psyq.core.schedule import first_run, next_run
 
-__all__ = ["Schedulers"]
+__all__ = ["SPEC_COLUMNS", "Schedulers"]
 
-# psyq's spec key -> the layout's column
-_COLUMNS = {
+# psyq's scheduler spec key -> the layout's column
+SPEC_COLUMNS = {
     "pattern": "pattern",
     "every": "every_ms",
     "tz": "tz",
@@ -127,7 +127,7 @@ def _compact(text: str | None) -> str:
 def _describe(row: asyncpg.Record) -> dict[str, Any]:
     """A scheduler row as `get_job_scheduler` returns it (the native engine's shape)."""
     entry: dict[str, Any] = {"key": row["scheduler_id"], "name": row["name"] or ""}
-    for name, column in _COLUMNS.items():
+    for name, column in SPEC_COLUMNS.items():
         if row[column] is not None:
             entry[name] = row[column]
     opts = json.loads(row["template_opts"] or "{}")

@@ -13,21 +13,12 @@ import asyncpg
 
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.backends.postgres.connection import BullmqConnection
-from psyq.backends.postgres.schedulers import Schedulers
+from psyq.backends.postgres.schedulers import SPEC_COLUMNS, Schedulers
 from psyq.errors import PsyqError
 
 __all__ = ["Transfer"]
 
 _START = (-1, 0, 0, "")  # before every job: (rank, key, seq, id)
-_SPEC = {  # psyq's scheduler spec key -> the layout's column
-    "pattern": "pattern",
-    "every": "every_ms",
-    "tz": "tz",
-    "startDate": "start_date_ms",
-    "endDate": "end_date_ms",
-    "limit": "limit_count",
-    "offset": "offset_ms",
-}
 
 
 def _cursor(text: str | None) -> tuple[int, int, int, str]:
@@ -196,20 +187,9 @@ class Transfer(Schedulers, BullmqConnection):
             "global_limiter": [int(max_jobs), int(duration)] if max_jobs and duration else None,
             "global_concurrency": int(meta["concurrency"]) if meta.get("concurrency") else None,
             "dedup": dedup,
-            "schedulers": await self._export_schedulers(queue),
+            "schedulers": await self.exported_schedulers(queue),
             "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
         }
-
-    async def _export_schedulers(self, queue: str) -> dict[str, Any]:
-        found = {}
-        for entry in await self.get_job_schedulers(queue, 0, -1, True):
-            spec = {k: v for k, v in entry.items() if k not in ("key", "name", "template")}
-            template = entry["template"]
-            spec["template"] = [entry["name"], template["data"], template["opts"], None]
-            nxt = entry["next"]
-            spec["pending"] = None if nxt is None else f"repeat:{entry['key']}:{nxt}"
-            found[entry["key"]] = spec
-        return found
 
     async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
         if int(meta.get("last_id") or 0) > 0:
@@ -247,7 +227,7 @@ class Transfer(Schedulers, BullmqConnection):
 
 def _scheduler_row(scheduler_id: str, spec: Mapping[str, Any]) -> dict[str, Any]:
     name, data, opts, _timestamp = spec["template"]
-    row: dict[str, Any] = {column: spec.get(key) for key, column in _SPEC.items()}
+    row: dict[str, Any] = {column: spec.get(key) for key, column in SPEC_COLUMNS.items()}
     row.update(
         scheduler_id=scheduler_id,
         name=name,

@@ -454,7 +454,7 @@ async def get_queue_meta(
         "global_limiter": [int(max_jobs), int(duration)] if max_jobs and duration else None,
         "global_concurrency": int(meta["concurrency"]) if meta.get("concurrency") else None,
         "dedup": await _dedup_keys(backend, queue, dedup_ids, now),
-        "schedulers": await _schedulers(backend, queue),
+        "schedulers": await backend.exported_schedulers(queue),
         "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
     }
 
@@ -481,18 +481,6 @@ async def _dedup_keys(
     for dedup_id, owner, ttl in zip(dedup_ids, replies[::2], replies[1::2], strict=True):
         if isinstance(owner, str):  # not expired meanwhile, nor a job's key (a job "de")
             found[dedup_id] = [owner, now + ttl if ttl > 0 else None]
-    return found
-
-
-async def _schedulers(backend: RedisBackend, queue: str) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for entry in await backend.get_job_schedulers(queue, 0, -1, True):
-        spec = {k: v for k, v in entry.items() if k not in ("key", "name", "template")}
-        template = entry["template"]
-        spec["template"] = [entry["name"], template["data"], template["opts"], None]
-        nxt = entry["next"]
-        spec["pending"] = None if nxt is None else f"repeat:{entry['key']}:{nxt}"
-        found[entry["key"]] = spec
     return found
 
 
