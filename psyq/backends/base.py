@@ -587,19 +587,6 @@ class BackendAdapter(JobKeys, ABC):
         opts, timestamp], "iterationCount", "next", "pending"}}, "max_len_events"}."""
         raise self._unsupported("queue metadata")
 
-    async def exported_schedulers(self, queue: str) -> dict[str, Any]:
-        """The `schedulers` of `get_queue_meta`, read through `get_job_schedulers` (for a
-        store whose meta export has no cheaper way)."""
-        found: dict[str, Any] = {}
-        for entry in await self.get_job_schedulers(queue, 0, -1, True):
-            spec = {k: v for k, v in entry.items() if k not in ("key", "name", "template")}
-            template = entry["template"]
-            spec["template"] = [entry["name"], template["data"], template["opts"], None]
-            nxt = entry["next"]
-            spec["pending"] = None if nxt is None else f"repeat:{entry['key']}:{nxt}"
-            found[entry["key"]] = spec
-        return found
-
     async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
         """Apply what `get_queue_meta` gave (the id counter only moves up)."""
         raise self._unsupported("queue metadata")

@@ -12,6 +12,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.base import ExportPage, JobRecord
+from psyq.backends.meta import exported_schedulers
 from psyq.backends.postgres.connection import BullmqConnection
 from psyq.backends.postgres.schedulers import SPEC_COLUMNS, Schedulers
 from psyq.errors import PsyqError
@@ -187,7 +188,7 @@ class Transfer(Schedulers, BullmqConnection):
             "global_limiter": [int(max_jobs), int(duration)] if max_jobs and duration else None,
             "global_concurrency": int(meta["concurrency"]) if meta.get("concurrency") else None,
             "dedup": dedup,
-            "schedulers": await self.exported_schedulers(queue),
+            "schedulers": await exported_schedulers(self, queue),
             "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
         }
 

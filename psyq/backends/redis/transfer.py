@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 
 from psyq.backends.base import ExportPage, JobRecord
+from psyq.backends.meta import exported_schedulers
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     MANUAL_LIMIT,
@@ -454,7 +455,7 @@ async def get_queue_meta(
         "global_limiter": [int(max_jobs), int(duration)] if max_jobs and duration else None,
         "global_concurrency": int(meta["concurrency"]) if meta.get("concurrency") else None,
         "dedup": await _dedup_keys(backend, queue, dedup_ids, now),
-        "schedulers": await backend.exported_schedulers(queue),
+        "schedulers": await exported_schedulers(backend, queue),
         "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
     }
 
