@@ -4,6 +4,8 @@ system in a fresh database of the server (created here, dropped at the end).
     python bench/pg_rows.py retention [--jobs 20000] [--server postgresql://...]
     python bench/pg_rows.py decay [--jobs 1000000] [--vacuum-every 0]
     python bench/pg_rows.py scaling [--backlog 1000000] [--jobs 20000]
+    add --private-server to any row: a throw-away cluster of the run (initdb's defaults,
+    autovacuum on, as users run Postgres) instead of --server; --rounds N: medians of N runs
 
 retention: processing at concurrency 100 with no retention option, removeOnComplete: 1000,
 {age: 3600} and true, each in a fresh database; prints the rates and
@@ -36,7 +38,7 @@ import uuid
 from typing import Any
 
 import asyncpg
-from pgdb import fresh_database
+from pgdb import fresh_database, private_server
 
 import psyq
 
@@ -313,25 +315,53 @@ def main() -> int:
     parser.add_argument("--jobs", type=int)
     parser.add_argument("--backlog", type=int, default=1_000_000)
     parser.add_argument("--vacuum-every", type=int, default=0)
+    parser.add_argument("--private-server", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="medians of N runs of the row")
     args = parser.parse_args()
     print(f"psyq {psyq.__version__}; {time.strftime('%Y-%m-%d %H:%M:%S')}; {args}", flush=True)
+    if args.private_server:
+        with private_server() as server:
+            rounds = [run_row(args, server) for _ in range(args.rounds)]
+    else:
+        rounds = [run_row(args, args.server) for _ in range(args.rounds)]
+    show(medians(rounds) if args.rounds > 1 else rounds[0])
+    return 0
+
+
+def run_row(args: argparse.Namespace, server: str) -> dict[str, Any]:
     if args.row == "retention":
-        figures: dict[str, Any] = retention_rows(args.server, args.jobs or 20000)
+        figures: dict[str, Any] = retention_rows(server, args.jobs or 20000)
         base = figures["none"]
         figures.update({f"{k} vs none": v / base for k, v in list(figures.items())})
     else:
-        with fresh_database(args.server + "?layout=bullmq", "rows") as url:
+        with fresh_database(server + "?layout=bullmq", "rows") as url:
             if args.row == "decay":
                 figures = asyncio.run(decay_row(url, args.jobs or 1_000_000, args.vacuum_every))
             else:
                 figures = asyncio.run(
                     scaling_rows(url, args.backlog, args.jobs or 20000, args.vacuum_every > 0)
                 )
-    print(json.dumps(figures))
+    print(json.dumps(figures), flush=True)
+    return figures
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each number's median over the rounds with its range; other values from the last round."""
+    merged: dict[str, Any] = {}
+    for key, last in rounds[-1].items():
+        values = sorted(r[key] for r in rounds if isinstance(r.get(key), (int, float)))
+        if not isinstance(last, (int, float)) or len(values) < len(rounds):
+            merged[key] = last
+            continue
+        middle = values[len(values) // 2]
+        merged[key] = f"{middle:,.2f} ({values[0]:,.2f}-{values[-1]:,.2f})"
+    return merged
+
+
+def show(figures: dict[str, Any]) -> None:
     for key, value in figures.items():
         shown = f"{value:,.2f}" if isinstance(value, float) else str(value)
         print(f"| {key} | {shown} |")
-    return 0
 
 
 if __name__ == "__main__":

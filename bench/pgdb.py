@@ -6,14 +6,23 @@ dead rows or sequences another one left behind."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-__all__ = ["fresh_database", "is_postgres", "own_database", "peer_database", "peer_dsn"]
+__all__ = [
+    "fresh_database",
+    "is_postgres",
+    "own_database",
+    "peer_database",
+    "peer_dsn",
+    "private_server",
+]
 
 
 def is_postgres(url: str) -> bool:
@@ -73,3 +82,19 @@ def peer_database(env: dict[str, str], peer: str) -> Iterator[dict[str, str]]:
         return
     with fresh_database(dsn, peer) as fresh:
         yield {**env, "PSYQ_BENCH_PG_DSN": fresh}
+
+
+@contextmanager
+def private_server() -> Iterator[str]:
+    """A throw-away PostgreSQL cluster of this run (initdb's defaults, so autovacuum runs as it
+    does for users; the shared service of this machine runs without it), stopped and removed
+    when the block ends. The cluster is the tests' own (tests/postgres/server.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.postgres.server import PrivateCluster, postgres_binaries
+
+    cluster = PrivateCluster(postgres_binaries()[0])
+    cluster.start()
+    try:
+        yield cluster.url
+    finally:
+        cluster.destroy()
