@@ -18,7 +18,7 @@ import asyncpg
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.listen import Listener
-from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST
+from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST, client_error
 from psyq.backends.postgres.schema import Ledger, ensure_schema
 from psyq.backends.postgres.statements import load_statements
 from psyq.core.backoff import Reconnect
@@ -159,13 +159,17 @@ class BullmqConnection(BackendAdapter):
 
     async def _on_connection(self, run: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
         """`run(conn)` on a pool connection, run again whole after a lost connection or a
-        deadlock (it must be one statement or one transaction)."""
+        deadlock (it must be one statement or one transaction). A fault of the call itself
+        (asyncpg's InterfaceError on a connection that is still up) is raised at once."""
         tries = self.settings.pool_max + 3
         for attempt in range(tries):
             await self._reconnect.wait()
             try:
                 async with self.pool.acquire(timeout=self.settings.command_timeout) as conn:
-                    result = await run(conn)
+                    try:
+                        result = await run(conn)
+                    except asyncpg.InterfaceError as exc:  # lost, or a fault of the call
+                        raise client_error(exc, _gone(conn)) from exc
             except CONFLICTS as exc:
                 self._give_up_after(attempt, tries, exc)
             except CONNECTION_LOST as exc:
@@ -173,6 +177,8 @@ class BullmqConnection(BackendAdapter):
                 self._give_up_after(attempt, tries, exc)
             except asyncpg.PostgresError as exc:
                 raise translate(exc, self.url) from exc
+            except asyncpg.InterfaceError as exc:  # from the pool: closing or closed
+                raise PsyqError(f"postgres backend {self.safe_url!r}: {exc}") from exc
             else:
                 self._reconnect.succeeded()
                 return result
@@ -229,6 +235,15 @@ class BullmqConnection(BackendAdapter):
         parent keys, children values, dependencies, a failed parent's reason), as Node
         BullMQ 6 on Postgres names them; the schema, not a prefix, separates namespaces."""
         return None
+
+
+def _gone(conn: asyncpg.Connection) -> bool:
+    """Whether a pool connection is closed, or was taken from the call (a terminated
+    connection goes back to the pool at once)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # released back to the pool under the call
+        return True
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
