@@ -18,6 +18,7 @@ import asyncpg
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.listen import Listener
+from psyq.backends.postgres.presence import Presence
 from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST, client_error
 from psyq.backends.postgres.schema import Ledger, ensure_schema
 from psyq.backends.postgres.statements import load_statements
@@ -92,6 +93,7 @@ class BullmqConnection(BackendAdapter):
         self._listener: Listener | None = None
         self._reconnect = Reconnect()
         self.ledger: Ledger | None = None
+        self._presence: Presence | None = None  # named idle sessions Node lists (presence.py)
 
     # ------------------------------------------------------------------ lifecycle
     def _server_settings(self) -> dict[str, str]:
@@ -127,12 +129,28 @@ class BullmqConnection(BackendAdapter):
         await self._listener.start()
 
     async def close(self) -> None:
+        presence, self._presence = self._presence, None
+        if presence is not None:
+            await presence.close()
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    def _sessions(self) -> Presence:
+        """The named idle sessions this backend holds (workers', QueueEvents')."""
+        if self._presence is None:
+            self._presence = Presence(self._connect_named)
+        return self._presence
+
+    async def _connect_named(self, name: str) -> asyncpg.Connection:
+        """A connection that runs nothing, named `name` in pg_stat_activity."""
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.settings.dsn, server_settings={"application_name": name}
+        )
+        return conn
 
     @property
     def pool(self) -> asyncpg.Pool:
