@@ -175,22 +175,32 @@ class BullmqConnection(BackendAdapter):
 
         return await self._on_connection(run)
 
-    async def _on_connection(self, run: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    async def _on_connection(
+        self,
+        run: Callable[[asyncpg.Connection], Awaitable[T]],
+        after_loss: Callable[[asyncpg.Connection], Awaitable[object]] | None = None,
+    ) -> T:
         """`run(conn)` on a pool connection, run again whole after a lost connection or a
         deadlock (it must be one statement or one transaction). A fault of the call itself
-        (asyncpg's InterfaceError on a connection that is still up) is raised at once."""
+        (asyncpg's InterfaceError on a connection that is still up) is raised at once.
+        An attempt lost with its connection may have committed (only its reply lost):
+        before running again, `after_loss(conn)` looks at what it left."""
         tries = self.settings.pool_max + 3
+        lost = False
         for attempt in range(tries):
             await self._reconnect.wait()
             try:
                 async with self.pool.acquire(timeout=self.settings.command_timeout) as conn:
                     try:
+                        if lost and after_loss is not None:
+                            await after_loss(conn)
                         result = await run(conn)
                     except asyncpg.InterfaceError as exc:  # lost, or a fault of the call
                         raise client_error(exc, _gone(conn)) from exc
             except CONFLICTS as exc:
                 self._give_up_after(attempt, tries, exc)
             except CONNECTION_LOST as exc:
+                lost = True
                 self._reconnect.failed()
                 self._give_up_after(attempt, tries, exc)
             except asyncpg.PostgresError as exc:
