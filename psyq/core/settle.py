@@ -11,13 +11,18 @@ process (memory, SQLite) gain nothing from it and are called directly.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from psyq.backends.base import BackendAdapter, FetchRequest, JobRecord, Settlement
-from psyq.errors import ConnectionError, PsyqError
+from psyq.backends.base import BackendAdapter, Completed, FetchRequest, JobRecord, Settlement
+from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 
-__all__ = ["SettleBatch", "Settled"]
+if TYPE_CHECKING:
+    from psyq.core.job import Job
+
+__all__ = ["SettleBatch", "Settled", "completed_earlier"]
 
 
 @dataclass(slots=True)
@@ -109,3 +114,40 @@ class SettleBatch:
                 )
             except PsyqError as exc:  # it moved on (its lock expired): the stall check has it
                 self._report(exc)
+
+
+async def completed_earlier(
+    backend: BackendAdapter, queue: str, job: Job, outcome: Completed, error: PsyqError
+) -> bool:
+    """Whether a completion the store refused (the job no longer active under its token)
+    was done by an earlier attempt of this same settle, one whose reply was lost with its
+    connection and which was then sent again (by the backend, or by the worker's retry).
+    So it was when the job is now completed under the same lease: started as many times,
+    at the same time (each take counts a start and stamps processedOn, so no other take
+    came between), with this outcome's value. A job its retention already removed cannot
+    be told apart: the refusal then stands."""
+    if not isinstance(error, (LockError, JobStateError)):
+        return False
+    try:
+        record = await backend.get_job(queue, job.id)
+        if record is None:
+            return False
+        state = record.state or await backend.get_state(queue, job.id)
+    except PsyqError:
+        return False
+    return (
+        state == "completed"
+        and record.attempts_started == job.attempts_started
+        and record.processed_on == job.processed_on
+        and _same_json(record.returnvalue, outcome.returnvalue)
+    )
+
+
+def _same_json(stored: str | None, sent: str) -> bool:
+    """The same JSON value (a store may write it back spaced otherwise: jsonb)."""
+    if stored is None:
+        return False
+    try:
+        return bool(json.loads(stored) == json.loads(sent))
+    except ValueError:
+        return stored == sent

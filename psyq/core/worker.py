@@ -35,7 +35,7 @@ from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.core.settle import SettleBatch
+from psyq.core.settle import SettleBatch, completed_earlier
 from psyq.errors import (
     ConnectionError,
     DelayedError,
@@ -550,6 +550,10 @@ class Worker(_BackendUser, EventEmitter):
         else:
             request = self._fetch_request(self._new_tokens(1)) if fetch else None
             records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, request)
+        if error is not None and await completed_earlier(
+            ref.backend, self.name, job, outcome, error
+        ):
+            error = None  # an earlier attempt's reply was lost: that attempt completed it
         if error is None:
             await self._completed(job, outcome)
         else:

@@ -51,6 +51,9 @@ created. Two things differ from Redis by the store's nature, and psyq follows No
   connection). Each running psyq worker holds one idle session named `<queue>:w:psyq`, so
   Node lists it; psyq lists its own from its registry, then Node's
   ([backends.md](backends.md), Postgres: the cost, and `announce_workers=false`).
+- **getQueueEvents**: Node lists a queue's QueueEvents by the sessions named `<queue>:qe`.
+  A backend object that reads a queue's events holds one idle session so named, so Node
+  lists a running psyq `QueueEvents` (psyq's QueueEvents on Redis name no connection).
 
 One thing the layout leaves to each reader: event ids are numbered when written and seen
 when committed, so two writers can make them visible out of order. psyq's `QueueEvents`

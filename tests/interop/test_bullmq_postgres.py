@@ -220,3 +220,34 @@ async def test_a_psyq_flow_runs_on_node_workers(
         assert parent.returnvalue == result
         values = await parent.get_children_values()
         assert sorted(values) == keys  # as Node names them
+
+
+async def test_node_lists_a_running_psyq_queue_events(
+    node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """Node BullMQ 6's getQueueEvents lists the sessions named `<queue>:qe`: a psyq
+    QueueEvents holds one while it runs, and none is left once it closes."""
+    schema, name = fresh_schema(), fresh_name("interop")
+    url = url_for(pg_server, schema)
+    assert node_pg("queue_events.js", name, pg_server, schema)["count"] == 0
+    events = psyq.QueueEvents(name, connection=url, blocking_timeout=200)
+    try:
+        await events.wait_until_ready(10)
+        listed = await _node_until(node_pg, name, pg_server, schema, lambda n: n == 1)
+        assert listed["names"] == [name]  # Node's client-list parser names it by its queue
+    finally:
+        await events.close()
+    await _node_until(node_pg, name, pg_server, schema, lambda n: n == 0)
+
+
+async def _node_until(
+    node_pg: Any, name: str, server: str, schema: str, wanted: Callable[[int], bool]
+) -> Any:
+    """What Node's getQueueEvents lists, once its count is `wanted` (polled, 20 s at most)."""
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        listed = await asyncio.to_thread(node_pg, "queue_events.js", name, server, schema)
+        if wanted(listed["count"]):
+            return listed
+        assert asyncio.get_running_loop().time() < deadline, f"Node lists {listed}"
+        await asyncio.sleep(0.1)

@@ -175,3 +175,58 @@ async def test_a_long_queue_names_workers_are_listed_once(
             assert [entry["name"] for entry in await queue.get_workers()] == ["long"]
         finally:
             await worker.close()
+
+
+@pytest.mark.timeout(60)
+async def test_a_running_queue_events_holds_a_session_node_lists_it_by(
+    pg_server: str,
+    fresh_schema: Callable[[], str],
+    admin: asyncpg.Connection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node BullMQ's getQueueEvents counts the sessions named `<queue>:qe`: a running psyq
+    QueueEvents is one from its first read; the session goes when its backend closes, or,
+    on a shared backend, once no read of the queue has been under way for a while."""
+    from psyq.backends.postgres import PostgresBackend, events
+
+    monkeypatch.setattr(events, "READER_LINGER_S", 0.2)
+    url = url_for(pg_server, fresh_schema())
+    name = fresh_name("presence")
+    session = f"{name}:qe"
+    own = psyq.QueueEvents(name, connection=url, blocking_timeout=100)
+    await own.wait_until_ready(10)
+    [pid] = await _wait_sessions(admin, session, 1)
+    await admin.execute("SELECT pg_terminate_backend($1)", pid)  # lost: opened again
+    await _wait_sessions(admin, session, 1, gone=pid)
+    await own.close()
+    await _wait_sessions(admin, session, 0)
+
+    shared = PostgresBackend(url)
+    await shared.open()
+    try:
+        reader = psyq.QueueEvents(name, connection=shared, blocking_timeout=100)
+        await reader.wait_until_ready(10)
+        await _wait_sessions(admin, session, 1)
+        await reader.close()  # the backend stays open: the session ends after the linger
+        await _wait_sessions(admin, session, 0)
+        assert await _sessions(admin, f"{name}:w:psyq") == []  # not a worker
+    finally:
+        await shared.close()
+
+
+async def test_announce_workers_false_announces_no_queue_events(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    url = url_for(pg_server, fresh_schema(), announce_workers="false")
+    name = fresh_name("presence")
+    async with psyq.Queue(name, connection=url) as queue:
+        reader = psyq.QueueEvents(name, connection=url, blocking_timeout=100)
+        heard = asyncio.Event()
+        reader.on("added", lambda args, event_id: heard.set())
+        try:
+            await reader.wait_until_ready(10)
+            await queue.add("x", {})
+            await asyncio.wait_for(heard.wait(), 10)  # it has read
+            assert await _sessions(admin, f"{name}:qe") == []
+        finally:
+            await reader.close()

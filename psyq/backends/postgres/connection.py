@@ -18,7 +18,8 @@ import asyncpg
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.listen import Listener
-from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST
+from psyq.backends.postgres.presence import Presence
+from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST, client_error
 from psyq.backends.postgres.schema import Ledger, ensure_schema
 from psyq.backends.postgres.statements import load_statements
 from psyq.core.backoff import Reconnect
@@ -92,6 +93,7 @@ class BullmqConnection(BackendAdapter):
         self._listener: Listener | None = None
         self._reconnect = Reconnect()
         self.ledger: Ledger | None = None
+        self._presence: Presence | None = None  # named idle sessions Node lists (presence.py)
 
     # ------------------------------------------------------------------ lifecycle
     def _server_settings(self) -> dict[str, str]:
@@ -127,12 +129,28 @@ class BullmqConnection(BackendAdapter):
         await self._listener.start()
 
     async def close(self) -> None:
+        presence, self._presence = self._presence, None
+        if presence is not None:
+            await presence.close()
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    def _sessions(self) -> Presence:
+        """The named idle sessions this backend holds (workers', QueueEvents')."""
+        if self._presence is None:
+            self._presence = Presence(self._connect_named)
+        return self._presence
+
+    async def _connect_named(self, name: str) -> asyncpg.Connection:
+        """A connection that runs nothing, named `name` in pg_stat_activity."""
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.settings.dsn, server_settings={"application_name": name}
+        )
+        return conn
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -157,22 +175,38 @@ class BullmqConnection(BackendAdapter):
 
         return await self._on_connection(run)
 
-    async def _on_connection(self, run: Callable[[asyncpg.Connection], Awaitable[T]]) -> T:
+    async def _on_connection(
+        self,
+        run: Callable[[asyncpg.Connection], Awaitable[T]],
+        after_loss: Callable[[asyncpg.Connection], Awaitable[object]] | None = None,
+    ) -> T:
         """`run(conn)` on a pool connection, run again whole after a lost connection or a
-        deadlock (it must be one statement or one transaction)."""
+        deadlock (it must be one statement or one transaction). A fault of the call itself
+        (asyncpg's InterfaceError on a connection that is still up) is raised at once.
+        An attempt lost with its connection may have committed (only its reply lost):
+        before running again, `after_loss(conn)` looks at what it left."""
         tries = self.settings.pool_max + 3
+        lost = False
         for attempt in range(tries):
             await self._reconnect.wait()
             try:
                 async with self.pool.acquire(timeout=self.settings.command_timeout) as conn:
-                    result = await run(conn)
+                    try:
+                        if lost and after_loss is not None:
+                            await after_loss(conn)
+                        result = await run(conn)
+                    except asyncpg.InterfaceError as exc:  # lost, or a fault of the call
+                        raise client_error(exc, _gone(conn)) from exc
             except CONFLICTS as exc:
                 self._give_up_after(attempt, tries, exc)
             except CONNECTION_LOST as exc:
+                lost = True
                 self._reconnect.failed()
                 self._give_up_after(attempt, tries, exc)
             except asyncpg.PostgresError as exc:
                 raise translate(exc, self.url) from exc
+            except asyncpg.InterfaceError as exc:  # from the pool: closing or closed
+                raise PsyqError(f"postgres backend {self.safe_url!r}: {exc}") from exc
             else:
                 self._reconnect.succeeded()
                 return result
@@ -229,6 +263,15 @@ class BullmqConnection(BackendAdapter):
         parent keys, children values, dependencies, a failed parent's reason), as Node
         BullMQ 6 on Postgres names them; the schema, not a prefix, separates namespaces."""
         return None
+
+
+def _gone(conn: asyncpg.Connection) -> bool:
+    """Whether a pool connection is closed, or was taken from the call (a terminated
+    connection goes back to the pool at once)."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:  # released back to the pool under the call
+        return True
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

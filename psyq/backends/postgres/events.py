@@ -1,5 +1,6 @@
 """The events stream (QueueEvents): rows of the layout's `event` table, woken by
-`NOTIFY bullmq_events`."""
+`NOTIFY bullmq_events`. While it reads a queue's events, the backend holds a session named
+`<queue>:qe`, so Node BullMQ's getQueueEvents lists the reader (presence.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from psyq.backends.postgres.connection import BullmqConnection
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
+from psyq.backends.postgres.presence import queue_events_session_name
 
 __all__ = ["Events"]
 
@@ -19,12 +21,64 @@ CHANNELS = (EVENTS_CHANNEL, JOBS_CHANNEL)
 SETTLE_WAIT_S = 5.0
 # Fields BullMQ's readers take as numbers; every other field is a string, as in Redis.
 _NUMERIC_FIELDS = ("attemptsMade", "delay")
+# How long a queue's `<queue>:qe` session outlives its last read: a QueueEvents reads again
+# at once after each read (at most blocking_timeout long), or after its backoff (<= 2 s)
+# when a read failed, so a reader between two reads stays listed.
+READER_LINGER_S = 5.0
 
 
 class Events(BullmqConnection):
     """Reads the stream."""
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # queue -> reads under way, and the timer that ends its `:qe` session after the last
+        self._readers: dict[str, int] = {}
+        self._reader_gone: dict[str, asyncio.TimerHandle] = {}
+        self._unannouncing: set[asyncio.Task[None]] = set()
+
     async def read_events(
+        self, queue: str, last_id: str, count: int, block_ms: int
+    ) -> list[tuple[str, str, dict[str, Any]]]:
+        await self._reader_started(queue)
+        try:
+            return await self._read_events(queue, last_id, count, block_ms)
+        finally:
+            self._reader_ended(queue)
+
+    async def _reader_started(self, queue: str) -> None:
+        """Count a read of `queue`; the first holds its `<queue>:qe` session (best-effort,
+        as a worker's: presence.py)."""
+        gone = self._reader_gone.pop(queue, None)
+        if gone is not None:
+            gone.cancel()
+        self._readers[queue] = self._readers.get(queue, 0) + 1
+        if self.settings.announce_workers:
+            await self._sessions().add(_reader_key(queue), queue_events_session_name(queue))
+
+    def _reader_ended(self, queue: str) -> None:
+        left = self._readers[queue] = self._readers[queue] - 1
+        if left == 0:
+            del self._readers[queue]
+            loop = asyncio.get_running_loop()
+            self._reader_gone[queue] = loop.call_later(READER_LINGER_S, self._unannounce, queue)
+
+    def _unannounce(self, queue: str) -> None:
+        """No read of `queue` for READER_LINGER_S: its `:qe` session closes."""
+        self._reader_gone.pop(queue, None)
+        if queue in self._readers or self._presence is None:
+            return
+        task = asyncio.ensure_future(self._presence.remove(_reader_key(queue)))
+        self._unannouncing.add(task)
+        task.add_done_callback(self._unannouncing.discard)
+
+    async def close(self) -> None:
+        for timer in self._reader_gone.values():
+            timer.cancel()
+        self._reader_gone.clear()
+        await super().close()
+
+    async def _read_events(
         self, queue: str, last_id: str, count: int, block_ms: int
     ) -> list[tuple[str, str, dict[str, Any]]]:
         after = int(await self.newest_event_id(queue)) if last_id == "$" else int(last_id)
@@ -65,6 +119,11 @@ class Events(BullmqConnection):
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         await self._rows("events.max_len", queue, str(max_len))
+
+
+def _reader_key(queue: str) -> tuple[str, str, str]:
+    """The Presence key of a queue's `:qe` session (workers' keys are pairs)."""
+    return ("queue-events", queue, ":qe")
 
 
 def _fields(data: str) -> dict[str, Any]:

@@ -7,8 +7,9 @@ concurrency, due delayed jobs, refusals) the caller sends through the layout's f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -16,7 +17,7 @@ import asyncpg
 from psyq.backends.base import Completed, Failed, FetchRequest, Retry, Settlement
 from psyq.backends.postgres.connection import BullmqConnection
 
-__all__ = ["FastPath", "Taken", "worker_keep"]
+__all__ = ["FastPath", "HeldTokens", "Taken", "worker_keep"]
 
 
 def worker_keep(outcome: Completed | Failed | Retry) -> str | None:
@@ -26,6 +27,36 @@ def worker_keep(outcome: Completed | Failed | Retry) -> str | None:
     return None if keep is None else json.dumps(keep)
 
 
+class HeldTokens:
+    """A take's tokens, less those an earlier attempt of the same call took jobs under
+    before its connection was lost (its commit done, its reply lost): those jobs are the
+    caller's, handed to it with the rest (`rows`) instead of left active until their
+    locks expire, and their tokens are not used again (one job per token)."""
+
+    __slots__ = ("queue", "rows", "tokens")
+
+    def __init__(self, queue: str, tokens: Sequence[str]) -> None:
+        self.queue = queue
+        self.tokens = list(tokens)
+        self.rows: list[asyncpg.Record] = []
+
+    async def recover(self, conn: asyncpg.Connection, held: str) -> None:
+        """Before an attempt is sent again: the jobs active under the tokens (statement
+        `held`, transitions.held) are the lost attempt's."""
+        if not self.tokens:
+            return
+        rows = await conn.fetch(held, self.queue, self.tokens)
+        taken = {row["lock_token"] for row in rows}
+        self.rows += rows
+        self.tokens = [token for token in self.tokens if token not in taken]
+
+    def rest(self, fetch: FetchRequest | None) -> FetchRequest | None:
+        """`fetch` for the tokens left (None when there is none to take for)."""
+        if fetch is None or not self.rows:
+            return fetch
+        return dataclasses.replace(fetch, tokens=list(self.tokens)) if self.tokens else None
+
+
 class Taken:
     """What `fast.settle_take` did: the rows taken (in token order), the ids it left for
     the layout's move_to_completed, whether the take needs the layout's move_to_active,
@@ -33,9 +64,10 @@ class Taken:
     it took fewer jobs than asked, whether no other job was waiting (`idle`) and the ms
     until the next delayed job is due (`next_ms`, None: none or not known)."""
 
-    __slots__ = ("counted", "fallback", "idle", "left", "next_ms", "rows")
+    __slots__ = ("counted", "fallback", "held", "idle", "left", "next_ms", "rows")
 
-    def __init__(self, records: list[asyncpg.Record]) -> None:
+    def __init__(self, records: list[asyncpg.Record], held: HeldTokens) -> None:
+        self.held = held  # the jobs an attempt lost with its connection took, if any
         taken = [row for row in records if row["psyq_slot"] is not None]
         self.rows = sorted(taken, key=lambda row: int(row["psyq_slot"]))
         self.left = [row["psyq_left"] for row in records if row["psyq_left"] is not None]
@@ -83,24 +115,29 @@ class FastPath(BullmqConnection):
         self, queue: str, done: Sequence[Settlement], fetch: FetchRequest | None
     ) -> Taken:
         """Complete `done` (all Completed) and take for `fetch`, in one statement."""
-        tokens = list(fetch.tokens) if fetch is not None else []
+        held = HeldTokens(queue, fetch.tokens if fetch is not None else [])
         values = [item.outcome.returnvalue for item in done if isinstance(item.outcome, Completed)]
         under_way: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if tokens:
+        if held.tokens:
             self._taking.setdefault(queue, set()).add(under_way)
-        try:
-            rows = await self._rows(
-                "fast.settle_take",
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            rows: list[asyncpg.Record] = await conn.fetch(
+                self._q["fast.settle_take"],
                 queue,
                 [item.job_id for item in done],
                 [item.token for item in done],
                 values,
-                tokens,
+                held.tokens,
                 fetch.lock_duration if fetch is not None else 0,
                 fetch.worker_name if fetch is not None else None,
                 fetch is not None and fetch.limiter is not None,
                 [worker_keep(item.outcome) for item in done],
             )
+            return rows
+
+        try:
+            rows = await self._on_connection(run, self._recover_into(held))
         finally:
             taking = self._taking.get(queue)
             if taking is not None:
@@ -108,4 +145,9 @@ class FastPath(BullmqConnection):
                 if not taking:
                     del self._taking[queue]
             under_way.set_result(None)
-        return Taken(rows)
+        return Taken(rows, held)
+
+    def _recover_into(self, held: HeldTokens) -> Callable[[asyncpg.Connection], Awaitable[None]]:
+        """The after-loss step of a call that takes for `held`'s tokens."""
+        statement = self._q["transitions.held"]
+        return lambda conn: held.recover(conn, statement)

@@ -1,4 +1,5 @@
-"""Workers seen by Node BullMQ: one idle, named connection per running psyq worker.
+"""Workers and QueueEvents seen by Node BullMQ: one idle, named connection per running psyq
+worker, and per queue whose events a backend reads.
 
 Node BullMQ 6 on Postgres lists a queue's workers (`getWorkers`) from `pg_stat_activity`:
 the sessions of the database whose `application_name` is `<queue>` or `<queue>:w:<name>`,
@@ -10,8 +11,15 @@ The connection runs no statement; it is opened when the worker registers, closed
 unregisters (or the backend closes), and opened again, after a capped backoff, whenever it
 is lost. Naming is best-effort, as Node's is: a failure is logged, never raised.
 
+A running QueueEvents is announced the same way: Node lists a queue's QueueEvents
+(`getQueueEvents`) as the sessions named `<queue>:qe`, the name each Node QueueEvents gives
+its LISTEN connection; psyq's QueueEvents read through the shared LISTEN connection, so the
+backend holds one idle session named `<queue>:qe` per queue it reads events of, from the
+first read until no read of that queue has been under way for READER_LINGER_S (events.py).
+
 Cost: one server connection (one Postgres backend process, a few MB) per running worker;
-`?announce_workers=false` turns it off, and Node's getWorkers then lists no psyq worker.
+`?announce_workers=false` turns it off, and Node's getWorkers then lists no psyq worker
+(nor getQueueEvents a psyq QueueEvents).
 """
 
 from __future__ import annotations
@@ -26,10 +34,17 @@ import asyncpg
 
 from psyq.core.backoff import Reconnect
 
-__all__ = ["PSYQ_WORKER_SUFFIX", "Presence", "worker_session_name"]
+__all__ = [
+    "PSYQ_WORKER_SUFFIX",
+    "QUEUE_EVENTS_SUFFIX",
+    "Presence",
+    "queue_events_session_name",
+    "worker_session_name",
+]
 
 log = logging.getLogger("psyq.postgres")
 PSYQ_WORKER_SUFFIX = ":w:psyq"
+QUEUE_EVENTS_SUFFIX = ":qe"  # Node BullMQ's QUEUE_EVENT_SUFFIX
 FIRST_WAIT_S = 5.0  # how long registering a worker waits for its session to open
 RETRY_CAP_S = 30.0  # the longest wait between attempts (a full server is not hammered)
 _LOST = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
@@ -40,6 +55,11 @@ def worker_session_name(queue: str) -> str:
     the first 63 bytes, so Node sees a worker of a queue named in at most 60, the same
     limit its own workers have)."""
     return queue + PSYQ_WORKER_SUFFIX
+
+
+def queue_events_session_name(queue: str) -> str:
+    """The application_name Node BullMQ 6 lists a queue's QueueEvents by: `<queue>:qe`."""
+    return queue + QUEUE_EVENTS_SUFFIX
 
 
 class Presence:

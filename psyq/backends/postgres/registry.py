@@ -11,10 +11,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import asyncpg
-
 from psyq.backends.postgres.connection import BullmqConnection
-from psyq.backends.postgres.presence import PSYQ_WORKER_SUFFIX, Presence, worker_session_name
+from psyq.backends.postgres.presence import PSYQ_WORKER_SUFFIX, worker_session_name
 from psyq.errors import PsyqError
 
 __all__ = ["Registry"]
@@ -27,7 +25,6 @@ class Registry(BullmqConnection):
 
     _workers: dict[tuple[str, str], str]
     _heartbeat: asyncio.Task[None] | None = None
-    _presence: Presence | None = None
 
     async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
         text = json.dumps(dict(info))
@@ -66,22 +63,7 @@ class Registry(BullmqConnection):
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        presence, self._presence = self._presence, None
-        if presence is not None:
-            await presence.close()
         await super().close()
-
-    def _sessions(self) -> Presence:
-        if self._presence is None:
-            self._presence = Presence(self._connect_named)
-        return self._presence
-
-    async def _connect_named(self, name: str) -> asyncpg.Connection:
-        """A connection that runs nothing, named `name` in pg_stat_activity."""
-        conn: asyncpg.Connection = await asyncpg.connect(
-            self.settings.dsn, server_settings={"application_name": name}
-        )
-        return conn
 
     def _registered(self) -> dict[tuple[str, str], str]:
         if not hasattr(self, "_workers"):

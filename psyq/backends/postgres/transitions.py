@@ -5,6 +5,7 @@ retry_job, move_to_delayed, move_active_to_wait, move_stalled_jobs_to_wait)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -28,7 +29,7 @@ from psyq.backends.postgres.connection import (
     settle_error,
     translate,
 )
-from psyq.backends.postgres.fastpath import FastPath, Taken, worker_keep
+from psyq.backends.postgres.fastpath import FastPath, HeldTokens, Taken, worker_keep
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.errors import PsyqError
 
@@ -137,10 +138,26 @@ class Transitions(FastPath):
         the batch's finished count folded into the layout's metrics when due."""
         if taken.counted is not None and taken.counted % FOLD_EVERY == 0:
             await self._value("transitions.fold", queue)
-        rows = taken.rows
-        if taken.fallback and fetch is not None:
-            rows = await self._rows("transitions.take", *_take_args(queue, fetch))
+        rows = [*taken.held.rows, *taken.rows]
+        rest = taken.held.rest(fetch)
+        if taken.fallback and rest is not None:
+            rows += await self._take(queue, rest)
         return await self._deliverable(queue, self._records(queue, rows), rows)
+
+    async def _take(self, queue: str, fetch: FetchRequest) -> list[asyncpg.Record]:
+        """The layout's take for `fetch`; sent again after a lost connection, it first
+        collects what the lost attempt took (HeldTokens)."""
+        held = HeldTokens(queue, fetch.tokens)
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            if not held.tokens:
+                return []
+            args = _take_args(queue, dataclasses.replace(fetch, tokens=held.tokens))
+            rows: list[asyncpg.Record] = await conn.fetch(self._q["transitions.take"], *args)
+            return rows
+
+        rows = await self._on_connection(run, self._recover_into(held))
+        return [*held.rows, *rows]
 
     async def _deliverable(
         self, queue: str, records: list[JobRecord], rows: list[asyncpg.Record]
@@ -214,6 +231,10 @@ class Transitions(FastPath):
             taken = await self._settle_take(queue, [Settlement(job_id, token, outcome)], fetch)
             if not taken.left:  # else it took nothing: the layout settles (or refuses)
                 return await self._delivered(queue, taken, fetch)
+            if taken.held.rows:  # a lost attempt took jobs: the rest are taken below
+                fetch = taken.held.rest(fetch)
+                early = await self._delivered(queue, taken, None)
+                return early + await self.move_to_finished(queue, job_id, token, outcome, fetch)
         if isinstance(outcome, Completed) and fetch is not None and fetch.tokens:
             rows = await self._settle(
                 "transitions.complete_take",
@@ -252,9 +273,10 @@ class Transitions(FastPath):
             return [None] * len(settlements), await self._delivered(queue, taken, fetch)
         left = set(taken.left)  # the statement then took nothing
         rest = [item for item in settlements if item.job_id in left]
-        found, records = await self._settle_in_layout(queue, rest, fetch)
+        early = await self._delivered(queue, taken, None) if taken.held.rows else []
+        found, records = await self._settle_in_layout(queue, rest, taken.held.rest(fetch))
         errors = dict(zip([item.job_id for item in rest], found, strict=True))
-        return [errors.get(item.job_id) for item in settlements], records
+        return [errors.get(item.job_id) for item in settlements], early + records
 
     async def _settle_in_layout(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
@@ -266,6 +288,7 @@ class Transitions(FastPath):
         calls = [_settle_call(queue, item, count=False) for item in settlements]
         done = [item for item in settlements if isinstance(item.outcome, Completed)]
         failed = sum(isinstance(item.outcome, Failed) for item in settlements)
+        held = HeldTokens(queue, fetch.tokens if fetch is not None else [])
 
         fold = False
 
@@ -286,11 +309,12 @@ class Transitions(FastPath):
                         )
                         fold = fold or counted % FOLD_EVERY == 0
                 rows: list[asyncpg.Record] = []
-                if fetch is not None and fetch.tokens:
-                    rows = await conn.fetch(self._q["transitions.take"], *_take_args(queue, fetch))
-            return errors, rows
+                if fetch is not None and held.tokens:
+                    args = _take_args(queue, dataclasses.replace(fetch, tokens=held.tokens))
+                    rows = await conn.fetch(self._q["transitions.take"], *args)
+            return errors, [*held.rows, *rows]
 
-        found, rows = await self._on_connection(run)
+        found, rows = await self._on_connection(run, self._recover_into(held))
         if fold:
             await self._value("transitions.fold", queue)
         errors: list[PsyqError | None] = [

@@ -35,6 +35,13 @@ SELECT taken.*
                               $5::integer, $6::bigint) AS taken
  ORDER BY slot.n;
 
+-- name: held
+-- $1 queue, $2 tokens -> the rows of the queue's active jobs locked under one of the
+-- tokens: asked before a take is sent again after its connection was lost, they are the
+-- jobs the lost attempt took (its commit done, its reply lost; a take's tokens are fresh).
+SELECT * FROM job
+ WHERE queue = $1 AND state = 'active' AND lock_token = ANY($2::text[]);
+
 -- name: complete
 -- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now,
 -- $6 the worker's removeOnComplete (JSON text or NULL) -> finished_on. Retention comes

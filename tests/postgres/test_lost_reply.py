@@ -1,0 +1,114 @@
+"""A settle whose statement committed but whose reply was lost with its connection (the
+session killed just after the commit) is sent again by the backend. The retry must see
+that its own earlier attempt settled the job: the worker emits `completed`, not `error`,
+and the job that attempt fetched for the slot (fetch-next) runs at once instead of staying
+active until its lock expires."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import pytest
+
+import psyq
+from psyq.backends.postgres import PostgresBackend
+from tests.conftest import fresh_name
+
+from .conftest import url_for
+
+LONG_LOCK_MS = 60_000  # a job left active would not come back within the test
+
+
+class LoseReply:
+    """Wraps the backend's calls: once armed, the first call after which `settled` holds
+    has its session killed (pg_terminate_backend) after it committed, and fails as the
+    kill makes it fail, so the backend sends it again."""
+
+    def __init__(
+        self,
+        backend: PostgresBackend,
+        admin: asyncpg.Connection,
+        settled: Callable[[asyncpg.Connection], Awaitable[bool]],
+    ) -> None:
+        self.armed = False
+        self.fired = 0
+        original = backend._on_connection
+
+        async def on_connection(run: Any, *args: Any, **kwargs: Any) -> Any:
+            async def run_then_lose(conn: asyncpg.Connection) -> Any:
+                result = await run(conn)
+                if self.armed and await settled(conn):
+                    self.armed = False
+                    self.fired += 1
+                    await admin.execute("SELECT pg_terminate_backend($1)", conn.get_server_pid())
+                    await conn.fetchval("SELECT 1")  # raises: the session is gone
+                return result
+
+            return await original(run_then_lose, *args, **kwargs)
+
+        backend._on_connection = on_connection  # type: ignore[method-assign]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("concurrency", [1, 3])
+async def test_a_settle_whose_reply_was_lost_reports_completed(
+    pg_server: str,
+    fresh_schema: Callable[[], str],
+    admin: asyncpg.Connection,
+    concurrency: int,
+) -> None:
+    url = url_for(pg_server, fresh_schema(), pool_min="1", pool_max="2")
+    name = fresh_name("lost-reply")
+    backend = PostgresBackend(url)
+    await backend.open()
+    completed: list[str] = []
+    errors: list[BaseException] = []
+    runs: Counter[str] = Counter()
+    try:
+        async with psyq.Queue(name, connection=backend) as queue:
+            jobs = await queue.add_bulk([{"name": "x", "data": {"n": n}} for n in range(8)])
+            first = jobs[0].id
+
+            async def first_completed(conn: asyncpg.Connection) -> bool:
+                query = "SELECT state::text FROM job WHERE queue = $1 AND id = $2"
+                return await conn.fetchval(query, name, first) == "completed"
+
+            lose = LoseReply(backend, admin, first_completed)
+
+            async def process(job: psyq.Job) -> int:
+                runs[job.id] += 1
+                if job.id == first:
+                    lose.armed = True
+                return int(job.data["n"])
+
+            worker = psyq.Worker(
+                name,
+                process,
+                connection=backend,
+                concurrency=concurrency,
+                lock_duration=LONG_LOCK_MS,
+                stalled_interval=LONG_LOCK_MS,
+                drain_delay=0.2,
+            )
+            worker.on("completed", lambda job, result: completed.append(job.id))
+            worker.on("error", errors.append)
+            try:
+                deadline = time.monotonic() + 20
+                while len(completed) < len(jobs) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+            finally:
+                await worker.close()
+            states = {job.id: await queue.get_job_state(job.id) for job in jobs}
+            started = {job.id: (await queue.get_job(job.id)).attempts_started for job in jobs}  # type: ignore[union-attr]
+    finally:
+        await backend.close()
+    assert lose.fired == 1  # the fault happened
+    assert errors == []
+    assert sorted(completed) == sorted(job.id for job in jobs)  # each once, `completed`
+    assert set(states.values()) == {"completed"}
+    assert set(runs.values()) == {1} and set(started.values()) == {1}  # none taken twice
