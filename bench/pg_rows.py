@@ -178,7 +178,12 @@ async def decay_row(url: str, jobs: int, vacuum_every: int) -> dict[str, float]:
     window = min(10_000, jobs // 2)
     first = clock.rate(0, window - 1)
     last = clock.rate(jobs - window, jobs - 1)
-    return {"first": first, "last": last, "last/first": last / first}
+    curve = {  # the rate of the 10,000 before each tenth of the run: a saw-tooth or a slope
+        f"rate at {end:,}": clock.rate(end - window, end - 1)
+        for end in range(jobs // 10, jobs + 1, jobs // 10)
+        if end >= window
+    }
+    return {"first": first, "last": last, "last/first": last / first, **curve}
 
 
 def worker_process(url: str, name: str, count: int, shared: Any) -> None:
