@@ -213,7 +213,8 @@ class AddBatch:
         """Give each caller its records or its error."""
         calls = self.calls
         if self.one:
-            results = [[results]]  # one group of one entry
+            self._set_one(results)
+            return
         if type(results) is not list or len(results) != len(calls):
             bad = ProtocolError(f"add_batch: expected {len(calls)} results, got {results!r:.80}")
             self.set_exception(bad)
@@ -228,6 +229,16 @@ class AddBatch:
                 future.set_result(rebuild_all(queue, jobs, result))
             except ProtocolError as exc:
                 future.set_exception(exc)
+
+    def _set_one(self, entry: Any) -> None:
+        """The answer to an `add` request: the entry of its one job."""
+        queue, jobs, future = self.calls[0]
+        if future.done():
+            return  # the caller was cancelled
+        try:
+            future.set_result(rebuild_all(queue, jobs, [entry]))
+        except ProtocolError as exc:
+            future.set_exception(exc)
 
     def set_exception(self, error: BaseException) -> None:
         for _, _, future in self.calls:
