@@ -64,6 +64,7 @@ _REST = attrgetter(
     "lock_token",
 )
 _DEFAULTS = _REST(JobRecord("", "", "", "", {}, 0))
+_NONE = (0, 0)  # delay and priority of a job without options
 
 
 def rebuildable(queue: str, new: NewJob, record: JobRecord) -> bool:
@@ -113,20 +114,13 @@ def rebuild_all(queue: str, jobs: Sequence[NewJob], entries: Any) -> list[JobRec
             id_, timestamp, state = entry
             if type(timestamp) is int and (state is None or type(state) is str):
                 opts = new.opts
+                delay, priority = (opts.get("delay", 0), opts.get("priority", 0)) if opts else _NONE
                 records.append(
-                    JobRecord(
-                        id_,
-                        queue,
-                        new.name,
-                        new.data,
-                        opts,
-                        timestamp,
-                        opts.get("delay", 0) if opts else 0,
-                        opts.get("priority", 0) if opts else 0,
-                        stacktrace=[],
-                        state=state,
+                    JobRecord(  # every field by position: keywords cost twice as much here
+                        id_, queue, new.name, new.data, opts, timestamp, delay, priority,
+                        0, 0, 0, 0, None, None, None, None, [], None, None, None, state,
                     )
-                )
+                )  # fmt: skip
                 continue
         elif type(entry) is JobRecord:
             records.append(entry)
