@@ -321,3 +321,22 @@ async def test_groups_that_wait_are_answered_each_with_its_own_outcome(queue_nam
     finally:
         await backend.close()
         await server.close()
+
+
+async def test_a_lone_add_that_waits_is_answered_with_its_record_or_error(
+    queue_name: str,
+) -> None:
+    server = Server(SuspendingBackend("memory://suspending-one"))
+    host, port = await server.start("127.0.0.1", 0)
+    backend = TcpBackend(f"psyq://{host}:{port}?pool=1")
+    await backend.open()
+    try:
+        [record] = await backend.add_jobs(queue_name, [NewJob("a", "1", {})])  # an `add`
+        stored = await backend.get_job(queue_name, record.id)
+        assert stored is not None and replace(record, state=None) == replace(stored, state=None)
+        with pytest.raises(psyq.InvalidOptionsError, match="refused after waiting"):
+            await backend.add_jobs(queue_name, [NewJob("refuse", "2", {})])
+        assert not any(conn.tasks for conn in server.connections)  # nothing left running
+    finally:
+        await backend.close()
+        await server.close()
