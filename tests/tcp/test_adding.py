@@ -1,12 +1,13 @@
-"""Adds over psyq:// protocol 2 (tcp/adding.py): the adds of one event-loop turn travel as
-one add_batch request, each caller gets its own records or its own error, a lone add leaves
-as soon as any request does, records rebuilt from ids equal the server's, and version 1
-clients and servers still work with version 2 ones."""
+"""Adds over psyq:// protocols 2 and 3 (tcp/adding.py): the adds of one event-loop turn travel
+as one add_batch request, each caller gets its own records or its own error, a lone add
+leaves as soon as any request does (a job without options as an `add` request), records
+rebuilt from ids equal the server's, and version 1 and 2 clients and servers still work with
+version 3 ones."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ from psyq.backends.native import MemoryBackend
 from psyq.backends.tcp import server as server_module
 from psyq.backends.tcp.adding import compact, rebuild_all
 from psyq.backends.tcp.client import TcpBackend
-from psyq.backends.tcp.protocol import ProtocolError
+from psyq.backends.tcp.protocol import FrameBuffer, ProtocolError, decode, frame
 from psyq.backends.tcp.server import Server, ServerConnection
 
 
@@ -44,6 +45,23 @@ async def served(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[CountingServe
     monkeypatch.setattr(ServerConnection, "start_request", counted)
     yield counting
     await server.close()
+
+
+async def raw_client(
+    url: str,
+) -> tuple[Callable[[dict[str, Any]], Awaitable[dict[str, Any]]], asyncio.StreamWriter]:
+    """A bare connection: `ask` sends a message and returns the next answer."""
+    reader, writer = await asyncio.open_connection(*url[len("psyq://") :].split(":"))
+    frames = FrameBuffer()
+
+    async def ask(message: dict[str, Any]) -> dict[str, Any]:
+        writer.write(frame(message))
+        while True:
+            bodies = frames.feed(await reader.read(65536))
+            if bodies:
+                return decode(bodies[0])
+
+    return ask, writer
 
 
 async def test_adds_of_one_turn_travel_as_one_request(
@@ -119,7 +137,7 @@ async def test_a_lone_add_is_written_without_waiting_for_company(
     await backend.open()
     try:
         conn = await backend._connection()
-        assert conn.version == 2
+        assert conn.version == 3
         transport = conn.transport
         assert transport is not None
         written: list[bytes] = []
@@ -133,7 +151,10 @@ async def test_a_lone_add_is_written_without_waiting_for_company(
         future = asyncio.ensure_future(backend.add_jobs(queue_name, [NewJob("x", "1", {})]))
         for _ in range(2):  # the call runs, then the outbox writes at the end of that turn
             await asyncio.sleep(0)
-        assert len(written) == 1 and b"add_batch" in written[0]
+        assert len(written) == 1
+        [body] = FrameBuffer().feed(written[0])
+        sent = decode(body)
+        assert (sent["op"], sent["args"]) == ("add", [queue_name, "x", "1"])  # protocol 3
         [record_] = await future
         assert record_.name == "x"
     finally:
@@ -187,24 +208,60 @@ def test_compact_sends_whole_records_it_cannot_rebuild() -> None:
 
 
 async def test_a_version_1_client_still_adds_with_add_jobs(served: CountingServer) -> None:
-    reader, writer = await asyncio.open_connection(*served.url[len("psyq://") :].split(":"))
-    from psyq.backends.tcp.protocol import FrameBuffer, decode, frame
-
-    frames = FrameBuffer()
-
-    async def ask(message: dict[str, Any]) -> dict[str, Any]:
-        writer.write(frame(message))
-        while True:
-            bodies = frames.feed(await reader.read(65536))
-            if bodies:
-                return decode(bodies[0])
-
+    ask, writer = await raw_client(served.url)
     assert (await ask({"id": 1, "op": "hello", "args": [1, None]}))["ok"]["version"] == 1
     answer = await ask({"id": 2, "op": "add_jobs", "args": ["v1q", [NewJob("x", "1", {})]]})
     assert isinstance(answer["ok"][0], JobRecord)
     refused = await ask({"id": 3, "op": "add_batch", "args": [[["v1q", [["x", "1", {}, None]]]]]})
     assert "unknown command" in str(refused["err"])  # version 2's command, not on version 1
     writer.close()
+
+
+async def test_a_lone_add_with_options_still_travels_as_add_batch(
+    served: CountingServer, queue_name: str
+) -> None:
+    async with psyq.Queue(queue_name, connection=served.url) as queue:
+        await queue.get_job_counts()
+        served.requests.clear()
+        plain = await queue.add("plain", {"v": 1})
+        delayed = await queue.add("later", {"v": 2}, delay=60_000)
+        assert served.requests == ["add", "add_batch"]
+        assert (plain.name, plain.data, plain.opts) == ("plain", {"v": 1}, {})
+        assert await plain.get_state() == "waiting"
+        assert await delayed.get_state() == "delayed"
+        stored = await queue.get_job(plain.id)
+        assert stored is not None and stored.timestamp == plain.timestamp
+
+
+async def test_a_bad_add_request_is_refused_naming_the_value(served: CountingServer) -> None:
+    ask, writer = await raw_client(served.url)
+    assert (await ask({"id": 1, "op": "hello", "args": [3, None]}))["ok"]["version"] == 3
+    refused = await ask({"id": 2, "op": "add", "args": ["q3", "x", 5]})
+    assert "add takes [queue, name, data]" in str(refused["err"]) and "5" in str(refused["err"])
+    answer = await ask({"id": 3, "op": "add", "args": ["q3", "x", "{}"]})
+    assert answer["ok"][0] == "1" and answer["ok"][2] == "waiting"
+    writer.close()
+
+
+async def test_a_version_2_client_cannot_send_add(served: CountingServer) -> None:
+    ask, writer = await raw_client(served.url)
+    assert (await ask({"id": 1, "op": "hello", "args": [2, None]}))["ok"]["version"] == 2
+    refused = await ask({"id": 2, "op": "add", "args": ["q2", "x", "{}"]})
+    assert "unknown command" in str(refused["err"])  # version 3's command, not on version 2
+    answer = await ask({"id": 3, "op": "add_batch", "args": [[["q2", [["x", "1", {}, None]]]]]})
+    assert answer["ok"][0][0][0] == "1"
+    writer.close()
+
+
+async def test_a_client_speaks_version_2_to_a_version_2_server(
+    served: CountingServer, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server_module, "SUPPORTED_VERSIONS", (1, 2))
+    async with psyq.Queue(queue_name, connection=served.url) as queue:
+        job = await queue.add("a", 1)
+        assert job.data == 1 and await job.get_state() == "waiting"
+        assert "add" not in served.requests
+        assert served.requests.count("add_batch") == 1
 
 
 async def test_a_client_speaks_version_1_to_an_older_server(
@@ -260,6 +317,25 @@ async def test_groups_that_wait_are_answered_each_with_its_own_outcome(queue_nam
         assert isinstance(first, list) and [r.name for r in first] == ["a"]
         assert isinstance(refused, psyq.InvalidOptionsError)
         assert isinstance(pair, list) and [r.name for r in pair] == ["b", "c"]
+        assert not any(conn.tasks for conn in server.connections)  # nothing left running
+    finally:
+        await backend.close()
+        await server.close()
+
+
+async def test_a_lone_add_that_waits_is_answered_with_its_record_or_error(
+    queue_name: str,
+) -> None:
+    server = Server(SuspendingBackend("memory://suspending-one"))
+    host, port = await server.start("127.0.0.1", 0)
+    backend = TcpBackend(f"psyq://{host}:{port}?pool=1")
+    await backend.open()
+    try:
+        [record] = await backend.add_jobs(queue_name, [NewJob("a", "1", {})])  # an `add`
+        stored = await backend.get_job(queue_name, record.id)
+        assert stored is not None and replace(record, state=None) == replace(stored, state=None)
+        with pytest.raises(psyq.InvalidOptionsError, match="refused after waiting"):
+            await backend.add_jobs(queue_name, [NewJob("refuse", "2", {})])
         assert not any(conn.tasks for conn in server.connections)  # nothing left running
     finally:
         await backend.close()

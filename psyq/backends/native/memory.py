@@ -133,7 +133,7 @@ class MemoryBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ adding
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
-        now = self._now()
+        now = self._clock.now_ms()
         return self._run(queue, lambda s: s.add_jobs(jobs, now), notify=True)
 
     # ------------------------------------------------------------------ fetching

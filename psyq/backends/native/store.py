@@ -43,13 +43,19 @@ class QueueStore(Mutations):
 
     # ------------------------------------------------------------------ adding
     def add_jobs(self, jobs: Sequence[NewJob], now: int) -> list[JobRecord]:
-        children = [new for new in jobs if new.opts and "parent" in new.opts]
-        if children:
-            if not self.engine.all_locked:
-                raise CrossQueue
-            for new in children:
-                flows.check_parent(self.engine, new.opts["parent"])
+        for new in jobs:  # a loop, not a comprehension: no call for the common case
+            if new.opts and "parent" in new.opts:
+                self._check_parents(jobs)
+                break
         return [self.add(new, now) for new in jobs]
+
+    def _check_parents(self, jobs: Sequence[NewJob]) -> None:
+        """Children reach into their parents' queues: every lock, and parents that exist."""
+        if not self.engine.all_locked:
+            raise CrossQueue
+        for new in jobs:
+            if new.opts and "parent" in new.opts:
+                flows.check_parent(self.engine, new.opts["parent"])
 
     def add(self, new: NewJob, now: int, hold: bool = False) -> JobRecord:
         """Add a job (`hold`: it waits for children it is about to get)."""
@@ -66,8 +72,9 @@ class QueueStore(Mutations):
                 self.dirty.add(job_id)
                 self.rank[job_id] = next(self.seq)
                 self.version += 1
-            self.emit("added", job_id, new.name, now)
-            self.emit("waiting", job_id, None, now)
+            events = self.events  # emit's work, without its two calls
+            events.add(now, "added", job_id, new.name)
+            events.add(now, "waiting", job_id, None)
             return record
         custom = opts.get("jobId")
         if custom is not None and custom in self.jobs:

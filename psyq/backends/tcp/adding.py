@@ -1,4 +1,5 @@
-"""Adds over psyq:// (protocol version 2): many callers' adds in one request, plain answers.
+"""Adds over psyq:// (protocol versions 2 and 3): many callers' adds in one request, plain
+answers; one plain job in the shortest request (version 3).
 
     request   {"id": int, "op": "add_batch", "args": [[[queue, [job, ...]], ...]]}
               job = [name, data, opts, timestamp or None]   (a NewJob's fields, no ext type)
@@ -6,6 +7,11 @@
               a list with one entry per job, or the psyq error that refused the group
               entry = [id, timestamp, state] when the job's record is exactly what
               `rebuild_all` makes of the job sent and those three values; else the JobRecord
+
+    request   {"id": int, "op": "add", "args": [queue, name, data]}      (version 3)
+              one job without options, stamped with the server's time: what a lone
+              `queue.add(name, data)` sends
+    answer    {"id": int, "ok": entry}, the entry of that one job (as above)
 
 Each group is one `add_jobs` call on the server: atomic on its own, failing on its own, so a
 caller whose add was refused gets its error and the other callers of the batch their jobs.
@@ -31,8 +37,10 @@ from psyq.errors import PsyqError
 __all__ = [
     "AddBatch",
     "compact",
+    "compact_one",
     "job_fields",
     "parse_groups",
+    "parse_one",
     "rebuild_all",
     "rebuildable",
 ]
@@ -56,6 +64,7 @@ _REST = attrgetter(
     "lock_token",
 )
 _DEFAULTS = _REST(JobRecord("", "", "", "", {}, 0))
+_NONE = (0, 0)  # delay and priority of a job without options
 
 
 def rebuildable(queue: str, new: NewJob, record: JobRecord) -> bool:
@@ -84,6 +93,14 @@ def compact(queue: str, jobs: Sequence[NewJob], records: list[JobRecord]) -> lis
     ]
 
 
+def compact_one(queue: str, new: NewJob, records: list[JobRecord]) -> Any:
+    """The answer entry of an `add` request (see `compact`)."""
+    [record] = records
+    if rebuildable(queue, new, record):
+        return [record.id, record.timestamp, record.state]
+    return record
+
+
 def rebuild_all(queue: str, jobs: Sequence[NewJob], entries: Any) -> list[JobRecord]:
     """The records of a group's answer entries, or ProtocolError naming a bad one. An entry
     [id, timestamp, state] is the record of the job sent with those three values, its delay
@@ -97,20 +114,13 @@ def rebuild_all(queue: str, jobs: Sequence[NewJob], entries: Any) -> list[JobRec
             id_, timestamp, state = entry
             if type(timestamp) is int and (state is None or type(state) is str):
                 opts = new.opts
+                delay, priority = (opts.get("delay", 0), opts.get("priority", 0)) if opts else _NONE
                 records.append(
-                    JobRecord(
-                        id_,
-                        queue,
-                        new.name,
-                        new.data,
-                        opts,
-                        timestamp,
-                        opts.get("delay", 0) if opts else 0,
-                        opts.get("priority", 0) if opts else 0,
-                        stacktrace=[],
-                        state=state,
+                    JobRecord(  # every field by position: keywords cost twice as much here
+                        id_, queue, new.name, new.data, opts, timestamp, delay, priority,
+                        0, 0, 0, 0, None, None, None, None, [], None, None, None, state,
                     )
-                )
+                )  # fmt: skip
                 continue
         elif type(entry) is JobRecord:
             records.append(entry)
@@ -132,6 +142,15 @@ def parse_groups(args: Any) -> list[tuple[str, list[NewJob]]]:
             raise ProtocolError(f"add_batch: the jobs of {queue!r:.40} must be a list")
         groups.append((queue, [_new_job(job) for job in jobs]))
     return groups
+
+
+def parse_one(args: Any) -> tuple[str, NewJob]:
+    """The queue and job of an `add` request, or ProtocolError naming the bad value."""
+    if type(args) is list and len(args) == 3:
+        queue, name, data = args
+        if type(queue) is str and type(name) is str and type(data) is str:
+            return queue, NewJob(name, data, {})
+    raise ProtocolError(f"add takes [queue, name, data] (all text), got {args!r:.80}")
 
 
 def _new_job(fields: Any) -> NewJob:
@@ -156,6 +175,19 @@ class AddBatch:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.calls: list[tuple[str, list[NewJob], asyncio.Future[list[JobRecord]]]] = []
         self._loop = loop
+        self.one = False  # sent as an `add` request: the answer is one entry
+
+    def one_args(self) -> list[Any] | None:
+        """The args of an `add` request when the batch is one job without options or
+        timestamp (protocol 3), else None."""
+        calls = self.calls
+        if len(calls) == 1:
+            queue, jobs, _ = calls[0]
+            if len(jobs) == 1:
+                new = jobs[0]
+                if not new.opts and new.timestamp is None:
+                    return [queue, new.name, new.data]
+        return None
 
     def add(self, queue: str, jobs: list[NewJob]) -> asyncio.Future[list[JobRecord]]:
         future: asyncio.Future[list[JobRecord]] = self._loop.create_future()
@@ -174,6 +206,9 @@ class AddBatch:
     def set_result(self, results: Any) -> None:
         """Give each caller its records or its error."""
         calls = self.calls
+        if self.one:
+            self._set_one(results)
+            return
         if type(results) is not list or len(results) != len(calls):
             bad = ProtocolError(f"add_batch: expected {len(calls)} results, got {results!r:.80}")
             self.set_exception(bad)
@@ -188,6 +223,16 @@ class AddBatch:
                 future.set_result(rebuild_all(queue, jobs, result))
             except ProtocolError as exc:
                 future.set_exception(exc)
+
+    def _set_one(self, entry: Any) -> None:
+        """The answer to an `add` request: the entry of its one job."""
+        queue, jobs, future = self.calls[0]
+        if future.done():
+            return  # the caller was cancelled
+        try:
+            future.set_result(rebuild_all(queue, jobs, [entry]))
+        except ProtocolError as exc:
+            future.set_exception(exc)
 
     def set_exception(self, error: BaseException) -> None:
         for _, _, future in self.calls:

@@ -159,8 +159,13 @@ class ClientConnection(asyncio.BufferedProtocol):
             batch.set_exception(ConnectionError(self.url, self._reason))
             return None
         request_id = next(self._ids)
+        one = batch.one_args() if self.version >= 3 else None
         try:
-            data = frame({"id": request_id, "op": "add_batch", "args": batch.args()})
+            if one is not None:
+                data = frame({"id": request_id, "op": "add", "args": one})
+                batch.one = True
+            else:
+                data = frame({"id": request_id, "op": "add_batch", "args": batch.args()})
         except (TypeError, ValueError, OverflowError):
             return self._frame_one_by_one(batch)
         self.pending[request_id] = batch
@@ -214,7 +219,7 @@ class TcpBackend(BackendAdapter):
         self._turn = 0
         self._backoff = Reconnect()  # capped, jittered; shared by the pool's slots
         self._closed = False
-        self._version = PROTOCOL_VERSION  # 1 once a server refused 2 (an older server)
+        self._version = PROTOCOL_VERSION  # lower once a server refused it (an older server)
         self._adding: ClientConnection | None = None  # the connection adds use while it lives
 
     # ------------------------------------------------------------------ connections
@@ -259,13 +264,13 @@ class TcpBackend(BackendAdapter):
             await self._backoff.wait()
 
     async def _connect_once(self, deadline: float) -> ClientConnection:
-        try:
-            return await self._connect_speaking(self._version, deadline)
-        except ProtocolError as exc:
-            if self._version == 1 or "protocol version" not in str(exc):
-                raise
-        self._version = 1  # a server older than version 2: speak 1 to it from now on
-        return await self._connect_speaking(1, deadline)
+        while True:
+            try:
+                return await self._connect_speaking(self._version, deadline)
+            except ProtocolError as exc:
+                if self._version == 1 or "protocol version" not in str(exc):
+                    raise
+            self._version -= 1  # an older server: the next older version, from now on
 
     async def _connect_speaking(self, version: int, deadline: float) -> ClientConnection:
         s = self.settings

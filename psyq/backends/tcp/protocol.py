@@ -8,8 +8,9 @@ Frames: a 4-byte big-endian length, then a MessagePack map of that many bytes.
 
 The first request of a connection is `hello` with args [version, token or None]; the server
 answers {"server": "psyq", "version": version} when it speaks that version
-(`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`
-(tcp/adding.py); a client that finds a version 1 server speaks 1 to it. Requests are
+(`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`, version 3
+`add`, one job without options in its shortest form (tcp/adding.py); a client that finds an
+older server tries the next older version, down to 1. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
 answered. A blocked request is answered the moment the engine wakes it: nothing polls.
@@ -62,8 +63,8 @@ __all__ = [
     "frame",
 ]
 
-PROTOCOL_VERSION = 2  # 2: add_batch (tcp/adding.py); a server speaks every version listed below
-SUPPORTED_VERSIONS = (1, 2)
+PROTOCOL_VERSION = 3  # 2: add_batch, 3: add (tcp/adding.py); a server speaks every version below
+SUPPORTED_VERSIONS = (1, 2, 3)
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 HEADER = struct.Struct(">I")

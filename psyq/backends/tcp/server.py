@@ -21,12 +21,13 @@ import hmac
 import logging
 import ssl
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 from psyq.backends.base import BackendAdapter, JobRecord, NewJob
-from psyq.backends.tcp.adding import compact, parse_groups
+from psyq.backends.tcp.adding import compact, compact_one, parse_groups, parse_one
 from psyq.backends.tcp.commands import check_args, signatures
 from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
@@ -149,13 +150,28 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._frames_arrived(bodies)
 
     def _frames_arrived(self, bodies: list[bytes]) -> None:
-        self._backlog.extend(bodies)
-        self.outbox.hold()  # the answers of calls that finish at once leave together, now
+        outbox = self.outbox
+        outbox.hold()  # the answers of calls that finish at once leave together, now
         try:
-            self._run_backlog()
+            if len(bodies) == 1 and self._idle():  # the common case: one request, room
+                self.handle(bodies[0])
+            else:
+                self._backlog.extend(bodies)
+                self._run_backlog()
         finally:
-            self.outbox.release()
-        self._watch_partial_frame(progress=bool(bodies))
+            outbox.release()
+        if self._stall_timer is not None or self.frames.partial:
+            self._watch_partial_frame(progress=bool(bodies))
+
+    def _idle(self) -> bool:
+        """Nothing waits to start, reading and writing run, and a request may start now:
+        a frame needs none of `_run_backlog`'s bookkeeping."""
+        return (
+            not self._backlog
+            and not self._reading_paused
+            and not self._writing_paused
+            and len(self.tasks) < self.limits.max_in_flight
+        )
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -213,6 +229,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         if request_id in self.tasks:
             self.reply_error(request_id, ProtocolError(f"request id {request_id} is in use"))
             return
+        if op == "add" and self.version >= 3:
+            self.start_add(request_id, args)
+            return
         if op == "add_batch" and self.version >= 2:
             self.start_add_batch(request_id, args)
             return
@@ -227,26 +246,40 @@ class ServerConnection(asyncio.BufferedProtocol):
             return
         self.run_eagerly(request_id, sig.op, getattr(self.server.backend, sig.op)(*args))
 
-    def run_eagerly(self, request_id: int, op: str, coro: Coroutine[Any, Any, Any]) -> None:
+    def run_eagerly(
+        self,
+        request_id: int,
+        op: str,
+        coro: Coroutine[Any, Any, Any],
+        shape: Callable[[Any], Any] | None = None,
+    ) -> None:
         """Run the call's first step now, in its own context: most engine calls finish there
         and are answered without a task. One that suspends (a blocked wait, a durable
-        commit) goes on in a task, resumed when the future it waits on is done."""
+        commit) goes on in a task, resumed when the future it waits on is done. `shape`
+        makes the answer of the call's result (else the result is the answer)."""
         context = contextvars.copy_context()
         try:
             waiting = context.run(coro.send, None)
         except StopIteration as done:
-            self.answer(request_id, done.value)
+            self.answer(request_id, done.value if shape is None else shape(done.value))
         except BaseException as exc:
             self.reply_failure(request_id, op, exc)
         else:
-            resume = self._resume(request_id, op, coro, waiting)
+            resume = self._resume(request_id, op, coro, waiting, shape)
             self.tasks[request_id] = asyncio.Task(resume, loop=self._loop, context=context)
 
     async def _resume(
-        self, request_id: int, op: str, coro: Coroutine[Any, Any, Any], waiting: Any
+        self,
+        request_id: int,
+        op: str,
+        coro: Coroutine[Any, Any, Any],
+        waiting: Any,
+        shape: Callable[[Any], Any] | None,
     ) -> None:
         try:
             result = await _drive(coro, waiting)
+            if shape is not None:
+                result = shape(result)
         except BaseException as exc:
             self.reply_failure(request_id, op, exc)
         else:
@@ -254,6 +287,17 @@ class ServerConnection(asyncio.BufferedProtocol):
         finally:
             self.tasks.pop(request_id, None)
             self._run_backlog()
+
+    def start_add(self, request_id: int, args: Any) -> None:
+        """One job without options (protocol 3): one add_jobs call, answered with the job's
+        entry (tcp/adding.py), or with its error as any request is."""
+        try:
+            queue, new = parse_one(args)
+        except ProtocolError as exc:
+            self.reply_error(request_id, exc)
+            return
+        coro = self.server.backend.add_jobs(queue, [new])
+        self.run_eagerly(request_id, "add_jobs", coro, partial(compact_one, queue, new))
 
     def start_add_batch(self, request_id: int, args: Any) -> None:
         """One add_jobs call per group, each started at once in its own context as a request
