@@ -30,9 +30,8 @@ async def take_alone(backend: PostgresBackend, name: str) -> JobRecord:
     """Add one job and take it with room for more, then take again (nothing): the queue's
     idle mark is set (unless a notification arrives late: the tests hold either way)."""
     await backend.add_jobs("q", [NewJob(name, "{}", {})])
-    await backend.wait_for_job(
-        "q", 10_000
-    )  # an earlier idle mark holds until the job's notification
+    # an earlier idle mark holds until the job's notification comes
+    await backend.wait_for_job("q", 10_000)
     taken = await backend.move_to_active("q", request(5))
     assert [job.name for job in taken] == [name]
     assert await backend.move_to_active("q", request(5)) == []
