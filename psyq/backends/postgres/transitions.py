@@ -29,9 +29,8 @@ from psyq.backends.postgres.connection import (
     translate,
 )
 from psyq.backends.postgres.fastpath import FastPath, Taken, worker_keep
-from psyq.backends.postgres.linger import Linger, Lingering, settlements_of
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
-from psyq.errors import ConnectionError, PsyqError
+from psyq.errors import PsyqError
 
 __all__ = ["Transitions"]
 
@@ -88,19 +87,12 @@ class Transitions(FastPath):
         # queue -> (a job notification's future, registered before a take that found no
         # other job waiting; the loop time the next delayed job is due, or None)
         self._idle: dict[str, tuple[asyncio.Future[None], float | None]] = {}
-        # completions waiting for the queue's next take while it is idle (linger.py)
-        self._linger = Linger(self._flush_lingering)
-
-    async def close(self) -> None:
-        await self._linger.close()
-        await super().close()
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
-        """Take up to one job per token, completing the queue's lingering completions in
-        the same statement. A take that finds no other job waiting leaves a job
-        notification's future behind, registered before the take was sent: until it is
-        woken (or the next delayed job is due) the next take returns nothing without
+        """Take up to one job per token. A take that finds no other job waiting leaves a
+        job notification's future behind, registered before the take was sent: until it
+        is woken (or the next delayed job is due) the next take returns nothing without
         asking the server, and wait_for_job waits on it without asking ready_in (a
         worker's fetcher takes again at once after every take that found jobs, then asked
         ready_in before it waited: two round trips per job for nothing)."""
@@ -108,14 +100,10 @@ class Transitions(FastPath):
             return []
         woken = self.listener.register(JOBS_CHANNEL, queue)
         self._forget_idle(queue)
-        groups = self._linger.pop(queue)
         try:
-            taken = await self._settle_take(queue, settlements_of(groups), request)
-            if groups:
-                taken = await self._after_lingering(queue, groups, taken, request)
-        except BaseException as exc:
+            taken = await self._settle_take(queue, [], request)
+        except BaseException:
             self.listener.discard(JOBS_CHANNEL, queue, woken)
-            self._fail_lingering(groups, exc)
             raise
         if taken.idle and not woken.done():
             self._forget_idle(queue)  # another take of the queue may have left one meanwhile
@@ -216,45 +204,6 @@ class Transitions(FastPath):
             for channel, future in zip(CHANNELS, woken, strict=True):
                 self.listener.discard(channel, queue, future)
 
-    # ------------------------------------------------------------------ lingering
-    async def _after_lingering(
-        self, queue: str, groups: list[Lingering], taken: Taken, request: FetchRequest | None
-    ) -> Taken:
-        """Answer the lingering completions a statement carried; the ones it left (it then
-        took nothing) go through the layout, and the take runs again (None: no take)."""
-        if not taken.left:
-            for group in groups:
-                group.resolve([None] * len(group.settlements))
-            return taken
-        await self._delivered(queue, taken, None)  # the count of the ones it did complete
-        left = set(taken.left)
-        rest = [item for item in settlements_of(groups) if item.job_id in left]
-        found, _ = await self._settle_in_layout(queue, rest)
-        errors = dict(zip([item.job_id for item in rest], found, strict=True))
-        for group in groups:
-            group.resolve([errors.get(item.job_id) for item in group.settlements])
-        return Taken([]) if request is None else await self._settle_take(queue, [], request)
-
-    def _fail_lingering(self, groups: list[Lingering], exc: BaseException) -> None:
-        if not isinstance(exc, Exception):  # the taker was cancelled: the settles retry
-            exc = ConnectionError(self.url, "the take carrying the completion was cancelled")
-        for group in groups:
-            group.fail(exc)
-
-    async def _flush_lingering(self, queue: str) -> None:
-        """The completions no take carried within LINGER_MS, in one statement."""
-        groups = self._linger.pop(queue)
-        if not groups:
-            return
-        try:
-            taken = await self._settle_take(queue, settlements_of(groups), None)
-            taken = await self._after_lingering(queue, groups, taken, None)
-            await self._delivered(queue, taken, None)
-        except BaseException as exc:
-            self._fail_lingering(groups, exc)
-            if not isinstance(exc, Exception):
-                raise
-
     # ------------------------------------------------------------------ settling
     async def move_to_finished(
         self,
@@ -301,8 +250,6 @@ class Transitions(FastPath):
         functions in one transaction (_settle_in_layout)."""
         if not settlements or not all(isinstance(s.outcome, Completed) for s in settlements):
             return await self._settle_in_layout(queue, settlements, fetch)
-        if self._still_idle(queue):  # alone, these would be a commit of their own
-            return await self._linger.add(queue, settlements).future, []
         taken = await self._settle_take(queue, settlements, fetch)
         if not taken.left:
             return [None] * len(settlements), await self._delivered(queue, taken, fetch)
