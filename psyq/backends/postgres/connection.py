@@ -133,7 +133,7 @@ class BullmqConnection(BackendAdapter):
         statement: asyncpg would otherwise introspect it (a recursive catalog query) on the
         first job row the connection reads, 11-19 ms on a fresh server process against 2-3
         ms for this lookup by name; a worker's first jobs wait for it on every connection
-        its pool opens (bench/README.md, issue 19, "The first jobs")."""
+        its pool opens (bench/README.md, issue 19, "Add-to-start p99")."""
         # no such type (the schema dropped meanwhile): asyncpg introspects later, as before
         with contextlib.suppress(ValueError):
             await conn.set_type_codec(
