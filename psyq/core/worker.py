@@ -180,10 +180,9 @@ class Worker(_BackendUser, EventEmitter):
         self._run_task = asyncio.current_task()
         try:
             ref = await self._queue_ref()
-            await self._register(ref, True)
             await self._notify("psyq_worker_start", worker=self)
             try:
-                await self._supervise()
+                await self._supervise(ref)
             finally:
                 await self._notify("psyq_worker_stop", worker=self)
                 await self._register(ref, False)
@@ -287,16 +286,19 @@ class Worker(_BackendUser, EventEmitter):
             self._ref = QueueRef(self.name, await self._open(), self._strategies, self)
         return self._ref
 
-    async def _supervise(self) -> None:
+    async def _supervise(self, ref: QueueRef) -> None:
+        """Run the slots, the fetcher and the timers until close. The fetcher goes first
+        and registering runs beside it: the first take does not wait for a connection
+        behind them (each new one is a server process to start)."""
         assert self._closing is not None
-        ref = await self._queue_ref()
         slots = [self._spawn(self._slot(ref)) for _ in range(self.concurrency)]
-        timers = self._timers(ref)
         fetcher = self._spawn(self._fetcher(ref))
+        registering = self._spawn(self._register(ref, True))
+        timers = self._timers(ref)
         await self._closing.wait()
         for task in (fetcher, *timers):
             task.cancel()
-        await asyncio.gather(fetcher, *timers, return_exceptions=True)
+        await asyncio.gather(fetcher, registering, *timers, return_exceptions=True)
         abandoned = await self._stop_slots(slots)
         for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)

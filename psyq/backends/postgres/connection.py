@@ -8,6 +8,7 @@ again after the shared reconnect backoff, as the private layout's backend does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -124,9 +125,22 @@ class BullmqConnection(BackendAdapter):
             command_timeout=self.settings.command_timeout,
             server_settings=self._server_settings(),
             reset=_keep_session,
+            init=self._init_connection,
         )
         self._listener = Listener(self._connect)
         await self._listener.start()
+
+    async def _init_connection(self, conn: asyncpg.Connection) -> None:
+        """A new pool connection knows the layout's job state type before its first
+        statement: asyncpg would otherwise introspect it (a recursive catalog query) on the
+        first job row the connection reads, 11-19 ms on a fresh server process against 2-3
+        ms for this lookup by name; a worker's first jobs wait for it on every connection
+        its pool opens (bench/README.md, issue 19, "Add-to-start p99")."""
+        # no such type (the schema dropped meanwhile): asyncpg introspects later, as before
+        with contextlib.suppress(ValueError):
+            await conn.set_type_codec(
+                "job_state", schema=self.settings.schema, encoder=str, decoder=str, format="text"
+            )
 
     async def close(self) -> None:
         presence, self._presence = self._presence, None

@@ -42,6 +42,9 @@ def _limits(fetch: FetchRequest) -> tuple[int | None, int | None]:
 
 
 CHANNELS = (JOBS_CHANNEL, EVENTS_CHANNEL)
+# How long a worker waits before taking again when a waiting job's row is held by a take of
+# another process (about one take statement; a job notification ends it sooner).
+HELD_WAIT_S = 0.005
 log = logging.getLogger("psyq.postgres")
 
 
@@ -199,15 +202,15 @@ class Transitions(FastPath):
             ready = await self._value("transitions.ready_in", queue)
             if ready == 0:
                 # a job is waiting that the caller's take did not get: most often one whose
-                # row another take of this process holds until it commits; asking again at
-                # once spun (20 empty takes in a row behind one slow statement)
-                under_way = self._taking.get(queue)
-                if under_way:
-                    await asyncio.wait(
-                        {*under_way, woken[0]},
-                        timeout=timeout_ms / 1000,
-                        return_when="FIRST_COMPLETED",
-                    )
+                # row another take holds until it commits; asking again at once spun (20
+                # empty takes in a row behind one slow statement). A take of this process:
+                # until it ends; another process's: a short while (or a job notification)
+                under_way = self._taking.get(queue) or set()
+                await asyncio.wait(
+                    {*under_way, woken[0]},
+                    timeout=timeout_ms / 1000 if under_way else HELD_WAIT_S,
+                    return_when="FIRST_COMPLETED",
+                )
                 return
             if ready == -1:
                 await self.listener.wait_any(woken, timeout_ms)
