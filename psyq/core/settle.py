@@ -117,7 +117,7 @@ class SettleBatch:
 
 
 async def completed_earlier(
-    backend: BackendAdapter, queue: str, job: Job, outcome: Completed, error: PsyqError
+    backend: BackendAdapter, queue: str, job: Job, outcome: Completed, error: PsyqError | None
 ) -> bool:
     """Whether a completion the store refused (the job no longer active under its token)
     was done by an earlier attempt of this same settle, one whose reply was lost with its

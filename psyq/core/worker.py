@@ -287,9 +287,8 @@ class Worker(_BackendUser, EventEmitter):
         return self._ref
 
     async def _supervise(self, ref: QueueRef) -> None:
-        """Run the slots, the fetcher and the timers until close. The fetcher goes first
-        and registering runs beside it: the first take does not wait for a connection
-        behind them (each new one is a server process to start)."""
+        """Run the slots, the fetcher and the timers until close; registering runs beside
+        the first take, which so waits for no connection of the registry's."""
         assert self._closing is not None
         slots = [self._spawn(self._slot(ref)) for _ in range(self.concurrency)]
         fetcher = self._spawn(self._fetcher(ref))
@@ -298,7 +297,8 @@ class Worker(_BackendUser, EventEmitter):
         await self._closing.wait()
         for task in (fetcher, *timers):
             task.cancel()
-        await asyncio.gather(fetcher, registering, *timers, return_exceptions=True)
+        await asyncio.gather(fetcher, *timers, return_exceptions=True)
+        await registering  # reports a store's error itself; a fault of the code surfaces
         abandoned = await self._stop_slots(slots)
         for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)
@@ -552,9 +552,7 @@ class Worker(_BackendUser, EventEmitter):
         else:
             request = self._fetch_request(self._new_tokens(1)) if fetch else None
             records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, request)
-        if error is not None and await completed_earlier(
-            ref.backend, self.name, job, outcome, error
-        ):
+        if await completed_earlier(ref.backend, self.name, job, outcome, error):
             error = None  # an earlier attempt's reply was lost: that attempt completed it
         if error is None:
             await self._completed(job, outcome)
