@@ -155,6 +155,7 @@ async def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
 
     async with psyq.Queue(fresh("latency"), connection=url) as queue:
         worker = psyq.Worker(queue.name, record, connection=url, concurrency=10)
+        await worker.wait_until_ready()  # as the Node peers' `await w.waitUntilReady()`
         total = await steady_adds(rate, seconds, lambda: queue.add("x", {"t": time.perf_counter()}))
         while len(samples) < total:
             await asyncio.sleep(0.005)

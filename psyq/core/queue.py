@@ -86,6 +86,11 @@ class _BackendUser:
         assert self._backend is not None
         return self._backend
 
+    async def wait_until_ready(self) -> None:
+        """Return once the connection to the store is open (BullMQ's `waitUntilReady`):
+        a store that cannot be reached says so here, not at the first call."""
+        await self._open()
+
     async def _release(self) -> None:
         self._closed = True
         backend, self._backend = self._backend, None

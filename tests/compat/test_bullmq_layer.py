@@ -376,3 +376,19 @@ async def test_worker_options_not_applied_yet_are_said_so(
     with pytest.warns(UserWarning, match=r"useWorkerThreads=True is not applied.*Sandbox"):
         worker = Worker(queue_name, None, {**opts, "useWorkerThreads": True})
     await worker.close(force=True)
+
+
+async def test_worker_wait_until_ready_resolves_with_its_connection(
+    opts: dict[str, str], queue_name: str
+) -> None:
+    """BullMQ's `await worker.waitUntilReady()`: the connection is open after it (on Redis
+    it resolves with the client, which answers; elsewhere with None)."""
+    worker = Worker(queue_name, None, opts)
+    try:
+        client = await worker.waitUntilReady()
+        if opts["connection"].startswith("redis"):
+            assert client is worker.redisConnection and await client.ping()
+        else:
+            assert client is None
+    finally:
+        await worker.close()

@@ -96,3 +96,23 @@ async def test_closed_queue_cannot_add(backend_url: str, queue_name: str) -> Non
     await queue.close()
     with pytest.raises(psyq.ClosedError):
         await queue.add("b")
+
+
+async def test_wait_until_ready_opens_the_store_before_the_first_call(
+    backend_url: str, queue_name: str
+) -> None:
+    """BullMQ's waitUntilReady: after it, calls find the store open; on a closed queue or
+    worker it says so."""
+    queue = psyq.Queue(queue_name, connection=backend_url)
+    worker = psyq.Worker(queue_name, None, connection=backend_url)
+    await queue.wait_until_ready()
+    await worker.wait_until_ready()
+    await worker.wait_until_ready()  # again: the same connection, nothing new
+    job = await queue.add("a")
+    fetched = await worker.get_next_job("tok", block=False)
+    assert fetched is not None and fetched.id == job.id
+    await worker.close()
+    await queue.close()
+    for closed in (queue, worker):
+        with pytest.raises(psyq.ClosedError):
+            await closed.wait_until_ready()

@@ -223,6 +223,12 @@ class Worker(EventEmitter):
     def client(self) -> Any:
         return self.redisConnection
 
+    async def waitUntilReady(self) -> Any:
+        """Resolve once the worker's connection is open: its redis-py client on Redis,
+        else None."""
+        await self._core.wait_until_ready()
+        return self.redisConnection
+
     @property
     def running(self) -> bool:
         return bool(self._core.running)
