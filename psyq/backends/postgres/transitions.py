@@ -5,7 +5,6 @@ retry_job, move_to_delayed, move_active_to_wait, move_stalled_jobs_to_wait)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -153,9 +152,10 @@ class Transitions(FastPath):
         held = HeldTokens(queue, fetch.tokens)
 
         async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-            if not held.tokens:
+            request = held.rest(fetch)
+            if request is None or not held.tokens:
                 return []
-            args = _take_args(queue, dataclasses.replace(fetch, tokens=held.tokens))
+            args = _take_args(queue, request)
             rows: list[asyncpg.Record] = await conn.fetch(self._q["transitions.take"], *args)
             return rows
 
@@ -312,8 +312,9 @@ class Transitions(FastPath):
                         )
                         fold = fold or counted % FOLD_EVERY == 0
                 rows: list[asyncpg.Record] = []
-                if fetch is not None and held.tokens:
-                    args = _take_args(queue, dataclasses.replace(fetch, tokens=held.tokens))
+                request = held.rest(fetch)
+                if request is not None and held.tokens:
+                    args = _take_args(queue, request)
                     rows = await conn.fetch(self._q["transitions.take"], *args)
             return errors, [*held.rows, *rows]
 

@@ -87,15 +87,16 @@ def compact(queue: str, jobs: Sequence[NewJob], records: list[JobRecord]) -> lis
     """The answer entries of a group: [id, timestamp, state] where the client can rebuild
     the very same record from it, the whole record where it cannot (a duplicate, a child
     of a flow, a record changed before the answer)."""
-    return [
-        [record.id, record.timestamp, record.state] if rebuildable(queue, new, record) else record
-        for new, record in zip(jobs, records, strict=True)
-    ]
+    return [_entry(queue, new, record) for new, record in zip(jobs, records, strict=True)]
 
 
 def compact_one(queue: str, new: NewJob, records: list[JobRecord]) -> Any:
     """The answer entry of an `add` request (see `compact`)."""
     [record] = records
+    return _entry(queue, new, record)
+
+
+def _entry(queue: str, new: NewJob, record: JobRecord) -> Any:
     if rebuildable(queue, new, record):
         return [record.id, record.timestamp, record.state]
     return record
