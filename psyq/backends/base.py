@@ -261,6 +261,10 @@ class BackendAdapter(JobKeys, ABC):
     #: SETTLE_GROUP_MIN settles each, sent together, so the store works on the next call while
     #: the worker runs the jobs the previous one brought back (1: one call per batch)
     settle_groups: int = 1
+    #: With batch_settles: ms a completion may wait, while the worker's last take found no
+    #: other job waiting, to ride on the next call that goes to the store anyway (the take
+    #: a job's arrival wakes), so it costs no commit of its own; 0: end of the loop turn
+    settle_linger_ms: int = 0
 
     def __init__(self, url: str) -> None:
         self.url = url

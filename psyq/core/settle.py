@@ -6,23 +6,43 @@ trip. A worker with many slots finishes many jobs in the same turn of the event 
 batch sends them as one `settle_many` call that also fetches the next job for every slot
 that wants one, and hands each slot its own outcome and next job. Backends that settle in
 process (memory, SQLite) gain nothing from it and are called directly.
+
+A backend with a `settle_linger_ms` lets a completion wait instead, while the worker's last
+take found no other job waiting: the slot is free at once, and the completion rides on the
+next call that goes to the store anyway (the take the next job's arrival starts, or the next
+batch), or goes alone when the linger runs out. A queue fed one job at a time then costs one
+commit per job for its take and completion together, not two.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from psyq.backends.base import BackendAdapter, Completed, FetchRequest, JobRecord, Settlement
+from psyq.backends.base import (
+    BackendAdapter,
+    Completed,
+    Failed,
+    FetchRequest,
+    JobRecord,
+    Retry,
+    Settlement,
+)
+from psyq.core.backoff import Reconnect
+from psyq.core.events import EventEmitter
+from psyq.core.job import Job, QueueRef, settle_failure
 from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 
 if TYPE_CHECKING:
-    from psyq.core.job import Job
+    from psyq.plugins import PluginHost
 
-__all__ = ["SettleBatch", "Settled", "completed_earlier"]
+__all__ = ["Outcome", "SettleBatch", "Settled", "WorkerSettling", "completed_earlier"]
+
+Outcome = Completed | Failed | Retry
 
 
 @dataclass(slots=True)
@@ -52,6 +72,18 @@ class SettleBatch:
         self._report = report  # the worker's `error` event
         self._pending: list[_Entry] = []
         self._sending: set[asyncio.Task[None]] = set()
+        self._deferred: list[_Entry] = []  # completions waiting for a call to ride on
+        self._linger = backend.settle_linger_ms / 1000
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def lingers(self) -> bool:
+        """Whether completions may wait for a call to ride on (the backend's linger)."""
+        return self._linger > 0
+
+    @property
+    def deferring(self) -> bool:
+        return bool(self._deferred)
 
     async def settle(self, settlement: Settlement, fetch: bool) -> Settled:
         """Settle one job with the others of this turn; `fetch`: also take a next job."""
@@ -62,14 +94,55 @@ class SettleBatch:
         self._pending.append((settlement, fetch, future))
         return await future
 
+    async def defer(self, settlement: Settlement) -> Settled:
+        """Settle one completion with the next call that goes to the store (at most the
+        backend's linger from the first one deferred)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Settled] = loop.create_future()
+        if not self._deferred:
+            self._timer = loop.call_later(self._linger, self.flush)
+        self._deferred.append((settlement, False, future))
+        return await future
+
+    def flush(self) -> None:
+        """Send the deferred completions now (the linger ran out, or the worker stops)."""
+        deferred = self._take_deferred()
+        if deferred:
+            self._start(deferred)
+
+    async def take(self, request: FetchRequest) -> list[JobRecord]:
+        """The fetcher's take, with the deferred completions riding on it."""
+        batch = self._take_deferred()
+        try:
+            errors, fetched = await self._backend.settle_many(
+                self._queue, [settlement for settlement, _, _ in batch], request
+            )
+        except BaseException as exc:
+            self._fail_all(batch, exc)
+            raise
+        for (_, _, future), error in zip(batch, errors, strict=True):
+            if not future.done():
+                future.set_result(Settled(error, None))
+        return fetched
+
+    def _take_deferred(self) -> list[_Entry]:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deferred, self._deferred = self._deferred, []
+        return deferred
+
     def _send_pending(self) -> None:
-        batch, self._pending = self._pending, []
+        batch, self._pending = [*self._pending, *self._take_deferred()], []
         groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
         size = -(-len(batch) // groups)
         for start in range(0, len(batch), size):
-            task = asyncio.ensure_future(self._send(batch[start : start + size]))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._start(batch[start : start + size])
+
+    def _start(self, batch: list[_Entry]) -> None:
+        task = asyncio.ensure_future(self._send(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[_Entry]) -> None:
         wanted = sum(1 for _, fetch, _ in batch if fetch)
@@ -114,6 +187,165 @@ class SettleBatch:
                 )
             except PsyqError as exc:  # it moved on (its lock expired): the stall check has it
                 self._report(exc)
+
+
+class WorkerSettling(EventEmitter):
+    """How a Worker settles the jobs it ran (psyq.core.worker.Worker extends it): a settle
+    is tried again while the store cannot be reached; completions go in the loop turn's
+    batch, taking the slot's next job in the same call (fetch-next), or, while the last
+    take found no other job waiting, wait in the batch for a call to ride on (`defer`)
+    while the slot takes its next job."""
+
+    name: str
+    lock_duration: int
+    _plugins: PluginHost
+    _active: dict[str, Job]
+    _slot_freed: asyncio.Event
+    _closing: asyncio.Event | None
+    _forced: bool
+    _drained: bool
+    _short: bool  # the last take brought fewer jobs than asked, and none was announced since
+    _batch: SettleBatch | None
+    _settling: dict[str, asyncio.Task[None]]  # job id -> its deferred completion
+
+    if TYPE_CHECKING:  # the Worker's own
+
+        @property
+        def paused(self) -> bool: ...
+
+        def _fetch_request(self, tokens: list[str]) -> FetchRequest: ...
+
+        def _new_tokens(self, n: int) -> list[str]: ...
+
+        async def _notify(self, hook: str, **kwargs: Any) -> None: ...
+
+    def _fetching_next(self) -> bool:
+        """Whether a completion may take the slot's next job (not closing, not paused)."""
+        return self._closing is not None and not self._closing.is_set() and not self.paused
+
+    def _defers(self, ref: QueueRef, outcome: Outcome) -> bool:
+        """Whether this completion may wait for a call to ride on, its slot free at once."""
+        return (
+            isinstance(outcome, Completed)
+            and self._short
+            and ref.backend.batch_settles
+            and self._settle_batch(ref).lingers
+            and self._fetching_next()
+        )
+
+    def _settle_later(self, ref: QueueRef, job: Job, outcome: Completed) -> None:
+        """Settle a deferred completion beside the slots; the job stays active (its lock
+        renewed, close waits for it) until it is settled."""
+
+        async def settle() -> None:
+            try:
+                await self._settle(ref, job, outcome, None, defer=True)
+            finally:
+                self._active.pop(job.id, None)
+                self._slot_freed.set()
+
+        task = asyncio.ensure_future(settle())
+        self._settling[job.id] = task
+        task.add_done_callback(lambda _: self._settling.pop(job.id, None))
+
+    async def _settle(
+        self,
+        ref: QueueRef,
+        job: Job,
+        outcome: Outcome,
+        error: BaseException | None,
+        defer: bool = False,
+    ) -> Job | None:
+        """Settle the job; while the backend cannot be reached the job stays active (its
+        lock renewed) and the settle is retried with backoff, for at most one lock
+        duration, after which the stall check hands the job out again."""
+        give_up = 0.0
+        backoff: Reconnect | None = None  # made on the first failure: most settles work
+        while True:
+            try:
+                return await self._settle_once(ref, job, outcome, error, defer)
+            except ConnectionError as exc:
+                self.emit("error", exc)
+                if backoff is None:
+                    give_up, backoff = time.monotonic() + self.lock_duration / 1000, Reconnect()
+                if self._forced or time.monotonic() >= give_up:
+                    return None
+                backoff.failed()
+                await backoff.wait()
+            except Exception as exc:  # a refused settle, or a fault in the store's client:
+                self.emit("error", exc)  # the job stays active; the stall check recovers it
+                return None
+
+    async def _settle_once(
+        self,
+        ref: QueueRef,
+        job: Job,
+        outcome: Outcome,
+        error: BaseException | None,
+        defer: bool,
+    ) -> Job | None:
+        token = job.token or ""
+        if isinstance(outcome, Completed):
+            return await self._complete(ref, job, token, outcome, defer)
+        await settle_failure(job, token, outcome)
+        await self._report_failure(job, outcome, error)
+        return None
+
+    async def _complete(
+        self, ref: QueueRef, job: Job, token: str, outcome: Completed, defer: bool
+    ) -> Job | None:
+        """Complete the job (fetching the next one unless closing or deferred); returns
+        that next job."""
+        fetch = self._fetching_next()
+        defer = defer and fetch
+        error: PsyqError | None = None
+        if ref.backend.batch_settles:
+            batch, settling = self._settle_batch(ref), Settlement(job.id, token, outcome)
+            settled = await (batch.defer(settling) if defer else batch.settle(settling, fetch))
+            error, records = settled.error, [settled.next_job] if settled.next_job else []
+        else:
+            request = self._fetch_request(self._new_tokens(1)) if fetch else None
+            records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, request)
+        if fetch and not defer:
+            self._short = not records
+        if await completed_earlier(ref.backend, self.name, job, outcome, error):
+            error = None  # an earlier attempt's reply was lost: that attempt completed it
+        if error is None:
+            await self._completed(job, outcome)
+        else:
+            self.emit("error", error)
+        if records:
+            self._drained = False
+            return Job(ref, records[0])
+        return None
+
+    async def _completed(self, job: Job, outcome: Completed) -> None:
+        job._returnvalue_json = outcome.returnvalue
+        job.attempts_made += 1
+        result = job.returnvalue
+        self.emit("completed", job, result)
+        if self._plugins.has_hook("psyq_job_completed"):
+            await self._notify("psyq_job_completed", job=job, result=result)
+
+    def _settle_batch(self, ref: QueueRef) -> SettleBatch:
+        if self._batch is None:
+            self._batch = SettleBatch(
+                ref.backend,
+                self.name,
+                lambda n: self._fetch_request(self._new_tokens(n)),
+                lambda error: self.emit("error", error),
+            )
+        return self._batch
+
+    async def _report_failure(
+        self, job: Job, outcome: Failed | Retry, error: BaseException | None
+    ) -> None:
+        error = error or PsyqError(outcome.reason)
+        self.emit("failed", job, error)
+        if isinstance(outcome, Retry):
+            await self._notify("psyq_job_retried", job=job, error=error, delay=outcome.delay)
+        else:
+            await self._notify("psyq_job_failed", job=job, error=error)
 
 
 async def completed_earlier(

@@ -3,8 +3,10 @@
 Shape of the loop (each step a small method):
 - a fetcher fills idle slots: `move_to_active` for as many jobs as slots are idle, else it
   waits on the backend's wake-up (`wait_for_job`), never polling;
-- each slot runs a job through the middleware onion (`_run`), settles it (`_settle`), and
-  when the queue has more work takes the next job in the same backend call (fetch-next);
+- each slot runs a job through the middleware onion (`_run`), settles it (`_settle`,
+  psyq.core.settle), and when the queue has more work takes the next job in the same
+  backend call (fetch-next); when it had none, a completion may wait to ride on the next
+  take while the slot is free (a backend's settle_linger_ms);
 - one timer renews every held lock, one timer moves stalled jobs back.
 """
 
@@ -14,30 +16,20 @@ import asyncio
 import inspect
 import itertools
 import os
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from psyq.backends.base import (
-    BackendAdapter,
-    Completed,
-    Failed,
-    FetchRequest,
-    Limiter,
-    Retry,
-    Settlement,
-)
+from psyq.backends.base import BackendAdapter, Completed, FetchRequest, Limiter
 from psyq.core import codec
 from psyq.core.backoff import BackoffStrategy, Reconnect
 from psyq.core.events import EventEmitter
-from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
+from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.core.settle import SettleBatch, completed_earlier
+from psyq.core.settle import Outcome, SettleBatch, WorkerSettling
 from psyq.errors import (
-    ConnectionError,
     DelayedError,
     InvalidOptionsError,
     JobCancelledError,
@@ -51,9 +43,6 @@ from psyq.plugins import PluginHost
 
 __all__ = ["Processor", "Worker"]
 
-Outcome = Completed | Failed | Retry
-
-
 # A slot that chains jobs through fetch-next yields to the event loop this often.
 YIELD_EVERY = 32
 # Return values that come back from JSON unchanged (others are read back from the JSON).
@@ -62,7 +51,7 @@ _JSON_EXACT = frozenset({type(None), bool, int, float, str})
 CANCEL_CHECK_MS = 500
 
 
-class Worker(_BackendUser, EventEmitter):
+class Worker(_BackendUser, WorkerSettling):
     """Processes jobs of one queue.
 
     Events: active(job, prev) completed(job, result) failed(job, error) progress(job, progress)
@@ -136,6 +125,8 @@ class Worker(_BackendUser, EventEmitter):
         self._not_fetching = asyncio.Event()  # cleared while the fetcher's call is out
         self._not_fetching.set()
         self._batch: SettleBatch | None = None  # completions batched per loop turn
+        self._short = False  # the queue likely has no other job waiting (see _fetcher)
+        self._settling = {}  # job id -> its deferred completion's settle
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
         self._run = self._plugins.wrap_processor(self._call_processor)
         if processor is not None:
@@ -232,6 +223,7 @@ class Worker(_BackendUser, EventEmitter):
         for the active ones to finish unless `do_not_wait_active`. Emits `paused`."""
         if not self.paused:
             self._resumed.clear()
+            self._flush_deferred()
             await self._not_fetching.wait()  # a fetch already sent may still bring a job
             while (self._active or not self._handoff.empty()) and not do_not_wait_active:
                 await self._slot_freed.wait()
@@ -295,6 +287,7 @@ class Worker(_BackendUser, EventEmitter):
         registering = self._spawn(self._register(ref, True))
         timers = self._timers(ref)
         await self._closing.wait()
+        self._flush_deferred()
         for task in (fetcher, *timers):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
@@ -343,11 +336,17 @@ class Worker(_BackendUser, EventEmitter):
         while self._active and not self._forced:
             await self._slot_freed.wait()
             self._slot_freed.clear()
-        abandoned = list(self._active.values())
+        # a deferred completion's job has run: its settle (flushed at close) is awaited
+        abandoned = [job for job in self._active.values() if job.id not in self._settling]
         for task in slots:
             task.cancel()
         await asyncio.gather(*slots, return_exceptions=True)
+        await asyncio.gather(*self._settling.values(), return_exceptions=True)
         return abandoned
+
+    def _flush_deferred(self) -> None:
+        if self._batch is not None:
+            self._batch.flush()
 
     async def _hand_back(self, ref: QueueRef, job: Job) -> None:
         try:
@@ -363,25 +362,37 @@ class Worker(_BackendUser, EventEmitter):
         return FetchRequest(tokens, self.lock_duration, self.id, self.limiter)
 
     async def _fetch(self, ref: QueueRef, tokens: list[str]) -> list[Job]:
-        records = await ref.backend.move_to_active(self.name, self._fetch_request(tokens))
+        """Take a job per token; deferred completions ride on it unless the last take was
+        short (this one would find nothing: Postgres answers it from its idle mark)."""
+        request = self._fetch_request(tokens)
+        if self._batch is not None and self._batch.deferring and not self._short:
+            records = await self._batch.take(request)
+        else:
+            records = await ref.backend.move_to_active(self.name, request)
         return [Job(ref, record) for record in records]
 
     async def _fetcher(self, ref: QueueRef) -> None:
         """Fill idle slots; when nothing is ready, wait for the backend to say so."""
+        woken = False  # the last take found nothing and the fetcher has waited since
         while True:
             while self._idle == 0:
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
             await self._resumed.wait()
             self._not_fetching.clear()
+            tokens = self._new_tokens(self._idle)
             try:
-                jobs = await self._fetch(ref, self._new_tokens(self._idle))
+                jobs = await self._fetch(ref, tokens)
             except Exception as exc:
                 self._not_fetching.set()
                 await self._backend_trouble(exc)
                 continue
             self._not_fetching.set()
             self._fetch_backoff.succeeded()
+            # the queue likely has no other job waiting: the take came back short, or it
+            # is the first after the queue ran dry (a job's arrival woke the fetcher)
+            self._short = len(jobs) < len(tokens) or woken
+            woken = not jobs
             if jobs:
                 self._drained = False
                 self._idle -= len(jobs)
@@ -398,6 +409,7 @@ class Worker(_BackendUser, EventEmitter):
             await ref.backend.wait_for_job(self.name, int(self.drain_delay * 1000))
         except Exception as exc:
             await self._backend_trouble(exc)
+        self._short = False
 
     async def _backend_trouble(self, exc: Exception) -> None:
         """Report the error and wait before the next try: capped, jittered backoff
@@ -423,14 +435,21 @@ class Worker(_BackendUser, EventEmitter):
         """Run one job and settle it; returns the next job when fetch-next found one."""
         self._active[job.id] = job
         self.emit("active", job, "waiting")
+        deferred = False
         try:
             ran = await self._outcome(job)
             if ran is None:
                 return None
-            return await self._settle(ref, job, *ran)
+            outcome, error = ran
+            if isinstance(outcome, Completed) and self._defers(ref, outcome):
+                deferred = True
+                self._settle_later(ref, job, outcome)
+                return None
+            return await self._settle(ref, job, outcome, error)
         finally:
-            self._active.pop(job.id, None)
-            self._slot_freed.set()
+            if not deferred:
+                self._active.pop(job.id, None)
+                self._slot_freed.set()
 
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
@@ -504,92 +523,6 @@ class Worker(_BackendUser, EventEmitter):
             return await self.processor(*args)
         result = await asyncio.to_thread(self.processor, *args)
         return await result if inspect.isawaitable(result) else result
-
-    # ------------------------------------------------------------------ settling
-    async def _settle(
-        self, ref: QueueRef, job: Job, outcome: Outcome, error: BaseException | None
-    ) -> Job | None:
-        """Settle the job; while the backend cannot be reached the job stays active (its
-        lock renewed) and the settle is retried with backoff, for at most one lock
-        duration, after which the stall check hands the job out again."""
-        give_up = 0.0
-        backoff: Reconnect | None = None  # made on the first failure: most settles work
-        while True:
-            try:
-                return await self._settle_once(ref, job, outcome, error)
-            except ConnectionError as exc:
-                self.emit("error", exc)
-                if backoff is None:
-                    give_up, backoff = time.monotonic() + self.lock_duration / 1000, Reconnect()
-                if self._forced or time.monotonic() >= give_up:
-                    return None
-                backoff.failed()
-                await backoff.wait()
-            except Exception as exc:  # a refused settle, or a fault in the store's client:
-                self.emit("error", exc)  # the job stays active; the stall check recovers it
-                return None
-
-    async def _settle_once(
-        self, ref: QueueRef, job: Job, outcome: Outcome, error: BaseException | None
-    ) -> Job | None:
-        token = job.token or ""
-        if isinstance(outcome, Completed):
-            return await self._complete(ref, job, token, outcome)
-        await settle_failure(job, token, outcome)
-        await self._report_failure(job, outcome, error)
-        return None
-
-    async def _complete(
-        self, ref: QueueRef, job: Job, token: str, outcome: Completed
-    ) -> Job | None:
-        """Complete the job (fetching the next one unless closing); returns that next job."""
-        fetch = self._closing is not None and not self._closing.is_set() and not self.paused
-        error: PsyqError | None = None
-        if ref.backend.batch_settles:
-            settling = Settlement(job.id, token, outcome)
-            settled = await self._settle_batch(ref).settle(settling, fetch)
-            error, records = settled.error, [settled.next_job] if settled.next_job else []
-        else:
-            request = self._fetch_request(self._new_tokens(1)) if fetch else None
-            records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, request)
-        if await completed_earlier(ref.backend, self.name, job, outcome, error):
-            error = None  # an earlier attempt's reply was lost: that attempt completed it
-        if error is None:
-            await self._completed(job, outcome)
-        else:
-            self.emit("error", error)
-        if records:
-            self._drained = False
-            return Job(ref, records[0])
-        return None
-
-    async def _completed(self, job: Job, outcome: Completed) -> None:
-        job._returnvalue_json = outcome.returnvalue
-        job.attempts_made += 1
-        result = job.returnvalue
-        self.emit("completed", job, result)
-        if self._plugins.has_hook("psyq_job_completed"):
-            await self._notify("psyq_job_completed", job=job, result=result)
-
-    def _settle_batch(self, ref: QueueRef) -> SettleBatch:
-        if self._batch is None:
-            self._batch = SettleBatch(
-                ref.backend,
-                self.name,
-                lambda n: self._fetch_request(self._new_tokens(n)),
-                lambda error: self.emit("error", error),
-            )
-        return self._batch
-
-    async def _report_failure(
-        self, job: Job, outcome: Failed | Retry, error: BaseException | None
-    ) -> None:
-        error = error or PsyqError(outcome.reason)
-        self.emit("failed", job, error)
-        if isinstance(outcome, Retry):
-            await self._notify("psyq_job_retried", job=job, error=error, delay=outcome.delay)
-        else:
-            await self._notify("psyq_job_failed", job=job, error=error)
 
     # ------------------------------------------------------------------ plugins
     async def _notify(self, hook: str, **kwargs: Any) -> None:

@@ -15,6 +15,8 @@ def test_defaults_and_dsn() -> None:
     assert (settings.pool_min, settings.pool_max) == (1, 10)
     assert settings.worker_ttl == 30
     assert settings.announce_workers is True
+    assert settings.settle_linger_ms == 20
+    assert parse_postgres_url("postgresql://db/x?settle_linger_ms=0").settle_linger_ms == 0
     assert not parse_postgres_url("postgresql://db/x?announce_workers=false").announce_workers
 
 
@@ -37,6 +39,8 @@ def test_own_parameters_are_removed_and_others_passed_on() -> None:
         ("postgresql://db/x?worker_ttl=0", "worker_ttl must be a whole number >= 1, got '0'"),
         ("postgresql://db/x?worker_ttl=1.5", "1.5"),
         ("postgresql://db/x?announce_workers=maybe", "announce_workers must be true or false"),
+        ("postgresql://db/x?settle_linger_ms=-5", "settle_linger_ms must be .* got '-5'"),
+        ("postgresql://db/x?settle_linger_ms=soon", "soon"),
         ("mysql://db/x", "postgresql://"),
     ],
 )

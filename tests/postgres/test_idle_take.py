@@ -10,7 +10,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 
-from psyq.backends.base import FetchRequest, NewJob
+from psyq.backends.base import Completed, FetchRequest, NewJob
 from psyq.backends.postgres import PostgresBackend
 
 from .conftest import url_for
@@ -20,6 +20,10 @@ DRAIN_MS = 30_000  # far beyond any wait below: a wait that runs to it fails the
 
 def request(n: int = 1) -> FetchRequest:
     return FetchRequest([uuid.uuid4().hex for _ in range(n)], 30_000, "w", None)
+
+
+def done() -> Completed:
+    return Completed("1", None)
 
 
 async def opened(server: str, schema: str) -> PostgresBackend:
@@ -80,5 +84,26 @@ async def test_no_idle_mark_while_a_waiting_job_is_locked(
             assert await backend.move_to_active("q", request(5)) == []
         await asyncio.wait_for(backend.wait_for_job("q", DRAIN_MS), 10)
         assert [job.name for job in await backend.move_to_active("q", request(5))] == ["held"]
+    finally:
+        await backend.close()
+
+
+async def test_a_job_this_process_adds_is_taken_without_waiting_for_its_notification(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    # the add's reply and its notification come back on two connections: the next take
+    # must not trust the idle mark the empty take left (a manual `get_next_job(block=False)`
+    # right after `queue.add`), whichever comes first
+    backend = await opened(pg_server, fresh_schema())
+    try:
+        missed = 0
+        for n in range(50):
+            assert await backend.move_to_active("q", request(1)) == []  # leaves the mark
+            await backend.add_jobs("q", [NewJob(f"j{n}", "{}", {})])
+            taken = await backend.move_to_active("q", request(1))
+            missed += not taken
+            for job in taken or await backend.move_to_active("q", request(1)):
+                await backend.move_to_finished("q", job.id, job.lock_token or "", done())
+        assert missed == 0
     finally:
         await backend.close()

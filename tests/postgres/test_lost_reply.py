@@ -42,7 +42,9 @@ class LoseReply:
         async def on_connection(run: Any, *args: Any, **kwargs: Any) -> Any:
             async def run_then_lose(conn: asyncpg.Connection) -> Any:
                 result = await run(conn)
-                if self.armed and await settled(conn):
+                # armed is read again after the check's await: calls run side by side
+                # (a deferred completion rides on the fetcher's take), and only one fires
+                if self.armed and await settled(conn) and self.armed:
                     self.armed = False
                     self.fired += 1
                     await admin.execute("SELECT pg_terminate_backend($1)", conn.get_server_pid())

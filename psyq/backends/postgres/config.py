@@ -18,6 +18,9 @@
     announce_workers  `true` (default): each running worker holds one idle connection
                       named `<queue>:w:psyq`, so Node BullMQ's getWorkers lists it
                       (presence.py); `false` saves those connections
+    settle_linger_ms  how long a worker's completion may wait, while its queue has no other
+                      job waiting, to ride on the take the next job's arrival starts
+                      (default 20; 0 commits every completion at once; psyq.core.settle)
 
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).
@@ -44,6 +47,7 @@ DEFAULTS = {
     "command_timeout": "60",
     "worker_ttl": "30",
     "announce_workers": "true",
+    "settle_linger_ms": "20",
 }
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -59,6 +63,7 @@ class PostgresSettings:
     command_timeout: int = 60
     worker_ttl: int = 30
     announce_workers: bool = True
+    settle_linger_ms: int = 20
 
 
 def _whole(url: str, name: str, value: str, minimum: int) -> int:
@@ -99,6 +104,7 @@ def parse_postgres_url(url: str) -> PostgresSettings:
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(passed), ""))
     timeout = _whole(url, "command_timeout", ours["command_timeout"], 1)
     worker_ttl = _whole(url, "worker_ttl", ours["worker_ttl"], 1)
+    linger = _whole(url, "settle_linger_ms", ours["settle_linger_ms"], 0)
     app = ours["application_name"]
     announce = ours["announce_workers"].lower()
     if announce not in ("true", "false", "1", "0"):
@@ -113,4 +119,5 @@ def parse_postgres_url(url: str) -> PostgresSettings:
         timeout,
         worker_ttl,
         announce in ("true", "1"),
+        linger,
     )

@@ -61,8 +61,8 @@ class Taken:
     """What `fast.settle_take` did: the rows taken (in token order), the ids it left for
     the layout's move_to_completed, whether the take needs the layout's move_to_active,
     the psyq_finished row id of the batch's count (None when nothing completed), and, when
-    it took fewer jobs than asked, whether no other job was waiting (`idle`) and the ms
-    until the next delayed job is due (`next_ms`, None: none or not known)."""
+    it took, whether no other job was left waiting (`idle`) and the ms until the next
+    delayed job is due (`next_ms`, None: none or not known)."""
 
     __slots__ = ("counted", "fallback", "held", "idle", "left", "next_ms", "rows")
 

@@ -85,8 +85,9 @@ class Transitions(FastPath):
     def __init__(self, url: str) -> None:
         super().__init__(url)
         # queue -> (a job notification's future, registered before a take that found no
-        # other job waiting; the loop time the next delayed job is due, or None)
-        self._idle: dict[str, tuple[asyncio.Future[None], float | None]] = {}
+        # other job waiting; the loop time the next delayed job is due, or None; the
+        # backend's calls ended when the mark was left: see _still_idle)
+        self._idle: dict[str, tuple[asyncio.Future[None], float | None, int]] = {}
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
@@ -98,29 +99,40 @@ class Transitions(FastPath):
         ready_in before it waited: two round trips per job for nothing)."""
         if not request.tokens or self._still_idle(queue):
             return []
+        taken = await self._take_noting_idle(queue, [], request)
+        return await self._delivered(queue, taken, request)
+
+    async def _take_noting_idle(
+        self, queue: str, done: Sequence[Settlement], fetch: FetchRequest
+    ) -> Taken:
+        """fast.settle_take for `done` and `fetch`, leaving the queue's idle mark when it
+        found no other job waiting (see move_to_active)."""
         woken = self.listener.register(JOBS_CHANNEL, queue)
         self._forget_idle(queue)
+        began = self._calls_ended
         try:
-            taken = await self._settle_take(queue, [], request)
+            taken = await self._settle_take(queue, done, fetch)
         except BaseException:
             self.listener.discard(JOBS_CHANNEL, queue, woken)
             raise
-        if taken.idle and not woken.done():
+        if taken.idle and not woken.done() and self._calls_ended == began + 1:
             self._forget_idle(queue)  # another take of the queue may have left one meanwhile
             due = None if taken.next_ms is None else _loop_time() + max(taken.next_ms, 0) / 1000
-            self._idle[queue] = (woken, due)
+            self._idle[queue] = (woken, due, self._calls_ended)
         else:
             self.listener.discard(JOBS_CHANNEL, queue, woken)
-        return await self._delivered(queue, taken, request)
+        return taken
 
     def _still_idle(self, queue: str) -> bool:
-        """The last take found no other job waiting, no job was announced since, and no
-        delayed job is due yet."""
+        """The last take found no other job waiting, no job was announced since, no
+        delayed job is due yet, and no other call of this backend ended since the take
+        began (an add, a retry, a promotion of this process may have made a job ready,
+        and its notification may not have come back yet)."""
         idle = self._idle.get(queue)
         if idle is None:
             return False
-        woken, due = idle
-        if woken.done() or (due is not None and _loop_time() >= due):
+        woken, due, calls = idle
+        if woken.done() or (due is not None and _loop_time() >= due) or self._calls_ended != calls:
             self._forget_idle(queue)
             return False
         return True
@@ -189,7 +201,7 @@ class Transitions(FastPath):
         job frees a slot, which the layout announces as an event only)."""
         if self._still_idle(queue):
             idle = self._idle[queue]
-            woken_job, due = idle
+            woken_job, due, _ = idle
             left = timeout_ms if due is None else min(timeout_ms, (due - _loop_time()) * 1000)
             try:
                 await self.listener.wait(woken_job, int(left))
@@ -271,7 +283,10 @@ class Transitions(FastPath):
         functions in one transaction (_settle_in_layout)."""
         if not settlements or not all(isinstance(s.outcome, Completed) for s in settlements):
             return await self._settle_in_layout(queue, settlements, fetch)
-        taken = await self._settle_take(queue, settlements, fetch)
+        if fetch is not None and fetch.tokens:
+            taken = await self._take_noting_idle(queue, settlements, fetch)
+        else:
+            taken = await self._settle_take(queue, settlements, fetch)
         if not taken.left:
             return [None] * len(settlements), await self._delivered(queue, taken, fetch)
         left = set(taken.left)  # the statement then took nothing

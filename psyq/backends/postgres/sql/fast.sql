@@ -101,8 +101,8 @@ SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
 -- -> the taken jobs (job columns, psyq_slot = token position), one psyq_left row per
 -- completion not done, and one status row (psyq_slot and psyq_left NULL): psyq_fallback,
 -- psyq_counted (the psyq_finished row id of the batch's count, see transitions.count),
--- psyq_idle and psyq_next_ms: when the take ran and found fewer jobs than tokens, whether
--- no other job was waiting at all (locked ones included) and the ms until the queue's next
+-- psyq_idle and psyq_next_ms: when the take ran, whether no other job was left waiting
+-- at all (locked ones included) and the ms until the queue's next
 -- delayed job is due (NULL: none): what transitions.ready_in would say, read in the take's
 -- snapshot, so a caller that listened before sending it need not ask again.
 -- Events: completed per job, drained (the queue ran dry), active per job taken.
@@ -261,8 +261,9 @@ WITH clock AS (
               THEN (SELECT count(*) FROM (SELECT pg_notify('bullmq_events', $1)) AS ev)
               ELSE 0 END AS sent
 ), short AS (
-  -- read only when the take came back short: the rows it took still look waiting in the
-  -- statement's snapshot, hence NOT IN
+  -- read for every take that ran, a full one too (a worker with one slot takes one job:
+  -- whether another waits decides whether its next take need ask); the rows it took
+  -- still look waiting in the statement's snapshot, hence NOT IN
   SELECT NOT EXISTS (SELECT 1 FROM job
                       WHERE queue = $1 AND state = 'waiting'
                         AND id NOT IN (SELECT id FROM picked)) AS idle,
@@ -270,7 +271,6 @@ WITH clock AS (
            WHERE queue = $1 AND state = 'delayed') - clock.now AS next_ms
     FROM gate, clock
    WHERE gate.wanted AND gate.open
-     AND (SELECT count(*) FROM taken) < cardinality($5::text[])
 )
 SELECT taken.*, NULL::text AS psyq_left, NULL::boolean AS psyq_fallback,
        NULL::bigint AS psyq_counted, NULL::boolean AS psyq_idle, NULL::bigint AS psyq_next_ms
