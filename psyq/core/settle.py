@@ -241,12 +241,11 @@ class WorkerSettling(EventEmitter):
             try:
                 await self._settle(ref, job, outcome, None, defer=True)
             finally:
+                self._settling.pop(job.id, None)
                 self._active.pop(job.id, None)
                 self._slot_freed.set()
 
-        task = asyncio.ensure_future(settle())
-        self._settling[job.id] = task
-        task.add_done_callback(lambda _: self._settling.pop(job.id, None))
+        self._settling[job.id] = asyncio.ensure_future(settle())
 
     async def _settle(
         self,
