@@ -3,9 +3,9 @@
     python bench/pg_latency.py row   --url postgresql://postgres@127.0.0.1:5432/postgres
     python bench/pg_latency.py start --url postgresql://postgres@127.0.0.1:5432/postgres
 
-`row`: bench/run.py's `latency()` (500 adds/s for 3 s into a c10 Worker started with the
-first add) in a fresh database: p50, p99, and commits per job (the database's xact_commit,
-adds included). `start`: a fresh Queue, then a Worker started with the first add (as the
+`row`: bench/run.py's `latency()` (500 adds/s for 3 s into a c10 Worker, or `--concurrency
+N`, started with the first add) in a fresh database: p50, p99, and commits per job (the
+database's xact_commit, adds included). `start`: a fresh Queue, then a Worker started with the first add (as the
 row does), 100 adds at 500/s: ms from the Worker's creation to its first job running, and
 the mean latency of the first 50 jobs (the row's p99 is its ~15th worst sample, and a
 worker's start delays the first ones). One JSON line per round; run the trees to compare
@@ -41,11 +41,11 @@ async def commits(url: str) -> int:
         await conn.close()
 
 
-async def row(url: str) -> dict[str, float]:
+async def row(url: str, concurrency: int) -> dict[str, float]:
     from run import latency
 
     before = await commits(url)
-    figures = await latency(url, 500, 3)
+    figures = await latency(url, 500, 3, concurrency)
     await asyncio.sleep(0.6)  # the server's statistics are flushed every 500 ms
     return {**figures, "commits_per_job": (await commits(url) - before) / 1500}
 
@@ -74,10 +74,12 @@ def main() -> None:
     parser.add_argument("mode", choices=("row", "start"))
     parser.add_argument("--url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--concurrency", type=int, default=10, help="the row's worker (row)")
     args = parser.parse_args()
     for _ in range(args.rounds):
         with fresh_database(args.url, "latency") as url:
-            figures = asyncio.run(row(url) if args.mode == "row" else start(url))
+            work = row(url, args.concurrency) if args.mode == "row" else start(url)
+            figures = asyncio.run(work)
         rounded = {key: round(value, 2) for key, value in figures.items()}
         print(json.dumps({**rounded, "psyq": psyq.__file__, "load": os.getloadavg()[0]}))
 

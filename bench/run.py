@@ -147,14 +147,14 @@ async def processing(url: str, count: int, concurrency: int) -> float:
     return rate
 
 
-async def latency(url: str, rate: int, seconds: float) -> dict[str, float]:
+async def latency(url: str, rate: int, seconds: float, concurrency: int = 10) -> dict[str, float]:
     samples: list[float] = []
 
     async def record(job: psyq.Job) -> None:
         samples.append((time.perf_counter() - job.data["t"]) * 1000)
 
     async with psyq.Queue(fresh("latency"), connection=url) as queue:
-        worker = psyq.Worker(queue.name, record, connection=url, concurrency=10)
+        worker = psyq.Worker(queue.name, record, connection=url, concurrency=concurrency)
         await worker.wait_until_ready()
         await warm_up(queue, samples)
         total = await steady_adds(rate, seconds, lambda: queue.add("x", {"t": time.perf_counter()}))
