@@ -40,7 +40,7 @@ from psyq.backends.base import JobRecord, NewJob
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import free_port, server_process  # noqa: E402
+from launch import free_port, server_process  # noqa: E402
 
 WARM_UP = 200
 BULK_SIZE = 1000

@@ -5,8 +5,9 @@
 
 `row`: bench/run.py's `latency()` (500 adds/s for 3 s into a c10 Worker, or `--concurrency
 N`, started with the first add) in a fresh database: p50, p99, and commits per job (the
-database's xact_commit, adds included). `start`: a fresh Queue, then a Worker started with the first add (as the
-row does), 100 adds at 500/s: ms from the Worker's creation to its first job running, and
+database's xact_commit, adds included). `start`: a fresh Queue, then a Worker started with
+the first add (as the row does), 100 adds at 500/s: ms from the Worker's creation to its
+first job running, and
 the mean latency of the first 50 jobs (the row's p99 is its ~15th worst sample, and a
 worker's start delays the first ones). One JSON line per round; run the trees to compare
 in alternating rounds (PYTHONPATH=<other tree>), and give the load average with them.
@@ -42,7 +43,7 @@ async def commits(url: str) -> int:
 
 
 async def row(url: str, concurrency: int) -> dict[str, float]:
-    from run import latency
+    from workloads import latency
 
     before = await commits(url)
     figures = await latency(url, 500, 3, concurrency)

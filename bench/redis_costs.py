@@ -38,7 +38,7 @@ import psyq
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import free_port, server_process  # noqa: E402
+from launch import free_port, server_process  # noqa: E402
 
 NODE = HERE / "peers" / "bullmq"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import PEERS, free_port, peer_bun, server_process  # noqa: E402
+from launch import PEERS, free_port, peer_bun, server_process  # noqa: E402
 
 CLIENT = r"""
 import asyncio, sys, time, uuid

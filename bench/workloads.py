@@ -1,0 +1,200 @@
+"""psyq's side of every row of bench/run.py: each workload against one URL, and
+`run_psyq`, the whole set (the peers run the same workloads in their own scripts,
+bench/peers/<name>/)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import math
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psyq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
+from peerlib import steady_adds
+
+BATCH = 1000
+
+
+def fresh(label: str) -> str:
+    return f"bench-{label}-{uuid.uuid4().hex[:8]}"
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+async def fill(queue: psyq.Queue, count: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, count, BATCH):
+        size = min(BATCH, count - start)
+        await queue.add_bulk([{"name": "x", "data": {"i": start + i}} for i in range(size)])
+    return count / (time.perf_counter() - started)
+
+
+async def add_single(url: str, count: int) -> float:
+    async with psyq.Queue(fresh("single"), connection=url) as queue:
+        started = time.perf_counter()
+        for i in range(count):
+            await queue.add("x", {"i": i})
+        rate = count / (time.perf_counter() - started)
+        await queue.obliterate()
+    return rate
+
+
+async def add_bulk(url: str, count: int) -> float:
+    async with psyq.Queue(fresh("bulk"), connection=url) as queue:
+        rate = await fill(queue, count)
+        await queue.obliterate()
+    return rate
+
+
+async def noop(job: psyq.Job) -> None:
+    return None
+
+
+async def processing(url: str, count: int, concurrency: int) -> float:
+    async with psyq.Queue(fresh(f"c{concurrency}"), connection=url) as queue:
+        await fill(queue, count)
+        done = asyncio.Event()
+        seen = 0
+
+        def on_completed(job: psyq.Job, result: Any) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == count:
+                done.set()
+
+        started = time.perf_counter()
+        worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
+        worker.on("completed", on_completed)
+        try:
+            await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 100))
+        except TimeoutError:  # say what the store holds rather than hang the whole run
+            counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
+            raise RuntimeError(
+                f"c{concurrency}: the worker reported {seen} of {count} completions; the queue "
+                f"holds {counts}"
+            ) from None
+        rate = count / (time.perf_counter() - started)
+        await worker.close()
+        await queue.obliterate()
+    return rate
+
+
+async def latency(url: str, rate: int, seconds: float, concurrency: int = 10) -> dict[str, float]:
+    samples: list[float] = []
+
+    async def record(job: psyq.Job) -> None:
+        samples.append((time.perf_counter() - job.data["t"]) * 1000)
+
+    async with psyq.Queue(fresh("latency"), connection=url) as queue:
+        worker = psyq.Worker(queue.name, record, connection=url, concurrency=concurrency)
+        await worker.wait_until_ready()
+        await warm_up(queue, samples)
+        total = await steady_adds(rate, seconds, lambda: queue.add("x", {"t": time.perf_counter()}))
+        while len(samples) < total:
+            await asyncio.sleep(0.005)
+        await worker.close()
+        await queue.obliterate()
+    samples.sort()
+    return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+
+
+async def warm_up(queue: psyq.Queue, samples: list[float]) -> None:
+    """One job through before the timed adds, on every side of the latency row: it
+    measures a running worker (its connections open, its statements prepared), not its start."""
+    await queue.add("x", {"t": time.perf_counter()})
+    while not samples:
+        await asyncio.sleep(0.001)
+    samples.clear()
+
+
+def percentile(ordered: list[float], fraction: float) -> float:
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def flow_tree(parents: str, children: str, i: int) -> dict[str, Any]:
+    kids = [{"name": "child", "queue_name": children, "data": {"k": k}} for k in range(10)]
+    return {"name": "parent", "queue_name": parents, "data": {"i": i}, "children": kids}
+
+
+async def flows(url: str, trees: int) -> dict[str, float]:
+    """Trees of 1 parent + 10 children: added per second, and run to the end per second."""
+    parents, children = fresh("parents"), fresh("children")
+    async with psyq.FlowProducer(connection=url) as producer:
+        started = time.perf_counter()
+        for start in range(0, trees, 100):
+            size = min(100, trees - start)
+            await producer.add_bulk([flow_tree(parents, children, start + i) for i in range(size)])
+        added = trees / (time.perf_counter() - started)
+    done = asyncio.Event()
+    finished = 0
+
+    def on_parent(job: psyq.Job, result: Any) -> None:
+        nonlocal finished
+        finished += 1
+        if finished == trees:
+            done.set()
+
+    started = time.perf_counter()
+    kids = psyq.Worker(children, noop, connection=url, concurrency=100)
+    tops = psyq.Worker(parents, noop, connection=url, concurrency=100)
+    tops.on("completed", on_parent)
+    await done.wait()
+    processed = trees / (time.perf_counter() - started)
+    await kids.close()
+    await tops.close()
+    return {"added": added, "processed": processed}
+
+
+async def redis_used_memory(url: str) -> int:
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url.split("?")[0])
+    try:
+        info = await client.info("memory")
+        return int(info["used_memory"])
+    finally:
+        await client.aclose()
+
+
+async def memory_per_job(url: str, count: int, pid: int | str = "self") -> float:
+    """RSS growth per waiting job of process `pid` (this one, or the server's); on Redis,
+    the server's used_memory (the jobs live there)."""
+    if url.startswith(("redis://", "rediss://")):
+        before = await redis_used_memory(url)
+        async with psyq.Queue(fresh("memory"), connection=url) as queue:
+            await fill(queue, count)
+            per_job = (await redis_used_memory(url) - before) / count
+            await queue.obliterate()
+        return per_job
+    gc.collect()
+    before = rss_bytes(pid)
+    async with psyq.Queue(fresh("memory"), connection=url) as queue:
+        await fill(queue, count)
+        gc.collect()
+        per_job = (rss_bytes(pid) - before) / count
+        await queue.obliterate()
+    return per_job
+
+
+async def run_psyq(url: str, cfg: dict[str, Any], server_pid: int | None) -> dict[str, Any]:
+    return {
+        "add_single": await add_single(url, cfg["single"]),
+        "add_bulk": await add_bulk(url, cfg["jobs"]),
+        "c10": await processing(url, cfg["jobs"], 10),
+        "c100": await processing(url, cfg["jobs"], 100),
+        "latency": await latency(url, cfg["rate"], cfg["seconds"]),
+        "flows": await flows(url, cfg["trees"]),
+        "bytes_per_waiting_job": await memory_per_job(url, cfg["memoryJobs"], server_pid or "self")
+        if server_pid or "://" not in url or url.startswith(("memory:", "sqlite:", "redis"))
+        else math.nan,
+    }
