@@ -288,6 +288,8 @@ class Worker(_BackendUser, WorkerSettling):
         timers = self._timers(ref)
         await self._closing.wait()
         self._flush_deferred()
+        if not self._forced:  # a take under way ends: its jobs run, the completions on it settle
+            await self._not_fetching.wait()
         for task in (fetcher, *timers):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
@@ -379,6 +381,8 @@ class Worker(_BackendUser, WorkerSettling):
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
             await self._resumed.wait()
+            if not self.running:
+                return
             self._not_fetching.clear()
             tokens = self._new_tokens(self._idle)
             try:
