@@ -252,7 +252,8 @@ async def explain_take(url: str, queue: str) -> str:
     one sequence hands every queue): a one-off, which the slowest shows."""
     from psyq.backends.postgres.statements import load_statements
 
-    args = (queue, [], [], [], [uuid.uuid4().hex for _ in range(50)], 30000, "x", False)
+    tokens = [uuid.uuid4().hex for _ in range(50)]
+    args = (queue, [], [], [], tokens, 30000, "x", False, [], None)
     sql = "EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF) " + load_statements()["fast.settle_take"]
     conn = await asyncpg.connect(url.split("?")[0], server_settings={"search_path": "bullmq"})
     plans: list[list[str]] = []
