@@ -18,9 +18,9 @@
 -- own id sequence (raises undefined_table, 42P01, when the queue has none yet: the caller
 -- then adds through the layout, which creates it).
 -- -> (id, now, sent, trimmed, trimmed_to: the event id this statement trimmed up to, NULL
--- when it did not trim) per job, in input order. Events per job: added, then waiting | delayed;
--- NOTIFY bullmq_jobs and (coalesced) bullmq_events, as add_job. The events follow the
--- input order: |seq| grows with it (seq is negated for lifo).
+-- when it did not trim) per job, in input order. Events per job: added, then waiting |
+-- delayed; NOTIFY bullmq_jobs and (coalesced) bullmq_events, as add_job. The events
+-- follow the input order: |seq| grows with it (seq is negated for lifo).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), given AS (
