@@ -12,9 +12,10 @@ retention: processing at concurrency 100 with no retention option, removeOnCompl
 each option's rate over the rate with none (issue 19: >= 0.8x, 0.8x, 0.7x).
 decay: --jobs jobs with removeOnComplete: 1000 processed at concurrency 100 while they are
 added in batches of 1,000 (a steady backlog of at most 20,000); the rate of the first and of
-the last 10,000 (issue 19: last >= 0.9x first). A server running with autovacuum off never
-vacuums: --vacuum-every N runs VACUUM ANALYZE on the schema's job and event tables every N jobs,
-as autovacuum would.
+the last 10,000 (issue 19: last >= 0.9x first), the rate of the 10,000 before each tenth of
+the run, and the buffers the database used per job over each tenth. A server running with
+autovacuum off never vacuums: --vacuum-every N runs VACUUM ANALYZE on the schema's job and
+event tables every N jobs, as autovacuum would.
 scaling: processing 20,000 jobs at concurrency 100 from a queue with --backlog jobs already
 waiting behind them, while another queue of the same schema holds --backlog more, then
 the same with two worker processes (one Worker each) against the one database; the rate
@@ -165,6 +166,8 @@ async def decay_row(url: str, jobs: int, vacuum_every: int) -> dict[str, float]:
         worker = psyq.Worker(queue.name, noop, connection=url, concurrency=100)
         worker.on("completed", clock.hit)
         added, vacuumed = min(jobs, 20 * BATCH), 0
+        tenth = max(jobs // 10, 1)
+        buffers = [await buffers_used(url)]  # at the start and after each tenth of the jobs
         while not clock.done.is_set():
             if added < jobs and added - len(clock.times) < 20 * BATCH:
                 await fill(queue, min(BATCH, jobs - added), opts)
@@ -174,6 +177,10 @@ async def decay_row(url: str, jobs: int, vacuum_every: int) -> dict[str, float]:
             if vacuum_every and len(clock.times) - vacuumed >= vacuum_every:
                 vacuumed = len(clock.times)
                 await vacuum(url)
+            if len(clock.times) >= len(buffers) * tenth and len(buffers) <= 10:
+                buffers.append(await buffers_used(url))
+        if len(buffers) <= 10:
+            buffers.append(await buffers_used(url))
         await worker.close()
     window = min(10_000, jobs // 2)
     first = clock.rate(0, window - 1)
@@ -183,7 +190,27 @@ async def decay_row(url: str, jobs: int, vacuum_every: int) -> dict[str, float]:
         for end in range(jobs // 10, jobs + 1, jobs // 10)
         if end >= window
     }
-    return {"first": first, "last": last, "last/first": last / first, **curve}
+    # buffers the database's sessions used (hit or read) per job over each tenth: what the
+    # load moves least; the adds of the tenth's jobs are in it too (the server's counters lag
+    # by up to a second)
+    used = {
+        f"buffers/job, tenth {n}": (buffers[n] - buffers[n - 1]) / tenth
+        for n in range(1, len(buffers))
+    }
+    return {"first": first, "last": last, "last/first": last / first, **curve, **used}
+
+
+async def buffers_used(url: str) -> float:
+    """Shared buffers the database's sessions have hit or read so far."""
+    conn = await asyncpg.connect(url.split("?")[0])
+    try:
+        row = await conn.fetchrow(
+            "SELECT blks_hit + blks_read AS used FROM pg_stat_database"
+            " WHERE datname = current_database()"
+        )
+    finally:
+        await conn.close()
+    return float(row["used"])
 
 
 def worker_process(url: str, name: str, count: int, shared: Any) -> None:
@@ -252,7 +279,8 @@ async def explain_take(url: str, queue: str) -> str:
     one sequence hands every queue): a one-off, which the slowest shows."""
     from psyq.backends.postgres.statements import load_statements
 
-    args = (queue, [], [], [], [uuid.uuid4().hex for _ in range(50)], 30000, "x", False)
+    tokens = [uuid.uuid4().hex for _ in range(50)]
+    args = (queue, [], [], [], tokens, 30000, "x", False, [], None)
     sql = "EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF) " + load_statements()["fast.settle_take"]
     conn = await asyncpg.connect(url.split("?")[0], server_settings={"search_path": "bullmq"})
     plans: list[list[str]] = []

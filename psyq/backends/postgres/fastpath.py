@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ import asyncpg
 from psyq.backends.base import Completed, Failed, FetchRequest, Retry, Settlement
 from psyq.backends.postgres.connection import BullmqConnection
 
-__all__ = ["FastPath", "HeldTokens", "Taken", "worker_keep"]
+__all__ = ["FastPath", "HeldTokens", "Taken", "TrimMarks", "worker_keep"]
 
 
 def worker_keep(outcome: Completed | Failed | Retry) -> str | None:
@@ -25,6 +26,40 @@ def worker_keep(outcome: Completed | Failed | Retry) -> str | None:
     (JSON text; None: none, the job's own options decide)."""
     keep = None if isinstance(outcome, Retry) else outcome.keep
     return None if keep is None else json.dumps(keep)
+
+
+class TrimMarks:
+    """Per queue, the event id up to which this process's trims deleted, so the next trim
+    starts there (the statements' $10) instead of at the queue's first event: the entries
+    of trimmed events stay in `event`'s index until a vacuum, and a trim from the start
+    steps over every one of them (docs/architecture.md, "Trimming from where the last trim
+    ended"). A trim that starts from nothing known runs once a minute per queue and
+    process, for any event a late commit left below a mark."""
+
+    SWEEP_S = 60.0
+
+    __slots__ = ("_clock", "_marks")
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._marks: dict[str, tuple[int, float]] = {}  # queue -> (mark, last full trim)
+
+    def since(self, queue: str) -> int | None:
+        """Where the next trim of `queue` may start (None: from its first event)."""
+        mark = self._marks.get(queue)
+        if mark is None or self._clock() - mark[1] >= self.SWEEP_S:
+            return None
+        return mark[0]
+
+    def record(self, queue: str, since: int | None, upto: int | None) -> None:
+        """A statement sent with `since` trimmed up to `upto` (None: it did not trim)."""
+        if upto is None:
+            return
+        mark = self._marks.get(queue)
+        if since is None or mark is None:
+            self._marks[queue] = (upto, self._clock())
+        else:
+            self._marks[queue] = (max(mark[0], upto), mark[1])
 
 
 class HeldTokens:
@@ -64,7 +99,7 @@ class Taken:
     it took, whether no other job was left waiting (`idle`) and the ms until the next
     delayed job is due (`next_ms`, None: none or not known)."""
 
-    __slots__ = ("counted", "fallback", "held", "idle", "left", "next_ms", "rows")
+    __slots__ = ("counted", "fallback", "held", "idle", "left", "next_ms", "rows", "trimmed_to")
 
     def __init__(self, records: list[asyncpg.Record], held: HeldTokens) -> None:
         self.held = held  # the jobs an attempt lost with its connection took, if any
@@ -76,6 +111,7 @@ class Taken:
         self.counted: int | None = status[0]["psyq_counted"] if status else None
         self.idle = bool(status and status[0]["psyq_idle"])
         self.next_ms: int | None = status[0]["psyq_next_ms"] if status else None
+        self.trimmed_to: int | None = status[0]["psyq_trimmed_to"] if status else None
 
 
 class FastPath(BullmqConnection):
@@ -87,6 +123,7 @@ class FastPath(BullmqConnection):
         # queue -> a future per settle-and-take of this process under way that takes jobs
         # (it holds the rows it picked until it commits), done when it ends
         self._taking: dict[str, set[asyncio.Future[None]]] = {}
+        self._trims = TrimMarks()
 
     async def _add_plain(self, queue: str, entries: Sequence[dict[str, Any]]) -> Any:
         """Add plain jobs (no custom id, parent or deduplication) in one statement; None
@@ -102,14 +139,21 @@ class FastPath(BullmqConnection):
             [bool(entry["lifo"]) for entry in entries],
         )
 
+        since = self._trims.since(queue)
+
         async def run(conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
             try:
-                rows: list[asyncpg.Record] = await conn.fetch(self._q["fast.add"], queue, *columns)
+                rows: list[asyncpg.Record] = await conn.fetch(
+                    self._q["fast.add"], queue, *columns, since
+                )
             except asyncpg.UndefinedTableError:
                 return None
             return rows
 
-        return await self._on_connection(run)
+        rows = await self._on_connection(run)
+        if rows:
+            self._trims.record(queue, since, rows[0]["trimmed_to"])
+        return rows
 
     async def _settle_take(
         self, queue: str, done: Sequence[Settlement], fetch: FetchRequest | None
@@ -118,6 +162,7 @@ class FastPath(BullmqConnection):
         held = HeldTokens(queue, fetch.tokens if fetch is not None else [])
         values = [item.outcome.returnvalue for item in done if isinstance(item.outcome, Completed)]
         under_way: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        since = self._trims.since(queue)
         if held.tokens:
             self._taking.setdefault(queue, set()).add(under_way)
 
@@ -133,6 +178,7 @@ class FastPath(BullmqConnection):
                 fetch.worker_name if fetch is not None else None,
                 fetch is not None and fetch.limiter is not None,
                 [worker_keep(item.outcome) for item in done],
+                since,
             )
             return rows
 
@@ -145,7 +191,9 @@ class FastPath(BullmqConnection):
                 if not taking:
                     del self._taking[queue]
             under_way.set_result(None)
-        return Taken(rows, held)
+        taken = Taken(rows, held)
+        self._trims.record(queue, since, taken.trimmed_to)
+        return taken
 
     def _recover_into(self, held: HeldTokens) -> Callable[[asyncpg.Connection], Awaitable[None]]:
         """The after-loss step of a call that takes for `held`'s tokens."""

@@ -12,12 +12,15 @@
 
 -- name: add
 -- $1 queue, $2 names, $3 data (JSON text), $4 opts (JSON text), $5 priorities, $6 delays
--- ms, $7 timestamps (NULL: the server's clock), $8 attempts, $9 lifo flags: one job per
--- position, ids from the queue's own id sequence (raises undefined_table, 42P01, when the
--- queue has none yet: the caller then adds through the layout, which creates it).
--- -> (id, now) per job, in input order. Events per job: added, then waiting | delayed;
--- NOTIFY bullmq_jobs and (coalesced) bullmq_events, as add_job. The events follow the
--- input order: |seq| grows with it (seq is negated for lifo).
+-- ms, $7 timestamps (NULL: the server's clock), $8 attempts, $9 lifo flags, $10 the event
+-- id up to which the caller's last trim of the queue's events deleted (NULL: not known, a
+-- trim reads from the queue's first event): one job per position, ids from the queue's
+-- own id sequence (raises undefined_table, 42P01, when the queue has none yet: the caller
+-- then adds through the layout, which creates it).
+-- -> (id, now, sent, trimmed, trimmed_to: the event id this statement trimmed up to, NULL
+-- when it did not trim) per job, in input order. Events per job: added, then waiting |
+-- delayed; NOTIFY bullmq_jobs and (coalesced) bullmq_events, as add_job. The events
+-- follow the input order: |seq| grows with it (seq is negated for lifo).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), given AS (
@@ -66,10 +69,13 @@ WITH clock AS (
               ELSE false END
 ), trimmed AS (
   -- EXISTS is the same for every row: a one-time filter, so the event table is not read at
-  -- all when there is nothing to trim (a per-row test would scan it on every statement)
+  -- all when there is nothing to trim (a per-row test would scan it on every statement).
+  -- From $10 less 1024 (late commits) when the caller knows where its last trim ended: the
+  -- ids below are gone, and their index entries, dead until a vacuum, are not read again.
   DELETE FROM event
    WHERE EXISTS (SELECT 1 FROM trim_to)
      AND queue = $1 AND id <= (SELECT upto FROM trim_to)
+     AND id > COALESCE($10::bigint - 1024, -1)
   RETURNING 1
 ), woken AS (
   SELECT CASE WHEN EXISTS (SELECT 1 FROM inserted) THEN
@@ -80,7 +86,7 @@ WITH clock AS (
          END AS sent
 )
 SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
-       (SELECT count(*) FROM trimmed) AS trimmed
+       (SELECT count(*) FROM trimmed) AS trimmed, (SELECT upto FROM trim_to) AS trimmed_to
   FROM given, clock
  ORDER BY given.n;
 
@@ -88,7 +94,8 @@ SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
 -- $1 queue, $2 ids, $3 tokens, $4 return values (JSON text), $9 the worker's
 -- removeOnComplete per job (JSON text or NULL, for a job without its own): jobs
 -- completed; then $5 tokens (one job per token), $6 lock ms, $7 worker name, $8 the worker
--- has a limiter: jobs taken, in one statement (one round trip, one commit).
+-- has a limiter: jobs taken, in one statement (one round trip, one commit); $10 as add's
+-- (where the caller's last trim of the queue's events ended).
 -- A completion is done here when the job is active under its token, has no parent, no
 -- children and no deduplication key, and its removeOnComplete is the batch's (absent,
 -- false, true, a count above the batch's size, or {age > 0, count}); the rest come back
@@ -104,7 +111,9 @@ SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
 -- psyq_idle and psyq_next_ms: when the take ran, whether no other job was left waiting
 -- at all (locked ones included) and the ms until the queue's next
 -- delayed job is due (NULL: none): what transitions.ready_in would say, read in the take's
--- snapshot, so a caller that listened before sending it need not ask again.
+-- snapshot, so a caller that listened before sending it need not ask again; and
+-- psyq_trimmed_to, the event id this statement trimmed the queue's events up to (NULL:
+-- it did not trim).
 -- Events: completed per job, drained (the queue ran dry), active per job taken.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
@@ -250,10 +259,13 @@ WITH clock AS (
               ELSE false END
 ), trimmed AS (
   -- EXISTS is the same for every row: a one-time filter, so the event table is not read at
-  -- all when there is nothing to trim (a per-row test would scan it on every statement)
+  -- all when there is nothing to trim (a per-row test would scan it on every statement).
+  -- From $10 less 1024 (late commits) when the caller knows where its last trim ended: the
+  -- ids below are gone, and their index entries, dead until a vacuum, are not read again.
   DELETE FROM event
    WHERE EXISTS (SELECT 1 FROM trim_to)
      AND queue = $1 AND id <= (SELECT upto FROM trim_to)
+     AND id > COALESCE($10::bigint - 1024, -1)
   RETURNING 1
 ), woken AS (
   SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM written) THEN 0
@@ -273,14 +285,16 @@ WITH clock AS (
    WHERE gate.wanted AND gate.open
 )
 SELECT taken.*, NULL::text AS psyq_left, NULL::boolean AS psyq_fallback,
-       NULL::bigint AS psyq_counted, NULL::boolean AS psyq_idle, NULL::bigint AS psyq_next_ms
+       NULL::bigint AS psyq_counted, NULL::boolean AS psyq_idle, NULL::bigint AS psyq_next_ms,
+       NULL::bigint AS psyq_trimmed_to
   FROM taken
 UNION ALL
-SELECT (NULL::job).*, NULL::bigint, item.id, NULL, NULL, NULL, NULL
+SELECT (NULL::job).*, NULL::bigint, item.id, NULL, NULL, NULL, NULL, NULL
   FROM item WHERE item.id NOT IN (SELECT id FROM settled)
 UNION ALL
 SELECT (NULL::job).*, NULL::bigint, NULL, gate.wanted AND NOT gate.open,
-       (SELECT id FROM counted), (SELECT idle FROM short), (SELECT next_ms FROM short)
+       (SELECT id FROM counted), (SELECT idle FROM short), (SELECT next_ms FROM short),
+       (SELECT upto FROM trim_to)
   FROM gate
  WHERE (SELECT sent FROM woken) IS NOT NULL
    AND (SELECT count(*) FROM trimmed) >= 0
