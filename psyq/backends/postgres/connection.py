@@ -276,6 +276,17 @@ class BullmqConnection(BackendAdapter):
         raise_for_code(code, queue, job_id, operation)
         return code
 
+    async def _fold(self, queue: str) -> None:
+        """Move the finished counts psyq appended for the queue into the layout's metrics
+        rows (sql/transitions.sql, fold_rows then fold), in one transaction."""
+
+        async def run(conn: asyncpg.Connection) -> None:
+            async with conn.transaction():
+                await conn.execute(self._q["transitions.fold_rows"], queue)
+                await conn.fetchval(self._q["transitions.fold"], queue)
+
+        await self._on_connection(run)
+
     async def _after_take(self, queue: str, rows: list[asyncpg.Record]) -> None:
         """Called with the rows of jobs just taken (schedulers add their next run)."""
 

@@ -106,7 +106,7 @@ class Queries(BullmqConnection):
     async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
         """BullMQ's shape, newest minute first; the current minute is counted too. The
         counts psyq appended since the last fold are folded first."""
-        await self._value("transitions.fold", queue)
+        await self._fold(queue)
         rows = await self._rows("queries.metrics", queue, kind)
         total, points = 0, []
         if rows and rows[0]["prev_ts"] is not None:

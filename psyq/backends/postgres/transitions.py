@@ -151,7 +151,7 @@ class Transitions(FastPath):
         """The jobs a fast statement took, or, where it could not take, the layout's take;
         the batch's finished count folded into the layout's metrics when due."""
         if taken.counted is not None and taken.counted % FOLD_EVERY == 0:
-            await self._value("transitions.fold", queue)
+            await self._fold(queue)
         rows = [*taken.held.rows, *taken.rows]
         rest = taken.held.rest(fetch)
         if taken.fallback and rest is not None:
@@ -335,7 +335,7 @@ class Transitions(FastPath):
 
         found, rows = await self._on_connection(run, self._recover_into(held))
         if fold:
-            await self._value("transitions.fold", queue)
+            await self._fold(queue)
         errors: list[PsyqError | None] = [
             None if error is None else settle_error(error, queue, item.job_id, operation)
             for error, item, (_name, operation, _args) in zip(

@@ -96,23 +96,60 @@ INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
 VALUES ($1, $2, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, $3)
 RETURNING id;
 
+-- name: fold_rows
+-- $1 queue: the layout's metrics row of every kind the queue has appended counts of,
+-- made when missing (as collect_metrics makes it), so `fold` can lock it before reading.
+INSERT INTO metrics (queue, kind)
+SELECT DISTINCT $1, kind FROM psyq_finished WHERE queue = $1
+ON CONFLICT (queue, kind) DO NOTHING;
+
 -- name: fold
--- $1 queue: move the queue's appended counts into the layout's metrics rows, oldest
--- first, one collect_metrics per job (what Node workers with the `metrics` option call),
--- unless another fold of the queue is under way. Returns the jobs folded.
-WITH turn AS (
+-- $1 queue: move the queue's appended counts into the layout's metrics rows, unless
+-- another fold of the queue is under way; returns the jobs folded. The rows end as the
+-- layout's collect_metrics (what Node workers with the `metrics` option call once per
+-- finished job) would leave them called once per job in finish order, computed here per
+-- appended count: of a count's n jobs, all finished at one time, only the first can close
+-- the minute (push the finished jobs since the last point, zeros for empty minutes, keep
+-- 10,080 points), and each adds one to the count.
+WITH RECURSIVE turn AS (
   SELECT pg_try_advisory_xact_lock(hashtext('psyq:fold:' || $1::text)) AS mine
 ), taken AS (
   DELETE FROM psyq_finished
    WHERE queue = $1 AND (SELECT mine FROM turn)
-  RETURNING kind, at_ms, jobs
+  RETURNING id, kind, at_ms, jobs
+), step AS (
+  SELECT kind, at_ms, jobs, row_number() OVER (PARTITION BY kind ORDER BY at_ms, id) AS n
+    FROM taken
+), start AS (
+  SELECT kind, count, prev_ts, prev_count, data FROM metrics
+   WHERE queue = $1 AND kind IN (SELECT kind FROM taken)
+     FOR UPDATE
+), folding AS (
+  SELECT kind, 0::bigint AS n, count, prev_ts, prev_count, data FROM start
+  UNION ALL
+  SELECT f.kind, s.n, f.count + s.jobs,
+         CASE WHEN f.prev_ts IS NULL OR gap.minutes > 0 THEN s.at_ms ELSE f.prev_ts END,
+         CASE WHEN f.prev_ts IS NULL THEN 0
+              WHEN gap.minutes > 0 THEN f.count ELSE f.prev_count END,
+         CASE WHEN f.prev_ts IS NOT NULL AND gap.minutes > 0
+              THEN (array_fill(0::bigint, ARRAY[(gap.minutes - 1)::integer])
+                    || ARRAY[f.count - f.prev_count] || f.data)[1:10080]
+              ELSE f.data END
+    FROM folding AS f
+    JOIN step AS s ON s.kind = f.kind AND s.n = f.n + 1,
+         LATERAL (SELECT LEAST(s.at_ms / 60000 - f.prev_ts / 60000, 10080) AS minutes) AS gap
 ), folded AS (
-  SELECT collect_metrics($1::text, each.kind, 10080, each.at_ms)
-    FROM (SELECT taken.kind, taken.at_ms
-            FROM taken, generate_series(1, taken.jobs)
-           ORDER BY taken.at_ms) AS each
+  SELECT DISTINCT ON (kind) kind, count, prev_ts, prev_count, data
+    FROM folding ORDER BY kind, n DESC
+), written AS (
+  UPDATE metrics
+     SET count = folded.count, prev_ts = folded.prev_ts, prev_count = folded.prev_count,
+         data = folded.data
+    FROM folded
+   WHERE metrics.queue = $1 AND metrics.kind = folded.kind
+  RETURNING 1
 )
-SELECT count(*) FROM folded;
+SELECT COALESCE(sum(jobs), 0) FROM taken WHERE (SELECT count(*) FROM written) >= 0;
 
 -- name: complete_take
 -- As complete (without $5; $10 the worker's removeOnComplete), then as take for $5
