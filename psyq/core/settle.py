@@ -22,7 +22,7 @@ from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 if TYPE_CHECKING:
     from psyq.core.job import Job
 
-__all__ = ["SettleBatch", "Settled", "completed_earlier"]
+__all__ = ["LostTakes", "SettleBatch", "Settled", "completed_earlier"]
 
 
 @dataclass(slots=True)
@@ -36,6 +36,45 @@ class Settled:
 
 _Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
 SETTLE_GROUP_MIN = 5  # settles per call at least, when a backend splits batches
+MAX_HELD = 1000  # lost takes' tokens a worker keeps (an outage fails many calls in a row)
+
+
+class LostTakes:
+    """The tokens of a worker's takes (its fetcher's, a batch's fetch-next) whose call
+    failed, most often with a lost connection: the store may have run it and locked jobs
+    under them, and the reply never came. The next such take carries them
+    (`FetchRequest.held`); a backend that finds jobs by lock token (Redis) hands those jobs
+    over with it, as if the reply had come, instead of leaving them active until their
+    locks expire. Only the worker's own tokens come here: they are fresh for each take, so
+    a job locked under one is that take's (a caller's token, as get_next_job's, may lock
+    other jobs too)."""
+
+    __slots__ = ("_tokens",)
+
+    def __init__(self) -> None:
+        self._tokens: list[str] = []
+
+    def attach(self, request: FetchRequest) -> FetchRequest:
+        if self._tokens:
+            request.held, self._tokens = self._tokens, []
+        return request
+
+    def failed(self, request: FetchRequest | None) -> None:
+        if request is not None:
+            self._tokens = [*self._tokens, *request.held, *request.tokens][-MAX_HELD:]
+
+    async def take(
+        self, backend: BackendAdapter, queue: str, request: FetchRequest, own: bool
+    ) -> list[JobRecord]:
+        """`move_to_active`; `own`: the request's tokens are the worker's (fresh), so they
+        are kept when the call fails, and the lost takes' tokens go with it."""
+        if not own:
+            return await backend.move_to_active(queue, request)
+        try:
+            return await backend.move_to_active(queue, self.attach(request))
+        except BaseException:
+            self.failed(request)
+            raise
 
 
 class SettleBatch:
@@ -52,6 +91,7 @@ class SettleBatch:
         self._report = report  # the worker's `error` event
         self._pending: list[_Entry] = []
         self._sending: set[asyncio.Task[None]] = set()
+        self._lost = LostTakes()  # the tokens of this batch's fetch-next whose reply was lost
 
     async def settle(self, settlement: Settlement, fetch: bool) -> Settled:
         """Settle one job with the others of this turn; `fetch`: also take a next job."""
@@ -73,12 +113,13 @@ class SettleBatch:
 
     async def _send(self, batch: list[_Entry]) -> None:
         wanted = sum(1 for _, fetch, _ in batch if fetch)
-        request = self._fetch_request(wanted) if wanted else None
+        request = self._lost.attach(self._fetch_request(wanted)) if wanted else None
         try:
             errors, fetched = await self._backend.settle_many(
                 self._queue, [settlement for settlement, _, _ in batch], request
             )
         except BaseException as exc:  # the whole call failed: every slot of the batch sees it
+            self._lost.failed(request)
             self._fail_all(batch, exc)
             if not isinstance(exc, Exception):
                 raise

@@ -35,7 +35,7 @@ from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.core.settle import SettleBatch, completed_earlier
+from psyq.core.settle import LostTakes, SettleBatch, completed_earlier
 from psyq.errors import (
     ConnectionError,
     DelayedError,
@@ -137,6 +137,7 @@ class Worker(_BackendUser, EventEmitter):
         self._not_fetching.set()
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
+        self._lost = LostTakes()  # the tokens of the fetcher's takes whose reply was lost
         self._run = self._plugins.wrap_processor(self._call_processor)
         if processor is not None:
             self._is_async = is_async(processor)
@@ -362,8 +363,8 @@ class Worker(_BackendUser, EventEmitter):
     def _fetch_request(self, tokens: list[str]) -> FetchRequest:
         return FetchRequest(tokens, self.lock_duration, self.id, self.limiter)
 
-    async def _fetch(self, ref: QueueRef, tokens: list[str]) -> list[Job]:
-        records = await ref.backend.move_to_active(self.name, self._fetch_request(tokens))
+    async def _fetch(self, ref: QueueRef, tokens: list[str], own: bool = False) -> list[Job]:
+        records = await self._lost.take(ref.backend, self.name, self._fetch_request(tokens), own)
         return [Job(ref, record) for record in records]
 
     async def _fetcher(self, ref: QueueRef) -> None:
@@ -375,7 +376,7 @@ class Worker(_BackendUser, EventEmitter):
             await self._resumed.wait()
             self._not_fetching.clear()
             try:
-                jobs = await self._fetch(ref, self._new_tokens(self._idle))
+                jobs = await self._fetch(ref, self._new_tokens(self._idle), own=True)
             except Exception as exc:
                 self._not_fetching.set()
                 await self._backend_trouble(exc)
@@ -400,8 +401,7 @@ class Worker(_BackendUser, EventEmitter):
             await self._backend_trouble(exc)
 
     async def _backend_trouble(self, exc: Exception) -> None:
-        """Report the error and wait before the next try: capped, jittered backoff
-        (50 ms doubling to 2 s), reset by the next fetch that works."""
+        """Report the error; wait (jittered backoff, 50 ms doubling to 2 s) and try again."""
         self.emit("error", exc)
         self._fetch_backoff.failed()
         await self._fetch_backoff.wait()

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
 
 import psyq
+from psyq.backends.base import FetchRequest
 from psyq.backends.redis import RedisBackend
 from tests.conftest import fresh_name
 
@@ -60,3 +62,105 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(url: str) -> None
     assert fired == 1
     assert completed == [job.id]
     assert errors and all(isinstance(error, psyq.ConnectionError) for error in errors)
+
+
+LONG_LOCK_MS = 60_000  # a job left active would not come back within the test
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("script", "concurrency"),
+    [("moveToFinished", 1), ("moveToFinished", 3), ("moveToActive", 1), ("moveToActive", 3)],
+)
+async def test_the_jobs_a_lost_call_took_are_handed_over_at_once(
+    url: str, script: str, concurrency: int
+) -> None:
+    """A settle (fetch-next) or a fetch whose script ran but whose reply was lost took jobs
+    under the worker's tokens: the worker's next take gets them at once (as if the reply had
+    come), instead of their waiting for their locks to expire and the stall check."""
+    name = fresh_name("lost-take")
+    backend = RedisBackend(url)
+    await backend.open()
+    armed, fired = script == "moveToActive", 0
+    original = backend._run
+
+    async def run(called: str, queue: str, *args: Any) -> Any:
+        nonlocal armed, fired
+        result = await original(called, queue, *args)
+        if armed and called == script:
+            armed, fired = False, fired + 1
+            raise backend._lost(f"script {called} (reply lost)", ConnectionResetError())
+        return result
+
+    backend._run = run  # type: ignore[method-assign]
+    completed: list[str] = []
+    errors: list[BaseException] = []
+    runs: Counter[str] = Counter()
+    try:
+        async with psyq.Queue(name, connection=backend) as queue:
+            jobs = await queue.add_bulk([{"name": "x", "data": {"n": n}} for n in range(8)])
+
+            async def process(job: psyq.Job) -> int:
+                nonlocal armed
+                runs[job.id] += 1
+                if job.id == jobs[0].id and script == "moveToFinished":
+                    armed = True
+                return int(job.data["n"])
+
+            worker = psyq.Worker(
+                name,
+                process,
+                connection=backend,
+                concurrency=concurrency,
+                lock_duration=LONG_LOCK_MS,
+                stalled_interval=LONG_LOCK_MS,
+                drain_delay=0.2,
+            )
+            worker.on("completed", lambda job, result: completed.append(job.id))
+            worker.on("error", errors.append)
+            try:
+                deadline = time.monotonic() + 20
+                while len(completed) < len(jobs) and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+            finally:
+                await worker.close()
+            states = {job.id: await queue.get_job_state(job.id) for job in jobs}
+            started = {job.id: (await queue.get_job(job.id)).attempts_started for job in jobs}  # type: ignore[union-attr]
+    finally:
+        await backend.close()
+    assert fired == 1  # the fault happened
+    assert errors and all(isinstance(error, psyq.ConnectionError) for error in errors)
+    assert sorted(completed) == sorted(job.id for job in jobs)  # each once, `completed`
+    assert set(states.values()) == {"completed"}
+    assert set(runs.values()) == {1} and set(started.values()) == {1}  # none taken twice
+
+
+@pytest.mark.timeout(30)
+async def test_held_jobs_past_the_count_go_back_in_line(url: str) -> None:
+    """A take carrying the tokens of a lost take gets those jobs first, up to its count; the
+    others go back in line, their start uncounted; jobs under other locks stay as they are."""
+    name = fresh_name("lost-take")
+    backend = RedisBackend(url)
+    await backend.open()
+    try:
+        async with psyq.Queue(name, connection=backend) as queue:
+            await queue.add_bulk([{"name": "x", "data": {"n": n}} for n in range(5)])
+            [other] = await backend.move_to_active(name, FetchRequest(["other"], LONG_LOCK_MS))
+            lost = await backend.move_to_active(name, FetchRequest(["a", "b", "c"], LONG_LOCK_MS))
+            tokens = {record.id: record.lock_token for record in lost}
+            held = ["a", "b", "c", "none"]  # "none" locks no job
+            got = await backend.move_to_active(name, FetchRequest(["d"], LONG_LOCK_MS, held=held))
+            assert len(got) == 1 and got[0].id in tokens
+            assert got[0].lock_token == tokens[got[0].id] and got[0].attempts_started == 1
+            back = [job_id for job_id in tokens if job_id != got[0].id]
+            for job_id in back:
+                assert await queue.get_job_state(job_id) == "waiting"
+                assert (await queue.get_job(job_id)).attempts_started == 0  # type: ignore[union-attr]
+            assert await queue.get_job_state(other.id) == "active"
+            locks = {got[0].id: got[0].lock_token or ""}
+            assert await backend.extend_locks(name, locks, LONG_LOCK_MS) == []  # still locked
+            # the ones handed back are next in line
+            again = await backend.move_to_active(name, FetchRequest(["e", "f"], LONG_LOCK_MS))
+            assert sorted(record.id for record in again) == sorted(back)
+    finally:
+        await backend.close()

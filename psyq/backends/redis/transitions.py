@@ -47,15 +47,21 @@ class Transitions(Schedulers):
         if request.limiter is not None:
             arg["max"] = request.limiter.max
             arg["duration"] = request.limiter.duration
+        if request.held:  # a lost reply's jobs are handed over first (take.lua heldJobs)
+            arg["held"] = list(request.held)
         return arg
 
     def _records(
         self, queue: str, hashes: Sequence[Sequence[str]], tokens: Sequence[str]
     ) -> list[JobRecord]:
+        """The fetched jobs: the held ones (their hash ends "__token", token), then the
+        ones taken, locked with `tokens` in order."""
         records = []
-        for flat, token in zip(hashes, tokens, strict=False):
+        fresh = iter(tokens)
+        for flat in hashes:
             record = record_from_fields(queue, flat, "active")
-            record.lock_token = token
+            held = len(flat) > 1 and flat[-2] == "__token"
+            record.lock_token = flat[-1] if held else next(fresh, None)
             records.append(record)
         return records
 
