@@ -219,6 +219,7 @@ class Settlement:
     job_id: str
     token: str
     outcome: Completed | Failed | Retry
+    started: int | None = None  # the job's processed_on (when its lease began), if known
 
 
 @dataclass(slots=True)

@@ -546,7 +546,7 @@ class Worker(_BackendUser, EventEmitter):
         fetch = self._closing is not None and not self._closing.is_set() and not self.paused
         error: PsyqError | None = None
         if ref.backend.batch_settles:
-            settling = Settlement(job.id, token, outcome)
+            settling = Settlement(job.id, token, outcome, job.processed_on)
             settled = await self._settle_batch(ref).settle(settling, fetch)
             error, records = settled.error, [settled.next_job] if settled.next_job else []
         else:

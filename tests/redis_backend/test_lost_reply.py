@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 import psyq
-from psyq.backends.base import FetchRequest
+from psyq.backends.base import Completed, FetchRequest, Settlement
 from psyq.backends.redis import RedisBackend
 from tests.conftest import fresh_name
 
 
 @pytest.mark.timeout(60)
-async def test_a_settle_whose_reply_was_lost_reports_completed(url: str) -> None:
+@pytest.mark.parametrize("remove", [False, True])
+async def test_a_settle_whose_reply_was_lost_reports_completed(url: str, remove: bool) -> None:
     name = fresh_name("lost-reply")
     backend = RedisBackend(url)
     await backend.open()
@@ -40,7 +41,7 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(url: str) -> None
     errors: list[BaseException] = []
     try:
         async with psyq.Queue(name, connection=backend) as queue:
-            job = await queue.add("x", {"n": 1})
+            job = await queue.add("x", {"n": 1}, remove_on_complete=remove)
 
             async def process(running: psyq.Job) -> int:
                 nonlocal armed
@@ -56,7 +57,9 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(url: str) -> None
                     await asyncio.sleep(0.02)
             finally:
                 await worker.close()
-            assert await queue.get_job_state(job.id) == "completed"
+            # removed on completion: then only the events stream tells that the lost
+            # attempt completed the job (settle.lua completedEarlier)
+            assert await queue.get_job_state(job.id) == ("unknown" if remove else "completed")
     finally:
         await backend.close()
     assert fired == 1
@@ -162,5 +165,34 @@ async def test_held_jobs_past_the_count_go_back_in_line(url: str) -> None:
             # the ones handed back are next in line
             again = await backend.move_to_active(name, FetchRequest(["e", "f"], LONG_LOCK_MS))
             assert sorted(record.id for record in again) == sorted(back)
+    finally:
+        await backend.close()
+
+
+@pytest.mark.timeout(30)
+async def test_a_removed_job_completed_under_another_lease_is_not_taken_for_ones_own(
+    url: str,
+) -> None:
+    """A completion refused because its job is gone is not taken for an earlier attempt's
+    when the events show the job taken again after the lease began: here it was handed back
+    and taken and completed (and removed) under another token, with the same value."""
+    name = fresh_name("lost-reply")
+    backend = RedisBackend(url)
+    await backend.open()
+    try:
+        async with psyq.Queue(name, connection=backend) as queue:
+            job = await queue.add("x", {"n": 1}, remove_on_complete=True)
+            [mine] = await backend.move_to_active(name, FetchRequest(["mine"], LONG_LOCK_MS))
+            await backend.move_job_from_active_to_wait(name, job.id, "mine")
+            [theirs] = await backend.move_to_active(name, FetchRequest(["theirs"], LONG_LOCK_MS))
+            done = Completed("2")
+            [ok], _ = await backend.settle_many(
+                name, [Settlement(job.id, "theirs", done, theirs.processed_on)]
+            )
+            assert ok is None and await queue.get_job(job.id) is None
+            [refused], _ = await backend.settle_many(
+                name, [Settlement(job.id, "mine", done, mine.processed_on)]
+            )
+            assert isinstance(refused, psyq.JobNotFoundError)
     finally:
         await backend.close()

@@ -122,11 +122,13 @@ class Transitions(Schedulers):
 
     @staticmethod
     def _settle_item(
-        job_id: str, token: str, outcome: Completed | Failed | Retry
+        job_id: str, token: str, outcome: Completed | Failed | Retry, started: int | None = None
     ) -> dict[str, Any]:
         item: dict[str, Any]
         if isinstance(outcome, Completed):
             item = {"id": job_id, "token": token, "kind": "completed", "value": outcome.returnvalue}
+            if started is not None:  # a lost reply's completion is recognised by it
+                item["started"] = started
         else:
             item = {
                 "id": job_id,
@@ -178,7 +180,7 @@ class Transitions(Schedulers):
     async def settle_many(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
-        items = [self._settle_item(s.job_id, s.token, s.outcome) for s in settlements]
+        items = [self._settle_item(s.job_id, s.token, s.outcome, s.started) for s in settlements]
         codes, fetched = await self._settle(queue, items, fetch)
         errors: list[PsyqError | None] = []
         for settlement, code in zip(settlements, codes, strict=True):
