@@ -31,11 +31,22 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.backends.redis.schedulers import Schedulers
 from psyq.core import codec
-from psyq.errors import PsyqError
+from psyq.errors import ConnectionError, PsyqError
+
+# Completions a backend remembers as sent in a call whose reply never came (a bound: an
+# outage fails many calls in a row).
+MAX_LOST_SETTLES = 10_000
 
 
 class Transitions(Schedulers):
     """Fetching, settling and the transitions of single jobs."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # (queue, job id) of the completions of settle calls that failed: sent again, each
+        # carries its job's lease start, by which moveToFinished recognises a completion
+        # the lost call made of a job its retention then removed (finish.lua)
+        self._lost_settles: dict[tuple[str, str], None] = {}
 
     @staticmethod
     def _fetch_arg(request: FetchRequest) -> dict[str, Any]:
@@ -122,13 +133,11 @@ class Transitions(Schedulers):
 
     @staticmethod
     def _settle_item(
-        job_id: str, token: str, outcome: Completed | Failed | Retry, started: int | None = None
+        job_id: str, token: str, outcome: Completed | Failed | Retry
     ) -> dict[str, Any]:
         item: dict[str, Any]
         if isinstance(outcome, Completed):
             item = {"id": job_id, "token": token, "kind": "completed", "value": outcome.returnvalue}
-            if started is not None:  # a lost reply's completion is recognised by it
-                item["started"] = started
         else:
             item = {
                 "id": job_id,
@@ -180,8 +189,19 @@ class Transitions(Schedulers):
     async def settle_many(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
-        items = [self._settle_item(s.job_id, s.token, s.outcome, s.started) for s in settlements]
-        codes, fetched = await self._settle(queue, items, fetch)
+        lost = self._lost_settles
+        items = [self._settle_item(s.job_id, s.token, s.outcome) for s in settlements]
+        if lost:  # sent again after a failed call: with their lease's start (finish.lua)
+            for item, settlement in zip(items, settlements, strict=True):
+                if lost.pop((queue, settlement.job_id), False) is None:
+                    item["started"] = settlement.started
+        try:
+            codes, fetched = await self._settle(queue, items, fetch)
+        except ConnectionError:  # it may have run, its reply lost
+            lost.update(((queue, s.job_id), None) for s in settlements if s.started is not None)
+            while len(lost) > MAX_LOST_SETTLES:
+                del lost[next(iter(lost))]
+            raise
         errors: list[PsyqError | None] = []
         for settlement, code in zip(settlements, codes, strict=True):
             try:
