@@ -38,13 +38,17 @@ class LoseReply:
         self.armed = False
         self.fired = 0
         original = backend._on_connection
+        checking = asyncio.Lock()  # one call at a time looks: two that ended together both lost
 
         async def on_connection(run: Any, *args: Any, **kwargs: Any) -> Any:
             async def run_then_lose(conn: asyncpg.Connection) -> Any:
                 result = await run(conn)
-                if self.armed and await settled(conn):
-                    self.armed = False
-                    self.fired += 1
+                async with checking:
+                    lose = self.armed and await settled(conn)
+                    if lose:
+                        self.armed = False
+                        self.fired += 1
+                if lose:
                     await admin.execute("SELECT pg_terminate_backend($1)", conn.get_server_pid())
                     await conn.fetchval("SELECT 1")  # raises: the session is gone
                 return result
