@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from psyq.backends.base import BackendAdapter, Completed, FetchRequest, JobRecord, Settlement
+from psyq.core.backoff import Reconnect
 from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class Settled:
 
 _Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
 SETTLE_GROUP_MIN = 5  # settles per call at least, when a backend splits batches
+READ_TRIES = 5  # completed_earlier's reads of the job while the store cannot be reached
 MAX_HELD = 1000  # lost takes' tokens a worker keeps (an outage fails many calls in a row)
 
 
@@ -166,15 +168,25 @@ async def completed_earlier(
     So it was when the job is now completed under the same lease: started as many times,
     at the same time (each take counts a start and stamps processedOn, so no other take
     came between), with this outcome's value. A job its retention already removed cannot
-    be told apart: the refusal then stands."""
+    be told apart: the refusal then stands. The job is read again while the store cannot
+    be reached (a few times, with backoff): the question comes right after a lost
+    connection, and a wrong no reports a completed job as refused."""
     if not isinstance(error, (LockError, JobStateError)):
         return False
-    try:
-        record = await backend.get_job(queue, job.id)
-        if record is None:
+    backoff = Reconnect()
+    for _ in range(READ_TRIES):
+        try:
+            record = await backend.get_job(queue, job.id)
+            if record is None:
+                return False
+            state = record.state or await backend.get_state(queue, job.id)
+            break
+        except ConnectionError:
+            backoff.failed()
+            await backoff.wait()
+        except PsyqError:
             return False
-        state = record.state or await backend.get_state(queue, job.id)
-    except PsyqError:
+    else:
         return False
     return (
         state == "completed"

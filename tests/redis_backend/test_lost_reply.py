@@ -7,11 +7,13 @@ does on Postgres (tests/postgres/test_lost_reply.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from typing import Any
 
 import pytest
+import redis
 
 import psyq
 from psyq.backends.base import Completed, FetchRequest, Settlement
@@ -171,28 +173,124 @@ async def test_held_jobs_past_the_count_go_back_in_line(url: str) -> None:
 
 @pytest.mark.timeout(30)
 async def test_a_removed_job_completed_under_another_lease_is_not_taken_for_ones_own(
-    url: str,
+    url: str, raw: Any
 ) -> None:
-    """A completion refused because its job is gone is not taken for an earlier attempt's
-    when the events show the job taken again after the lease began: here it was handed back
-    and taken and completed (and removed) under another token, with the same value."""
+    """A completion sent again after a call that never ran, refused because its job is gone,
+    is not taken for an earlier attempt's when the events show the job taken again after the
+    lease began: here its lock expired, the stall check put it back, and another lease took
+    it, completed it with the same value, and removed it."""
     name = fresh_name("lost-reply")
     backend = RedisBackend(url)
     await backend.open()
+    original = backend._run
+    lose = False
+
+    async def run(called: str, queue: str, *args: Any) -> Any:
+        nonlocal lose
+        if lose and called == "moveToFinished":
+            lose = False
+            raise backend._lost(f"script {called} (not sent)", ConnectionResetError())
+        return await original(called, queue, *args)
+
+    backend._run = run  # type: ignore[method-assign]
     try:
         async with psyq.Queue(name, connection=backend) as queue:
             job = await queue.add("x", {"n": 1}, remove_on_complete=True)
-            [mine] = await backend.move_to_active(name, FetchRequest(["mine"], LONG_LOCK_MS))
-            await backend.move_job_from_active_to_wait(name, job.id, "mine")
-            [theirs] = await backend.move_to_active(name, FetchRequest(["theirs"], LONG_LOCK_MS))
+            [mine] = await backend.move_to_active(name, FetchRequest(["mine"], 300))
+            deadline = time.monotonic() + 10
+            while await raw.exists(f"bull:{name}:{job.id}:lock") and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            stalled = await backend.move_stalled_jobs_to_wait(name, 1, LONG_LOCK_MS)
+            assert stalled.stalled == [job.id]
+            [taken] = await backend.move_to_active(name, FetchRequest(["theirs"], LONG_LOCK_MS))
+            assert taken.id == job.id
             done = Completed("2")
-            [ok], _ = await backend.settle_many(
-                name, [Settlement(job.id, "theirs", done, theirs.processed_on)]
-            )
+            [ok], _ = await backend.settle_many(name, [Settlement(job.id, "theirs", done)])
             assert ok is None and await queue.get_job(job.id) is None
-            [refused], _ = await backend.settle_many(
-                name, [Settlement(job.id, "mine", done, mine.processed_on)]
-            )
+            ours = [Settlement(job.id, "mine", done, mine.processed_on)]
+            lose = True
+            with pytest.raises(psyq.ConnectionError):
+                await backend.settle_many(name, ours)
+            [refused], _ = await backend.settle_many(name, ours)  # sent again, with its start
             assert isinstance(refused, psyq.JobNotFoundError)
     finally:
         await backend.close()
+
+
+KILL_JOBS = 1000
+
+
+@pytest.mark.timeout(90)
+async def test_connections_killed_under_a_worker_lose_no_job_and_run_none_twice(
+    url: str, raw: Any
+) -> None:
+    """Redis closes the worker's script connection (CLIENT KILL, that connection alone)
+    every 15 ms while 1,000 jobs run at concurrency 10, with locks longer than the test: the
+    replies of the calls then in flight are lost, whether their scripts ran or not. Counted
+    per job (invoked, completed): none lost (each completed within the test, so none waited
+    for its lock), none run twice, none reported twice; half are removed on completion."""
+    name = fresh_name("lost-kill")
+    backend = RedisBackend(url)
+    await backend.open()
+    if backend._wire is None:
+        pytest.skip("a cluster: scripts go through redis-py's pools")
+    completed: Counter[str] = Counter()
+    runs: Counter[str] = Counter()
+    errors: list[BaseException] = []
+    kills = 0
+    stop = asyncio.Event()
+
+    async def kill() -> None:
+        nonlocal kills
+        while not stop.is_set():
+            await asyncio.sleep(0.015)
+            wire = backend._wire._wire if backend._wire is not None else None
+            transport = getattr(wire, "_transport", None)
+            if transport is None:
+                continue
+            host, port = transport.get_extra_info("sockname")[:2]
+            with contextlib.suppress(redis.ResponseError):  # gone already
+                await raw.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+                kills += 1
+
+    try:
+        async with psyq.Queue(name, connection=backend) as queue:
+            entries = [
+                {"name": "x", "data": {"n": n}, "opts": {"removeOnComplete": n % 2 == 1}}
+                for n in range(KILL_JOBS)
+            ]
+            jobs = await queue.add_bulk(entries)
+
+            async def process(job: psyq.Job) -> int:
+                runs[job.id] += 1
+                await asyncio.sleep(0.002)
+                return int(job.data["n"])
+
+            worker = psyq.Worker(
+                name,
+                process,
+                connection=backend,
+                concurrency=10,
+                lock_duration=LONG_LOCK_MS,
+                stalled_interval=LONG_LOCK_MS,
+                drain_delay=0.2,
+            )
+            worker.on("completed", lambda job, result: completed.update([job.id]))
+            worker.on("error", errors.append)
+            killer = asyncio.ensure_future(kill())
+            try:
+                deadline = time.monotonic() + 40
+                while len(completed) < KILL_JOBS and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
+            finally:
+                stop.set()
+                await killer
+                await worker.close()
+    finally:
+        await backend.close()
+    assert kills >= 5  # the faults happened
+    lost = [job.id for job in jobs if not completed[job.id]]
+    assert lost == []
+    assert [job_id for job_id, n in runs.items() if n > 1] == []  # none ran twice
+    assert [job_id for job_id, n in completed.items() if n > 1] == []
+    assert [e for e in errors if not isinstance(e, psyq.ConnectionError)] == []

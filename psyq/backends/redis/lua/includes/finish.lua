@@ -43,13 +43,16 @@ end
 
 -- Whether a completion refused because its job is gone was done by an earlier attempt of
 -- the same settle whose reply was lost, the job then removed by its retention
--- (removeOnComplete): only the events stream can tell. It did when the stream holds all of
--- the lease (from `started`, the job's processedOn, less LEASE_SLACK_MS for the take's own
--- run: nothing since was trimmed, see eventsSince) and since then shows the job taken once
--- (one `active`: the lease's own take), then nothing but `progress`, then `completed` with
--- this very value, and nothing after. Any other history (a second take, an add after)
--- answers no, as does a stream too long to read here.
-local LEASE_SLACK_MS = 1000
+-- (removeOnComplete): only the events stream can tell. The lease's own take is the last
+-- `active` of the job within LEASE_SLACK_MS of `started` (the job's processedOn, stamped
+-- by that take's script, whose `active` entry carries the script's time, a few ms later or
+-- earlier): an earlier lease's take comes before it, a later one cannot come so soon (it
+-- needs the lease's lock to expire first; a lock_duration under LEASE_SLACK_MS can fool
+-- this). The earlier attempt did it when the stream holds all events since (see
+-- eventsSince) and shows after that take nothing but `progress`, then `completed` with
+-- this very value, and nothing after. Any other history (the lease ended otherwise, a
+-- later take, an add after) answers no, as does a stream too long to read here.
+local LEASE_SLACK_MS = 250
 local EVENTS_PAGE, EVENTS_READ = 1000, 100000
 
 local function jobEvent(fields, jobId)
@@ -79,6 +82,21 @@ local function eventsSince(key, from)
   return added ~= nil and added == length
 end
 
+-- seen: "before" the lease's take, "taken", "completed" (with the value), "ended" otherwise
+local function leaseStep(seen, event, returned, ms, started, value)
+  if event == "active" then
+    if ms > started + LEASE_SLACK_MS then return nil end -- a take after the lease's
+    return "taken" -- the latest take so far: the lease's own, or an earlier one
+  end
+  if seen == "taken" then
+    if event == "completed" and returned == value then return "completed" end
+    if event == "progress" then return seen end
+    return "ended"
+  end
+  if seen == "completed" then return nil end
+  return seen
+end
+
 local function completedEarlier(jobId, started, value)
   local key = P .. "events"
   local from = started - LEASE_SLACK_MS
@@ -88,14 +106,10 @@ local function completedEarlier(jobId, started, value)
     local page = rcall("XRANGE", key, start, "+", "COUNT", EVENTS_PAGE)
     for _, entry in ipairs(page) do
       local event, returned = jobEvent(entry[2], jobId)
-      if event == nil or (event == "progress" and seen == "taken") then
-        -- another job's event, or the lease's progress
-      elseif seen == "before" then
-        if event == "active" then seen = "taken" end
-      elseif seen == "taken" and event == "completed" and returned == value then
-        seen = "completed"
-      else
-        return false
+      if event ~= nil then
+        local ms = tonumber(string.match(entry[1], "^%d+"))
+        seen = leaseStep(seen, event, returned, ms, started, value)
+        if seen == nil then return false end
       end
     end
     if #page < EVENTS_PAGE then return seen == "completed" end
