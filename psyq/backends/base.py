@@ -83,15 +83,9 @@ STATE_ORDER: tuple[str, ...] = (
 
 # The states `get_job_counts` and `get_jobs` understand ("paused" = waiting while paused).
 JOB_STATES: tuple[str, ...] = (
-    "waiting",
-    "active",
-    "completed",
-    "failed",
-    "delayed",
-    "prioritized",
-    "waiting-children",
+    "waiting", "active", "completed", "failed", "delayed", "prioritized", "waiting-children",
     "paused",
-)
+)  # fmt: skip
 
 
 class ErrorCode(enum.IntEnum):
@@ -183,12 +177,15 @@ class Limiter:
 
 @dataclass(slots=True)
 class FetchRequest:
-    """Take up to `len(tokens)` jobs; job i is locked with tokens[i] for `lock_duration` ms."""
+    """Take up to `len(tokens)` jobs; job i is locked with tokens[i] for `lock_duration` ms.
+    `held`: a worker's tokens (fresh for each take) of takes whose reply was lost; a backend
+    that can find jobs by lock token returns those jobs first, within the count."""
 
     tokens: Sequence[str]
     lock_duration: int
     worker_name: str | None = None
     limiter: Limiter | None = None
+    held: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +219,7 @@ class Settlement:
     job_id: str
     token: str
     outcome: Completed | Failed | Retry
+    started: int | None = None  # the job's processed_on (when its lease began), if known
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 if TYPE_CHECKING:
     from psyq.plugins import PluginHost
 
-__all__ = ["Outcome", "SettleBatch", "Settled", "WorkerSettling", "completed_earlier"]
+__all__ = ["LostTakes", "Outcome", "SettleBatch", "Settled", "WorkerSettling", "completed_earlier"]
 
 Outcome = Completed | Failed | Retry
 
@@ -56,6 +56,44 @@ class Settled:
 
 _Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
 SETTLE_GROUP_MIN = 5  # settles per call at least, when a backend splits batches
+READ_TRIES = 5  # completed_earlier's reads of the job while the store cannot be reached
+MAX_HELD = 1000  # lost takes' tokens a worker keeps (an outage fails many calls in a row)
+
+
+class LostTakes:
+    """The tokens of a worker's takes (its fetcher's, a batch's fetch-next) whose call
+    failed, most often with a lost connection: the store may have run it and locked jobs
+    under them, and the reply never came. The next such take carries them
+    (`FetchRequest.held`); a backend that finds jobs by lock token (Redis) hands those jobs
+    over with it, as if the reply had come, instead of leaving them active until their
+    locks expire. Only the worker's own tokens come here: they are fresh for each take, so
+    a job locked under one is that take's (a caller's token, as get_next_job's, may lock
+    other jobs too)."""
+
+    __slots__ = ("_tokens",)
+
+    def __init__(self) -> None:
+        self._tokens: list[str] = []
+
+    def attach(self, request: FetchRequest) -> FetchRequest:
+        if self._tokens:
+            request.held, self._tokens = self._tokens, []
+        return request
+
+    def failed(self, request: FetchRequest | None) -> None:
+        if request is not None:
+            self._tokens = [*self._tokens, *request.held, *request.tokens][-MAX_HELD:]
+
+    async def take(
+        self, call: Callable[[FetchRequest], Awaitable[list[JobRecord]]], request: FetchRequest
+    ) -> list[JobRecord]:
+        """`call(request)`, a take with the worker's own (fresh) tokens: they are kept when
+        the call fails, and the lost takes' tokens go with it."""
+        try:
+            return await call(self.attach(request))
+        except BaseException:
+            self.failed(request)
+            raise
 
 
 class SettleBatch:
@@ -75,6 +113,7 @@ class SettleBatch:
         self._deferred: list[_Entry] = []  # completions waiting for a call to ride on
         self._linger = backend.settle_linger_ms / 1000
         self._timer: asyncio.TimerHandle | None = None
+        self._lost = LostTakes()  # the tokens of this batch's fetch-next whose reply was lost
 
     @property
     def lingers(self) -> bool:
@@ -146,12 +185,13 @@ class SettleBatch:
 
     async def _send(self, batch: list[_Entry]) -> None:
         wanted = sum(1 for _, fetch, _ in batch if fetch)
-        request = self._fetch_request(wanted) if wanted else None
+        request = self._lost.attach(self._fetch_request(wanted)) if wanted else None
         try:
             errors, fetched = await self._backend.settle_many(
                 self._queue, [settlement for settlement, _, _ in batch], request
             )
         except BaseException as exc:  # the whole call failed: every slot of the batch sees it
+            self._lost.failed(request)
             self._fail_all(batch, exc)
             if not isinstance(exc, Exception):
                 raise
@@ -299,7 +339,8 @@ class WorkerSettling(EventEmitter):
         defer = defer and fetch
         error: PsyqError | None = None
         if ref.backend.batch_settles:
-            batch, settling = self._settle_batch(ref), Settlement(job.id, token, outcome)
+            batch = self._settle_batch(ref)
+            settling = Settlement(job.id, token, outcome, job.processed_on)
             settled = await (batch.defer(settling) if defer else batch.settle(settling, fetch))
             error, records = settled.error, [settled.next_job] if settled.next_job else []
         else:
@@ -356,15 +397,25 @@ async def completed_earlier(
     So it was when the job is now completed under the same lease: started as many times,
     at the same time (each take counts a start and stamps processedOn, so no other take
     came between), with this outcome's value. A job its retention already removed cannot
-    be told apart: the refusal then stands."""
+    be told apart: the refusal then stands. The job is read again while the store cannot
+    be reached (a few times, with backoff): the question comes right after a lost
+    connection, and a wrong no reports a completed job as refused."""
     if not isinstance(error, (LockError, JobStateError)):
         return False
-    try:
-        record = await backend.get_job(queue, job.id)
-        if record is None:
+    backoff = Reconnect()
+    for _ in range(READ_TRIES):
+        try:
+            record = await backend.get_job(queue, job.id)
+            if record is None:
+                return False
+            state = record.state or await backend.get_state(queue, job.id)
+            break
+        except ConnectionError:
+            backoff.failed()
+            await backoff.wait()
+        except PsyqError:
             return False
-        state = record.state or await backend.get_state(queue, job.id)
-    except PsyqError:
+    else:
         return False
     return (
         state == "completed"

@@ -18,6 +18,7 @@ import itertools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from psyq.backends.base import BackendAdapter, Completed, FetchRequest, Limiter
@@ -28,7 +29,7 @@ from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.core.settle import Outcome, SettleBatch, WorkerSettling
+from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
@@ -128,6 +129,7 @@ class Worker(_BackendUser, WorkerSettling):
         self._short = False  # the queue likely has no other job waiting (see _fetcher)
         self._settling = {}  # job id -> its deferred completion's settle
         self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
+        self._lost = LostTakes()  # the tokens of the fetcher's takes whose reply was lost
         self._run = self._plugins.wrap_processor(self._call_processor)
         if processor is not None:
             self._is_async = is_async(processor)
@@ -363,14 +365,17 @@ class Worker(_BackendUser, WorkerSettling):
     def _fetch_request(self, tokens: list[str]) -> FetchRequest:
         return FetchRequest(tokens, self.lock_duration, self.id, self.limiter)
 
-    async def _fetch(self, ref: QueueRef, tokens: list[str]) -> list[Job]:
-        """Take a job per token; deferred completions ride on it unless the last take was
-        short (this one would find nothing: Postgres answers it from its idle mark)."""
+    async def _fetch(self, ref: QueueRef, tokens: list[str], own: bool = False) -> list[Job]:
+        """Take a job per token; `own`: the fetcher's take, with the worker's fresh tokens
+        (LostTakes), on which deferred completions ride unless the last take was short
+        (this one would find nothing: Postgres answers it from its idle mark)."""
         request = self._fetch_request(tokens)
-        if self._batch is not None and self._batch.deferring and not self._short:
-            records = await self._batch.take(request)
-        else:
+        if not own:
             records = await ref.backend.move_to_active(self.name, request)
+        elif self._batch is not None and self._batch.deferring and not self._short:
+            records = await self._lost.take(self._batch.take, request)
+        else:
+            records = await self._lost.take(partial(ref.backend.move_to_active, self.name), request)
         return [Job(ref, record) for record in records]
 
     async def _fetcher(self, ref: QueueRef) -> None:
@@ -386,7 +391,7 @@ class Worker(_BackendUser, WorkerSettling):
             self._not_fetching.clear()
             tokens = self._new_tokens(self._idle)
             try:
-                jobs = await self._fetch(ref, tokens)
+                jobs = await self._fetch(ref, tokens, own=True)
             except Exception as exc:
                 self._not_fetching.set()
                 await self._backend_trouble(exc)
@@ -416,8 +421,7 @@ class Worker(_BackendUser, WorkerSettling):
         self._short = False
 
     async def _backend_trouble(self, exc: Exception) -> None:
-        """Report the error and wait before the next try: capped, jittered backoff
-        (50 ms doubling to 2 s), reset by the next fetch that works."""
+        """Report the error; wait (jittered backoff, 50 ms doubling to 2 s) and try again."""
         self.emit("error", exc)
         self._fetch_backoff.failed()
         await self._fetch_backoff.wait()

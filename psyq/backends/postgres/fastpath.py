@@ -66,21 +66,27 @@ class HeldTokens:
     """A take's tokens, less those an earlier attempt of the same call took jobs under
     before its connection was lost (its commit done, its reply lost): those jobs are the
     caller's, handed to it with the rest (`rows`) instead of left active until their
-    locks expire, and their tokens are not used again (one job per token)."""
+    locks expire, and their tokens are not used again (one job per token). `completes`:
+    the job a call with the caller's own tokens completes (move_to_finished), whose
+    completion the lost attempt's jobs must follow (transitions.held_after)."""
 
-    __slots__ = ("queue", "rows", "tokens")
+    __slots__ = ("completes", "queue", "rows", "tokens")
 
-    def __init__(self, queue: str, tokens: Sequence[str]) -> None:
+    def __init__(self, queue: str, tokens: Sequence[str], completes: str | None = None) -> None:
         self.queue = queue
         self.tokens = list(tokens)
         self.rows: list[asyncpg.Record] = []
+        self.completes = completes
 
-    async def recover(self, conn: asyncpg.Connection, held: str) -> None:
+    async def recover(self, conn: asyncpg.Connection, held: str, held_after: str) -> None:
         """Before an attempt is sent again: the jobs active under the tokens (statement
-        `held`, transitions.held) are the lost attempt's."""
+        `held`, transitions.held, or `held_after`) are the lost attempt's."""
         if not self.tokens:
             return
-        rows = await conn.fetch(held, self.queue, self.tokens)
+        if self.completes is None:
+            rows = await conn.fetch(held, self.queue, self.tokens)
+        else:
+            rows = await conn.fetch(held_after, self.queue, self.tokens, self.completes)
         taken = {row["lock_token"] for row in rows}
         self.rows += rows
         self.tokens = [token for token in self.tokens if token not in taken]
@@ -156,10 +162,15 @@ class FastPath(BullmqConnection):
         return rows
 
     async def _settle_take(
-        self, queue: str, done: Sequence[Settlement], fetch: FetchRequest | None
+        self,
+        queue: str,
+        done: Sequence[Settlement],
+        fetch: FetchRequest | None,
+        completes: str | None = None,
     ) -> Taken:
-        """Complete `done` (all Completed) and take for `fetch`, in one statement."""
-        held = HeldTokens(queue, fetch.tokens if fetch is not None else [])
+        """Complete `done` (all Completed) and take for `fetch`, in one statement;
+        `completes`: see HeldTokens."""
+        held = HeldTokens(queue, fetch.tokens if fetch is not None else [], completes)
         values = [item.outcome.returnvalue for item in done if isinstance(item.outcome, Completed)]
         under_way: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         since = self._trims.since(queue)
@@ -197,5 +208,5 @@ class FastPath(BullmqConnection):
 
     def _recover_into(self, held: HeldTokens) -> Callable[[asyncpg.Connection], Awaitable[None]]:
         """The after-loss step of a call that takes for `held`'s tokens."""
-        statement = self._q["transitions.held"]
-        return lambda conn: held.recover(conn, statement)
+        statements = self._q["transitions.held"], self._q["transitions.held_after"]
+        return lambda conn: held.recover(conn, *statements)

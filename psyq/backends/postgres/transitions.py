@@ -242,34 +242,49 @@ class Transitions(FastPath):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
+        """Settle one job (`Job.move_to_completed`, with the caller's own token, which
+        fetch-next takes with too). Sent again after a lost connection, a completion whose
+        lost attempt committed (the job completed, jobs taken after it under the tokens:
+        transitions.held_after) returns those jobs instead of the refusal the job, no
+        longer active, gets."""
+        settlement = Settlement(job_id, token, outcome)
         if isinstance(outcome, Completed):
-            taken = await self._settle_take(queue, [Settlement(job_id, token, outcome)], fetch)
+            taken = await self._settle_take(queue, [settlement], fetch, job_id)
             if not taken.left:  # else it took nothing: the layout settles (or refuses)
                 return await self._delivered(queue, taken, fetch)
-            if taken.held.rows:  # a lost attempt took jobs: the rest are taken below
-                fetch = taken.held.rest(fetch)
+            if taken.held.rows:  # the lost attempt completed the job and took these
+                rest = taken.held.rest(fetch)
                 early = await self._delivered(queue, taken, None)
-                return early + await self.move_to_finished(queue, job_id, token, outcome, fetch)
+                return early + (await self.move_to_active(queue, rest) if rest else [])
         if isinstance(outcome, Completed) and fetch is not None and fetch.tokens:
-            rows = await self._settle(
-                "transitions.complete_take",
-                queue,
-                job_id,
-                "complete",
-                queue,
-                job_id,
-                token,
-                outcome.returnvalue,
-                list(fetch.tokens),
-                fetch.lock_duration,
-                fetch.worker_name,
-                *_limits(fetch),
-                worker_keep(outcome),
-            )
+            rows = await self._complete_take(queue, settlement, outcome, fetch)
             return await self._deliverable(queue, self._records(queue, rows), rows)
-        name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
+        name, operation, args = _settle_call(queue, settlement)
         await self._settle(name, queue, job_id, operation, *args)
         return await self.move_to_active(queue, fetch) if fetch is not None else []
+
+    async def _complete_take(
+        self, queue: str, item: Settlement, outcome: Completed, fetch: FetchRequest
+    ) -> list[asyncpg.Record]:
+        """The layout's completion and take in one statement (transitions.complete_take);
+        sent again after a lost connection, it first collects what the lost attempt took
+        (HeldTokens, anchored on the job's completion): then that attempt did it all."""
+        held = HeldTokens(queue, fetch.tokens, item.job_id)
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            if held.rows:
+                return []
+            args = [*_take_args(queue, fetch)[1:], worker_keep(outcome)]
+            statement = self._q["transitions.complete_take"]
+            head = (queue, item.job_id, item.token, outcome.returnvalue)
+            rows: list[asyncpg.Record] = await conn.fetch(statement, *head, *args)
+            return rows
+
+        try:
+            rows = await self._on_connection(run, self._recover_into(held))
+        except LayoutCode as exc:
+            raise settle_error(exc, queue, item.job_id, "complete") from exc
+        return [*held.rows, *rows]
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))

@@ -31,11 +31,22 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.backends.redis.schedulers import Schedulers
 from psyq.core import codec
-from psyq.errors import PsyqError
+from psyq.errors import ConnectionError, PsyqError
+
+# Completions a backend remembers as sent in a call whose reply never came (a bound: an
+# outage fails many calls in a row).
+MAX_LOST_SETTLES = 10_000
 
 
 class Transitions(Schedulers):
     """Fetching, settling and the transitions of single jobs."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        # (queue, job id) of the completions of settle calls that failed: sent again, each
+        # carries its job's lease start, by which moveToFinished recognises a completion
+        # the lost call made of a job its retention then removed (finish.lua)
+        self._lost_settles: dict[tuple[str, str], None] = {}
 
     @staticmethod
     def _fetch_arg(request: FetchRequest) -> dict[str, Any]:
@@ -47,15 +58,21 @@ class Transitions(Schedulers):
         if request.limiter is not None:
             arg["max"] = request.limiter.max
             arg["duration"] = request.limiter.duration
+        if request.held:  # a lost reply's jobs are handed over first (take.lua heldJobs)
+            arg["held"] = list(request.held)
         return arg
 
     def _records(
         self, queue: str, hashes: Sequence[Sequence[str]], tokens: Sequence[str]
     ) -> list[JobRecord]:
+        """The fetched jobs: the held ones (their hash ends "__token", token), then the
+        ones taken, locked with `tokens` in order."""
         records = []
-        for flat, token in zip(hashes, tokens, strict=False):
+        fresh = iter(tokens)
+        for flat in hashes:
             record = record_from_fields(queue, flat, "active")
-            record.lock_token = token
+            held = len(flat) > 1 and flat[-2] == "__token"
+            record.lock_token = flat[-1] if held else next(fresh, None)
             records.append(record)
         return records
 
@@ -172,8 +189,19 @@ class Transitions(Schedulers):
     async def settle_many(
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        lost = self._lost_settles
         items = [self._settle_item(s.job_id, s.token, s.outcome) for s in settlements]
-        codes, fetched = await self._settle(queue, items, fetch)
+        if lost:  # sent again after a failed call: with their lease's start (finish.lua)
+            for item, settlement in zip(items, settlements, strict=True):
+                if lost.pop((queue, settlement.job_id), False) is None:
+                    item["started"] = settlement.started
+        try:
+            codes, fetched = await self._settle(queue, items, fetch)
+        except ConnectionError:  # it may have run, its reply lost
+            lost.update(((queue, s.job_id), None) for s in settlements if s.started is not None)
+            while len(lost) > MAX_LOST_SETTLES:
+                del lost[next(iter(lost))]
+            raise
         errors: list[PsyqError | None] = []
         for settlement, code in zip(settlements, codes, strict=True):
             try:

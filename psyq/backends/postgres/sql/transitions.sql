@@ -42,6 +42,18 @@ SELECT taken.*
 SELECT * FROM job
  WHERE queue = $1 AND state = 'active' AND lock_token = ANY($2::text[]);
 
+-- name: held_after
+-- $1 queue, $2 tokens, $3 the id of the job the call completes -> as held, for a call whose
+-- tokens may be the caller's own (Job.move_to_completed with fetch-next passes the token of
+-- the job it completes, and BullMQ's manual processing reuses one token): only jobs taken
+-- when or after job $3 completed (the lost attempt took them in the statement or the
+-- transaction that completed it), never job $3; none when job $3 is not completed (the
+-- lost attempt did not commit, or retention removed the job).
+SELECT * FROM job
+ WHERE queue = $1 AND state = 'active' AND lock_token = ANY($2::text[]) AND id <> $3
+   AND processed_at_ms >= (SELECT finished_at_ms FROM job
+                            WHERE queue = $1 AND id = $3 AND state = 'completed');
+
 -- name: complete
 -- $1 queue, $2 id, $3 token, $4 return value (JSON text), $5 count it in the metrics now,
 -- $6 the worker's removeOnComplete (JSON text or NULL) -> finished_on. Retention comes

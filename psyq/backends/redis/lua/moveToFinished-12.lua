@@ -5,7 +5,8 @@
 --       value (returnvalue JSON or reason), stack (JSON array text), delay}], fetch = req?}
 -- Events: completed / failed (prev=active), retries-exhausted, delayed / waiting
 --         (prev=failed) for retries, parents' waiting / failed, active for fetched jobs,
---         drained when a fetch finds the queue empty
+--         drained when a fetch finds the queue empty, waiting (prev=active) for held jobs
+--         handed back (fetch = the request moveToActive takes, `held` included)
 -- Returns: {{code per settlement (0 ok, an ErrorCode, or "ERR <message>" when settling
 --          that job raised an error)}, {fetched job hashes}}
 --@include base jobkeys settle parent take finish

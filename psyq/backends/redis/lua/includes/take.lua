@@ -66,12 +66,57 @@ local function lockJob(jobId, token, lockDuration, worker, now)
   return fields
 end
 
--- Returns a list of job hashes (flat field/value arrays with "__id"), possibly empty.
--- req = {tokens = {...}, lockDuration = ms, worker = name, max = n|nil, duration = ms|nil}
+-- An active job under a lock of the caller's goes back in line, next to be taken, its
+-- start uncounted (as moveJobFromActiveToWait hands a job back).
+local function handBack(jobId)
+  local jobKey = P .. jobId
+  rcall("LREM", P .. "active", -1, jobId)
+  rcall("DEL", jobKey .. ":lock")
+  rcall("SREM", P .. "stalled", jobId)
+  rcall("HDEL", P .. "cancelled", jobId)
+  if (tonumber(rcall("HGET", jobKey, "ats")) or 0) > 0 then
+    rcall("HINCRBY", jobKey, "ats", -1)
+  end
+  toWait(jobId, "active", true)
+end
+
+-- The jobs an earlier take of the caller's locked under `req.held` (a worker's tokens, fresh
+-- for each take, of calls whose reply was lost with the connection): up to #req.tokens of
+-- them are returned as that reply would have returned them (with "__token"), the others
+-- handed back. One pass over active, only when a reply was lost.
+local function heldJobs(req)
+  local jobs = {}
+  if type(req.held) ~= "table" or #req.held == 0 then return jobs end
+  local held = {}
+  for _, token in ipairs(req.held) do held[token] = true end
+  for _, jobId in ipairs(rcall("LRANGE", P .. "active", 0, -1)) do
+    local token = rcall("GET", P .. jobId .. ":lock")
+    if token and held[token] then
+      held[token] = nil
+      if #jobs < #req.tokens then
+        local fields = rcall("HGETALL", P .. jobId)
+        fields[#fields + 1] = "__id"
+        fields[#fields + 1] = jobId
+        fields[#fields + 1] = "__token"
+        fields[#fields + 1] = token
+        jobs[#jobs + 1] = fields
+      else
+        handBack(jobId)
+      end
+    end
+  end
+  return jobs
+end
+
+-- Returns a list of job hashes (flat field/value arrays with "__id"; the held jobs first,
+-- ending "__token", token), possibly empty.
+-- req = {tokens = {...}, lockDuration = ms, worker = name, max = n|nil, duration = ms|nil,
+--        held = {...}|nil}
 local function takeJobs(req, now)
+  local taken = heldJobs(req)
   promoteDue(now)
-  if isPaused() then return {} end
-  local wanted = #req.tokens
+  if isPaused() then return taken end
+  local wanted = #req.tokens - #taken
   local limit = concurrencyLimit()
   if limit ~= nil then
     wanted = math.min(wanted, limit - rcall("LLEN", P .. "active"))
@@ -82,14 +127,14 @@ local function takeJobs(req, now)
     max, duration = meta.max, meta.duration
   end
   wanted = limiterAllows(wanted, max, duration)
-  local taken = {}
+  local held = #taken
   for i = 1, wanted do
     local jobId = nextReady()
     if not jobId then break end
     taken[#taken + 1] = lockJob(jobId, req.tokens[i], req.lockDuration, req.worker or "", now)
   end
-  countTaken(#taken, max, duration)
-  if #taken > 0 and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0) then
+  countTaken(#taken - held, max, duration)
+  if #taken > held and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0) then
     addBaseMarker() -- more work: wake the next blocked worker too
   end
   return taken
