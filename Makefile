@@ -14,11 +14,13 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/psyq demo
 
-# The whole suite on asyncio's loop, then a representative part of the conformance suite (a
-# worker's life, events, flows, locks and stalls, closing; every backend) on uvloop, the loop
-# of uvicorn and many servers (PSYQ_TEST_LOOP, tests/conftest.py).
-UVLOOP_SUBSET := $(addprefix tests/conformance/test_,event_loop.py worker.py queue_events.py \
-	flows.py locks_stalls.py close.py)
+# The whole suite on asyncio's loop, then again on uvloop, the loop of uvicorn and many servers
+# (PSYQ_TEST_LOOP, tests/conftest.py), where the loop matters most: the conformance suite
+# (every backend), the psyq:// server and client, Postgres, Redis, SQLite and the native
+# engine. The rest (Spark pipelines, Node interop, the wheel, the browser) mostly runs other
+# processes; it passes on uvloop too (`PSYQ_TEST_LOOP=uvloop pytest`, the whole suite), at
+# about as much time again as the asyncio run (docs/architecture.md, "Tests and services").
+UVLOOP_SUBSET := $(addprefix tests/,conformance tcp postgres redis_backend sqlite native)
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q

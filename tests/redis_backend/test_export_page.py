@@ -129,24 +129,27 @@ async def test_an_export_page_holds_what_the_keys_hold(
     await flow.close()
     backend = await open_backend(url)
     assert (backend._wire is None) == (path != "wire")
-    await backend.add_jobs(queue_name, [NewJob("later", "null", {"delay": 60_000})])
-    await backend.add_jobs(queue_name, [NewJob("urgent", "[1]", {"priority": 4})])
-    await backend.add_jobs(queue_name, [NewJob("w", str(i), {}) for i in range(3)])
-    taken = await backend.move_to_active(queue_name, FetchRequest(["t1", "t2"], 60_000))
-    await backend.add_log(queue_name, taken[0].id, "line one", None)
-    await backend.add_log(queue_name, taken[0].id, "line two", None)
-    await backend.move_to_finished(queue_name, taken[0].id, "t1", Completed('{"ok":1}'))
-    await backend.move_to_finished(queue_name, taken[1].id, "t2", Failed("bad", ["at x"]))
-    page = await backend.export_jobs(queue_name, None, 100)
-    ids_states = [(job.id, job.state or "") for job in page.jobs]
-    assert page.next_cursor is None and len(ids_states) == 8
-    assert {tree.job.id, taken[0].id, taken[1].id} <= {job_id for job_id, _ in ids_states}
-    assert page == await expected_page(raw, key, queue_name, ids_states)
-    assert page.logs == {taken[0].id: ["line one", "line two"]}
-    assert list(page.deps) == [tree.job.id] and len(page.due) == 1
-    links = page.deps[tree.job.id]
-    assert links["processed"] == {f"{key}:{taken[0].id}": '{"ok":1}'}
-    assert links["failed"] == {f"{key}:{taken[1].id}": "bad"}
+    try:
+        await backend.add_jobs(queue_name, [NewJob("later", "null", {"delay": 60_000})])
+        await backend.add_jobs(queue_name, [NewJob("urgent", "[1]", {"priority": 4})])
+        await backend.add_jobs(queue_name, [NewJob("w", str(i), {}) for i in range(3)])
+        taken = await backend.move_to_active(queue_name, FetchRequest(["t1", "t2"], 60_000))
+        await backend.add_log(queue_name, taken[0].id, "line one", None)
+        await backend.add_log(queue_name, taken[0].id, "line two", None)
+        await backend.move_to_finished(queue_name, taken[0].id, "t1", Completed('{"ok":1}'))
+        await backend.move_to_finished(queue_name, taken[1].id, "t2", Failed("bad", ["at x"]))
+        page = await backend.export_jobs(queue_name, None, 100)
+        ids_states = [(job.id, job.state or "") for job in page.jobs]
+        assert page.next_cursor is None and len(ids_states) == 8
+        assert {tree.job.id, taken[0].id, taken[1].id} <= {job_id for job_id, _ in ids_states}
+        assert page == await expected_page(raw, key, queue_name, ids_states)
+        assert page.logs == {taken[0].id: ["line one", "line two"]}
+        assert list(page.deps) == [tree.job.id] and len(page.due) == 1
+        links = page.deps[tree.job.id]
+        assert links["processed"] == {f"{key}:{taken[0].id}": '{"ok":1}'}
+        assert links["failed"] == {f"{key}:{taken[1].id}": "bad"}
+    finally:
+        await release_backend(backend)
     states = sorted(state for _, state in ids_states)
     assert states == sorted(
         ["completed", "delayed", "failed", "prioritized", "waiting", "waiting-children"]

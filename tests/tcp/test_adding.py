@@ -130,6 +130,22 @@ async def test_a_cancelled_caller_leaves_the_others_their_answers(
         assert first.cancelled()
 
 
+class RecordingTransport:
+    """A connection's transport that records what is written, then writes it on the real
+    one (uvloop's transports do not let a test replace their methods)."""
+
+    def __init__(self, real: asyncio.Transport) -> None:
+        self.real = real
+        self.written: list[bytes] = []
+
+    def write(self, data: Any) -> None:
+        self.written.append(bytes(data))
+        self.real.write(data)
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, close, ...: the real transport's
+        return getattr(self.real, name)
+
+
 async def test_a_lone_add_is_written_without_waiting_for_company(
     served: CountingServer, queue_name: str
 ) -> None:
@@ -138,16 +154,10 @@ async def test_a_lone_add_is_written_without_waiting_for_company(
     try:
         conn = await backend._connection()
         assert conn.version == 3
-        transport = conn.transport
-        assert transport is not None
-        written: list[bytes] = []
-        real_write = transport.write
-
-        def record(data: Any) -> None:
-            written.append(bytes(data))
-            real_write(data)
-
-        transport.write = record  # type: ignore[method-assign]
+        assert conn.transport is not None
+        recording = RecordingTransport(conn.transport)
+        written = recording.written
+        conn.transport = recording  # type: ignore[assignment]
         future = asyncio.ensure_future(backend.add_jobs(queue_name, [NewJob("x", "1", {})]))
         for _ in range(2):  # the call runs, then the outbox writes at the end of that turn
             await asyncio.sleep(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -162,3 +163,21 @@ async def test_plain_client_on_a_tls_server_fails_cleanly(
     with pytest.raises(psyq.ConnectionError):
         await backend.open()
     await backend.close()
+
+
+@pytest.mark.parametrize("tls", [True, False])
+async def test_close_returns_once_its_connections_are_closed(
+    tls_server: tuple[ServerProcess, Path], guarded: ServerProcess, queue_name: str, tls: bool
+) -> None:
+    """close() returns after its connections are closed, not as they start closing: a TLS
+    connection takes a round trip to close (each side's close_notify), and a program that
+    closes its loop right after close() left that socket open (uvloop reported it)."""
+    server, cert = tls_server
+    url = f"psyqs://localhost:{server.port}?ca={cert}" if tls else f"{guarded.url}?token={TOKEN}"
+    backend = TcpBackend(url + "&pool=2")
+    await backend.open()
+    await asyncio.gather(*(backend.get_job_counts(queue_name, ["waiting"]) for _ in range(2)))
+    conns = [conn for conn in backend._conns if conn is not None]
+    assert len(conns) == 2
+    await backend.close()
+    assert [conn.transport for conn in conns] == [None, None]  # each connection_lost ran

@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 
+from psyq.backends.postgres.retry import SESSION_LOST
 from psyq.core.backoff import Reconnect
 
 __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "Listener"]
@@ -106,7 +107,7 @@ class Listener:
             await self._backoff.wait()
             try:
                 await self.start()
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except SESSION_LOST as exc:
                 log.warning("psyq: LISTEN connection lost, retrying: %r", exc)
                 self._backoff.failed()
                 continue

@@ -32,6 +32,7 @@ from typing import Any
 
 import asyncpg
 
+from psyq.backends.postgres.retry import SESSION_LOST
 from psyq.core.backoff import Reconnect
 
 __all__ = [
@@ -47,7 +48,7 @@ PSYQ_WORKER_SUFFIX = ":w:psyq"
 QUEUE_EVENTS_SUFFIX = ":qe"  # Node BullMQ's QUEUE_EVENT_SUFFIX
 FIRST_WAIT_S = 5.0  # how long registering a worker waits for its session to open
 RETRY_CAP_S = 30.0  # the longest wait between attempts (a full server is not hammered)
-_LOST = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_LOST = SESSION_LOST
 
 
 def worker_session_name(queue: str) -> str:

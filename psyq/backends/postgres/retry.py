@@ -6,7 +6,7 @@ import asyncpg
 
 from psyq.errors import PsyqError
 
-__all__ = ["CONFLICTS", "CONNECTION_LOST", "LostInFlight", "client_error"]
+__all__ = ["CONFLICTS", "CONNECTION_LOST", "SESSION_LOST", "LostInFlight", "client_error"]
 
 # A transaction that lost to another one: run it again at once.
 CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
@@ -33,6 +33,12 @@ CONNECTION_LOST = (
     OSError,
     TimeoutError,  # a statement past command_timeout, or no pool connection in time
 )
+
+# A connection the backend holds of its own (the LISTEN connection, a named idle session) is
+# opened again after any of these: a loss as above (asyncpg's InternalClientError included:
+# a session killed while idle leaves its connection mid-operation for a moment, and the
+# LISTEN sent on it then fails so), or any server or client error on the way.
+SESSION_LOST = (*CONNECTION_LOST, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 def client_error(exc: asyncpg.InterfaceError, connection_closed: bool) -> Exception:

@@ -55,6 +55,8 @@ from psyq.errors import ClosedError, ConnectionError, PsyqError
 
 __all__ = ["PsyqSettings", "TcpBackend", "open_tcp_backend", "parse_psyq_url"]
 
+CLOSE_TIMEOUT_S = 2.0  # how long close() waits for its connections' closing handshakes
+
 
 class ClientConnection(asyncio.BufferedProtocol):
     """One connection to the server: requests out, answers matched to futures by id. Answers
@@ -70,6 +72,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._ids = itertools.count(1)
         self._loop = asyncio.get_running_loop()
         self._reason = "the connection was closed"
+        self.lost: asyncio.Future[None] = self._loop.create_future()  # connection_lost ran
 
     @property
     def alive(self) -> bool:
@@ -82,6 +85,8 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
+        if not self.lost.done():
+            self.lost.set_result(None)
         reason = f"{self._reason} ({exc})" if exc else self._reason
         pending, self.pending = self.pending, {}
         if self.batch is not None:
@@ -227,11 +232,18 @@ class TcpBackend(BackendAdapter):
         await self._connection()
 
     async def close(self) -> None:
+        """Close the connections and wait until they are closed (TLS takes a round trip:
+        each side's close_notify), aborting any still open after CLOSE_TIMEOUT_S."""
         self._closed = True
         conns, self._conns = self._conns, [None] * len(self._conns)
-        for conn in conns:
-            if conn is not None:
-                conn.close()
+        closing = [conn for conn in conns if conn is not None]
+        for conn in closing:
+            conn.close()
+        if closing:
+            await asyncio.wait([conn.lost for conn in closing], timeout=CLOSE_TIMEOUT_S)
+        for conn in closing:
+            if conn.transport is not None:  # a peer that did not answer the close in time
+                conn.transport.abort()
 
     async def _connection(self) -> ClientConnection:
         if self._closed:
