@@ -96,9 +96,6 @@ class BullmqConnection(BackendAdapter):
         self._reconnect = Reconnect()
         self.ledger: Ledger | None = None
         self._presence: Presence | None = None  # named idle sessions Node lists (presence.py)
-        # calls ended so far: a take's idle mark holds only while no other call of this
-        # backend ended after the take began (it may have made a job ready: transitions.py)
-        self._calls_ended = 0
 
     # ------------------------------------------------------------------ lifecycle
     def _server_settings(self) -> dict[str, str]:
@@ -203,16 +200,6 @@ class BullmqConnection(BackendAdapter):
         (asyncpg's InterfaceError on a connection that is still up) is raised at once.
         An attempt lost with its connection may have committed (only its reply lost):
         before running again, `after_loss(conn)` looks at what it left."""
-        try:
-            return await self._run_with_retries(run, after_loss)
-        finally:
-            self._calls_ended += 1
-
-    async def _run_with_retries(
-        self,
-        run: Callable[[asyncpg.Connection], Awaitable[T]],
-        after_loss: Callable[[asyncpg.Connection], Awaitable[object]] | None,
-    ) -> T:
         tries = self.settings.pool_max + 3
         lost = False
         for attempt in range(tries):

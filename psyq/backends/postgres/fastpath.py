@@ -129,7 +129,18 @@ class FastPath(BullmqConnection):
         # queue -> a future per settle-and-take of this process under way that takes jobs
         # (it holds the rows it picked until it commits), done when it ends
         self._taking: dict[str, set[asyncio.Future[None]]] = {}
+        # queue -> (a job notification's future, registered before a take that found no
+        # other job waiting; the loop time the next delayed job is due, or None): the idle
+        # mark (transitions.py, move_to_active)
+        self._idle: dict[str, tuple[asyncio.Future[None], float | None]] = {}
         self._trims = TrimMarks()
+
+    def _added(self, queue: str) -> None:
+        """This process added jobs to `queue`: its next take asks the server rather than
+        trust the idle mark until the add's notification comes back (a non-blocking take
+        right after an add must see the job). The notification's future stays registered:
+        a wait on it still ends with the notification."""
+        self._idle.pop(queue, None)
 
     async def _add_plain(self, queue: str, entries: Sequence[dict[str, Any]]) -> Any:
         """Add plain jobs (no custom id, parent or deduplication) in one statement; None

@@ -46,6 +46,8 @@ class Flows(Adding):
         except LayoutCode as exc:
             raise_for_code(exc.code, entries[0]["queue"], entries[0]["id"], "add flow")
             raise
+        for queue in {entry["queue"] for entry in entries}:
+            self._added(queue)
         ids = [str(row["id"]) for row in rows]
         for entry, job_id in zip(entries, ids, strict=True):
             refuse(entry, job_id)

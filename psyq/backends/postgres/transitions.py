@@ -84,10 +84,6 @@ class Transitions(FastPath):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        # queue -> (a job notification's future, registered before a take that found no
-        # other job waiting; the loop time the next delayed job is due, or None; the
-        # backend's calls ended when the mark was left: see _still_idle)
-        self._idle: dict[str, tuple[asyncio.Future[None], float | None, int]] = {}
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
@@ -109,30 +105,27 @@ class Transitions(FastPath):
         found no other job waiting (see move_to_active)."""
         woken = self.listener.register(JOBS_CHANNEL, queue)
         self._forget_idle(queue)
-        began = self._calls_ended
         try:
             taken = await self._settle_take(queue, done, fetch)
         except BaseException:
             self.listener.discard(JOBS_CHANNEL, queue, woken)
             raise
-        if taken.idle and not woken.done() and self._calls_ended == began + 1:
+        if taken.idle and not woken.done():
             self._forget_idle(queue)  # another take of the queue may have left one meanwhile
             due = None if taken.next_ms is None else _loop_time() + max(taken.next_ms, 0) / 1000
-            self._idle[queue] = (woken, due, self._calls_ended)
+            self._idle[queue] = (woken, due)
         else:
             self.listener.discard(JOBS_CHANNEL, queue, woken)
         return taken
 
     def _still_idle(self, queue: str) -> bool:
-        """The last take found no other job waiting, no job was announced since, no
-        delayed job is due yet, and no other call of this backend ended since the take
-        began (an add, a retry, a promotion of this process may have made a job ready,
-        and its notification may not have come back yet)."""
+        """The last take found no other job waiting, no job was announced since (nor added
+        by this process: FastPath._added), and no delayed job is due yet."""
         idle = self._idle.get(queue)
         if idle is None:
             return False
-        woken, due, calls = idle
-        if woken.done() or (due is not None and _loop_time() >= due) or self._calls_ended != calls:
+        woken, due = idle
+        if woken.done() or (due is not None and _loop_time() >= due):
             self._forget_idle(queue)
             return False
         return True
@@ -201,7 +194,7 @@ class Transitions(FastPath):
         job frees a slot, which the layout announces as an event only)."""
         if self._still_idle(queue):
             idle = self._idle[queue]
-            woken_job, due, _ = idle
+            woken_job, due = idle
             left = timeout_ms if due is None else min(timeout_ms, (due - _loop_time()) * 1000)
             try:
                 await self.listener.wait(woken_job, int(left))
