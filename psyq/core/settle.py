@@ -244,7 +244,7 @@ class WorkerSettling(EventEmitter):
     _closing: asyncio.Event | None
     _forced: bool
     _drained: bool
-    _short: bool  # the last take brought fewer jobs than asked, and none was announced since
+    _short: bool  # the queue likely has no other job waiting (Worker._fetcher says when)
     _batch: SettleBatch | None
     _settling: dict[str, asyncio.Task[None]]  # job id -> its deferred completion
 
