@@ -154,8 +154,11 @@ class MemoryBackend(BackendAdapter):
         ready = self._run(queue, register)
         if ready == 0:
             return
+        # one ms past the due time: the clock reads whole ms, and a loop's timer (uvloop's,
+        # whole ms too) may fire up to one early, before the job is due
+        wait = timeout_ms if ready is None else min(timeout_ms, ready + 1)
         try:
-            await self._block(future, timeout_ms if ready is None else min(timeout_ms, ready))
+            await self._block(future, wait)
         finally:
             self._forget(queue, lambda s: s.waiters, future)
 
