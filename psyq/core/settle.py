@@ -152,13 +152,7 @@ class SettleBatch:
     async def take(self, request: FetchRequest) -> list[JobRecord]:
         """The fetcher's take, with the deferred completions riding on it."""
         batch = self._take_deferred()
-        try:
-            errors, fetched = await self._backend.settle_many(
-                self._queue, [settlement for settlement, _, _ in batch], request
-            )
-        except BaseException as exc:
-            self._fail_all(batch, exc)
-            raise
+        errors, fetched = await self._call(batch, request)
         for (_, _, future), error in zip(batch, errors, strict=True):
             if not future.done():
                 future.set_result(Settled(error, None))
@@ -187,12 +181,9 @@ class SettleBatch:
         wanted = sum(1 for _, fetch, _ in batch if fetch)
         request = self._lost.attach(self._fetch_request(wanted)) if wanted else None
         try:
-            errors, fetched = await self._backend.settle_many(
-                self._queue, [settlement for settlement, _, _ in batch], request
-            )
-        except BaseException as exc:  # the whole call failed: every slot of the batch sees it
+            errors, fetched = await self._call(batch, request)
+        except BaseException as exc:
             self._lost.failed(request)
-            self._fail_all(batch, exc)
             if not isinstance(exc, Exception):
                 raise
             return
@@ -205,6 +196,18 @@ class SettleBatch:
             else:
                 future.set_result(Settled(error, record))
         await self._hand_back([*unclaimed, *records])
+
+    async def _call(
+        self, batch: list[_Entry], request: FetchRequest | None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """settle_many for the batch; when the whole call fails every slot of it sees it."""
+        try:
+            return await self._backend.settle_many(
+                self._queue, [settlement for settlement, _, _ in batch], request
+            )
+        except BaseException as exc:
+            self._fail_all(batch, exc)
+            raise
 
     def _fail_all(self, batch: list[_Entry], exc: BaseException) -> None:
         """Every slot waiting on the batch gets the failure. A CancelledError that escaped

@@ -99,10 +99,12 @@ class Transitions(FastPath):
         return await self._delivered(queue, taken, request)
 
     async def _take_noting_idle(
-        self, queue: str, done: Sequence[Settlement], fetch: FetchRequest
+        self, queue: str, done: Sequence[Settlement], fetch: FetchRequest | None
     ) -> Taken:
         """fast.settle_take for `done` and `fetch`, leaving the queue's idle mark when it
-        found no other job waiting (see move_to_active)."""
+        took and found no other job waiting (see move_to_active)."""
+        if fetch is None or not fetch.tokens:
+            return await self._settle_take(queue, done, fetch)
         woken = self.listener.register(JOBS_CHANNEL, queue)
         self._forget_idle(queue)
         try:
@@ -291,10 +293,7 @@ class Transitions(FastPath):
         functions in one transaction (_settle_in_layout)."""
         if not settlements or not all(isinstance(s.outcome, Completed) for s in settlements):
             return await self._settle_in_layout(queue, settlements, fetch)
-        if fetch is not None and fetch.tokens:
-            taken = await self._take_noting_idle(queue, settlements, fetch)
-        else:
-            taken = await self._settle_take(queue, settlements, fetch)
+        taken = await self._take_noting_idle(queue, settlements, fetch)
         if not taken.left:
             return [None] * len(settlements), await self._delivered(queue, taken, fetch)
         left = set(taken.left)  # the statement then took nothing
