@@ -7,7 +7,6 @@ active until its lock expires."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 import psyq
 from psyq.backends.postgres import PostgresBackend
 from tests.conftest import fresh_name
+from tests.worker_run import run_each_job
 
 from .conftest import url_for
 
@@ -70,8 +70,6 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(
     name = fresh_name("lost-reply")
     backend = PostgresBackend(url)
     await backend.open()
-    completed: list[str] = []
-    errors: list[BaseException] = []
     runs: Counter[str] = Counter()
     try:
         async with psyq.Queue(name, connection=backend) as queue:
@@ -90,25 +88,8 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(
                     lose.armed = True
                 return int(job.data["n"])
 
-            worker = psyq.Worker(
-                name,
-                process,
-                connection=backend,
-                concurrency=concurrency,
-                lock_duration=LONG_LOCK_MS,
-                stalled_interval=LONG_LOCK_MS,
-                drain_delay=0.2,
-            )
-            worker.on("completed", lambda job, result: completed.append(job.id))
-            worker.on("error", errors.append)
-            try:
-                deadline = time.monotonic() + 20
-                while len(completed) < len(jobs) and time.monotonic() < deadline:
-                    await asyncio.sleep(0.02)
-            finally:
-                await worker.close()
-            states = {job.id: await queue.get_job_state(job.id) for job in jobs}
-            started = {job.id: (await queue.get_job(job.id)).attempts_started for job in jobs}  # type: ignore[union-attr]
+            ran = await run_each_job(queue, backend, process, jobs, concurrency, LONG_LOCK_MS)
+            completed, errors, states, started = ran.completed, ran.errors, ran.states, ran.started
     finally:
         await backend.close()
     assert lose.fired == 1  # the fault happened

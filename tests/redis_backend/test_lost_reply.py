@@ -19,6 +19,7 @@ import psyq
 from psyq.backends.base import Completed, FetchRequest, Settlement
 from psyq.backends.redis import RedisBackend
 from tests.conftest import fresh_name
+from tests.worker_run import run_each_job
 
 
 @pytest.mark.timeout(60)
@@ -98,8 +99,6 @@ async def test_the_jobs_a_lost_call_took_are_handed_over_at_once(
         return result
 
     backend._run = run  # type: ignore[method-assign]
-    completed: list[str] = []
-    errors: list[BaseException] = []
     runs: Counter[str] = Counter()
     try:
         async with psyq.Queue(name, connection=backend) as queue:
@@ -112,25 +111,8 @@ async def test_the_jobs_a_lost_call_took_are_handed_over_at_once(
                     armed = True
                 return int(job.data["n"])
 
-            worker = psyq.Worker(
-                name,
-                process,
-                connection=backend,
-                concurrency=concurrency,
-                lock_duration=LONG_LOCK_MS,
-                stalled_interval=LONG_LOCK_MS,
-                drain_delay=0.2,
-            )
-            worker.on("completed", lambda job, result: completed.append(job.id))
-            worker.on("error", errors.append)
-            try:
-                deadline = time.monotonic() + 20
-                while len(completed) < len(jobs) and time.monotonic() < deadline:
-                    await asyncio.sleep(0.02)
-            finally:
-                await worker.close()
-            states = {job.id: await queue.get_job_state(job.id) for job in jobs}
-            started = {job.id: (await queue.get_job(job.id)).attempts_started for job in jobs}  # type: ignore[union-attr]
+            ran = await run_each_job(queue, backend, process, jobs, concurrency, LONG_LOCK_MS)
+            completed, errors, states, started = ran.completed, ran.errors, ran.states, ran.started
     finally:
         await backend.close()
     assert fired == 1  # the fault happened
