@@ -103,7 +103,7 @@ class Job:
         self.processed_on = record.processed_on
         self.finished_on = record.finished_on
         self.failed_reason = record.failed_reason
-        self.stacktrace = record.stacktrace
+        self.stacktrace = list(record.stacktrace)  # a file gives a tuple, memory a list
         self.parent_key = record.parent_key
         self.processed_by = record.processed_by
         self.token = record.lock_token

@@ -27,10 +27,11 @@ def memory_url(request: pytest.FixtureRequest) -> str:
     return "memory://"
 
 
-def sqlite_url(durability: str) -> UrlFactory:
+def sqlite_url(durability: str, cache: int | None = None) -> UrlFactory:
     def factory(request: pytest.FixtureRequest) -> str:
         folder = request.getfixturevalue("tmp_path")
-        return f"sqlite:///{folder}/jobs.db?durability={durability}"
+        extra = "" if cache is None else f"&cache={cache}"
+        return f"sqlite:///{folder}/jobs.db?durability={durability}{extra}"
 
     return factory
 
@@ -67,7 +68,9 @@ BACKENDS: dict[str, UrlFactory] = {
     "redis": redis_url,
     "redis-cluster": redis_cluster_url,
     "sqlite": sqlite_url("buffered"),
-    "sqlite-durable": sqlite_url("durable"),
+    # durable with a cache of one record: every call commits, so every record not held in
+    # memory leaves it at once and each read of a job is served from the file
+    "sqlite-durable": sqlite_url("durable", cache=1),
     "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
     "postgres": postgres_url,
 }

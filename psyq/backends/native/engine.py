@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
 from psyq.backends.native.store import QueueStore
@@ -53,6 +53,8 @@ class Engine:
         self.all_locked = False
         # Stores a cross-queue transition made ready; their workers are woken afterwards.
         self.touched: set[QueueStore] = set()
+        # Called with each new store (a persisted engine gives it file-backed parts).
+        self.on_new_store: Callable[[QueueStore], object] | None = None
         clock.subscribe(self.wake_all)
 
     def shard(self, key: str) -> Shard:
@@ -69,6 +71,8 @@ class Engine:
             store = shard.stores[key] = QueueStore(name, key, self)
             if self.persistent:
                 store.dirty = set()
+            if self.on_new_store is not None:
+                self.on_new_store(store)
         return store
 
     def existing_store(self, key: str) -> QueueStore | None:

@@ -62,7 +62,8 @@ def link_child(store: QueueStore, record: JobRecord) -> None:
     """Record a new child as pending in its parent."""
     parent = record.opts["parent"]
     parent_store = store.engine.existing_store(parent["queue"])
-    if parent_store is not None:
+    # the parent's record (with its links) in memory before its links change
+    if parent_store is not None and parent_store.jobs.get(parent["id"]) is not None:
         parent_store.pending.setdefault(parent["id"], set()).add(store.job_key(record.id))
         parent_store.mark(parent["id"])
 
@@ -196,6 +197,7 @@ def get_tree(
 
 
 def dependencies(store: QueueStore, job_id: str) -> dict[str, Any]:
+    store.jobs.get(job_id)  # its links in memory, if it was only in the file
     return {
         "processed": dict(store.processed.get(job_id, {})),
         "unprocessed": sorted(store.pending.get(job_id, ())),

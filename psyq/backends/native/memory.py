@@ -336,10 +336,10 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, lambda s: flows.dependencies(s, job_id))
 
     async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
-        return self._run(queue, lambda s: dict(s.processed.get(job_id, {})))
+        return self._run(queue, lambda s: flows.dependencies(s, job_id)["processed"])
 
     async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
-        return self._run(queue, lambda s: dict(s.failed_children.get(job_id, {})))
+        return self._run(queue, lambda s: flows.dependencies(s, job_id)["failed"])
 
     # ------------------------------------------------------------------ events
     async def read_events(

@@ -12,6 +12,8 @@ from psyq.errors import JobStateError, PsyqError
 
 __all__ = ["Mutations"]
 
+PAGE = 500  # jobs read from a persisted store's file at once by a loop over many
+
 
 class Mutations(Queries):
     """A queue's changes outside the transitions of a job's life (QueueStore adds those)."""
@@ -27,6 +29,8 @@ class Mutations(Queries):
         return len(rows)
 
     def clear_logs(self, job_id: str, keep: int) -> None:
+        if self.jobs.get(job_id) is None:
+            return
         rows = self.logs.get(job_id)
         if rows is not None:
             del rows[: max(0, len(rows) - keep)]
@@ -98,13 +102,16 @@ class Mutations(Queries):
         doomed = list(self.wait) + [entry[2] for entry in self.prio.ordered()]
         if delayed:
             doomed += [entry[2] for entry in self.delayed]
-        for job_id in doomed:
-            self._drop(self.jobs[job_id])
+        for start in range(0, len(doomed), PAGE):
+            page = doomed[start : start + PAGE]
+            self.preload(page)
+            for job_id in page:
+                self._drop(self.jobs[job_id])
 
     def clean(self, grace: int, limit: int, state: str, now: int) -> list[str]:
         cutoff = now - grace
         removed: list[str] = []
-        for job_id in self.ids_in(state, asc=True):
+        for job_id in self.iterate_ids(state, asc=True):
             if limit and len(removed) >= limit:
                 break
             record = self.jobs[job_id]
@@ -124,7 +131,7 @@ class Mutations(Queries):
 
     def retry_jobs(self, state: str, count: int, before: int) -> int:
         moved = 0
-        for job_id in self.ids_in(state, asc=True):
+        for job_id in self.iterate_ids(state, asc=True):
             if count and moved >= count:
                 break
             if (self.jobs[job_id].finished_on or 0) <= before:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Sized
+from collections.abc import Iterator, Sequence, Sized
+from itertools import islice
 from typing import Any
 
 from psyq.backends.base import JobRecord
+from psyq.backends.native.lines import FinishedLine
 from psyq.backends.native.state import StoreState
 from psyq.errors import JobNotFoundError
 
@@ -47,6 +49,12 @@ class Queries(StoreState):
 
     def ids_in(self, state: str, asc: bool) -> list[str]:
         """Ids of the jobs in `state`, oldest (or next to run) first when `asc`."""
+        return list(self.iterate_ids(state, asc))
+
+    def iterate_ids(self, state: str, asc: bool) -> Iterator[str]:
+        """`ids_in`, lazily: a finished line persisted to SQLite is read page by page."""
+        if state in ("completed", "failed"):
+            return self._finished(state).iterate(asc)
         if state in ("waiting", "paused"):
             ids = list(self.wait) if self.paused == (state == "paused") else []
         elif state == "prioritized":
@@ -55,23 +63,35 @@ class Queries(StoreState):
             ids = [entry[2] for entry in self.delayed]
         else:
             ids = list(self._ordered_dict(state))
-        return ids if asc else ids[::-1]
+        return iter(ids if asc else ids[::-1])
+
+    def _finished(self, state: str) -> FinishedLine:
+        return self.completed if state == "completed" else self.failed
 
     def _ordered_dict(self, state: str) -> dict[str, Any]:
         named: dict[str, dict[str, Any]] = {
             "active": self.active,
-            "completed": self.completed,
-            "failed": self.failed,
             "waiting-children": self.waiting_children,
         }
         return named[state]
 
     def get_jobs(self, states: Sequence[str], start: int, end: int, asc: bool) -> list[JobRecord]:
-        ids = [job_id for state in states for job_id in self.ids_in(state, asc)]
+        """Jobs `start` to `end` (inclusive; -1: the last) of `states`, one after another."""
+        ids: list[str] = []
         stop = None if end == -1 else end + 1
-        return [self.jobs[job_id] for job_id in ids[start:stop]]
+        for state in states:
+            if stop is not None and stop <= 0:
+                break
+            size = self._count(state)
+            if start < size:
+                ids += islice(self.iterate_ids(state, asc), start, stop)
+            start = max(0, start - size)
+            stop = None if stop is None else stop - size
+        self.preload(ids)
+        return [self.jobs[job_id] for job_id in ids]
 
     def get_logs(self, job_id: str, start: int, end: int, asc: bool) -> tuple[list[str], int]:
+        self.jobs.get(job_id)  # in memory with its logs, if it was only in the file
         rows = self.logs.get(job_id, [])
         ordered = rows if asc else rows[::-1]
         stop = None if end == -1 else end + 1

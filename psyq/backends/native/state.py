@@ -8,6 +8,7 @@ Structures (BullMQ's keys, in Python):
 - `delayed`: (due_ms, sequence, id), time-ordered
 - `active`: id -> (lock token, lock expiry ms)
 - `completed` / `failed`: ids in finish order (oldest first), bounded by retention
+  (`FinishedLine`; a store persisted to SQLite keeps only the newest in memory)
 - `waiting_children`, and per parent its pending / processed / failed / ignored children
 - `logs`, `events` (the bounded event feed), `dedup`, `schedulers`, `metrics`
 """
@@ -16,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import OrderedDict, deque
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
@@ -27,6 +29,7 @@ from psyq.backends.base import (
 )
 from psyq.backends.native.eventlog import EventLog, Extra
 from psyq.backends.native.heap import Heap4
+from psyq.backends.native.lines import FinishedLine
 from psyq.backends.native.metrics import MinuteCounts
 from psyq.core.options import keep_jobs
 
@@ -60,8 +63,8 @@ class StoreState:
         self.delayed: SortedList = SortedList()
         self.delayed_key: dict[str, Delayed] = {}
         self.active: dict[str, tuple[str, int]] = {}
-        self.completed: OrderedDict[str, None] = OrderedDict()
-        self.failed: OrderedDict[str, None] = OrderedDict()
+        self.completed = FinishedLine()
+        self.failed = FinishedLine()
         self.waiting_children: dict[str, None] = {}
         self.pending: dict[str, set[str]] = {}  # parent id -> child keys not yet done
         self.processed: dict[str, dict[str, str]] = {}  # parent id -> child key -> JSON
@@ -89,6 +92,8 @@ class StoreState:
         self.dirty: set[str] | None = None
         self.rank: dict[str, int] = {}
         self.version = 0  # counts persisted changes (jobs and queue settings)
+        # Persistence: reads these jobs' records into memory in one go (None: all there).
+        self.loader: Callable[[Iterable[str]], None] | None = None
 
     # ------------------------------------------------------------------ events
     def emit(
@@ -106,6 +111,12 @@ class StoreState:
         if self.dirty is not None:
             self.dirty.add(job_id)
             self.version += 1
+
+    def preload(self, ids: Iterable[str]) -> None:
+        """Bring the records of `ids` into memory in one read, before a loop touches each
+        (a store persisted to SQLite keeps some only in the file)."""
+        if self.loader is not None:
+            self.loader(ids)
 
     def changed(self) -> None:
         """Note a change of queue settings (paused, limits, schedulers, dedup keys)."""
@@ -153,7 +164,9 @@ class StoreState:
         """`default`: the worker's removeOnComplete/removeOnFail, for a job without its own."""
         target = self.completed if state == "completed" else self.failed
         record.state = state
-        target[record.id] = None
+        target.add(record.id)
+        if self.dirty is not None:  # its place in the finished line, kept in the file
+            self.rank[record.id] = next(self.seq)
         self.metrics[state].record(now)
         opts = record.opts
         if opts:
@@ -183,9 +196,9 @@ class StoreState:
                 self.cancelled.pop(job_id, None)
             record.lock_token = None
         elif state == "completed":
-            del self.completed[job_id]
+            self.completed.remove(job_id)
         elif state == "failed":
-            del self.failed[job_id]
+            self.failed.remove(job_id)
         elif state == "waiting-children":
             del self.waiting_children[job_id]
         record.state = None
@@ -199,24 +212,35 @@ class StoreState:
             links.pop(job_id, None)
         self.release_dedup(record)
 
-    def _retain(self, target: OrderedDict[str, None], keep: Any, now: int) -> None:
+    def _retain(self, target: FinishedLine, keep: Any, now: int) -> None:
         if keep is True:
-            self._drop(self.jobs[next(reversed(target))])
+            self._drop_id(target.newest())
             return
         if isinstance(keep, int):
-            while len(target) > keep:
-                self._drop(self.jobs[next(iter(target))])
+            self._keep_newest(target, keep)
             return
         policy = keep_jobs(keep)
         if policy.count is not None:
-            while len(target) > policy.count:
-                self._drop(self.jobs[next(iter(target))])
+            self._keep_newest(target, policy.count)
         if policy.age_ms is not None:
             self._drop_older(target, now - policy.age_ms, policy.limit or 1000)
 
-    def _drop_older(self, target: OrderedDict[str, None], cutoff: int, limit: int) -> None:
-        while target and limit > 0:
-            record = self.jobs[next(iter(target))]
+    def _keep_newest(self, target: FinishedLine, count: int) -> None:
+        while len(target) > count and self._drop_id(target.oldest()):
+            pass
+
+    def _drop_id(self, job_id: str | None) -> bool:
+        if job_id is None:
+            return False
+        self._drop(self.jobs[job_id])
+        return True
+
+    def _drop_older(self, target: FinishedLine, cutoff: int, limit: int) -> None:
+        while limit > 0:
+            job_id = target.oldest()
+            if job_id is None:
+                return
+            record = self.jobs[job_id]
             if (record.finished_on or 0) >= cutoff:
                 return
             self._drop(record)

@@ -181,8 +181,13 @@ class QueueStore(Mutations):
 
     def promote_due(self, now: int) -> None:
         delayed = self.delayed
-        while delayed and delayed[0][0] <= now:
-            _, _, job_id = delayed.pop(0)
+        due = delayed.bisect_left((now + 1,))
+        if not due:
+            return
+        ids = [entry[2] for entry in delayed[:due]]
+        del delayed[:due]
+        self.preload(ids)
+        for job_id in ids:
             del self.delayed_key[job_id]
             record = self.jobs[job_id]
             record.delay = 0
@@ -207,15 +212,12 @@ class QueueStore(Mutations):
             else self._allowed(len(request.tokens), request.limiter, now)
         )
         taken: list[JobRecord] = []
-        wait, prio, jobs, active = self.wait, self.prio, self.jobs, self.active
+        ids = self._next_ids(wanted)
+        if self.loader is not None:
+            self.loader(ids)
+        jobs, active = self.jobs, self.active
         expiry = now + request.lock_duration
-        for token in request.tokens[:wanted]:
-            if wait:
-                job_id = wait.popleft()
-            else:
-                job_id = prio.pop()  # type: ignore[assignment]
-                if job_id is None:
-                    break
+        for token, job_id in zip(request.tokens, ids, strict=False):
             record = jobs[job_id]
             record.state = "active"
             record.lock_token = token
@@ -238,6 +240,20 @@ class QueueStore(Mutations):
             self.drained = True
             self.emit("drained", None, None, now)
         return taken
+
+    def _next_ids(self, wanted: int) -> list[str]:
+        """Take up to `wanted` ids off the lines: plain waiting first, then by priority."""
+        wait, prio = self.wait, self.prio
+        if len(wait) >= wanted:
+            return [wait.popleft() for _ in range(wanted)]
+        ids = list(wait)
+        wait.clear()
+        while len(ids) < wanted:
+            job_id = prio.pop()
+            if job_id is None:
+                break
+            ids.append(job_id)
+        return ids
 
     def _allowed(self, wanted: int, limiter: Limiter | None, now: int) -> int:
         if self.limited_until > now:

@@ -34,6 +34,8 @@ __all__ = [
     "restore_links",
 ]
 
+# States whose jobs keep their place in a line as a rank (persisted stores write it).
+RANKED = ("waiting", "prioritized", "completed", "failed")
 # The order jobs leave a queue in an export (and arrive in the destination): a job's life.
 EXPORT_ORDER = STATE_ORDER
 
@@ -47,6 +49,7 @@ def export_ids(store: QueueStore) -> list[str]:
 def export_page(store: QueueStore, ids: list[str], start: int, limit: int) -> ExportPage:
     """The jobs of `ids[start:start+limit]` still in the store, as an export page."""
     page = ExportPage(jobs=[], logs={}, next_cursor=None)
+    store.preload(ids[start : start + limit])
     for job_id in ids[start : start + limit]:
         record = store.jobs.get(job_id)
         if record is None:
@@ -106,6 +109,7 @@ def import_page(store: QueueStore, page: ExportPage, overwrite: bool) -> int:
 def _check(store: QueueStore, page: ExportPage, overwrite: bool) -> list[JobRecord]:
     """The page's jobs to write; refuses (writing nothing) a different job under a taken id."""
     fresh = []
+    store.preload([record.id for record in page.jobs])
     for record in page.jobs:
         if record.state not in EXPORT_ORDER:
             raise PsyqError(f"cannot import job {record.id!r}: unknown state {record.state!r}")
@@ -151,12 +155,12 @@ def place(store: QueueStore, record: JobRecord, rank: int, due: int | None) -> N
     elif state == "active":
         store.active[job_id] = (record.lock_token or "", 0)  # expired: the stalled check
     elif state == "completed":
-        store.completed[job_id] = None
+        store.completed.add(job_id)
     elif state == "failed":
-        store.failed[job_id] = None
+        store.failed.add(job_id)
     elif state == "waiting-children":
         store.waiting_children[job_id] = None
-    if state in ("waiting", "prioritized") and store.dirty is not None:
+    if state in RANKED and store.dirty is not None:
         store.rank[job_id] = rank
 
 

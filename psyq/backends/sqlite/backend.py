@@ -7,10 +7,14 @@
                                            flush_changes are pending); durable: calls
                                            return after their commit
     ?flush_changes=100&flush_ms=10         when the write buffer flushes
+    ?cache=10000                           records of jobs a queue keeps in memory beyond
+                                           those it needs (active jobs, unwritten
+                                           changes); the rest are read from the file
     ?prefix=bull                           key prefix, as everywhere
 
-Every call runs on the in-memory engine (so reads cost what memory:// costs); changes reach
-the file through the Database's write buffer. A job added with the `durable` option is
+Every call runs on the in-memory engine, which keeps each queue's lines in memory and the
+records of jobs it does not need there in the file (psyq.backends.sqlite.resident); changes
+reach the file through the Database's write buffer. A job added with the `durable` option is
 committed before `add` returns, whatever the URL says.
 """
 
@@ -36,7 +40,13 @@ _TICKET: contextvars.ContextVar[int] = contextvars.ContextVar("psyq_sqlite_ticke
 MODES = ("buffered", "durable")
 # Buffered mode: callers wait for the writer once it is this many flushes behind.
 BACKLOG_WINDOWS = 4
-DEFAULTS = {"durability": "buffered", "flush_changes": "100", "flush_ms": "10", "prefix": "bull"}
+DEFAULTS = {
+    "durability": "buffered",
+    "flush_changes": "100",
+    "flush_ms": "10",
+    "cache": "10000",
+    "prefix": "bull",
+}
 
 
 def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
@@ -54,7 +64,7 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
     settings = {**DEFAULTS, **query}
     if settings["durability"] not in MODES:
         raise InvalidURLError(url, f"durability must be one of {MODES}")
-    for name in ("flush_changes", "flush_ms"):
+    for name in ("flush_changes", "flush_ms", "cache"):
         if not settings[name].isdigit() or int(settings[name]) < 1:
             raise InvalidURLError(url, f"{name} must be a whole number >= 1")
     return path, settings
@@ -74,8 +84,12 @@ class SqliteBackend(MemoryBackend):
         self.url = url
 
     async def open(self) -> None:
+        settings = self._settings
         db = open_database(
-            self.path, int(self._settings["flush_changes"]), int(self._settings["flush_ms"])
+            self.path,
+            int(settings["flush_changes"]),
+            int(settings["flush_ms"]),
+            int(settings["cache"]),
         )
         self._db = db
         self.engine = db.engine

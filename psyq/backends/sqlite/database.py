@@ -33,6 +33,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
+from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
 from psyq.errors import PsyqError
 
@@ -41,6 +42,7 @@ __all__ = ["Database", "is_open_here", "open_database", "release_database"]
 log = logging.getLogger("psyq.sqlite")
 
 RETRY_PAUSE_S = 0.5
+CACHE = 10_000  # clean records a queue keeps in memory (resident.ResidentJobs)
 
 
 @dataclass
@@ -61,7 +63,7 @@ class Batch:
 
 
 class Database:
-    def __init__(self, path: str, flush_changes: int, flush_ms: int) -> None:
+    def __init__(self, path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> None:
         self.path = path
         self.flush_changes = flush_changes
         self.flush_ms = flush_ms
@@ -70,9 +72,11 @@ class Database:
         self._lock_file = _own(path)
         try:
             self._conn = _connect(path)
+            self.reader = Reader(path)
         except BaseException:
             _disown(self._lock_file)
             raise
+        self.engine.on_new_store = lambda store: adopt(store, self.reader, cache)
         self._versions: dict[str, int] = {}  # store key -> version last flushed
         self._metas: dict[str, str] = {}  # store key -> meta JSON last written
         self._event_seq: dict[str, int] = {}  # store key -> last event seq written
@@ -95,19 +99,15 @@ class Database:
 
     # ------------------------------------------------------------------ recovery
     def _load(self) -> None:
+        """Every queue's settings, lines and held jobs; other records stay in the file."""
         engine = self.engine
-        stores: dict[str, QueueStore] = {}
-        for key, meta in self._conn.execute("SELECT key, meta FROM queues"):
-            stores[key] = store = engine.store_for_key(key)
-            rows.restore_meta(store, json.loads(meta))
-        query = f"SELECT {rows.JOB_COLUMNS} FROM jobs {rows.ORDER_BY}"
-        for row in self._conn.execute(query):
-            store = stores.get(row[0]) or engine.store_for_key(row[0])
-            stores[row[0]] = store
-            rows.restore_job(store, row)
-        for key, store in stores.items():
+        metas = dict(self._conn.execute("SELECT key, meta FROM queues").fetchall())
+        for key in sorted({*metas, *self.reader.queue_keys()}):
+            store = engine.store_for_key(key)
+            if key in metas:
+                rows.restore_meta(store, json.loads(metas[key]))
+            load_lines(store, self.reader)
             self._load_events(store)
-            rows.restart_counters(store)
             assert store.dirty is not None
             store.dirty.clear()
             self._versions[key] = store.version
@@ -177,8 +177,29 @@ class Database:
                 self._retry = _merge(pending)
                 return False
             self._retry = None
+            self._written(pending)
             self._release(taken, batch.ticket)
             return True
+
+    def _written(self, batches: Sequence[Batch | None]) -> None:
+        """After a commit: what it wrote may leave memory; what it deleted is gone."""
+        engine = self.engine
+        with engine.every_lock():
+            touched: dict[int, ResidentJobs] = {}  # by id(): a dict is not hashable
+            for batch in batches:
+                if batch is None:
+                    continue
+                for key, job_id, state, *_ in batch.upserts:
+                    jobs = _resident(engine, key)
+                    if jobs is not None:
+                        jobs.written(job_id, state)
+                        touched[id(jobs)] = jobs
+                for key, job_id in batch.deletes:
+                    jobs = _resident(engine, key)
+                    if jobs is not None:
+                        jobs.deleting.discard(job_id)
+            for jobs in touched.values():
+                jobs.evict()
 
     def _timer_loop(self) -> None:
         """Flush `flush_ms` after the first pending change; retry failed flushes."""
@@ -226,10 +247,12 @@ class Database:
     def _collect_store(self, key: str, store: QueueStore, batch: Batch) -> None:
         assert store.dirty is not None
         jobs = store.jobs
+        assert isinstance(jobs, ResidentJobs)
         for job_id in store.dirty:
-            record = jobs.get(job_id)
+            record = dict.get(jobs, job_id)  # in memory, or deleted: never read back
             if record is None:
                 batch.deletes.append((key, job_id))
+                jobs.deleting.add(job_id)
             else:
                 row = self._storable_row(store, record)
                 if row is not None:
@@ -335,6 +358,7 @@ class Database:
         self._timer.join()
         if not self.flush():
             log.error("psyq: closing %s with changes that could not be written", self.path)
+        self.reader.close()
         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._conn.close()
         _disown(self._lock_file)
@@ -378,6 +402,11 @@ def _merge(batches: Sequence[Batch | None]) -> Batch:
         merged.drops += batch.drops
         merged.ticket = max(merged.ticket, batch.ticket)
     return merged
+
+
+def _resident(engine: Engine, key: str) -> ResidentJobs | None:
+    store = engine.existing_store(key)
+    return None if store is None else store.jobs  # type: ignore[return-value]
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -433,13 +462,14 @@ _OPEN: dict[str, tuple[Database, int]] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_database(path: str, flush_changes: int, flush_ms: int) -> Database:
-    """The process's Database for `path` (opened on first use, shared after)."""
+def open_database(path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> Database:
+    """The process's Database for `path` (opened on first use, shared after: the first
+    opener's settings hold)."""
     real = os.path.realpath(path)
     with _OPEN_LOCK:
         entry = _OPEN.get(real)
         if entry is None:
-            entry = (Database(path, flush_changes, flush_ms), 0)
+            entry = (Database(path, flush_changes, flush_ms, cache), 0)
         _OPEN[real] = (entry[0], entry[1] + 1)
         return entry[0]
 

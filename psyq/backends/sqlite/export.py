@@ -1,16 +1,16 @@
 """Reading a psyq SQLite file's queues straight from its tables, without the native engine.
 
 `SqliteExport` answers what a migration reads of a source — `list_queues`,
-`get_job_counts`, `get_queue_meta`, `export_jobs` — with SQL on a read-only connection. The
-engine (`SqliteBackend`) rebuilds the whole file in memory before its first page (about 6 s
-for a million jobs); here the first page of a queue costs one sorted scan of that queue's
-rows, and every page after it is read from the same open statement.
+`get_job_counts`, `get_queue_meta`, `export_jobs` — with SQL on a read-only connection,
+without opening the engine (no owner's lock needed beside it): the first page of a queue
+costs one sorted scan of that queue's rows, and every page after it is read from the same
+open statement.
 
 Pages are those the engine would give for the same file: the same jobs, fields, order, logs,
-due times and flow links. The order is the order a rebuild puts jobs in (`rows.ORDER_BY`),
-line by line: waiting by rank; prioritized by (priority, rank, id), delayed by (due, rank,
-id), as the heap and the delayed set sort; then active, waiting-children, completed and
-failed by (rank, finished_on, id), NULLs first.
+due times and flow links, in the order of the engine's lines: waiting by rank; prioritized
+by (priority, rank, id), delayed by (due, rank, id), as the heap and the delayed set sort;
+then active, waiting-children, completed and failed by (rank, finished_on, id), NULLs
+first.
 
 Ownership: `own=True` takes the file's lock, as the engine does, so no process writes while
 it is read (the migration driver). `own=False` reads beside the owner (Spark tasks, while the
@@ -29,8 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
-
-import msgpack
 
 from psyq.backends.base import JOB_STATES, ExportPage
 from psyq.backends.native import transfer
@@ -58,18 +56,11 @@ EXPORT_QUERY = f"""
 SELECT {EXPORT_COLUMNS} FROM jobs WHERE queue = ?
 ORDER BY
     CASE state {_GROUP} ELSE {len(transfer.EXPORT_ORDER)} END,
-    CASE state WHEN 'prioritized' THEN psyq_priority(body)
+    CASE state WHEN 'prioritized' THEN priority
                WHEN 'delayed' THEN coalesce(due, 0) ELSE rank END,
     CASE WHEN state IN ('prioritized', 'delayed') THEN coalesce(rank, 0) ELSE finished_on END,
     id
 """
-
-_PRIORITY = rows.BODY.replace(" ", "").split(",").index("priority")
-
-
-def _priority(body: bytes) -> int:
-    priority: int = msgpack.unpackb(body)[_PRIORITY]
-    return priority
 
 
 @dataclass
@@ -242,5 +233,4 @@ def _connect_read_only(path: str) -> sqlite3.Connection:
         )
     conn.execute(f"PRAGMA cache_size = -{SORT_CACHE_KIB}")
     conn.execute("PRAGMA temp_store = MEMORY")
-    conn.create_function("psyq_priority", 1, _priority, deterministic=True)
     return conn

@@ -3,7 +3,6 @@ stores from rows on open."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,16 +17,13 @@ from psyq.core import codec
 __all__ = [
     "BODY",
     "JOB_COLUMNS",
-    "ORDER_BY",
     "UPSERT_JOB",
     "body_record",
     "event_chunk",
     "job_record",
     "job_row",
     "queue_meta",
-    "restart_counters",
     "restore_events",
-    "restore_job",
     "restore_meta",
     "unstorable",
 ]
@@ -40,7 +36,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 # Columns the engine orders or filters by, then the rest of the record as one MessagePack
 # array (`BODY`): a narrow row binds 9 values instead of 25, which halves the write cost.
-JOB_COLUMNS = "queue, id, state, rank, due, finished_on, body, deps, logs"
+JOB_COLUMNS = "queue, id, state, rank, due, finished_on, body, deps, logs, priority"
 BODY = (
     "name, data, opts, timestamp, delay, priority, progress, attempts_made, attempts_started, "
     "stalled_counter, processed_on, returnvalue, failed_reason, stacktrace, parent_key, "
@@ -49,7 +45,7 @@ BODY = (
 
 Row = tuple[Any, ...]
 
-UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
@@ -88,6 +84,7 @@ def job_row(store: QueueStore, record: JobRecord) -> Row:
         body,
         _deps(store, job_id) if store.pending else None,
         _dumps(store.logs[job_id]) if job_id in store.logs else None,
+        record.priority,
     )
 
 
@@ -115,24 +112,12 @@ def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
     transfer.apply_meta(store, meta)
 
 
-def restore_job(store: QueueStore, row: Sequence[Any]) -> None:
-    """Put one job row back in its store (rows come in `ORDER_BY` order)."""
-    _queue, job_id, _state, rank, due, _finished_on, _body, deps, logs = row
-    record = job_record(store.name, row)
-    store.jobs[job_id] = record
-    transfer.place(store, record, rank or 0, due)
-    if deps is not None:
-        transfer.restore_links(store, job_id, json.loads(deps))
-    if logs is not None:
-        store.logs[job_id] = json.loads(logs)
-
-
 _options = codec.options_parser(json.loads)
 
 
 def job_record(queue: str, row: Sequence[Any]) -> JobRecord:
     """The record of one job row (`JOB_COLUMNS`) of queue `queue`."""
-    _queue, job_id, state, _rank, _due, finished_on, body, _deps, _logs = row
+    job_id, state, finished_on, body = row[1], row[2], row[5], row[6]
     return body_record(queue, job_id, state, finished_on, body)
 
 
@@ -168,17 +153,6 @@ def restore_events(store: QueueStore, chunks: Iterable[Sequence[Any]], next_seq:
         log._names.append(name)
         log._ids.append(job_id)
         log._extra.append(extra)
-
-
-def restart_counters(store: QueueStore) -> None:
-    """After a rebuild, new sequence numbers continue above every rank in use."""
-    ranks = [abs(rank) for rank in store.rank.values()]
-    ranks += [key[1] for key in store.delayed_key.values()]
-    store.seq = itertools.count(max(ranks, default=0) + 1)
-
-
-# Waiting jobs by their rank, finished jobs by finish time: each line comes back in order.
-ORDER_BY = "ORDER BY queue, rank, finished_on, id"
 
 
 def event_chunk(store: QueueStore, after_seq: int) -> Row:

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import sqlite3
 
+import msgpack
+
 from psyq.errors import PsyqError
 
-__all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "body_priority", "migrate"]
 
 # One row per queue: its settings (paused, id counter, limits, schedulers, dedup keys, ...).
-# One row per job: its place in its line (`rank`, `due`), finish time, the rest of the record
-# as a MessagePack array (rows.BODY lists its fields), its children (`deps`) and logs.
+# One row per job: its place in its line (`rank`, `due`, `priority`), finish time, the rest
+# of the record as a MessagePack array (rows.BODY lists its fields), its children (`deps`)
+# and logs. `jobs_by_line` holds every line in order (waiting by rank, prioritized by
+# priority and rank, delayed by due time, finished jobs by rank = the order they finished
+# in), so a file opens by reading the index, and a page of old jobs is one seek.
 # The event feed in chunks (one per flush: a JSON list of [ms, name, jobId, extra]),
 # bounded per queue like the in-memory log.
-SCHEMA = """
+SCHEMA_V1 = """
 CREATE TABLE queues (
     key TEXT PRIMARY KEY,
     meta TEXT NOT NULL
@@ -44,8 +49,50 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 """
 
-MIGRATIONS: list[str] = [SCHEMA]
+# Version 2: the priority column and the line index; finished jobs of older files are
+# ranked in the order they finished (`psyq_priority` reads a body's priority: see migrate).
+LINE_INDEX = """
+ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+UPDATE jobs SET priority = psyq_priority(body) WHERE state = 'prioritized';
+UPDATE jobs SET rank = numbered.place FROM (
+    SELECT queue AS q, id AS i,
+           row_number() OVER (PARTITION BY queue ORDER BY finished_on, id) AS place
+    FROM jobs WHERE state IN ('completed', 'failed')
+) AS numbered WHERE jobs.queue = numbered.q AND jobs.id = numbered.i;
+CREATE INDEX jobs_by_line ON jobs (queue, state, rank, priority, due);
+"""
+
+# The schema every migration gives (SQLite keeps an added column where ALTER put it).
+SCHEMA = """
+CREATE TABLE queues (
+    key TEXT PRIMARY KEY,
+    meta TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE jobs (
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    rank INTEGER,
+    due INTEGER,
+    finished_on INTEGER,
+    body BLOB NOT NULL,
+    deps TEXT,
+    logs TEXT, priority INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, id)
+) WITHOUT ROWID;
+CREATE TABLE events (
+    queue TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (queue, first_seq)
+) WITHOUT ROWID;
+CREATE INDEX jobs_by_line ON jobs (queue, state, rank, priority, due);
+"""
+
+MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX]
 SCHEMA_VERSION = len(MIGRATIONS)
+_PRIORITY = 5  # the priority's place in a job row's body (rows.BODY)
 
 
 def migrate(conn: sqlite3.Connection, path: str) -> None:
@@ -56,6 +103,13 @@ def migrate(conn: sqlite3.Connection, path: str) -> None:
             f"{path} has schema version {version}, newer than this psyq ({SCHEMA_VERSION}); "
             "upgrade psyq"
         )
+    conn.create_function("psyq_priority", 1, body_priority, deterministic=True)
     for number in range(version, SCHEMA_VERSION):
         step = MIGRATIONS[number]
         conn.executescript(f"BEGIN; {step}; PRAGMA user_version = {number + 1}; COMMIT;")
+
+
+def body_priority(body: bytes) -> int:
+    """The priority stored in a job row's body."""
+    priority: int = msgpack.unpackb(body)[_PRIORITY]
+    return priority

@@ -1,0 +1,319 @@
+"""What of a queue persisted to SQLite lives in memory, and what only in the file.
+
+Memory holds every line in order (ids only: the wait deque, the priority heap, the delayed
+set), the records of active jobs, of jobs waiting for children and of changes not yet
+written, and a bounded cache of other records. Everything else is served from the file:
+
+- `ResidentJobs` is such a store's `jobs`: a dict of the records in memory whose misses
+  read the file (one row by primary key; `preload` reads many in one statement). A record
+  leaves memory only after a commit wrote it and while nothing changed it since, so the
+  file's row is the record; a job deleted here whose deletion is not committed yet is
+  never read back.
+- `FileLine` is a finished line (completed or failed): the newest ids in memory, the rest
+  counted and listed from the file's `jobs_by_line` index, merged by rank (finish order).
+- `Reader` is the second connection those reads use; in WAL mode it sees the last commit.
+- `load_lines` fills a store's lines from the index when a file opens: ids and ranks, no
+  bodies, except for active jobs (the stalled check needs them) and parents.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from psyq.backends.base import JobRecord
+from psyq.backends.native import transfer
+from psyq.backends.native.lines import FinishedLine
+from psyq.backends.native.store import QueueStore
+from psyq.backends.sqlite import rows
+
+__all__ = ["FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]
+
+LINES = ("waiting", "prioritized", "delayed")
+FINISHED = ("completed", "failed")
+PAGE = 500  # rows per read of a line or of many records
+_LOWEST, _HIGHEST = -(2**63), 2**63 - 1
+
+_ROWS = f"SELECT {rows.JOB_COLUMNS} FROM jobs WHERE queue = ? AND id IN (SELECT value FROM json_each(?))"  # noqa: E501
+_PAGE_UP = (
+    "SELECT rank, id FROM jobs WHERE queue = ? AND state = ? AND rank > ? ORDER BY rank LIMIT ?"
+)
+_PAGE_DOWN = (
+    "SELECT rank, id FROM jobs WHERE queue = ? AND state = ? AND rank < ? "
+    "ORDER BY rank DESC LIMIT ?"
+)
+_COUNT = "SELECT count(*) FROM jobs WHERE queue = ? AND state = ?"
+_WAITING = "SELECT id FROM jobs WHERE queue = ? AND state = 'waiting' ORDER BY rank"
+_PRIORITIZED = "SELECT priority, rank, id FROM jobs WHERE queue = ? AND state = 'prioritized'"
+_DELAYED = "SELECT due, rank, id FROM jobs WHERE queue = ? AND state = 'delayed'"
+_HELD = (
+    f"SELECT {rows.JOB_COLUMNS} FROM jobs "
+    "WHERE queue = ? AND state IN ('active', 'waiting-children')"
+)
+_TOP_RANK = "SELECT max(rank) FROM jobs WHERE queue = ? AND state = ?"
+_BOTTOM_RANK = "SELECT min(rank) FROM jobs WHERE queue = ? AND state = ?"
+_FIRST_QUEUE = "SELECT queue FROM jobs ORDER BY queue LIMIT 1"
+_NEXT_QUEUE = "SELECT queue FROM jobs WHERE queue > ? ORDER BY queue LIMIT 1"
+
+
+class Reader:
+    """The file, read for records and lines memory does not hold (its own connection, so a
+    read never waits for a flush's transaction and never sees one half-written)."""
+
+    def __init__(self, path: str) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.lock = threading.Lock()  # one statement at a time on this connection
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def all(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        with self.lock:
+            return self.conn.execute(statement, params).fetchall()
+
+    def one(self, statement: str, params: Sequence[Any]) -> Any:
+        with self.lock:
+            row = self.conn.execute(statement, params).fetchone()
+        return None if row is None else row[0]
+
+    def records(self, key: str, ids: Sequence[str]) -> list[Any]:
+        """The job rows (`rows.JOB_COLUMNS`) of `ids` that the file holds."""
+        found: list[Any] = []
+        for start in range(0, len(ids), PAGE):
+            found += self.all(_ROWS, (key, json.dumps(ids[start : start + PAGE])))
+        return found
+
+    def line_page(self, key: str, state: str, asc: bool, after: int | None) -> list[Any]:
+        """Up to PAGE (rank, id) of a line after rank `after` (None: from its start)."""
+        if asc:
+            return self.all(_PAGE_UP, (key, state, _LOWEST if after is None else after, PAGE))
+        return self.all(_PAGE_DOWN, (key, state, _HIGHEST if after is None else after, PAGE))
+
+    def queue_keys(self) -> list[str]:
+        """Every queue key of the jobs table, one index seek per queue (not a scan)."""
+        found: list[str] = []
+        key = self.one(_FIRST_QUEUE, ())
+        while key is not None:
+            found.append(key)
+            key = self.one(_NEXT_QUEUE, (key,))
+        return found
+
+
+class ResidentJobs(dict[str, JobRecord]):
+    """A persisted store's records in memory; a miss reads the file (module docstring).
+
+    `bound`: clean records kept beyond those memory needs, at most a tenth of them
+    finished ones; the rest leave after each commit (`evict`): finished jobs oldest first,
+    jobs in a line newest written first (the farthest from being taken, in a FIFO line)."""
+
+    def __init__(self, store: QueueStore, reader: Reader, bound: int) -> None:
+        super().__init__()
+        self.store = store
+        self.reader = reader
+        self.bound = bound
+        self.in_file = False  # whether the file may hold records memory does not
+        self.deleting: set[str] = set()  # deleted here; the deletion is not committed yet
+        self.finished_clean: OrderedDict[str, None] = OrderedDict()
+        self.lines_clean: list[str] = []
+
+    # ------------------------------------------------------------------ reads
+    def __missing__(self, job_id: str) -> JobRecord:
+        record = self._read(job_id)
+        if record is None:
+            raise KeyError(job_id)
+        return record
+
+    def get(self, job_id: str, default: Any = None) -> Any:
+        record = dict.get(self, job_id)
+        if record is None and self.in_file:
+            record = self._read(job_id)
+        return default if record is None else record
+
+    def __contains__(self, job_id: object) -> bool:
+        if dict.__contains__(self, job_id):
+            return True
+        return self.in_file and isinstance(job_id, str) and self._read(job_id) is not None
+
+    def gone(self, job_id: str) -> bool:
+        """Deleted in memory while the file may still hold its row."""
+        dirty = self.store.dirty
+        return (dirty is not None and job_id in dirty) or job_id in self.deleting
+
+    def _read(self, job_id: str) -> JobRecord | None:
+        if not isinstance(job_id, str) or self.gone(job_id):
+            return None
+        found = self.reader.records(self.store.key, [job_id])
+        return self.admit(found[0]) if found else None
+
+    def preload(self, ids: Iterable[str]) -> None:
+        """Read the records of `ids` memory lacks, in one statement per PAGE."""
+        if not self.in_file:
+            return
+        has = dict.__contains__
+        missing = [job_id for job_id in ids if not has(self, job_id) and not self.gone(job_id)]
+        if missing:
+            for row in self.reader.records(self.store.key, missing):
+                self.admit(row)
+
+    def admit(self, row: Sequence[Any]) -> JobRecord:
+        """Bring a job row into memory: its record, rank, children links and logs."""
+        store = self.store
+        record = rows.job_record(store.name, row)
+        job_id, state, rank, deps, logs = row[1], row[2], row[3], row[7], row[8]
+        dict.__setitem__(self, job_id, record)
+        if rank is not None and state in transfer.RANKED:
+            store.rank[job_id] = rank
+        if deps is not None:
+            transfer.restore_links(store, job_id, json.loads(deps))
+        if logs is not None:
+            store.logs[job_id] = json.loads(logs)
+        self.written(job_id, state)  # clean: it may leave again
+        return record
+
+    # ------------------------------------------------------------------ eviction
+    def written(self, job_id: str, state: str) -> None:
+        """A commit holds this job's row as of `state`: it may leave memory."""
+        if state in FINISHED:
+            self.finished_clean[job_id] = None
+            self.finished_clean.move_to_end(job_id)
+        elif state in LINES:
+            self.lines_clean.append(job_id)
+
+    def evict(self) -> None:
+        """Send clean records past the bound back to the file (call with the lock held)."""
+        finished = self.finished_clean
+        while len(finished) > self.bound // 10:
+            self._evict(finished.popitem(last=False)[0], FINISHED)
+        clean = self.lines_clean
+        excess = len(self) - self.bound
+        while excess > 0 and clean:
+            excess -= self._evict(clean.pop(), LINES)
+        if len(clean) > 2 * len(self) + PAGE:  # mostly ids taken or gone since: tidy up
+            self.lines_clean = list(dict.fromkeys(i for i in clean if self._clean(i, LINES)))
+
+    def _clean(self, job_id: str, states: tuple[str, ...]) -> bool:
+        record = dict.get(self, job_id)
+        dirty = self.store.dirty
+        return (
+            record is not None
+            and record.state in states
+            and not (dirty is not None and job_id in dirty)
+        )
+
+    def _evict(self, job_id: str, states: tuple[str, ...]) -> bool:
+        if not self._clean(job_id, states):
+            return False
+        store = self.store
+        record = dict.pop(self, job_id)
+        store.logs.pop(job_id, None)
+        for links in (store.pending, store.processed, store.failed_children, store.ignored):
+            links.pop(job_id, None)
+        store.rank.pop(job_id, None)
+        if record.state in FINISHED:
+            line = store.completed if record.state == "completed" else store.failed
+            assert isinstance(line, FileLine)
+            line.evicted(job_id)
+        self.in_file = True
+        return True
+
+
+class FileLine(FinishedLine):
+    """A finished line whose older ids are only in the file (`in_file` counts them)."""
+
+    __slots__ = ("in_file", "jobs", "state")
+
+    def __init__(self, state: str, jobs: ResidentJobs) -> None:
+        super().__init__()
+        self.state = state
+        self.jobs = jobs
+        self.in_file = 0
+
+    def __len__(self) -> int:
+        return len(self.ids) + self.in_file
+
+    def remove(self, job_id: str) -> None:
+        if job_id in self.ids:
+            del self.ids[job_id]
+        else:  # it was counted in the file, read back to be moved
+            self.in_file -= 1
+
+    def evicted(self, job_id: str) -> None:
+        """The job's record left memory; its id is now listed from the file."""
+        if job_id in self.ids:
+            del self.ids[job_id]
+            self.in_file += 1
+
+    def iterate(self, asc: bool) -> Iterator[str]:
+        rank = self.jobs.store.rank
+        memory = sorted(((rank.get(job_id, 0), job_id) for job_id in self.ids), reverse=not asc)
+        merged = heapq.merge(memory, self._from_file(asc), reverse=not asc)
+        return (job_id for _, job_id in merged)
+
+    def oldest(self) -> str | None:
+        return next(self.iterate(True), None)
+
+    def newest(self) -> str | None:
+        return next(self.iterate(False), None)
+
+    def _from_file(self, asc: bool) -> Iterator[tuple[int, str]]:
+        """The file's (rank, id) of this line that memory does not speak for, page by page
+        (each page starts after the last rank read, so the line may change meanwhile)."""
+        after = None
+        while self.in_file:
+            page = self.jobs.reader.line_page(self.jobs.store.key, self.state, asc, after)
+            for rank, job_id in page:
+                if self._listed(job_id):
+                    yield rank, job_id
+            if len(page) < PAGE:
+                return
+            after = page[-1][0]
+
+    def _listed(self, job_id: str) -> bool:
+        """Whether the file's row of `job_id` (in this line) still stands for the job."""
+        jobs = self.jobs
+        record = dict.get(jobs, job_id)
+        if record is None:
+            return not jobs.gone(job_id)
+        return job_id not in self.ids and record.state == self.state
+
+
+def adopt(store: QueueStore, reader: Reader, bound: int) -> ResidentJobs:
+    """Give a new store of a persisted engine its file-backed records and lines."""
+    jobs = ResidentJobs(store, reader, bound)
+    store.jobs = jobs
+    store.completed = FileLine("completed", jobs)
+    store.failed = FileLine("failed", jobs)
+    store.loader = jobs.preload
+    return jobs
+
+
+def load_lines(store: QueueStore, reader: Reader) -> None:
+    """Fill a store's lines from the file's index (when the file opens)."""
+    key, jobs = store.key, store.jobs
+    assert isinstance(jobs, ResidentJobs)
+    store.wait.extend(job_id for (job_id,) in reader.all(_WAITING, (key,)))
+    for priority, rank, job_id in reader.all(_PRIORITIZED, (key,)):
+        store.prio.push(priority, rank or 0, job_id)
+    delayed = [(due or 0, rank or 0, job_id) for due, rank, job_id in reader.all(_DELAYED, (key,))]
+    store.delayed = SortedList(delayed)
+    store.delayed_key = {entry[2]: entry for entry in delayed}
+    for row in reader.all(_HELD, (key,)):
+        record = jobs.admit(row)
+        transfer.place(store, record, row[3] or 0, row[4])
+    for line in (store.completed, store.failed):
+        assert isinstance(line, FileLine)
+        line.in_file = reader.one(_COUNT, (key, line.state))
+    jobs.in_file = True
+    top = 0
+    for state in (*LINES, *FINISHED):
+        ranks = (reader.one(_TOP_RANK, (key, state)), reader.one(_BOTTOM_RANK, (key, state)))
+        top = max([top, *(abs(rank) for rank in ranks if rank is not None)])
+    store.seq = itertools.count(top + 1)  # new ranks continue above every rank in use
