@@ -1,0 +1,237 @@
+"""Memory of the embedded stores: what a processed job, a waiting job and an open cost.
+
+    python bench/memory.py [--rounds 3] [--processed 300000] [--waiting 200000]
+                           [--reopen 1000000] [--only processed,waiting,server,reopen]
+
+Rows (each measurement runs in a fresh process; resident memory is VmRSS; 60-byte data):
+- processed: sqlite:/// (buffered): a producer keeps ~5,000 jobs waiting while a worker at
+  concurrency 50 processes `--processed` jobs, finished jobs kept (BullMQ's default). Bytes
+  of resident memory grown per processed job, from after a warm-up of 10,000 jobs.
+- waiting: `--waiting` jobs added (add_bulk of 1,000) to an empty queue; bytes grown per
+  waiting job, on sqlite:/// and on memory://.
+- server: the same waiting jobs added over psyq:// to `psyq server --data FILE`; bytes the
+  server's resident memory grew per waiting job.
+- reopen: a file holding `--reopen` waiting jobs; a fresh process opens it and asks for the
+  queue's counts and its next job: seconds to that first answer and memory grown by it.
+Prints one JSON line per round, then the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
+
+
+def rss() -> int:
+    gc.collect()
+    return _rss_of("self")
+
+
+def _rss_of(pid: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+# ---------------------------------------------------------------------- rows (child side)
+async def processed(url: str, count: int) -> dict[str, Any]:
+    import psyq
+
+    async with psyq.Queue("mem", connection=url) as queue:
+        done = asyncio.Event()
+        seen = 0
+        target = 10_000
+
+        async def work(job: Any) -> int:
+            nonlocal seen
+            seen += 1
+            if seen >= target:
+                done.set()
+            return 1
+
+        async def produce(total: int) -> None:
+            for _ in range(0, total, 1000):
+                while (await queue.get_job_counts("waiting"))["waiting"] > 5000:
+                    await asyncio.sleep(0.005)
+                await queue.add_bulk([{"name": "send", "data": DATA} for _ in range(1000)])
+
+        async with psyq.Worker("mem", work, connection=url, concurrency=50):
+            await produce(target)
+            await done.wait()
+            before = rss()
+            started = time.perf_counter()
+            done.clear()
+            target += count
+            await produce(count)
+            await done.wait()
+            elapsed = time.perf_counter() - started
+        after = rss()
+    return {"bytes_per_processed_job": (after - before) / count, "jobs_per_s": count / elapsed}
+
+
+async def waiting(url: str, count: int) -> dict[str, Any]:
+    import psyq
+
+    async with psyq.Queue("mem", connection=url) as queue:
+        await queue.add_bulk([{"name": "send", "data": DATA} for _ in range(1000)])
+        before = rss()
+        await add_waiting(queue, count)
+        after = rss()
+    return {"bytes_per_waiting_job": (after - before) / count}
+
+
+async def add_waiting(queue: Any, count: int) -> None:
+    for _ in range(0, count, 1000):
+        await queue.add_bulk([{"name": "send", "data": DATA} for _ in range(1000)])
+
+
+async def fill(url: str, count: int) -> dict[str, Any]:
+    import psyq
+
+    async with psyq.Queue("mem", connection=url) as queue:
+        await add_waiting(queue, count)
+    return {}
+
+
+async def reopen(url: str) -> dict[str, Any]:
+    import psyq
+
+    before = rss()
+    started = time.perf_counter()
+    async with psyq.Queue("mem", connection=url) as queue:
+        counts = await queue.get_job_counts("waiting")
+        first = await queue.get_waiting(0, 0)
+        elapsed = time.perf_counter() - started
+        after = rss()
+    assert first, "the reopened file has no waiting job"
+    return {"first_answer_s": elapsed, "bytes_grown": after - before, "waiting": counts["waiting"]}
+
+
+async def server_waiting(url: str, count: int, pid: int) -> dict[str, Any]:
+    import psyq
+
+    async with psyq.Queue("mem", connection=url) as queue:
+        await queue.add_bulk([{"name": "send", "data": DATA} for _ in range(1000)])
+        before = _rss_of(str(pid))
+        await add_waiting(queue, count)
+        after = _rss_of(str(pid))
+    return {"server_bytes_per_waiting_job": (after - before) / count}
+
+
+def child(row: str, *args: Any) -> dict[str, Any]:
+    """Run one row in a fresh interpreter; its JSON result."""
+    code = (
+        "import asyncio, json, sys; sys.path.insert(0, 'bench'); import memory; "
+        f"print(json.dumps(asyncio.run(memory.{row}(*{args!r}))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{row} failed: {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# ---------------------------------------------------------------------- driver
+def one_round(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    only = set(args.only.split(","))
+    if "processed" in only:
+        figures["sqlite_processed"] = child("processed", sqlite(folder, "p"), args.processed)
+    if "waiting" in only:
+        figures["sqlite_waiting"] = child("waiting", sqlite(folder, "w"), args.waiting)
+        figures["memory_waiting"] = child("waiting", "memory://", args.waiting)
+    if "server" in only:
+        figures["server_waiting"] = server_row(folder, args.waiting)
+    if "reopen" in only:
+        url = sqlite(folder, "r")
+        child("fill", url, args.reopen)
+        figures["sqlite_reopen"] = child("reopen", url)
+    return figures
+
+
+def sqlite(folder: Path, name: str) -> str:
+    path = folder / f"{name}.db"
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:///{path}"
+
+
+def server_row(folder: Path, count: int) -> dict[str, Any]:
+    port = free_port()
+    data = folder / "server.db"
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        Path(f"{data}{suffix}").unlink(missing_ok=True)
+    psyq = shutil.which("psyq") or str(Path(sys.executable).parent / "psyq")
+    server = subprocess.Popen(
+        [psyq, "server", "--port", str(port), "--data", str(data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+        return child("server_waiting", f"psyq://127.0.0.1:{port}", count, server.pid)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_port(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"psyq server did not listen on {port}")
+
+
+def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for row, figures in rounds[0].items():
+        result[row] = {name: statistics.median(r[row][name] for r in rounds) for name in figures}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--processed", type=int, default=300_000)
+    parser.add_argument("--waiting", type=int, default=200_000)
+    parser.add_argument("--reopen", type=int, default=1_000_000)
+    parser.add_argument("--only", default="processed,waiting,server,reopen")
+    args = parser.parse_args()
+    os.chdir(Path(__file__).resolve().parents[1])
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="psyq-memory-") as folder:
+        for number in range(1, args.rounds + 1):
+            figures = one_round(args, Path(folder))
+            print(json.dumps({"round": number, **figures}), flush=True)
+            rounds.append(figures)
+    print(json.dumps({"median_of": len(rounds), **medians(rounds)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
