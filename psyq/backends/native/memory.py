@@ -208,7 +208,7 @@ class MemoryBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ queries
     async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
-        return self._run(queue, lambda s: s.jobs.get(job_id))
+        return self._run(queue, lambda s: next(iter(s.peek([job_id])), None))
 
     async def get_state(self, queue: str, job_id: str) -> str:
         record = await self.get_job(queue, job_id)

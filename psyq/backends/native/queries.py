@@ -87,8 +87,7 @@ class Queries(StoreState):
                 ids += islice(self.iterate_ids(state, asc), start, stop)
             start = max(0, start - size)
             stop = None if stop is None else stop - size
-        self.preload(ids)
-        return [self.jobs[job_id] for job_id in ids]
+        return self.peek(ids)
 
     def get_logs(self, job_id: str, start: int, end: int, asc: bool) -> tuple[list[str], int]:
         self.jobs.get(job_id)  # in memory with its logs, if it was only in the file

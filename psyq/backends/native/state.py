@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedList
@@ -92,8 +92,12 @@ class StoreState:
         self.dirty: set[str] | None = None
         self.rank: dict[str, int] = {}
         self.version = 0  # counts persisted changes (jobs and queue settings)
-        # Persistence: reads these jobs' records into memory in one go (None: all there).
+        # Persistence (None: every record is in memory): `loader` brings records into
+        # memory in one read, `peeker` reads records without keeping them, `trim` sends
+        # records past the store's cache back to the file.
         self.loader: Callable[[Iterable[str]], None] | None = None
+        self.peeker: Callable[[Sequence[str]], dict[str, JobRecord]] | None = None
+        self.trim: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ events
     def emit(
@@ -117,6 +121,15 @@ class StoreState:
         (a store persisted to SQLite keeps some only in the file)."""
         if self.loader is not None:
             self.loader(ids)
+
+    def peek(self, ids: Sequence[str]) -> list[JobRecord]:
+        """The records of those `ids` that exist, in order, for a read: a record only in
+        the file is read without being kept in memory."""
+        if self.peeker is None:
+            jobs = self.jobs
+            return [jobs[job_id] for job_id in ids if job_id in jobs]
+        found = self.peeker(ids)
+        return [found[job_id] for job_id in ids if job_id in found]
 
     def changed(self) -> None:
         """Note a change of queue settings (paused, limits, schedulers, dedup keys)."""

@@ -63,6 +63,8 @@ def export_page(store: QueueStore, ids: list[str], start: int, limit: int) -> Ex
         children = links(store, job_id)
         if children is not None:
             page.deps[job_id] = children
+    if store.trim is not None:  # what the page read from the file need not stay
+        store.trim()
     return page
 
 

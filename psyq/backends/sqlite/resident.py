@@ -163,6 +163,21 @@ class ResidentJobs(dict[str, JobRecord]):
             for row in self.reader.records(self.store.key, missing):
                 self.admit(row)
 
+    def peek(self, ids: Sequence[str]) -> dict[str, JobRecord]:
+        """The records of `ids` that exist, those only in the file read but not kept."""
+        found: dict[str, JobRecord] = {}
+        missing: list[str] = []
+        for job_id in ids:
+            record = dict.get(self, job_id)
+            if record is not None:
+                found[job_id] = record
+            elif self.in_file and not self.gone(job_id):
+                missing.append(job_id)
+        name = self.store.name
+        for row in self.reader.records(self.store.key, missing) if missing else ():
+            found[row[1]] = rows.job_record(name, row)
+        return found
+
     def admit(self, row: Sequence[Any]) -> JobRecord:
         """Bring a job row into memory: its record, rank, children links and logs."""
         store = self.store
@@ -292,6 +307,8 @@ def adopt(store: QueueStore, reader: Reader, bound: int) -> ResidentJobs:
     store.completed = FileLine("completed", jobs)
     store.failed = FileLine("failed", jobs)
     store.loader = jobs.preload
+    store.peeker = jobs.peek
+    store.trim = jobs.evict
     return jobs
 
 
