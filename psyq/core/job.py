@@ -92,7 +92,7 @@ class Job:
         self._returnvalue: Any = _UNSET
         self.id = record.id
         self.name = record.name
-        self.opts = record.opts
+        self.opts = dict(record.opts)  # a store may share one options dict among jobs
         self.timestamp = record.timestamp
         self.delay = record.delay
         self.priority = record.priority
