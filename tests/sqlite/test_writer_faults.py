@@ -117,3 +117,24 @@ async def test_a_full_disk_holds_the_changes_until_there_is_room(tmp_path: Path)
 async def stored_in(url: str, name: str) -> dict[str, object]:
     async with psyq.Queue(name, connection=url) as queue:
         return {job.id: job.data for job in await queue.get_jobs()}
+
+
+def test_a_retried_batch_keeps_the_later_change_of_a_job_or_queue() -> None:
+    """A failed flush is retried merged with the next one: a job deleted after it was
+    written (or added again after it was deleted), and a queue obliterated after its
+    writes, end as the later batch left them."""
+    from psyq.backends.sqlite.database import Batch, _merge
+
+    def row(key: str, job_id: str) -> tuple[str, ...]:
+        return (key, job_id, "waiting")
+
+    first = Batch(
+        upserts=[row("a", "1"), row("b", "9")],
+        deletes=[("a", "2")],
+        metas=[("b", "{}")],
+    )
+    second = Batch(upserts=[row("a", "2")], deletes=[("a", "1")], drops=[("b",)])
+    merged = _merge([first, second])
+    assert merged.upserts == [row("a", "2")]
+    assert merged.deletes == [("a", "1")]
+    assert merged.metas == [] and merged.drops == [("b",)]

@@ -183,23 +183,22 @@ class Database:
 
     def _written(self, batches: Sequence[Batch | None]) -> None:
         """After a commit: what it wrote may leave memory; what it deleted is gone."""
-        engine = self.engine
-        with engine.every_lock():
-            touched: dict[int, ResidentJobs] = {}  # by id(): a dict is not hashable
-            for batch in batches:
-                if batch is None:
-                    continue
-                for key, job_id, state, *_ in batch.upserts:
-                    jobs = _resident(engine, key)
-                    if jobs is not None:
-                        jobs.written(job_id, state)
-                        touched[id(jobs)] = jobs
-                for key, job_id in batch.deletes:
-                    jobs = _resident(engine, key)
-                    if jobs is not None:
-                        jobs.deleting.discard(job_id)
-            for jobs in touched.values():
-                jobs.evict()
+        written: dict[str, list[tuple[str, str]]] = {}
+        deleted: dict[str, list[str]] = {}
+        for batch in filter(None, batches):
+            for key, job_id, state, *_ in batch.upserts:
+                written.setdefault(key, []).append((job_id, state))
+            for key, job_id in batch.deletes:
+                deleted.setdefault(key, []).append(job_id)
+        if not written and not deleted:
+            return
+        with self.engine.every_lock():
+            for key in written.keys() | deleted.keys():
+                store = self.engine.existing_store(key)
+                if store is not None:
+                    jobs = store.jobs
+                    assert isinstance(jobs, ResidentJobs)
+                    jobs.committed(written.get(key, ()), deleted.get(key, ()))
 
     def _timer_loop(self) -> None:
         """Flush `flush_ms` after the first pending change; retry failed flushes."""
@@ -390,23 +389,29 @@ def _statements(batch: Batch) -> list[tuple[str, Sequence[Any]]]:
 
 
 def _merge(batches: Sequence[Batch | None]) -> Batch:
+    """One batch writing what `batches` write in turn. A batch writes its drops, then its
+    upserts, then its deletes, so what a later batch changes is taken out of the earlier
+    ones first (a job deleted and added again, a queue obliterated after its writes)."""
     merged = Batch()
     for batch in batches:
         if batch is None:
             continue
-        merged.upserts += batch.upserts
-        merged.deletes += batch.deletes
-        merged.metas += batch.metas
-        merged.events += batch.events
-        merged.trims += batch.trims
+        dropped = {key for (key,) in batch.drops}
+        upserted = {(row[0], row[1]) for row in batch.upserts}
+        deleted = set(batch.deletes)
+        merged.upserts = [
+            row for row in merged.upserts
+            if row[0] not in dropped and (row[0], row[1]) not in deleted
+        ] + batch.upserts  # fmt: skip
+        merged.deletes = [
+            pair for pair in merged.deletes if pair[0] not in dropped and pair not in upserted
+        ] + batch.deletes
+        for name in ("metas", "events", "trims"):
+            earlier = [row for row in getattr(merged, name) if row[0] not in dropped]
+            setattr(merged, name, earlier + getattr(batch, name))
         merged.drops += batch.drops
         merged.ticket = max(merged.ticket, batch.ticket)
     return merged
-
-
-def _resident(engine: Engine, key: str) -> ResidentJobs | None:
-    store = engine.existing_store(key)
-    return None if store is None else store.jobs  # type: ignore[return-value]
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -40,6 +40,7 @@ __all__ = ["FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]
 LINES = ("waiting", "prioritized", "delayed")
 FINISHED = ("completed", "failed")
 PAGE = 500  # rows per read of a line or of many records
+FIRST_PAGE = 8  # rows of a line's first read
 _LOWEST, _HIGHEST = -(2**63), 2**63 - 1
 
 _ROWS = f"SELECT {rows.JOB_COLUMNS} FROM jobs WHERE queue = ? AND id IN (SELECT value FROM json_each(?))"  # noqa: E501
@@ -91,11 +92,13 @@ class Reader:
             found += self.all(_ROWS, (key, json.dumps(ids[start : start + PAGE])))
         return found
 
-    def line_page(self, key: str, state: str, asc: bool, after: int | None) -> list[Any]:
-        """Up to PAGE (rank, id) of a line after rank `after` (None: from its start)."""
+    def line_page(
+        self, key: str, state: str, asc: bool, after: int | None, limit: int
+    ) -> list[Any]:
+        """Up to `limit` (rank, id) of a line after rank `after` (None: from its start)."""
         if asc:
-            return self.all(_PAGE_UP, (key, state, _LOWEST if after is None else after, PAGE))
-        return self.all(_PAGE_DOWN, (key, state, _HIGHEST if after is None else after, PAGE))
+            return self.all(_PAGE_UP, (key, state, _LOWEST if after is None else after, limit))
+        return self.all(_PAGE_DOWN, (key, state, _HIGHEST if after is None else after, limit))
 
     def queue_keys(self) -> list[str]:
         """Every queue key of the jobs table, one index seek per queue (not a scan)."""
@@ -194,6 +197,14 @@ class ResidentJobs(dict[str, JobRecord]):
         return record
 
     # ------------------------------------------------------------------ eviction
+    def committed(self, written: Iterable[tuple[str, str]], deleted: Iterable[str]) -> None:
+        """A commit wrote these (id, state) rows and deleted these ids: what it wrote may
+        leave memory (call with the store's lock held)."""
+        for job_id, state in written:
+            self.written(job_id, state)
+        self.deleting.difference_update(deleted)
+        self.evict()
+
     def written(self, job_id: str, state: str) -> None:
         """A commit holds this job's row as of `state`: it may leave memory."""
         if state in FINISHED:
@@ -281,15 +292,15 @@ class FileLine(FinishedLine):
     def _from_file(self, asc: bool) -> Iterator[tuple[int, str]]:
         """The file's (rank, id) of this line that memory does not speak for, page by page
         (each page starts after the last rank read, so the line may change meanwhile)."""
-        after = None
+        after, limit = None, FIRST_PAGE  # retention often wants only the oldest
         while self.in_file:
-            page = self.jobs.reader.line_page(self.jobs.store.key, self.state, asc, after)
+            page = self.jobs.reader.line_page(self.jobs.store.key, self.state, asc, after, limit)
             for rank, job_id in page:
                 if self._listed(job_id):
                     yield rank, job_id
-            if len(page) < PAGE:
+            if len(page) < limit:
                 return
-            after = page[-1][0]
+            after, limit = page[-1][0], PAGE
 
     def _listed(self, job_id: str) -> bool:
         """Whether the file's row of `job_id` (in this line) still stands for the job."""
