@@ -2,8 +2,10 @@
 
 - Ownership: one process owns a file (an exclusive `flock` on `<file>.lock`, which names the
   owner); another process gets a clear error instead of a second writer.
-- Recovery: on open the engine is rebuilt from the file in one pass; jobs that were active
-  come back with expired locks, so the stalled check returns them to waiting.
+- Recovery: on open each queue's lines load from the file's index (ids in order, no
+  bodies), with the records of active jobs (their locks expired, so the stalled check
+  returns them to waiting) and of parents; every other record is read when a call needs it
+  and leaves memory again once written (`resident.py`: the memory model).
 - Write buffer: `flush()` writes every change since the last flush in one transaction. It
   runs in the thread that needs it — a caller once `flush_changes` changes are pending, an
   event-loop callback for durable callers (so every durable call of one loop turn shares

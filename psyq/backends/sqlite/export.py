@@ -133,7 +133,7 @@ class SqliteExport:
         return found
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:
-        """The queue's stored settings, as the engine gives them once rebuilt from the file."""
+        """The queue's stored settings, as the engine gives them once it opens the file."""
         store = Engine(persistent=True).store_for_key(self._prefix + queue)
         row = self.conn.execute(
             "SELECT meta FROM queues WHERE key = ?", (self._prefix + queue,)
