@@ -164,3 +164,35 @@ async def test_opening_a_large_file_reads_lines_not_records(tmp_path: Path) -> N
         job = await worker.get_next_job("t", block=False)
         assert job is not None and job.data == 0
         await worker.close()
+
+
+async def test_a_kill_9_with_records_in_the_file_loses_nothing(tmp_path: Path) -> None:
+    """A worker whose records leave memory at once is killed mid-run: after a restart every
+    acknowledged completion reads back whole, and every other job (active ones included,
+    through the stalled check) completes; none is lost or left behind."""
+    from tests.sqlite.test_persistence import acknowledged, spawn, stop, stored_ids
+
+    path = tmp_path / "jobs.db"
+    url = f"sqlite:///{path}?durability=durable&cache=2"
+    proc = spawn("load", url, "complete")
+    try:
+        acked = acknowledged(proc, 200, prefix="done")
+    finally:
+        stop(proc)
+    everything = stored_ids(path)
+    async with psyq.Queue("crash", connection=url) as queue:
+        for job_id in acked:
+            job = await queue.get_job(job_id)
+            assert job is not None and await job.get_state() == "completed"
+            assert job.returnvalue == job_id and job.finished_on is not None
+        worker = psyq.Worker(
+            "crash", lambda job: job.id, connection=url, concurrency=10, stalled_interval=200
+        )
+        async with worker:
+            await wait_for(queue, "completed", len(everything))
+        counts = await queue.get_job_counts()
+        assert counts["completed"] == len(everything)
+        assert sum(counts.values()) == len(everything)
+        done = await queue.get_completed(0, -1)
+        assert {job.id for job in done} == everything
+        assert all(job.returnvalue == job.id for job in done)
