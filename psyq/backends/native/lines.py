@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
-from itertools import islice
 
 __all__ = ["FinishedLine"]
 
@@ -36,10 +35,6 @@ class FinishedLine:
         """Every id, oldest first when `asc`; the line may change while this is consumed."""
         ids = list(self.ids)
         return iter(ids if asc else ids[::-1])
-
-    def window(self, asc: bool, start: int, stop: int | None) -> list[str]:
-        """Ids `start` to `stop` (exclusive; None: to the end) of `iterate(asc)`."""
-        return list(islice(self.iterate(asc), start, stop))
 
     def oldest(self) -> str | None:
         return next(iter(self.ids), None)

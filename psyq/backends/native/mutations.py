@@ -100,13 +100,19 @@ class Mutations(Queries):
 
     def drain(self, delayed: bool) -> None:
         doomed = list(self.wait) + [entry[2] for entry in self.prio.ordered()]
+        self.wait.clear()  # the lines at once, not job by job (a deque's remove is O(n))
+        self.prio.clear()
         if delayed:
             doomed += [entry[2] for entry in self.delayed]
+            self.delayed.clear()
+            self.delayed_key.clear()
         for start in range(0, len(doomed), PAGE):
             page = doomed[start : start + PAGE]
             self.preload(page)
             for job_id in page:
-                self._drop(self.jobs[job_id])
+                record = self.jobs[job_id]
+                record.state = None  # out of its line already
+                self._drop(record)
 
     def clean(self, grace: int, limit: int, state: str, now: int) -> list[str]:
         cutoff = now - grace

@@ -35,7 +35,7 @@ _ascii_dumps = json.JSONEncoder(separators=(",", ":")).encode
 _INT64 = (-(2**63), 2**63 - 1)
 
 # Columns the engine orders or filters by, then the rest of the record as one MessagePack
-# array (`BODY`): a narrow row binds 9 values instead of 25, which halves the write cost.
+# array (`BODY`): a narrow row binds 10 values instead of 26, which halves the write cost.
 JOB_COLUMNS = "queue, id, state, rank, due, finished_on, body, deps, logs, priority"
 BODY = (
     "name, data, opts, timestamp, delay, priority, progress, attempts_made, attempts_started, "
