@@ -38,6 +38,3 @@ class FinishedLine:
 
     def oldest(self) -> str | None:
         return next(iter(self.ids), None)
-
-    def newest(self) -> str | None:
-        return next(reversed(self.ids), None)

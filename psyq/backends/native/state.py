@@ -188,7 +188,7 @@ class StoreState:
         else:
             keep = default
         if keep is not None and keep is not False:
-            self._retain(target, keep, now)
+            self._retain(record, target, keep, now)
 
     def _detach(self, record: JobRecord) -> None:
         """Take a job out of the structure of its state (it stays in `jobs`)."""
@@ -225,9 +225,10 @@ class StoreState:
             links.pop(job_id, None)
         self.release_dedup(record)
 
-    def _retain(self, target: FinishedLine, keep: Any, now: int) -> None:
+    def _retain(self, record: JobRecord, target: FinishedLine, keep: Any, now: int) -> None:
+        """Apply a finished job's retention to its line (`record`: the job that finished)."""
         if keep is True:
-            self._drop_id(target.newest())
+            self._drop(record)
             return
         if isinstance(keep, int):
             self._keep_newest(target, keep)

@@ -278,16 +278,18 @@ class FileLine(FinishedLine):
             self.in_file += 1
 
     def iterate(self, asc: bool) -> Iterator[str]:
-        rank = self.jobs.store.rank
-        memory = sorted(((rank.get(job_id, 0), job_id) for job_id in self.ids), reverse=not asc)
-        merged = heapq.merge(memory, self._from_file(asc), reverse=not asc)
-        return (job_id for _, job_id in merged)
+        return self._merged(asc, list(self.ids))  # a snapshot: callers change the line
 
     def oldest(self) -> str | None:
-        return next(self.iterate(True), None)
+        return next(self._merged(True, self.ids), None)  # read before any change
 
-    def newest(self) -> str | None:
-        return next(self.iterate(False), None)
+    def _merged(self, asc: bool, ids: Iterable[str]) -> Iterator[str]:
+        """Memory's ids (added in rank order) and the file's, merged by rank."""
+        rank = self.jobs.store.rank
+        ordered = ids if asc else reversed(list(ids))
+        memory = ((rank.get(job_id, 0), job_id) for job_id in ordered)
+        merged = heapq.merge(memory, self._from_file(asc), reverse=not asc)
+        return (job_id for _, job_id in merged)
 
     def _from_file(self, asc: bool) -> Iterator[tuple[int, str]]:
         """The file's (rank, id) of this line that memory does not speak for, page by page
