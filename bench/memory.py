@@ -1,7 +1,8 @@
 """Memory of the embedded stores: what a processed job, a waiting job and an open cost.
 
     python bench/memory.py [--rounds 3] [--processed 300000] [--waiting 200000]
-                           [--reopen 1000000] [--only processed,waiting,server,reopen]
+                           [--reopen 1000000]
+                           [--only processed,waiting,backlog,server,reopen]
 
 Rows (each measurement runs in a fresh process; resident memory is VmRSS; 60-byte data):
 - processed: sqlite:/// (buffered): a producer keeps ~5,000 jobs waiting while a worker at
@@ -9,6 +10,9 @@ Rows (each measurement runs in a fresh process; resident memory is VmRSS; 60-byt
   of resident memory grown per processed job, from after a warm-up of 10,000 jobs.
 - waiting: `--waiting` jobs added (add_bulk of 1,000) to an empty queue; bytes grown per
   waiting job, on sqlite:/// and on memory://.
+- backlog: 50,000 jobs added, then processed at concurrency 10 (jobs/s), on sqlite:/// with
+  the default cache (the backlog stays in memory) and with `cache=1000` (most of it is read
+  back from the file when taken): what a backlog past the cache costs.
 - server: the same waiting jobs added over psyq:// to `psyq server --data FILE`; bytes the
   server's resident memory grew per waiting job.
 - reopen: a file holding `--reopen` waiting jobs; a fresh process opens it and asks for the
@@ -84,6 +88,28 @@ async def processed(url: str, count: int) -> dict[str, Any]:
     return {"bytes_per_processed_job": (after - before) / count, "jobs_per_s": count / elapsed}
 
 
+async def backlog(url: str, count: int) -> dict[str, Any]:
+    """A backlog of `count` jobs processed at concurrency 10: jobs/s."""
+    import psyq
+
+    async with psyq.Queue("mem", connection=url) as queue:
+        await add_waiting(queue, count)
+        done = asyncio.Event()
+        seen = 0
+
+        async def work(job: Any) -> int:
+            nonlocal seen
+            seen += 1
+            if seen >= count:
+                done.set()
+            return 1
+
+        started = time.perf_counter()
+        async with psyq.Worker("mem", work, connection=url, concurrency=10):
+            await done.wait()
+        return {"jobs_per_s": count / (time.perf_counter() - started)}
+
+
 async def waiting(url: str, count: int) -> dict[str, Any]:
     import psyq
 
@@ -155,6 +181,10 @@ def one_round(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     if "waiting" in only:
         figures["sqlite_waiting"] = child("waiting", sqlite(folder, "w"), args.waiting)
         figures["memory_waiting"] = child("waiting", "memory://", args.waiting)
+    if "backlog" in only:  # a backlog the cache holds, and one read back from the file
+        figures["sqlite_backlog_in_cache"] = child("backlog", sqlite(folder, "b"), 50_000)
+        cold = sqlite(folder, "c") + "?cache=1000"
+        figures["sqlite_backlog_from_file"] = child("backlog", cold, 50_000)
     if "server" in only:
         figures["server_waiting"] = server_row(folder, args.waiting)
     if "reopen" in only:
@@ -221,7 +251,7 @@ def main() -> None:
     parser.add_argument("--processed", type=int, default=300_000)
     parser.add_argument("--waiting", type=int, default=200_000)
     parser.add_argument("--reopen", type=int, default=1_000_000)
-    parser.add_argument("--only", default="processed,waiting,server,reopen")
+    parser.add_argument("--only", default="processed,waiting,backlog,server,reopen")
     args = parser.parse_args()
     os.chdir(Path(__file__).resolve().parents[1])
     rounds = []

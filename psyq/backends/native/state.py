@@ -95,7 +95,7 @@ class StoreState:
         # Persistence (None: every record is in memory): `loader` brings records into
         # memory in one read, `peeker` reads records without keeping them, `trim` sends
         # records past the store's cache back to the file.
-        self.loader: Callable[[Iterable[str]], None] | None = None
+        self.loader: Callable[[Iterable[str], Iterable[str]], None] | None = None
         self.peeker: Callable[[Sequence[str]], dict[str, JobRecord]] | None = None
         self.trim: Callable[[], None] | None = None
 
@@ -120,7 +120,7 @@ class StoreState:
         """Bring the records of `ids` into memory in one read, before a loop touches each
         (a store persisted to SQLite keeps some only in the file)."""
         if self.loader is not None:
-            self.loader(ids)
+            self.loader(ids, ())
 
     def peek(self, ids: Sequence[str]) -> list[JobRecord]:
         """The records of those `ids` that exist, in order, for a read: a record only in

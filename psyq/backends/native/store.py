@@ -217,8 +217,8 @@ class QueueStore(Mutations):
         )
         taken: list[JobRecord] = []
         ids = self._next_ids(wanted)
-        if self.loader is not None:
-            self.loader(ids)
+        if self.loader is not None:  # records only in the file: one read, the next ones too
+            self.loader(ids, self.wait)
         jobs, active = self.jobs, self.active
         expiry = now + request.lock_duration
         for token, job_id in zip(request.tokens, ids, strict=False):

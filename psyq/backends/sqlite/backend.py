@@ -7,7 +7,7 @@
                                            flush_changes are pending); durable: calls
                                            return after their commit
     ?flush_changes=100&flush_ms=10         when the write buffer flushes
-    ?cache=10000                           records of jobs a queue keeps in memory beyond
+    ?cache=50000                           records of jobs a queue keeps in memory beyond
                                            those it needs (active jobs, unwritten
                                            changes); the rest are read from the file
     ?prefix=bull                           key prefix, as everywhere
@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from psyq.backends.base import FlowNode, JobRecord, NewJob
 from psyq.backends.native.memory import MemoryBackend
 from psyq.backends.native.store import QueueStore
-from psyq.backends.sqlite.database import Database, open_database, release_database
+from psyq.backends.sqlite.database import CACHE, Database, open_database, release_database
 from psyq.errors import InvalidURLError
 
 __all__ = ["SqliteBackend", "open_sqlite_backend", "parse_sqlite_url"]
@@ -44,7 +44,7 @@ DEFAULTS = {
     "durability": "buffered",
     "flush_changes": "100",
     "flush_ms": "10",
-    "cache": "10000",
+    "cache": str(CACHE),
     "prefix": "bull",
 }
 

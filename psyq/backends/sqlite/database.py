@@ -35,7 +35,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
-from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
+from psyq.backends.sqlite.resident import EVICTABLE, Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
 from psyq.errors import PsyqError
 
@@ -44,7 +44,7 @@ __all__ = ["Database", "is_open_here", "open_database", "release_database"]
 log = logging.getLogger("psyq.sqlite")
 
 RETRY_PAUSE_S = 0.5
-CACHE = 10_000  # clean records a queue keeps in memory (resident.ResidentJobs)
+CACHE = 50_000  # clean records a queue keeps in memory (resident.ResidentJobs)
 
 
 @dataclass
@@ -189,7 +189,8 @@ class Database:
         deleted: dict[str, list[str]] = {}
         for batch in filter(None, batches):
             for key, job_id, state, *_ in batch.upserts:
-                written.setdefault(key, []).append((job_id, state))
+                if state in EVICTABLE:  # an active job's row: it stays in memory anyway
+                    written.setdefault(key, []).append((job_id, state))
             for key, job_id in batch.deletes:
                 deleted.setdefault(key, []).append(job_id)
         if not written and not deleted:

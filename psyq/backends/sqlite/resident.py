@@ -23,7 +23,7 @@ import itertools
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -35,12 +35,14 @@ from psyq.backends.native.lines import FinishedLine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
 
-__all__ = ["FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]
+__all__ = ["EVICTABLE", "FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]
 
 LINES = ("waiting", "prioritized", "delayed")
 FINISHED = ("completed", "failed")
+EVICTABLE = frozenset(LINES + FINISHED)  # the states whose records may leave memory
 PAGE = 500  # rows per read of a line or of many records
 FIRST_PAGE = 8  # rows of a line's first read
+AHEAD = 100  # records a take reads beyond its own once it must read the file
 _LOWEST, _HIGHEST = -(2**63), 2**63 - 1
 
 _ROWS = f"SELECT {rows.JOB_COLUMNS} FROM jobs WHERE queue = ? AND id IN (SELECT value FROM json_each(?))"  # noqa: E501
@@ -124,8 +126,9 @@ class ResidentJobs(dict[str, JobRecord]):
         self.bound = bound
         self.in_file = False  # whether the file may hold records memory does not
         self.deleting: set[str] = set()  # deleted here; the deletion is not committed yet
-        self.finished_clean: OrderedDict[str, None] = OrderedDict()
-        self.lines_clean: list[str] = []
+        # Ids of clean records (some since changed or gone: checked when they leave).
+        self.finished_clean: deque[str] = deque()  # oldest first
+        self.lines_clean: list[str] = []  # newest last
 
     # ------------------------------------------------------------------ reads
     def __missing__(self, job_id: str) -> JobRecord:
@@ -156,13 +159,16 @@ class ResidentJobs(dict[str, JobRecord]):
         found = self.reader.records(self.store.key, [job_id])
         return self.admit(found[0]) if found else None
 
-    def preload(self, ids: Iterable[str]) -> None:
-        """Read the records of `ids` memory lacks, in one statement per PAGE."""
+    def preload(self, ids: Iterable[str], ahead: Iterable[str] = ()) -> None:
+        """Read the records of `ids` memory lacks, in one statement per PAGE; when one is
+        read, those of the first AHEAD of `ahead` (the line a take continues) come along."""
         if not self.in_file:
             return
         has = dict.__contains__
         missing = [job_id for job_id in ids if not has(self, job_id) and not self.gone(job_id)]
         if missing:
+            upcoming = itertools.islice(ahead, AHEAD)
+            missing += [job_id for job_id in upcoming if not has(self, job_id)]
             for row in self.reader.records(self.store.key, missing):
                 self.admit(row)
 
@@ -200,24 +206,27 @@ class ResidentJobs(dict[str, JobRecord]):
     def committed(self, written: Iterable[tuple[str, str]], deleted: Iterable[str]) -> None:
         """A commit wrote these (id, state) rows and deleted these ids: what it wrote may
         leave memory (call with the store's lock held)."""
+        finished, lines = self.finished_clean.append, self.lines_clean.append
         for job_id, state in written:
-            self.written(job_id, state)
+            if state in FINISHED:
+                finished(job_id)
+            else:
+                lines(job_id)
         self.deleting.difference_update(deleted)
         self.evict()
 
     def written(self, job_id: str, state: str) -> None:
-        """A commit holds this job's row as of `state`: it may leave memory."""
+        """A commit (or a read) holds this job's row as of `state`: it may leave memory."""
         if state in FINISHED:
-            self.finished_clean[job_id] = None
-            self.finished_clean.move_to_end(job_id)
+            self.finished_clean.append(job_id)
         elif state in LINES:
             self.lines_clean.append(job_id)
 
     def evict(self) -> None:
         """Send clean records past the bound back to the file (call with the lock held)."""
-        finished = self.finished_clean
-        while len(finished) > self.bound // 10:
-            self._evict(finished.popitem(last=False)[0], FINISHED)
+        finished, keep, evict = self.finished_clean, self.bound // 10, self._evict
+        while len(finished) > keep:
+            evict(finished.popleft(), FINISHED)
         clean = self.lines_clean
         excess = len(self) - self.bound
         while excess > 0 and clean:
@@ -239,9 +248,11 @@ class ResidentJobs(dict[str, JobRecord]):
             return False
         store = self.store
         record = dict.pop(self, job_id)
-        store.logs.pop(job_id, None)
-        for links in (store.pending, store.processed, store.failed_children, store.ignored):
-            links.pop(job_id, None)
+        if store.logs:
+            store.logs.pop(job_id, None)
+        if store.pending or store.processed or store.failed_children or store.ignored:
+            for links in (store.pending, store.processed, store.failed_children, store.ignored):
+                links.pop(job_id, None)
         store.rank.pop(job_id, None)
         if record.state in FINISHED:
             line = store.completed if record.state == "completed" else store.failed
