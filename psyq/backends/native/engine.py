@@ -53,8 +53,10 @@ class Engine:
         self.all_locked = False
         # Stores a cross-queue transition made ready; their workers are woken afterwards.
         self.touched: set[QueueStore] = set()
-        # Called with each new store (a persisted engine gives it file-backed parts).
+        # Called with each new store (a persisted engine gives it file-backed parts), and
+        # with the key of each dropped one under its lock (its rows go with it).
         self.on_new_store: Callable[[QueueStore], object] | None = None
+        self.on_drop: Callable[[str], object] | None = None
         clock.subscribe(self.wake_all)
 
     def shard(self, key: str) -> Shard:
@@ -101,7 +103,10 @@ class Engine:
     def drop(self, key: str) -> QueueStore | None:
         shard = self.shard(key)
         with shard.lock:
-            return shard.stores.pop(key, None)
+            store = shard.stores.pop(key, None)
+            if store is not None and self.on_drop is not None:
+                self.on_drop(key)
+            return store
 
     def queue_keys(self) -> Iterator[str]:
         for shard in self.shards:

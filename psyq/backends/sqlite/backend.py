@@ -147,9 +147,9 @@ class SqliteBackend(MemoryBackend):
         return records
 
     async def obliterate(self, queue: str, force: bool) -> None:
-        await super().obliterate(queue, force)
+        await super().obliterate(queue, force)  # the engine's drop queues the rows' removal
         if self._db is not None:
-            ticket = self._db.forget_queue(self._prefix + queue)
+            ticket = self._db.note_change()
             if self.durable:
                 await self._commit(ticket)
 

@@ -79,6 +79,7 @@ class Database:
             _disown(self._lock_file)
             raise
         self.engine.on_new_store = lambda store: adopt(store, self.reader, cache)
+        self.engine.on_drop = self.forget_queue
         self._versions: dict[str, int] = {}  # store key -> version last flushed
         self._metas: dict[str, str] = {}  # store key -> meta JSON last written
         self._event_seq: dict[str, int] = {}  # store key -> last event seq written
@@ -347,11 +348,12 @@ class Database:
                 loop.call_soon_threadsafe(_resolve, future)
 
     # ------------------------------------------------------------------ lifecycle
-    def forget_queue(self, key: str) -> int:
-        """A queue was obliterated: its rows go at the next flush. Returns a ticket."""
+    def forget_queue(self, key: str) -> None:
+        """A queue's store was dropped (obliterated): its rows go at the next flush. Called
+        under the store's lock, so no flush sees the store gone and its rows kept, or a new
+        store of that key beside the old rows."""
         with self._cond:
             self._drops.append(key)
-        return self.note_change()
 
     def close(self) -> None:
         with self._cond:
