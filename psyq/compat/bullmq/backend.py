@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from psyq.backends.base import BackendAdapter, JobRecord
 from psyq.compat.bullmq._core import CoreQueue
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.connection import store_url
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
 
@@ -44,7 +44,7 @@ class Backend:
     def __init__(self, name: str, opts: Mapping[str, Any]) -> None:
         self.name = name
         self.prefix = str(opts.get("prefix") or "bull")
-        self.url = connection_url(opts.get("connection"))
+        self.url = store_url(opts)
         self.core = CoreQueue(
             name,
             self.url,

@@ -11,7 +11,7 @@ from typing import Any
 
 from psyq.compat.bullmq._core import CoreFlowProducer
 from psyq.compat.bullmq.backend import qualified_name
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.connection import store_url
 from psyq.compat.bullmq.job import Job
 from psyq.core.flow import JobNode
 from psyq.core.options import merge_job_options, normalize_job_options
@@ -42,7 +42,7 @@ class FlowBackend:
 
     def __init__(self, opts: Mapping[str, Any]) -> None:
         self.prefix = str(opts.get("prefix") or "bull")
-        self.url = connection_url(opts.get("connection"))
+        self.url = store_url(opts)
         self.core = CoreFlowProducer(self.url, prefix=self.prefix)
         self.qualifiedName = f"{self.prefix}:__default__"
 

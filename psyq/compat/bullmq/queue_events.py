@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from psyq.compat.bullmq._core import CoreQueueEvents
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.connection import store_url
 
 __all__ = ["QueueEvents"]
 
@@ -31,7 +31,7 @@ class QueueEvents(CoreQueueEvents):
         prefix = str(self.opts.get("prefix") or "bull")
         super().__init__(
             name,
-            connection_url(self.opts.get("connection")),
+            store_url(self.opts),
             prefix=prefix,
             last_event_id=str(self.opts["lastEventId"] or "$"),
             blocking_timeout=int(self.opts["blockingTimeout"]),

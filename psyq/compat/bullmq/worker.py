@@ -23,7 +23,7 @@ from psyq.backends.base import Limiter
 from psyq.compat.bullmq._core import CoreWorker
 from psyq.compat.bullmq.abort_controller import AbortController
 from psyq.compat.bullmq.backend import Backend, create_backend
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.connection import store_url
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
 from psyq.core.backoff import BackoffStrategy
@@ -70,10 +70,18 @@ DEFAULT_OPTS: dict[str, Any] = {
 NOT_APPLIED = {"useWorkerThreads": "run CPU-bound processors in psyq.sandbox.Sandbox"}
 
 
+def _store_of(backend: Any, opts: Mapping[str, Any]) -> str:
+    """The URL of the store a worker works: its backend's (which code may replace, as
+    `bullmq`'s tests do to put a queue on Postgres), else (a backend of another kind) the
+    one its options name."""
+    url = getattr(backend, "url", None)
+    return url if isinstance(url, str) else store_url(opts)
+
+
 @functools.lru_cache(maxsize=1)
 def _postgres_connection_error_types() -> tuple[type[BaseException], ...]:
     try:
-        from psycopg import InterfaceError, OperationalError  # type: ignore[import-not-found]
+        from psycopg import InterfaceError, OperationalError  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return ()
     return (InterfaceError, OperationalError)
@@ -174,7 +182,7 @@ class Worker(EventEmitter):
         worker = CoreWorker(
             name,
             self._process if with_processor else None,
-            connection_url(opts.get("connection")),
+            _store_of(self.backend, opts),
             concurrency=int(opts["concurrency"]),
             limiter=_limiter(opts.get("limiter")),
             lock_duration=int(opts["lockDuration"]),
