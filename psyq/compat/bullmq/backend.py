@@ -4,17 +4,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from psyq.backends.base import BackendAdapter, JobRecord
-from psyq.compat.bullmq._core import CoreQueue
+from psyq.compat.bullmq._core import CoreFlowProducer, CoreQueue
 from psyq.compat.bullmq.connection import store_url
+from psyq.core.flow import JobNode
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
 
-__all__ = ["KEY_NAMES", "Backend", "create_backend", "qualified_name"]
+__all__ = ["KEY_NAMES", "Backend", "QueueView", "create_backend", "qualified_name"]
 
 KEY_NAMES = (
     "wait",
@@ -112,6 +113,41 @@ class Backend:
 
     async def close(self, force: bool = False) -> None:
         await self.core.close()
+
+    disconnect = close
+
+    # flows: what a FlowProducer asks of its backend, as in `bullmq` (one kind of backend)
+    def forQueue(self, queue_name: str, prefix: str | None = None) -> QueueView:
+        return QueueView(queue_name, prefix or self.prefix, self)
+
+    async def addFlow(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
+        """Add the trees `flows` (core flow specs) atomically."""
+        producer = CoreFlowProducer(await self.adapter(), prefix=self.prefix)
+        return await producer.add_bulk(flows)
+
+    async def parent_exists(self, flow: Mapping[str, Any]) -> bool:
+        """False when the root names a parent job (`opts.parent`) that does not exist."""
+        parent = (flow.get("opts") or {}).get("parent")
+        if not parent:
+            return True
+        queue = str(parent.get("queue", "")).rpartition(":")[2]  # `[<prefix>:]<queue>`
+        adapter = await self.adapter()
+        return await adapter.get_job(queue, str(parent.get("id"))) is not None
+
+
+class QueueView:
+    """What a flow's Job needs of its queue: its name, prefix and the producer's store."""
+
+    def __init__(self, name: str, prefix: str, backend: Backend) -> None:
+        self.name = name
+        self.prefix = prefix
+        self.backend = backend
+        self.opts: dict[str, Any] = {}
+
+    @property
+    def qualifiedName(self) -> str:
+        """As the store names the queue in job keys, once the producer's store is open."""
+        return qualified_name(self.backend.core._backend, self.prefix, self.name)
 
 
 def qualified_name(adapter: BackendAdapter | None, prefix: str, name: str) -> str:
