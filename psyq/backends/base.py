@@ -500,6 +500,13 @@ class BackendAdapter(JobKeys, ABC):
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         raise self._unsupported("queue events")
 
+    async def publish_event(
+        self, queue: str, event: str, fields: Mapping[str, Any], max_events: int
+    ) -> None:
+        """Add a custom event `event` with `fields` (strings) to the queue's events, keeping
+        about `max_events` of them where the store trims by count (QueueEventsProducer)."""
+        raise self._unsupported("custom events")
+
     # Job schedulers
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob

@@ -15,7 +15,7 @@ from psyq.core.flow import JobNode
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
 
-__all__ = ["KEY_NAMES", "Backend", "QueueView", "create_backend", "qualified_name"]
+__all__ = ["KEY_NAMES", "Backend", "QueueView", "create_backend", "qualified_name", "store_of"]
 
 KEY_NAMES = (
     "wait",
@@ -166,3 +166,11 @@ def create_backend(
 ) -> Backend:
     """The store of queue `name` that `opts` (`connection`, `prefix`) describe."""
     return Backend(name, opts or {})
+
+
+def store_of(backend: Any, opts: Mapping[str, Any]) -> str:
+    """The URL of the store a backend stands for: its own (code may replace the factory, as
+    `bullmq`'s tests do to put every queue on Postgres), else (a backend of another kind)
+    the one `opts` name."""
+    url = getattr(backend, "url", None)
+    return url if isinstance(url, str) else store_url(opts)

@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from psyq.compat.bullmq import queue as queue_module
 from psyq.compat.bullmq._core import CoreQueueEvents
-from psyq.compat.bullmq.connection import store_url
+from psyq.compat.bullmq.backend import store_of
 
 __all__ = ["QueueEvents"]
 
@@ -31,7 +32,7 @@ class QueueEvents(CoreQueueEvents):
         prefix = str(self.opts.get("prefix") or "bull")
         super().__init__(
             name,
-            store_url(self.opts),
+            _store(name, self.opts),
             prefix=prefix,
             last_event_id=str(self.opts["lastEventId"] or "$"),
             blocking_timeout=int(self.opts["blockingTimeout"]),
@@ -84,3 +85,9 @@ class QueueEvents(CoreQueueEvents):
         if self._task is asyncio.current_task():
             self._task = None
         await super().close()
+
+
+def _store(name: str, opts: Mapping[str, Any]) -> str:
+    """The store of queue `name`'s events: the one a Queue of the same options opens
+    (through the same factory, `bullmq.queue.create_backend`, looked up at call time)."""
+    return store_of(queue_module.create_backend(name, opts), opts)

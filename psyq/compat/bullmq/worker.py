@@ -22,8 +22,7 @@ from typing import Any
 from psyq.backends.base import Limiter
 from psyq.compat.bullmq._core import CoreWorker
 from psyq.compat.bullmq.abort_controller import AbortController
-from psyq.compat.bullmq.backend import Backend, create_backend
-from psyq.compat.bullmq.connection import store_url
+from psyq.compat.bullmq.backend import Backend, create_backend, store_of
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
 from psyq.core.backoff import BackoffStrategy
@@ -68,14 +67,6 @@ DEFAULT_OPTS: dict[str, Any] = {
 # Worker options the layer takes but does not apply yet (docs/porting.md), each with what
 # to do instead.
 NOT_APPLIED = {"useWorkerThreads": "run CPU-bound processors in psyq.sandbox.Sandbox"}
-
-
-def _store_of(backend: Any, opts: Mapping[str, Any]) -> str:
-    """The URL of the store a worker works: its backend's (which code may replace, as
-    `bullmq`'s tests do to put a queue on Postgres), else (a backend of another kind) the
-    one its options name."""
-    url = getattr(backend, "url", None)
-    return url if isinstance(url, str) else store_url(opts)
 
 
 @functools.lru_cache(maxsize=1)
@@ -182,7 +173,7 @@ class Worker(EventEmitter):
         worker = CoreWorker(
             name,
             self._process if with_processor else None,
-            _store_of(self.backend, opts),
+            store_of(self.backend, opts),
             concurrency=int(opts["concurrency"]),
             limiter=_limiter(opts.get("limiter")),
             lock_duration=int(opts["lockDuration"]),
