@@ -43,6 +43,12 @@ def test_a_dict_and_a_url() -> None:
     assert store_url({**PG, "skipVersionCheck": True}) == "postgresql://?schema=bullmq"
 
 
+def test_skip_version_check_is_taken_on_every_store() -> None:
+    """bullmq checks the Redis or Postgres server's version unless told not to; psyq's
+    stores check none, so the option is taken and changes nothing."""
+    assert store_url({"connection": "memory://", "skipVersionCheck": True}) == "memory://"
+
+
 def test_a_postgres_url_takes_the_schema_option_without_backend() -> None:
     assert store_url({"connection": "postgresql://h/d", "schema": "s"}) == (
         "postgresql://h/d?schema=s"
@@ -63,7 +69,7 @@ def test_a_postgres_url_takes_the_schema_option_without_backend() -> None:
         ({**PG, "schema": 7}, "schema"),
         ({**PG, "connection": "postgresql://h/d?schema=a", "schema": "b"}, "schema"),
         ({"connection": "redis://h:6379", "schema": "jobs"}, "schema"),
-        ({"connection": "memory://", "skipVersionCheck": True}, "skipVersionCheck"),
+        ({"connection": "memory://", "skipVersionCheck": 1}, "skipVersionCheck"),
     ],
 )
 def test_what_a_store_cannot_honour_is_refused_by_name(opts: dict, option: str) -> None:

@@ -15,7 +15,17 @@ from psyq.core.flow import JobNode
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
 
-__all__ = ["KEY_NAMES", "Backend", "QueueView", "create_backend", "qualified_name", "store_of"]
+__all__ = [
+    "KEY_NAMES",
+    "Backend",
+    "QueueView",
+    "create_backend",
+    "is_redis",
+    "qualified_name",
+    "redis_client",
+    "redis_keys",
+    "store_of",
+]
 
 KEY_NAMES = (
     "wait",
@@ -52,9 +62,7 @@ class Backend:
             prefix=self.prefix,
             default_job_options=opts.get("defaultJobOptions") or None,
         )
-        # Redis's key names (`bull:<queue>:wait`, ...), for code that reads Redis itself
-        self.keys = {key: f"{self.prefix}:{name}:{key}" for key in KEY_NAMES}
-        self.keys[""] = f"{self.prefix}:{name}:"
+        self.keys = redis_keys(self.prefix, name)
         self.capabilities = {"canDoubleTimeout": True, "canBlockFor1Ms": True}
         self.minimumBlockTimeout = 0.001
 
@@ -67,7 +75,7 @@ class Backend:
 
     @property
     def is_redis(self) -> bool:
-        return urlsplit(self.url).scheme.lower().startswith("redis")
+        return is_redis(self.url)
 
     def toKey(self, type: str) -> str:
         return f"{self.qualifiedName}:{type}"
@@ -88,10 +96,7 @@ class Backend:
     @property
     def conn(self) -> Any:
         """The redis-py client of an opened Redis store (else None)."""
-        adapter = self.core._backend
-        if adapter is None or not self.is_redis:
-            return None
-        return getattr(adapter, "_client", None)
+        return redis_client(self.core._backend, self.url)
 
     @property
     def connection(self) -> Any:
@@ -148,6 +153,25 @@ class QueueView:
     def qualifiedName(self) -> str:
         """As the store names the queue in job keys, once the producer's store is open."""
         return qualified_name(self.backend.core._backend, self.prefix, self.name)
+
+
+def redis_keys(prefix: str, name: str) -> dict[str, str]:
+    """Redis's key names of queue `name` (`bull:<queue>:wait`, ...), for code that reads
+    Redis itself."""
+    keys = {key: f"{prefix}:{name}:{key}" for key in KEY_NAMES}
+    keys[""] = f"{prefix}:{name}:"
+    return keys
+
+
+def is_redis(url: str) -> bool:
+    return urlsplit(url).scheme.lower().startswith("redis")
+
+
+def redis_client(adapter: BackendAdapter | None, url: str) -> Any:
+    """The redis-py client of an open Redis store's adapter, else None."""
+    if adapter is None or not is_redis(url):
+        return None
+    return getattr(adapter, "_client", None)
 
 
 def qualified_name(adapter: BackendAdapter | None, prefix: str, name: str) -> str:

@@ -1,7 +1,7 @@
 """Where a `bullmq` options dict says the queues live, as a psyq URL.
 
 `backend: "postgres"` reads `bullmq`'s Postgres options (`connection` as a libpq conninfo
-string, a URL or a dict, `schema`, `skipVersionCheck`: postgres_options.py). Otherwise
+string, a URL or a dict, `schema`: postgres_options.py). Otherwise
 (`backend` absent or `"redis"`) `connection` may be a URL (any psyq backend: `redis://`,
 `sqlite:///`, `psyq://`, `postgresql://`, `memory://`), a dict
 `{host, port, db, username, password, ssl}` or a redis-py client (both mean Redis). Without
@@ -23,7 +23,7 @@ __all__ = ["DEFAULT_REDIS_URL", "connection_url", "store_url"]
 
 DEFAULT_REDIS_URL = "redis://localhost:6379"
 BACKENDS = ("redis", "postgres")
-POSTGRES_OPTIONS = ("schema", "skipVersionCheck")
+POSTGRES_OPTIONS = ("schema",)
 
 
 def store_url(opts: Mapping[str, Any]) -> str:
@@ -55,8 +55,9 @@ def store_url(opts: Mapping[str, Any]) -> str:
 
 
 def _check_skip_version_check(value: Any) -> None:
-    """`skipVersionCheck`: `bullmq` skips its check of the server's major version; psyq's
-    store makes no such check, so any bool is honoured."""
+    """`skipVersionCheck` (any store): `bullmq` skips its check of the server's version
+    (Redis's, Postgres's major); psyq's stores make no such check, so either bool is
+    honoured."""
     if not isinstance(value, bool):
         raise InvalidOptionsError(
             f"skipVersionCheck must be true or false, got {value!r}", option="skipVersionCheck"

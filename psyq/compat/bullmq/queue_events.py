@@ -14,7 +14,7 @@ from typing import Any
 
 from psyq.compat.bullmq import queue as queue_module
 from psyq.compat.bullmq._core import CoreQueueEvents
-from psyq.compat.bullmq.backend import store_of
+from psyq.compat.bullmq.backend import redis_client, redis_keys, store_of
 
 __all__ = ["QueueEvents"]
 
@@ -30,16 +30,25 @@ class QueueEvents(CoreQueueEvents):
             **dict(opts or {}),
         }
         prefix = str(self.opts.get("prefix") or "bull")
+        self.url = _store(name, self.opts)
         super().__init__(
             name,
-            _store(name, self.opts),
+            self.url,
             prefix=prefix,
             last_event_id=str(self.opts["lastEventId"] or "$"),
             blocking_timeout=int(self.opts["blockingTimeout"]),
             autorun=bool(self.opts["autorun"]),
         )
         self.qualifiedName = f"{prefix}:{name}"
+        self.keys = redis_keys(prefix, name)
         self._running_now = False
+
+    @property
+    def client(self) -> Any:
+        """The redis-py client once reading on Redis, else None."""
+        return redis_client(self._backend, self.url)
+
+    redisConnection = client
 
     @property
     def running(self) -> bool:

@@ -24,6 +24,13 @@ class QueueEventsProducer:
         self.closing = False
 
     @property
+    def client(self) -> Any:
+        """The redis-py client once the producer's store is open on Redis, else None."""
+        return self.backend.conn
+
+    redisConnection = client
+
+    @property
     def qualifiedName(self) -> str:
         return str(self.backend.qualifiedName)
 

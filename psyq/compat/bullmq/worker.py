@@ -22,14 +22,15 @@ from typing import Any
 from psyq.backends.base import Limiter
 from psyq.compat.bullmq._core import CoreWorker
 from psyq.compat.bullmq.abort_controller import AbortController
-from psyq.compat.bullmq.backend import Backend, create_backend, store_of
+from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, store_of
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
+from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
-from psyq.errors import RateLimitError
+from psyq.errors import LockError, RateLimitError
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -209,10 +210,9 @@ class Worker(EventEmitter):
     @property
     def redisConnection(self) -> Any:
         """The redis-py client once the worker runs on Redis, else None."""
-        if not isinstance(self.backend, Backend) or not self.backend.is_redis:
+        if not isinstance(self.backend, Backend):
             return None
-        adapter = self._core._backend or self.backend.core._backend
-        return None if adapter is None else getattr(adapter, "_client", None)
+        return redis_client(self._core._backend or self.backend.core._backend, self.backend.url)
 
     @property
     def blockingRedisConnection(self) -> Any:
@@ -281,10 +281,17 @@ class Worker(EventEmitter):
         core.on("progress", lambda job, value: self.emit("progress", self._wrap(job), value))
         core.on("stalled", lambda job_id, prev: self.emit("stalled", job_id))
         core.on("drained", lambda: self.emit("drained"))
-        core.on("error", lambda error: self.emit("error", error))
+        core.on("error", self._forward_error)
         core.on("closed", lambda: self.emit("closed"))
         core.on("paused", lambda: self.emit("paused"))
         core.on("resumed", lambda: self.emit("resumed"))
+
+    def _forward_error(self, error: BaseException) -> None:
+        """`error`; a lock the worker could not renew is `lockRenewalFailed` too (with
+        the job ids, as `bullmq`'s lock manager emits it)."""
+        self.emit("error", error)
+        if isinstance(error, LockError) and error.operation == RENEW_LOCK:
+            self.emit("lockRenewalFailed", [error.job_id])
 
     async def _process(self, core: CoreJob, token: str) -> Any:
         assert self.processor is not None
