@@ -13,7 +13,11 @@ from psyq.compat.bullmq import FlowProducer, Queue, QueueEvents, Worker
 from psyq.compat.bullmq.connection import store_url
 from psyq.errors import InvalidOptionsError, InvalidURLError
 from tests.conftest import fresh_name
-from tests.postgres.conftest import fresh_schema, pg_server  # noqa: F401 - fixtures
+from tests.postgres.conftest import (  # noqa: F401 - fixtures
+    conninfo_for,
+    fresh_schema,
+    pg_server,
+)
 
 PG = {"backend": "postgres"}
 
@@ -90,9 +94,7 @@ async def test_every_class_runs_on_bullmqs_postgres_options(
     fresh_schema: Callable[[], str],  # noqa: F811 - the fixture
 ) -> None:
     """Queue, Worker, FlowProducer and QueueEvents given a conninfo string and a schema."""
-    parts = urlsplit(pg_server)
-    conninfo = f"host={parts.hostname} port={parts.port or 5432} dbname={parts.path[1:]}"
-    conninfo += f" user={parts.username}" if parts.username else ""
+    conninfo = conninfo_for(pg_server)
     opts = {**PG, "connection": conninfo, "schema": fresh_schema()}
     name = fresh_name("bullmq-pg")
     events = QueueEvents(name, {**opts, "lastEventId": "0"})
