@@ -61,3 +61,23 @@ async def test_a_lost_lock_is_lock_renewal_failed_too() -> None:
     worker._core.emit("error", LockError("7", RENEW_LOCK, "the lock was lost"))
     assert seen == [["7"]]
     await worker.close()
+
+
+async def test_a_scheduler_run_handed_over_without_a_fetch_adds_the_next_once(
+    opts: dict[str, str], queue_name: str
+) -> None:
+    """`Worker.nextJobFromJobData` with a scheduler's run no worker fetched adds the next
+    run, as bullmq's worker does; handed over again, it adds none."""
+    if not opts["connection"].startswith(("redis", "postgres")):
+        pytest.skip("this store adds a scheduler's next run when it hands out the run only")
+    queue = Queue(queue_name, opts)
+    worker = Worker(queue_name, None, opts)
+    first = await queue.upsertJobScheduler("tick", {"every": 60_000}, job_name="tick")
+    assert first is not None
+    data = await worker.backend.getJobData(first.id)
+    for _ in range(2):
+        job = await worker.nextJobFromJobData(data, first.id, token="t")
+        assert job is not None and job.id == first.id
+        assert (await queue.getJobScheduler("tick"))["iterationCount"] == 2
+    await worker.close()
+    await queue.close()

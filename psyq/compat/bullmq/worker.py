@@ -30,7 +30,7 @@ from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
-from psyq.errors import LockError, RateLimitError
+from psyq.errors import LockError, RateLimitError, UnsupportedError
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -349,19 +349,20 @@ class Worker(EventEmitter):
         job = Job.fromJSON(self, job_data, job_id)
         job.token = token
         if job.repeatJobKey:
-            try:
-                await self.jobScheduler.upsertJobScheduler(
-                    job.repeatJobKey,
-                    job.opts.get("repeat"),
-                    job.name,
-                    job.data,
-                    job.opts,
-                    override=False,
-                    producer_id=job.id,
-                )
-            except Exception as exc:
-                self.emit("error", RuntimeError(f"Failed to add repeatable job: {exc}"))
+            await self._schedule_next_run(job.repeatJobKey, str(job.id))
         return job
+
+    async def _schedule_next_run(self, scheduler_id: str, job_id: str) -> None:
+        """Add the next run of the scheduler whose run `job_id` this worker was handed, as
+        the store does when it hands one out itself (a no-op when it did already; a store
+        that advances schedulers only at fetch leaves it to the fetch)."""
+        try:
+            adapter = await self.backend.adapter()
+            await adapter.schedule_next_run(self.name, scheduler_id, job_id)
+        except UnsupportedError:
+            pass
+        except Exception as exc:
+            self.emit("error", RuntimeError(f"Failed to add repeatable job: {exc}"))
 
     async def waitForJob(self) -> int:
         """Wait (up to the block timeout) for a job to be ready. Connection errors are
