@@ -500,13 +500,6 @@ class BackendAdapter(JobKeys, ABC):
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         raise self._unsupported("queue events")
 
-    async def publish_event(
-        self, queue: str, event: str, fields: Mapping[str, Any], max_events: int
-    ) -> None:
-        """Add a custom event `event` with `fields` (strings) to the queue's events, keeping
-        about `max_events` of them where the store trims by count (QueueEventsProducer)."""
-        raise self._unsupported("custom events")
-
     # Job schedulers
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
@@ -517,13 +510,6 @@ class BackendAdapter(JobKeys, ABC):
 
     async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
         raise self._unsupported("job schedulers")
-
-    async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
-        """Job `job_id`, a run of scheduler `scheduler_id`, is handed to a worker outside a
-        fetch (bullmq's `Worker.nextJobFromJobData`): add the scheduler's next run as a
-        fetch of it would; nothing when that run exists already (the job is no longer the
-        scheduler's current run). Stores that add next runs only at fetch leave this out."""
-        raise self._unsupported("adding a scheduler's next run outside a fetch")
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from psyq.backends.optional import PublishesEvents
 from psyq.compat.bullmq import queue as queue_module
+from psyq.errors import UnsupportedError
 
 __all__ = ["QueueEventsProducer"]
 
@@ -39,6 +41,8 @@ class QueueEventsProducer:
             raise ValueError("publishEvent needs an 'eventName'")
         fields = {k: v for k, v in args.items() if k != "eventName"}
         adapter = await self.backend.adapter()
+        if not isinstance(adapter, PublishesEvents):
+            raise UnsupportedError(self.backend.url.split(":", 1)[0], "custom events")
         await adapter.publish_event(self.name, str(args["eventName"]), fields, maxEvents)
 
     async def close(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from psyq.backends.base import Limiter
+from psyq.backends.optional import SchedulesNextRun
 from psyq.compat.bullmq._core import CoreWorker
 from psyq.compat.bullmq.abort_controller import AbortController
 from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, store_of
@@ -30,7 +31,7 @@ from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
-from psyq.errors import LockError, RateLimitError, UnsupportedError
+from psyq.errors import LockError, RateLimitError
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -358,9 +359,8 @@ class Worker(EventEmitter):
         that advances schedulers only at fetch leaves it to the fetch)."""
         try:
             adapter = await self.backend.adapter()
-            await adapter.schedule_next_run(self.name, scheduler_id, job_id)
-        except UnsupportedError:
-            pass
+            if isinstance(adapter, SchedulesNextRun):
+                await adapter.schedule_next_run(self.name, scheduler_id, job_id)
         except Exception as exc:
             self.emit("error", RuntimeError(f"Failed to add repeatable job: {exc}"))
 
