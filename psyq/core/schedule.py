@@ -95,7 +95,9 @@ def _check_pattern(pattern: Any, tz: Any) -> None:
     try:
         CronSim(_cron(pattern), datetime.now(_zone(tz)))
     except CronSimError as exc:
-        raise InvalidOptionsError(f"cron pattern {pattern!r} does not parse: {exc}") from None
+        raise InvalidOptionsError(
+            f"cron pattern {pattern!r} does not parse: {exc}", option="pattern"
+        ) from None
 
 
 def _ms(name: str, value: Any) -> int:

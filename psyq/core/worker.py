@@ -42,7 +42,10 @@ from psyq.errors import (
 )
 from psyq.plugins import PluginHost
 
-__all__ = ["Processor", "Worker"]
+__all__ = ["RENEW_LOCK", "Processor", "Worker"]
+
+# LockError.operation of a lock the worker could not renew (the lock was lost)
+RENEW_LOCK = "renew the lock of"
 
 # A slot that chains jobs through fetch-next yields to the event loop this often.
 YIELD_EVERY = 32
@@ -260,7 +263,7 @@ class Worker(_BackendUser, WorkerSettling):
         locks = {job.id: job.token or "" for job in self._active.values()}
         lost = await ref.backend.extend_locks(self.name, locks, self.lock_duration)
         for job_id in lost:
-            self.emit("error", LockError(job_id, "renew the lock of", "the lock was lost"))
+            self.emit("error", LockError(job_id, RENEW_LOCK, "the lock was lost"))
         return lost
 
     async def check_stalled(self) -> list[str]:

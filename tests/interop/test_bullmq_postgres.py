@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 import psyq
+import psyq.compat.bullmq as bullmq
 from tests.conftest import fresh_name
 from tests.interop.psyq_worker import process, run_psyq_worker
-from tests.postgres.conftest import url_for
+from tests.postgres.conftest import conninfo_for, url_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -251,3 +252,54 @@ async def _node_until(
             return listed
         assert asyncio.get_running_loop().time() < deadline, f"Node lists {listed}"
         await asyncio.sleep(0.1)
+
+
+async def test_a_ported_program_and_bullmq_share_one_schema_both_ways(
+    bullmq_py: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """The ported program (psyq.compat.bullmq given bullmq's own Postgres options: a conninfo
+    string and a schema) works jobs bullmq for Python adds, and adds jobs a bullmq worker
+    works, on one queue of one schema."""
+    schema, name = fresh_schema(), fresh_name("ported")
+    conninfo = conninfo_for(pg_server)
+    opts = {"backend": "postgres", "connection": conninfo, "schema": schema}
+    ids = bullmq_py("add", name, pg_server, schema, json.dumps(PY_JOBS[:2]))
+    await _work_ported(name, opts, len(ids))
+    seen = bullmq_py("inspect", name, pg_server, schema, json.dumps(ids))
+    for job_id, spec in zip(ids, PY_JOBS[:2], strict=True):
+        assert seen[job_id]["state"] == "completed" and seen[job_id]["progress"] == 50
+        assert seen[job_id]["returnvalue"] == {"doubled": spec["data"]["n"] * 2, "ported": True}
+    queue = bullmq.Queue(name, opts)
+    added = [await queue.add("plain", {"n": n}) for n in (5, 6)]
+    outcomes = bullmq_py("work", name, pg_server, schema, "2")
+    for job in added:
+        assert outcomes[job.id] == {
+            "state": "completed",
+            "value": {"doubled": job.data["n"] * 2, "name": "plain"},
+        }
+        stored = await bullmq.Job.fromId(queue, job.id)
+        assert (stored.progress, stored.attemptsMade) == (50, 1)
+        assert stored.returnvalue == {"doubled": job.data["n"] * 2, "name": "plain"}
+    await queue.close()
+
+
+async def _work_ported(name: str, opts: dict[str, Any], count: int) -> None:
+    """The ported program's worker, until `count` jobs completed."""
+    done: list[str] = []
+    all_done = asyncio.Event()
+
+    async def process(job: bullmq.Job, token: str) -> dict[str, Any]:
+        await job.updateProgress(50)
+        return {"doubled": job.data["n"] * 2, "ported": True}
+
+    def completed(job: bullmq.Job, result: Any) -> None:
+        done.append(job.id)
+        if len(done) >= count:
+            all_done.set()
+
+    worker = bullmq.Worker(name, process, opts)
+    worker.on("completed", completed)
+    try:
+        await asyncio.wait_for(all_done.wait(), 20)
+    finally:
+        await worker.close()

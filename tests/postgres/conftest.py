@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -55,3 +56,11 @@ async def fresh_schema(pg_server: str) -> AsyncIterator[Callable[[], str]]:
 def url_for(server: str, schema: str, **params: str) -> str:
     url = with_schema(server, schema)
     return url + "".join(f"&{key}={value}" for key, value in params.items())
+
+
+def conninfo_for(server: str) -> str:
+    """The libpq conninfo string (`host=... port=... dbname=... user=...`) of a server URL,
+    as `bullmq`'s Postgres options take it."""
+    parts = urlsplit(server)
+    conninfo = f"host={parts.hostname} port={parts.port or 5432} dbname={parts.path[1:]}"
+    return conninfo + (f" user={parts.username}" if parts.username else "")

@@ -25,6 +25,18 @@ async def test_a_plain_job_hash_and_wait_list(queue: psyq.Queue, raw: Any) -> No
     assert await raw.zrange(f"{key}:marker", 0, -1, withscores=True) == [("0", 0.0)]
 
 
+async def test_drain_leaves_the_keys_bullmq_leaves(queue: psyq.Queue, raw: Any) -> None:
+    """An add stores the events' bound in the meta hash (BullMQ's default, 10000) and a
+    drain keeps the priority counter: after both, the queue's keys are BullMQ's five."""
+    await queue.add("p", priority=3)
+    await queue.add("w")
+    key = f"bull:{queue.name}"
+    assert await raw.hget(f"{key}:meta", "opts.maxLenEvents") == "10000"
+    await queue.drain()
+    left = {name.rpartition(":")[2] for name in await raw.keys(f"{key}:*")}
+    assert left == {"marker", "events", "meta", "pc", "id"}
+
+
 async def test_telemetry_is_stored_as_bullmq_stores_it(queue: psyq.Queue, raw: Any) -> None:
     telemetry = {"metadata": '{"traceparent":"00-ab-cd-01"}', "omitContext": False}
     job = await queue.add("send", {}, telemetry=telemetry)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
@@ -274,7 +274,7 @@ class BullmqConnection(BackendAdapter):
 
         await self._on_connection(run)
 
-    async def _after_take(self, queue: str, rows: list[asyncpg.Record]) -> None:
+    async def _after_take(self, queue: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Called with the rows of jobs just taken (schedulers add their next run)."""
 
     async def now_ms(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from psyq.backends.postgres.connection import BullmqConnection
@@ -119,6 +120,12 @@ class Events(BullmqConnection):
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         await self._rows("events.max_len", queue, str(max_len))
+
+    async def publish_event(
+        self, queue: str, event: str, fields: Mapping[str, Any], max_events: int
+    ) -> None:
+        """Through the layout's publish_event, which trims by the queue's maxLenEvents."""
+        await self._rows("events.publish", queue, event, json.dumps(dict(fields)))
 
 
 def _reader_key(queue: str) -> tuple[str, str, str]:

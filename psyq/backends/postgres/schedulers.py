@@ -5,7 +5,7 @@ layout its `every` times; when a worker takes a scheduler's job, the next run is
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -55,7 +55,13 @@ class Schedulers(BullmqConnection):
         )
         return await self.get_job(queue, rows[0]["job_id"])
 
-    async def _after_take(self, queue: str, rows: list[asyncpg.Record]) -> None:
+    async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
+        record = await self.get_job(queue, job_id)
+        if record is not None:
+            row = {"scheduler_id": scheduler_id, "id": job_id, "opts": json.dumps(record.opts)}
+            await self._after_take(queue, [row])
+
+    async def _after_take(self, queue: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Add the next run of each scheduler whose job was just taken."""
         for row in rows:
             scheduler_id = row["scheduler_id"]

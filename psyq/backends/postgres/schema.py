@@ -12,7 +12,7 @@ refused: psyq speaks the layout of BullMQ major 6 only.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,11 +67,9 @@ def check_ledger(ledger: Ledger, schema: str) -> None:
 def bundled_migrations() -> list[tuple[int, str, str]] | None:
     """(version, name, SQL) of the migrations in the installed `bullmq` package, in version
     order, or None when the package is not installed."""
-    spec = importlib.util.find_spec("bullmq")
-    if spec is None or spec.origin is None:
-        return None
-    folder = Path(spec.origin).parent / "postgres" / "migrations"
-    if not folder.is_dir():
+    package = _bullmq_folder()
+    folder = package / "postgres" / "migrations" if package is not None else None
+    if folder is None or not folder.is_dir():
         return None
     found = []
     for path in folder.iterdir():
@@ -80,6 +78,16 @@ def bundled_migrations() -> list[tuple[int, str, str]] | None:
             version = int(match.group(1))
             found.append((version, f"{match.group(1)}_{match.group(2)}", path.read_text("utf-8")))
     return sorted(found)
+
+
+def _bullmq_folder() -> Path | None:
+    """Where the installed `bullmq` distribution put its package, by the distribution's
+    record rather than by import: `import bullmq` may give another module, as when
+    `bullmq`'s own test suite runs against psyq.compat.bullmq under that name."""
+    try:
+        return Path(str(importlib.metadata.distribution("bullmq").locate_file("bullmq")))
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 async def read_ledger(conn: asyncpg.Connection, schema: str) -> Ledger | None:

@@ -50,6 +50,13 @@ class Events(RedisConnection):
         await self.client.hset(key + ":meta", "opts.maxLenEvents", max_len)
         await self.client.xtrim(key + ":events", maxlen=max_len, approximate=False)
 
+    async def publish_event(
+        self, queue: str, event: str, fields: Mapping[str, Any], max_events: int
+    ) -> None:
+        key = self.queue_key(queue) + ":events"
+        entry = {"event": event, **fields}
+        await self.client.xadd(key, entry, maxlen=max_events, approximate=True)
+
 
 def _stream_id(event_id: str) -> str:
     """XREAD's start id for QueueEvents' last_event_id ("$", "0" or a seen id)."""

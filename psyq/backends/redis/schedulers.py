@@ -91,6 +91,11 @@ class Schedulers(RedisConnection):
             except Exception:  # the fetched jobs are active: they must reach the worker
                 log.exception("no next run for scheduler %r of %r", scheduler_id, queue)
 
+    async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
+        record = await self.get_job(queue, job_id)
+        if record is not None:
+            await self._schedule_next(queue, [record])
+
     async def _add_next(
         self,
         queue: str,

@@ -9,67 +9,20 @@ import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from psyq.compat.bullmq._core import CoreFlowProducer
-from psyq.compat.bullmq.backend import qualified_name
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.backend import Backend
 from psyq.compat.bullmq.job import Job
 from psyq.core.flow import JobNode
 from psyq.core.options import merge_job_options, normalize_job_options
 from psyq.errors import JobNotFoundError
 
-__all__ = ["FlowBackend", "FlowProducer", "create_backend"]
+__all__ = ["FlowProducer", "create_backend"]
 
 PARENT_MISSING = -5
 
 
-class _QueueView:
-    """What a flow's Job needs of its queue: its name, prefix and the producer's store."""
-
-    def __init__(self, name: str, prefix: str, backend: Any) -> None:
-        self.name = name
-        self.prefix = prefix
-        self.backend = backend
-        self.opts: dict[str, Any] = {}
-
-    @property
-    def qualifiedName(self) -> str:
-        """As the store names the queue in job keys, once the producer's store is open."""
-        return qualified_name(self.backend.core._backend, self.prefix, self.name)
-
-
-class FlowBackend:
-    """The store a FlowProducer writes to: a core FlowProducer on the options' URL."""
-
-    def __init__(self, opts: Mapping[str, Any]) -> None:
-        self.prefix = str(opts.get("prefix") or "bull")
-        self.url = connection_url(opts.get("connection"))
-        self.core = CoreFlowProducer(self.url, prefix=self.prefix)
-        self.qualifiedName = f"{self.prefix}:__default__"
-
-    def forQueue(self, queue_name: str, prefix: str | None = None) -> _QueueView:
-        return _QueueView(queue_name, prefix or self.prefix, self)
-
-    async def addFlow(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
-        nodes: list[JobNode] = await self.core.add_bulk(flows)
-        return nodes
-
-    async def parent_exists(self, flow: Mapping[str, Any]) -> bool:
-        """False when the root names a parent job (`opts.parent`) that does not exist."""
-        parent = (flow.get("opts") or {}).get("parent")
-        if not parent:
-            return True
-        queue = str(parent.get("queue", "")).rpartition(":")[2]  # `[<prefix>:]<queue>`
-        adapter = await self.core._open()
-        return await adapter.get_job(queue, str(parent.get("id"))) is not None
-
-    async def close(self, force: bool = False) -> None:
-        await self.core.close()
-
-    disconnect = close
-
-
-def create_backend(name: str, opts: Mapping[str, Any] | None = None) -> FlowBackend:
-    return FlowBackend(opts or {})
+def create_backend(name: str, opts: Mapping[str, Any] | None = None) -> Backend:
+    """The store a FlowProducer writes to (`bullmq`'s one kind of backend)."""
+    return Backend(name, opts or {})
 
 
 class FlowProducer:

@@ -51,6 +51,7 @@ class Job:
     ) -> None:
         opts = dict(opts or {})
         self.queue = queue
+        self.backend = getattr(queue, "backend", None)
         self.name = name
         self.data = data
         self.opts = opts
@@ -79,6 +80,12 @@ class Job:
         self.removeOnFail = opts.get("removeOnFail", False)
         self.queueQualifiedName: str = getattr(queue, "qualifiedName", "")
         self._core: CoreJob | None = None
+
+    @property
+    def deduplication_id(self) -> str | None:
+        """The id of the job's `deduplication` option (None without one)."""
+        deduplication = self.opts.get("deduplication") or self.opts.get("de")
+        return deduplication.get("id") if isinstance(deduplication, Mapping) else None
 
     def __repr__(self) -> str:
         return f"<bullmq Job {self.queueQualifiedName}:{self.id} {self.name!r}>"

@@ -10,8 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from psyq.compat.bullmq.errors import BadCronError
 from psyq.compat.bullmq.job import Job, decode_opts
 from psyq.core.schedule import first_run, normalize_repeat
+from psyq.errors import InvalidOptionsError
 
 __all__ = ["JobScheduler", "default_repeat_strategy"]
 
@@ -28,7 +30,8 @@ def _now_ms() -> int:
 
 
 def _repeat_spec(repeat_opts: Mapping[str, Any]) -> dict[str, Any]:
-    """The core spec of `bullmq` repeat options, validated (ValueError when they clash)."""
+    """The core spec of `bullmq` repeat options, validated (ValueError when they clash; a
+    cron pattern that does not parse raises BadCronError, croniter's error too)."""
     if (
         repeat_opts.get("pattern")
         and repeat_opts.get("immediately")
@@ -38,7 +41,12 @@ def _repeat_spec(repeat_opts: Mapping[str, Any]) -> dict[str, Any]:
     if repeat_opts.get("tz"):
         ZoneInfo(str(repeat_opts["tz"]))  # ZoneInfoNotFoundError names an unknown zone
     spec = {key: value for key, value in repeat_opts.items() if key in _REPEAT_KEYS}
-    return normalize_repeat(spec)
+    try:
+        return normalize_repeat(spec)
+    except InvalidOptionsError as error:
+        if error.option != "pattern":
+            raise
+        raise BadCronError(str(error), option="pattern") from None
 
 
 def default_repeat_strategy(millis: int, opts: Mapping[str, Any]) -> int | None:

@@ -14,7 +14,7 @@ from psyq.errors import JobNotFoundError, PsyqError
 if TYPE_CHECKING:
     from psyq.compat.bullmq.job_scheduler import JobScheduler
 
-__all__ = ["Queue", "add_error", "sanitize_job_types"]
+__all__ = ["Queue", "add_error", "create_backend", "sanitize_job_types"]
 
 ALL_TYPES = (
     "active",

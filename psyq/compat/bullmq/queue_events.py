@@ -12,8 +12,9 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from psyq.compat.bullmq import queue as queue_module
 from psyq.compat.bullmq._core import CoreQueueEvents
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.backend import redis_client, redis_keys, store_of
 
 __all__ = ["QueueEvents"]
 
@@ -29,16 +30,25 @@ class QueueEvents(CoreQueueEvents):
             **dict(opts or {}),
         }
         prefix = str(self.opts.get("prefix") or "bull")
+        self.url = _store(name, self.opts)
         super().__init__(
             name,
-            connection_url(self.opts.get("connection")),
+            self.url,
             prefix=prefix,
             last_event_id=str(self.opts["lastEventId"] or "$"),
             blocking_timeout=int(self.opts["blockingTimeout"]),
             autorun=bool(self.opts["autorun"]),
         )
         self.qualifiedName = f"{prefix}:{name}"
+        self.keys = redis_keys(prefix, name)
         self._running_now = False
+
+    @property
+    def client(self) -> Any:
+        """The redis-py client once reading on Redis, else None."""
+        return redis_client(self._backend, self.url)
+
+    redisConnection = client
 
     @property
     def running(self) -> bool:
@@ -84,3 +94,9 @@ class QueueEvents(CoreQueueEvents):
         if self._task is asyncio.current_task():
             self._task = None
         await super().close()
+
+
+def _store(name: str, opts: Mapping[str, Any]) -> str:
+    """The store of queue `name`'s events: the one a Queue of the same options opens
+    (through the same factory, `bullmq.queue.create_backend`, looked up at call time)."""
+    return store_of(queue_module.create_backend(name, opts), opts)

@@ -1,13 +1,15 @@
 """`QueueEventsProducer(name, opts)`: publish custom events to a queue's event feed
 (`publishEvent({"eventName": ..., **fields})`), read by QueueEvents listeners of
-`eventName`. The feed is Redis's events stream: this needs a Redis store."""
+`eventName`. The feed is the store's events (Redis's events stream, Postgres's event
+table); the other stores have none to publish to."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from psyq.compat.bullmq.backend import create_backend
+from psyq.backends.optional import PublishesEvents
+from psyq.compat.bullmq import queue as queue_module
 from psyq.errors import UnsupportedError
 
 __all__ = ["QueueEventsProducer"]
@@ -18,9 +20,17 @@ class QueueEventsProducer:
         self.name = name
         self.opts = dict(opts or {})
         self.prefix = self.opts.get("prefix", "bull")
-        self.backend = create_backend(name, self.opts)
+        # the store a Queue of the same options opens (through its factory)
+        self.backend = queue_module.create_backend(name, self.opts)
         self.keys = self.backend.keys
         self.closing = False
+
+    @property
+    def client(self) -> Any:
+        """The redis-py client once the producer's store is open on Redis, else None."""
+        return self.backend.conn
+
+    redisConnection = client
 
     @property
     def qualifiedName(self) -> str:
@@ -29,12 +39,11 @@ class QueueEventsProducer:
     async def publishEvent(self, args: Mapping[str, Any], maxEvents: int = 1000) -> None:
         if "eventName" not in args:
             raise ValueError("publishEvent needs an 'eventName'")
-        client = await self.backend.open()
-        if client is None:
+        fields = {k: v for k, v in args.items() if k != "eventName"}
+        adapter = await self.backend.adapter()
+        if not isinstance(adapter, PublishesEvents):
             raise UnsupportedError(self.backend.url.split(":", 1)[0], "custom events")
-        fields = {"event": args["eventName"]}
-        fields.update({k: v for k, v in args.items() if k != "eventName"})
-        await client.xadd(self.keys["events"], fields, maxlen=maxEvents, approximate=True)
+        await adapter.publish_event(self.name, str(args["eventName"]), fields, maxEvents)
 
     async def close(self) -> None:
         if not self.closing:

@@ -20,17 +20,18 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from psyq.backends.base import Limiter
+from psyq.backends.optional import SchedulesNextRun
 from psyq.compat.bullmq._core import CoreWorker
 from psyq.compat.bullmq.abort_controller import AbortController
-from psyq.compat.bullmq.backend import Backend, create_backend
-from psyq.compat.bullmq.connection import connection_url
+from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, store_of
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
+from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
-from psyq.errors import RateLimitError
+from psyq.errors import LockError, RateLimitError
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -73,7 +74,7 @@ NOT_APPLIED = {"useWorkerThreads": "run CPU-bound processors in psyq.sandbox.San
 @functools.lru_cache(maxsize=1)
 def _postgres_connection_error_types() -> tuple[type[BaseException], ...]:
     try:
-        from psycopg import InterfaceError, OperationalError  # type: ignore[import-not-found]
+        from psycopg import InterfaceError, OperationalError  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return ()
     return (InterfaceError, OperationalError)
@@ -174,7 +175,7 @@ class Worker(EventEmitter):
         worker = CoreWorker(
             name,
             self._process if with_processor else None,
-            connection_url(opts.get("connection")),
+            store_of(self.backend, opts),
             concurrency=int(opts["concurrency"]),
             limiter=_limiter(opts.get("limiter")),
             lock_duration=int(opts["lockDuration"]),
@@ -210,10 +211,9 @@ class Worker(EventEmitter):
     @property
     def redisConnection(self) -> Any:
         """The redis-py client once the worker runs on Redis, else None."""
-        if not isinstance(self.backend, Backend) or not self.backend.is_redis:
+        if not isinstance(self.backend, Backend):
             return None
-        adapter = self._core._backend or self.backend.core._backend
-        return None if adapter is None else getattr(adapter, "_client", None)
+        return redis_client(self._core._backend or self.backend.core._backend, self.backend.url)
 
     @property
     def blockingRedisConnection(self) -> Any:
@@ -282,10 +282,17 @@ class Worker(EventEmitter):
         core.on("progress", lambda job, value: self.emit("progress", self._wrap(job), value))
         core.on("stalled", lambda job_id, prev: self.emit("stalled", job_id))
         core.on("drained", lambda: self.emit("drained"))
-        core.on("error", lambda error: self.emit("error", error))
+        core.on("error", self._forward_error)
         core.on("closed", lambda: self.emit("closed"))
         core.on("paused", lambda: self.emit("paused"))
         core.on("resumed", lambda: self.emit("resumed"))
+
+    def _forward_error(self, error: BaseException) -> None:
+        """`error`; a lock the worker could not renew is `lockRenewalFailed` too (with
+        the job ids, as `bullmq`'s lock manager emits it)."""
+        self.emit("error", error)
+        if isinstance(error, LockError) and error.operation == RENEW_LOCK:
+            self.emit("lockRenewalFailed", [error.job_id])
 
     async def _process(self, core: CoreJob, token: str) -> Any:
         assert self.processor is not None
@@ -343,19 +350,19 @@ class Worker(EventEmitter):
         job = Job.fromJSON(self, job_data, job_id)
         job.token = token
         if job.repeatJobKey:
-            try:
-                await self.jobScheduler.upsertJobScheduler(
-                    job.repeatJobKey,
-                    job.opts.get("repeat"),
-                    job.name,
-                    job.data,
-                    job.opts,
-                    override=False,
-                    producer_id=job.id,
-                )
-            except Exception as exc:
-                self.emit("error", RuntimeError(f"Failed to add repeatable job: {exc}"))
+            await self._schedule_next_run(job.repeatJobKey, str(job.id))
         return job
+
+    async def _schedule_next_run(self, scheduler_id: str, job_id: str) -> None:
+        """Add the next run of the scheduler whose run `job_id` this worker was handed, as
+        the store does when it hands one out itself (a no-op when it did already; a store
+        that advances schedulers only at fetch leaves it to the fetch)."""
+        try:
+            adapter = await self.backend.adapter()
+            if isinstance(adapter, SchedulesNextRun):
+                await adapter.schedule_next_run(self.name, scheduler_id, job_id)
+        except Exception as exc:
+            self.emit("error", RuntimeError(f"Failed to add repeatable job: {exc}"))
 
     async def waitForJob(self) -> int:
         """Wait (up to the block timeout) for a job to be ready. Connection errors are

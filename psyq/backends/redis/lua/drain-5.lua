@@ -1,5 +1,6 @@
 -- drain: remove waiting and prioritized jobs (and delayed ones when asked).
 -- KEYS: wait paused prioritized delayed pc
+-- (the priority counter pc is kept, as BullMQ keeps it)
 -- ARGV: [1] queue key prefix; [2] also delayed (1/0)
 -- Events: none
 -- Returns: how many jobs were removed
@@ -19,5 +20,4 @@ for _, set in ipairs(sets) do
   dropAll(rcall("ZRANGE", P .. set, 0, -1))
   rcall("DEL", P .. set)
 end
-rcall("DEL", P .. "pc")
 return removed

@@ -9,6 +9,15 @@ local function nowMs()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The events' bound when the meta hash has none: BullMQ's scripts store it there at once
+-- (10000), so a queue has its meta hash from its first add, as BullMQ's readers expect. The
+-- value read is the value stored: a cached entry (metaStable, below) stays true.
+local DEFAULT_MAX_LEN_EVENTS = 10000
+local function storeDefaultMaxLen()
+  rcall("HSET", P .. "meta", "opts.maxLenEvents", DEFAULT_MAX_LEN_EVENTS)
+  return DEFAULT_MAX_LEN_EVENTS
+end
+
 -- Scripts in which no queue's meta hash changes (adds, settles, fetches, the wait hint) set
 -- `metaStable`: each queue's paused flag, concurrency, rate limit and maxLenEvents are then
 -- read with one HMGET per queue and script call. Other scripts read them as they go.
@@ -20,7 +29,7 @@ local function queueMeta()
   if entry == nil then
     local v = rcall("HMGET", P .. "meta", "paused", "concurrency", "max", "duration",
       "opts.maxLenEvents")
-    local maxLen = tonumber(v[5]) or 10000
+    local maxLen = tonumber(v[5]) or storeDefaultMaxLen()
     entry = {paused = v[1] ~= false, concurrency = tonumber(v[2]), max = tonumber(v[3]),
       duration = tonumber(v[4]), maxLen = maxLen, maxLenText = string.format("%d", maxLen)}
     if metaStable then metaCache[P] = entry end
@@ -37,7 +46,7 @@ local function maxEvents()
     return meta.maxLen, meta.maxLenText
   end
   if maxLenEvents == nil then
-    local maxLen = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or 10000
+    local maxLen = tonumber(rcall("HGET", P .. "meta", "opts.maxLenEvents")) or storeDefaultMaxLen()
     maxLenEvents = {maxLen, string.format("%d", maxLen)}
   end
   return maxLenEvents[1], maxLenEvents[2]
