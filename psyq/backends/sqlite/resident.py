@@ -54,9 +54,20 @@ _PAGE_DOWN = (
     "ORDER BY rank DESC LIMIT ?"
 )
 _COUNT = "SELECT count(*) FROM jobs WHERE queue = ? AND state = ?"
-_WAITING = "SELECT id FROM jobs WHERE queue = ? AND state = 'waiting' ORDER BY rank"
-_PRIORITIZED = "SELECT priority, rank, id FROM jobs WHERE queue = ? AND state = 'prioritized'"
-_DELAYED = "SELECT due, rank, id FROM jobs WHERE queue = ? AND state = 'delayed'"
+# A line at open, as one JSON array (a million ids decode in C, not as a million row
+# tuples); an aggregate reads its ordered subquery in order (SQLite never flattens it).
+_WAITING = (
+    "SELECT json_group_array(id) FROM "
+    "(SELECT id FROM jobs WHERE queue = ? AND state = 'waiting' ORDER BY rank)"
+)
+_PRIORITIZED = (
+    "SELECT json_group_array(json_array(priority, coalesce(rank, 0), id)) "
+    "FROM jobs WHERE queue = ? AND state = 'prioritized'"
+)
+_DELAYED = (
+    "SELECT json_group_array(json_array(coalesce(due, 0), coalesce(rank, 0), id)) "
+    "FROM jobs WHERE queue = ? AND state = 'delayed'"
+)
 _HELD = (
     f"SELECT {rows.JOB_COLUMNS} FROM jobs "
     "WHERE queue = ? AND state IN ('active', 'waiting-children')"
@@ -340,10 +351,10 @@ def load_lines(store: QueueStore, reader: Reader) -> None:
     """Fill a store's lines from the file's index (when the file opens)."""
     key, jobs = store.key, store.jobs
     assert isinstance(jobs, ResidentJobs)
-    store.wait.extend(job_id for (job_id,) in reader.all(_WAITING, (key,)))
-    for priority, rank, job_id in reader.all(_PRIORITIZED, (key,)):
-        store.prio.push(priority, rank or 0, job_id)
-    delayed = [(due or 0, rank or 0, job_id) for due, rank, job_id in reader.all(_DELAYED, (key,))]
+    store.wait.extend(json.loads(reader.one(_WAITING, (key,))))
+    for priority, rank, job_id in json.loads(reader.one(_PRIORITIZED, (key,))):
+        store.prio.push(priority, rank, job_id)
+    delayed = [tuple(entry) for entry in json.loads(reader.one(_DELAYED, (key,)))]
     store.delayed = SortedList(delayed)
     store.delayed_key = {entry[2]: entry for entry in delayed}
     for row in reader.all(_HELD, (key,)):
