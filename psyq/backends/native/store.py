@@ -216,10 +216,13 @@ class QueueStore(Mutations):
             else self._allowed(len(request.tokens), request.limiter, now)
         )
         taken: list[JobRecord] = []
-        ids = self._next_ids(wanted)
-        if self.loader is not None:  # records only in the file: one read, the next ones too
-            self.loader(ids, self.wait)
-        jobs, active = self.jobs, self.active
+        wait, jobs, active = self.wait, self.jobs, self.active
+        ids = [wait.popleft() for _ in range(wanted)] if len(wait) >= wanted else self._next(wanted)
+        if self.loader is not None:
+            for job_id in ids:
+                if not dict.__contains__(jobs, job_id):  # only in the file: one read for all,
+                    self.loader(ids, wait)  # and the next ones of the line with them
+                    break
         expiry = now + request.lock_duration
         for token, job_id in zip(request.tokens, ids, strict=False):
             record = jobs[job_id]
@@ -245,11 +248,9 @@ class QueueStore(Mutations):
             self.emit("drained", None, None, now)
         return taken
 
-    def _next_ids(self, wanted: int) -> list[str]:
+    def _next(self, wanted: int) -> list[str]:
         """Take up to `wanted` ids off the lines: plain waiting first, then by priority."""
         wait, prio = self.wait, self.prio
-        if len(wait) >= wanted:
-            return [wait.popleft() for _ in range(wanted)]
         ids = list(wait)
         wait.clear()
         while len(ids) < wanted:

@@ -186,12 +186,12 @@ class Database:
 
     def _written(self, batches: Sequence[Batch | None]) -> None:
         """After a commit: what it wrote may leave memory; what it deleted is gone."""
-        written: dict[str, list[tuple[str, str]]] = {}
+        written: dict[str, list[rows.Row]] = {}
         deleted: dict[str, list[str]] = {}
         for batch in filter(None, batches):
-            for key, job_id, state, *_ in batch.upserts:
-                if state in EVICTABLE:  # an active job's row: it stays in memory anyway
-                    written.setdefault(key, []).append((job_id, state))
+            for row in batch.upserts:  # an active job's row: it stays in memory anyway
+                if row[2] in EVICTABLE:
+                    written.setdefault(row[0], []).append(row)
             for key, job_id in batch.deletes:
                 deleted.setdefault(key, []).append(job_id)
         if not written and not deleted:

@@ -10,7 +10,7 @@ written, and a bounded cache of other records. Everything else is served from th
   file's row is the record; a job deleted here whose deletion is not committed yet is
   never read back.
 - `FileLine` is a finished line (completed or failed): the newest ids in memory, the rest
-  counted and listed from the file's `jobs_by_line` index, merged by rank (finish order).
+  counted and listed from the file's `jobs_finished` index, merged by rank (finish order).
 - `Reader` is the second connection those reads use; in WAL mode it sees the last commit.
 - `load_lines` fills a store's lines from the index when a file opens: ids and ranks, no
   bodies, except for active jobs (the stalled check needs them) and parents.
@@ -23,7 +23,6 @@ import itertools
 import json
 import sqlite3
 import threading
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -46,34 +45,36 @@ AHEAD = 100  # records a take reads beyond its own once it must read the file
 _LOWEST, _HIGHEST = -(2**63), 2**63 - 1
 
 _ROWS = f"SELECT {rows.JOB_COLUMNS} FROM jobs WHERE queue = ? AND id IN (SELECT value FROM json_each(?))"  # noqa: E501
+# A finished line's queries name the `jobs_finished` index's condition, so SQLite uses it.
+_FINISHED = "state IN ('completed', 'failed')"
 _PAGE_UP = (
-    "SELECT rank, id FROM jobs WHERE queue = ? AND state = ? AND rank > ? ORDER BY rank LIMIT ?"
+    f"SELECT rank, id FROM jobs WHERE queue = ? AND state = ? AND {_FINISHED} AND rank > ? "
+    "ORDER BY rank LIMIT ?"
 )
 _PAGE_DOWN = (
-    "SELECT rank, id FROM jobs WHERE queue = ? AND state = ? AND rank < ? "
+    f"SELECT rank, id FROM jobs WHERE queue = ? AND state = ? AND {_FINISHED} AND rank < ? "
     "ORDER BY rank DESC LIMIT ?"
 )
-_COUNT = "SELECT count(*) FROM jobs WHERE queue = ? AND state = ?"
+_COUNT = f"SELECT count(*), max(rank) FROM jobs WHERE queue = ? AND state = ? AND {_FINISHED}"
 # A line at open, as one JSON array (a million ids decode in C, not as a million row
-# tuples); an aggregate reads its ordered subquery in order (SQLite never flattens it).
+# tuples), with the largest rank in use; an aggregate reads its ordered subquery in order
+# (SQLite never flattens it). Lines have no index: each reads the queue's rows once.
 _WAITING = (
-    "SELECT json_group_array(id) FROM "
-    "(SELECT id FROM jobs WHERE queue = ? AND state = 'waiting' ORDER BY rank)"
+    "SELECT json_group_array(id), max(abs(rank)) FROM "
+    "(SELECT id, rank FROM jobs WHERE queue = ? AND state = 'waiting' ORDER BY rank)"
 )
 _PRIORITIZED = (
-    "SELECT json_group_array(json_array(priority, coalesce(rank, 0), id)) "
+    "SELECT json_group_array(json_array(priority, coalesce(rank, 0), id)), max(abs(rank)) "
     "FROM jobs WHERE queue = ? AND state = 'prioritized'"
 )
 _DELAYED = (
-    "SELECT json_group_array(json_array(coalesce(due, 0), coalesce(rank, 0), id)) "
-    "FROM jobs WHERE queue = ? AND state = 'delayed'"
+    "SELECT json_group_array(json_array(coalesce(due, 0), coalesce(rank, 0), id)), "
+    "max(abs(rank)) FROM jobs WHERE queue = ? AND state = 'delayed'"
 )
 _HELD = (
     f"SELECT {rows.JOB_COLUMNS} FROM jobs "
     "WHERE queue = ? AND state IN ('active', 'waiting-children')"
 )
-_TOP_RANK = "SELECT max(rank) FROM jobs WHERE queue = ? AND state = ?"
-_BOTTOM_RANK = "SELECT min(rank) FROM jobs WHERE queue = ? AND state = ?"
 _FIRST_QUEUE = "SELECT queue FROM jobs ORDER BY queue LIMIT 1"
 _NEXT_QUEUE = "SELECT queue FROM jobs WHERE queue > ? ORDER BY queue LIMIT 1"
 
@@ -126,9 +127,10 @@ class Reader:
 class ResidentJobs(dict[str, JobRecord]):
     """A persisted store's records in memory; a miss reads the file (module docstring).
 
-    `bound`: clean records kept beyond those memory needs, at most a tenth of them
-    finished ones; the rest leave after each commit (`evict`): finished jobs oldest first,
-    jobs in a line newest written first (the farthest from being taken, in a FIFO line)."""
+    Finished records leave at the commit that writes them (and those a read brought back,
+    at the next). `bound`: line records (waiting, prioritized, delayed) kept beyond those
+    memory needs; past it they leave after each commit, newest written first (the farthest
+    from being taken, in a FIFO line)."""
 
     def __init__(self, store: QueueStore, reader: Reader, bound: int) -> None:
         super().__init__()
@@ -137,9 +139,10 @@ class ResidentJobs(dict[str, JobRecord]):
         self.bound = bound
         self.in_file = False  # whether the file may hold records memory does not
         self.deleting: set[str] = set()  # deleted here; the deletion is not committed yet
-        # Ids of clean records (some since changed or gone: checked when they leave).
-        self.finished_clean: deque[str] = deque()  # oldest first
-        self.lines_clean: list[str] = []  # newest last
+        # Ids of clean records (some since changed or gone: checked when they leave): line
+        # records newest last, and finished records read back from the file.
+        self.lines_clean: list[str] = []
+        self.finished_read: list[str] = []
 
     # ------------------------------------------------------------------ reads
     def __missing__(self, job_id: str) -> JobRecord:
@@ -214,34 +217,35 @@ class ResidentJobs(dict[str, JobRecord]):
         return record
 
     # ------------------------------------------------------------------ eviction
-    def committed(self, written: Iterable[tuple[str, str]], deleted: Iterable[str]) -> None:
-        """A commit wrote these (id, state) rows and deleted these ids: what it wrote may
-        leave memory (call with the store's lock held)."""
-        finished, lines = self.finished_clean.append, self.lines_clean.append
-        for job_id, state in written:
-            if state in FINISHED:
-                finished(job_id)
+    def committed(self, written: Iterable[Sequence[Any]], deleted: Iterable[str]) -> None:
+        """A commit wrote these job rows and deleted these ids (call with the store's lock
+        held): finished records leave memory now, line records past the bound too."""
+        lines, evict = self.lines_clean.append, self._evict
+        for row in written:
+            if row[2] in FINISHED:
+                evict(row[1], FINISHED)
             else:
-                lines(job_id)
+                lines(row[1])
         self.deleting.difference_update(deleted)
         self.evict()
 
     def written(self, job_id: str, state: str) -> None:
-        """A commit (or a read) holds this job's row as of `state`: it may leave memory."""
+        """A read brought this job's row into memory as of `state`: it may leave again."""
         if state in FINISHED:
-            self.finished_clean.append(job_id)
+            self.finished_read.append(job_id)
         elif state in LINES:
             self.lines_clean.append(job_id)
 
     def evict(self) -> None:
-        """Send clean records past the bound back to the file (call with the lock held)."""
-        finished, keep, evict = self.finished_clean, self.bound // 10, self._evict
-        while len(finished) > keep:
-            evict(finished.popleft(), FINISHED)
+        """Send clean records back to the file (call with the lock held): finished ones read
+        back since the last commit, and line records past the bound."""
+        finished, evict = self.finished_read, self._evict
+        while finished:
+            evict(finished.pop(), FINISHED)
         clean = self.lines_clean
         excess = len(self) - self.bound
         while excess > 0 and clean:
-            excess -= self._evict(clean.pop(), LINES)
+            excess -= evict(clean.pop(), LINES)
         if len(clean) > 2 * len(self) + PAGE:  # mostly ids taken or gone since: tidy up
             self.lines_clean = list(dict.fromkeys(i for i in clean if self._clean(i, LINES)))
 
@@ -255,10 +259,11 @@ class ResidentJobs(dict[str, JobRecord]):
         )
 
     def _evict(self, job_id: str, states: tuple[str, ...]) -> bool:
-        if not self._clean(job_id, states):
-            return False
+        record = dict.get(self, job_id)
         store = self.store
-        record = dict.pop(self, job_id)
+        if record is None or record.state not in states or job_id in (store.dirty or ()):
+            return False  # gone, moved on, or changed since the commit
+        dict.__delitem__(self, job_id)
         if store.logs:
             store.logs.pop(job_id, None)
         if store.pending or store.processed or store.failed_children or store.ignored:
@@ -348,24 +353,27 @@ def adopt(store: QueueStore, reader: Reader, bound: int) -> ResidentJobs:
 
 
 def load_lines(store: QueueStore, reader: Reader) -> None:
-    """Fill a store's lines from the file's index (when the file opens)."""
+    """Fill a store's lines from the file (when it opens): ids in order, no job bodies."""
     key, jobs = store.key, store.jobs
     assert isinstance(jobs, ResidentJobs)
-    store.wait.extend(json.loads(reader.one(_WAITING, (key,))))
-    for priority, rank, job_id in json.loads(reader.one(_PRIORITIZED, (key,))):
+    ids, top = reader.all(_WAITING, (key,))[0]
+    store.wait.extend(json.loads(ids))
+    tops = [top or 0]
+    entries, top = reader.all(_PRIORITIZED, (key,))[0]
+    for priority, rank, job_id in json.loads(entries):
         store.prio.push(priority, rank, job_id)
-    delayed = [tuple(entry) for entry in json.loads(reader.one(_DELAYED, (key,)))]
+    tops.append(top or 0)
+    entries, top = reader.all(_DELAYED, (key,))[0]
+    delayed = [tuple(entry) for entry in json.loads(entries)]
     store.delayed = SortedList(delayed)
     store.delayed_key = {entry[2]: entry for entry in delayed}
+    tops.append(top or 0)
     for row in reader.all(_HELD, (key,)):
         record = jobs.admit(row)
         transfer.place(store, record, row[3] or 0, row[4])
     for line in (store.completed, store.failed):
         assert isinstance(line, FileLine)
-        line.in_file = reader.one(_COUNT, (key, line.state))
+        line.in_file, top = reader.all(_COUNT, (key, line.state))[0]
+        tops.append(top or 0)
     jobs.in_file = True
-    top = 0
-    for state in (*LINES, *FINISHED):
-        ranks = (reader.one(_TOP_RANK, (key, state)), reader.one(_BOTTOM_RANK, (key, state)))
-        top = max([top, *(abs(rank) for rank in ranks if rank is not None)])
-    store.seq = itertools.count(top + 1)  # new ranks continue above every rank in use
+    store.seq = itertools.count(max(tops) + 1)  # new ranks continue above every rank in use

@@ -18,9 +18,10 @@ __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "body_priority", "migrate"]
 # One row per queue: its settings (paused, id counter, limits, schedulers, dedup keys, ...).
 # One row per job: its place in its line (`rank`, `due`, `priority`), finish time, the rest
 # of the record as a MessagePack array (rows.BODY lists its fields), its children (`deps`)
-# and logs. `jobs_by_line` holds every line in order (waiting by rank, prioritized by
-# priority and rank, delayed by due time, finished jobs by rank = the order they finished
-# in), so a file opens by reading the index, and a page of old jobs is one seek.
+# and logs. `jobs_finished` orders the finished lines by rank (the order jobs finished in),
+# so their counts and a page of old jobs are index seeks; the other lines are read once, in
+# one pass over the queue's rows, when the file opens (an index on them cost a third more
+# per job written: docs/architecture.md).
 # The event feed in chunks (one per flush: a JSON list of [ms, name, jobId, extra]),
 # bounded per queue like the in-memory log.
 SCHEMA_V1 = """
@@ -49,8 +50,9 @@ CREATE TABLE events (
 ) WITHOUT ROWID;
 """
 
-# Version 2: the priority column and the line index; finished jobs of older files are
-# ranked in the order they finished (`psyq_priority` reads a body's priority: see migrate).
+# Version 2: the priority column and the index of finished lines; finished jobs of older
+# files are ranked in the order they finished (`psyq_priority` reads a body's priority: see
+# migrate).
 LINE_INDEX = """
 ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 UPDATE jobs SET priority = psyq_priority(body) WHERE state = 'prioritized';
@@ -59,7 +61,7 @@ UPDATE jobs SET rank = numbered.place FROM (
            row_number() OVER (PARTITION BY queue ORDER BY finished_on, id) AS place
     FROM jobs WHERE state IN ('completed', 'failed')
 ) AS numbered WHERE jobs.queue = numbered.q AND jobs.id = numbered.i;
-CREATE INDEX jobs_by_line ON jobs (queue, state, rank, priority, due);
+CREATE INDEX jobs_finished ON jobs (queue, state, rank) WHERE state IN ('completed', 'failed');
 """
 
 # The schema every migration gives (SQLite keeps an added column where ALTER put it).
@@ -87,7 +89,7 @@ CREATE TABLE events (
     body TEXT NOT NULL,
     PRIMARY KEY (queue, first_seq)
 ) WITHOUT ROWID;
-CREATE INDEX jobs_by_line ON jobs (queue, state, rank, priority, due);
+CREATE INDEX jobs_finished ON jobs (queue, state, rank) WHERE state IN ('completed', 'failed');
 """
 
 MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX]
