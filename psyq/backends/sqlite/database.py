@@ -94,6 +94,7 @@ class Database:
         # (store key, job id) -> why its record could not be written (see _storable_row)
         self.rejected: dict[tuple[str, str], str] = {}
         self._drops: list[str] = []
+        self._committed: list[Batch] = []  # committed, their evictions not yet applied
         self._closing = False
         self._load()
         self._timer = threading.Thread(target=self._timer_loop, name=f"psyq-sqlite {path}")
@@ -185,24 +186,28 @@ class Database:
             return True
 
     def _written(self, batches: Sequence[Batch | None]) -> None:
-        """After a commit: what it wrote may leave memory; what it deleted is gone."""
+        """After a commit: what it wrote may leave memory, what it deleted is gone. Applied
+        at the next collect, which holds every lock anyway (a second hold per flush stalled
+        the callers' threads on the locks)."""
+        self._committed += filter(None, batches)
+
+    def _apply_committed(self) -> None:
+        """Let the stores evict what the last commits wrote (call holding every lock)."""
         written: dict[str, list[rows.Row]] = {}
         deleted: dict[str, list[str]] = {}
-        for batch in filter(None, batches):
+        for batch in self._committed:
             for row in batch.upserts:  # an active job's row: it stays in memory anyway
                 if row[2] in EVICTABLE:
                     written.setdefault(row[0], []).append(row)
             for key, job_id in batch.deletes:
                 deleted.setdefault(key, []).append(job_id)
-        if not written and not deleted:
-            return
-        with self.engine.every_lock():
-            for key in written.keys() | deleted.keys():
-                store = self.engine.existing_store(key)
-                if store is not None:
-                    jobs = store.jobs
-                    assert isinstance(jobs, ResidentJobs)
-                    jobs.committed(written.get(key, ()), deleted.get(key, ()))
+        self._committed = []
+        for key in written.keys() | deleted.keys():
+            store = self.engine.existing_store(key)
+            if store is not None:
+                jobs = store.jobs
+                assert isinstance(jobs, ResidentJobs)
+                jobs.committed(written.get(key, ()), deleted.get(key, ()))
 
     def _timer_loop(self) -> None:
         """Flush `flush_ms` after the first pending change; retry failed flushes."""
@@ -231,6 +236,8 @@ class Database:
         """Snapshot every change since the last flush, holding every engine lock."""
         batch = Batch()
         with self.engine.every_lock():
+            if self._committed:
+                self._apply_committed()
             batch.ticket = next(self.tickets)
             with self._cond:
                 drops, self._drops = self._drops, []
