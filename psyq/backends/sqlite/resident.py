@@ -127,8 +127,8 @@ class Reader:
 class ResidentJobs(dict[str, JobRecord]):
     """A persisted store's records in memory; a miss reads the file (module docstring).
 
-    Finished records leave at the commit that writes them (and those a read brought back,
-    at the next). `bound`: line records (waiting, prioritized, delayed) kept beyond those
+    Finished records leave once a commit has written them (and those a read brought back,
+    at the next flush). `bound`: line records (waiting, prioritized, delayed) kept beyond those
     memory needs; past it they leave after each commit, newest written first (the farthest
     from being taken, in a FIFO line)."""
 
@@ -218,8 +218,9 @@ class ResidentJobs(dict[str, JobRecord]):
 
     # ------------------------------------------------------------------ eviction
     def committed(self, written: Iterable[Sequence[Any]], deleted: Iterable[str]) -> None:
-        """A commit wrote these job rows and deleted these ids (call with the store's lock
-        held): finished records leave memory now, line records past the bound too."""
+        """A commit wrote these job rows and deleted these ids (called at the next flush,
+        with every lock held): finished records leave memory, line records past the bound
+        too."""
         lines, evict = self.lines_clean.append, self._evict
         for row in written:
             if row[2] in FINISHED:
