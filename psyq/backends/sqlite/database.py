@@ -2,8 +2,8 @@
 
 - Ownership: one process owns a file (an exclusive `flock` on `<file>.lock`, which names the
   owner); another process gets a clear error instead of a second writer.
-- Recovery: on open each queue's lines load from the file's index (ids in order, no
-  bodies), with the records of active jobs (their locks expired, so the stalled check
+- Recovery: on open each queue's lines load from the file (ids in order, no bodies
+  decoded), with the records of active jobs (their locks expired, so the stalled check
   returns them to waiting) and of parents; every other record is read when a call needs it
   and leaves memory again once written (`resident.py`: the memory model).
 - Write buffer: `flush()` writes every change since the last flush in one transaction. It

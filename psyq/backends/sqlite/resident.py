@@ -12,8 +12,9 @@ written, and a bounded cache of other records. Everything else is served from th
 - `FileLine` is a finished line (completed or failed): the newest ids in memory, the rest
   counted and listed from the file's `jobs_finished` index, merged by rank (finish order).
 - `Reader` is the second connection those reads use; in WAL mode it sees the last commit.
-- `load_lines` fills a store's lines from the index when a file opens: ids and ranks, no
-  bodies, except for active jobs (the stalled check needs them) and parents.
+- `load_lines` fills a store's lines when a file opens, in one pass over the queue's rows:
+  ids in order, no bodies, except for active jobs (the stalled check needs them) and
+  parents.
 """
 
 from __future__ import annotations
