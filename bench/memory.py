@@ -53,20 +53,30 @@ def _rss_of(pid: str) -> int:
 
 
 # ---------------------------------------------------------------------- rows (child side)
+class Tally:
+    """A processor that counts the jobs it ran; `done` is set once `target` have run."""
+
+    def __init__(self, target: int) -> None:
+        self.seen = 0
+        self.target = target
+        self.done = asyncio.Event()
+
+    async def work(self, job: Any) -> int:
+        self.seen += 1
+        if self.seen >= self.target:
+            self.done.set()
+        return 1
+
+    def expect(self, more: int) -> None:
+        self.target += more
+        self.done.clear()
+
+
 async def processed(url: str, count: int) -> dict[str, Any]:
     import psyq
 
     async with psyq.Queue("mem", connection=url) as queue:
-        done = asyncio.Event()
-        seen = 0
-        target = 10_000
-
-        async def work(job: Any) -> int:
-            nonlocal seen
-            seen += 1
-            if seen >= target:
-                done.set()
-            return 1
+        tally = Tally(10_000)
 
         async def produce(total: int) -> None:
             for _ in range(0, total, 1000):
@@ -74,15 +84,14 @@ async def processed(url: str, count: int) -> dict[str, Any]:
                     await asyncio.sleep(0.005)
                 await queue.add_bulk([{"name": "send", "data": DATA} for _ in range(1000)])
 
-        async with psyq.Worker("mem", work, connection=url, concurrency=50):
-            await produce(target)
-            await done.wait()
+        async with psyq.Worker("mem", tally.work, connection=url, concurrency=50):
+            await produce(tally.target)
+            await tally.done.wait()
             before = rss()
             started = time.perf_counter()
-            done.clear()
-            target += count
+            tally.expect(count)
             await produce(count)
-            await done.wait()
+            await tally.done.wait()
             elapsed = time.perf_counter() - started
         after = rss()
     return {"bytes_per_processed_job": (after - before) / count, "jobs_per_s": count / elapsed}
@@ -94,19 +103,10 @@ async def backlog(url: str, count: int) -> dict[str, Any]:
 
     async with psyq.Queue("mem", connection=url) as queue:
         await add_waiting(queue, count)
-        done = asyncio.Event()
-        seen = 0
-
-        async def work(job: Any) -> int:
-            nonlocal seen
-            seen += 1
-            if seen >= count:
-                done.set()
-            return 1
-
+        tally = Tally(count)
         started = time.perf_counter()
-        async with psyq.Worker("mem", work, connection=url, concurrency=10):
-            await done.wait()
+        async with psyq.Worker("mem", tally.work, connection=url, concurrency=10):
+            await tally.done.wait()
         return {"jobs_per_s": count / (time.perf_counter() - started)}
 
 

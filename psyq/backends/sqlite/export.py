@@ -118,19 +118,9 @@ class SqliteExport:
     # ------------------------------------------------------------------ queues
     async def list_queues(self) -> list[str]:
         keys = {key for (key,) in self.conn.execute("SELECT key FROM queues")}
-        keys.update(self._job_queue_keys())
+        keys.update(rows.queue_keys(self.conn))
         prefix = self._prefix
         return sorted(key[len(prefix) :] for key in keys if key.startswith(prefix))
-
-    def _job_queue_keys(self) -> list[str]:
-        """Every queue key of the jobs table, one index seek per queue (not a scan)."""
-        found: list[str] = []
-        step = "SELECT queue FROM jobs WHERE queue > ? ORDER BY queue LIMIT 1"
-        row = self.conn.execute("SELECT queue FROM jobs ORDER BY queue LIMIT 1").fetchone()
-        while row is not None:
-            found.append(row[0])
-            row = self.conn.execute(step, (row[0],)).fetchone()
-        return found
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:
         """The queue's stored settings, as the engine gives them once it opens the file."""

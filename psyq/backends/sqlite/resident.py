@@ -76,8 +76,6 @@ _HELD = (
     f"SELECT {rows.JOB_COLUMNS} FROM jobs "
     "WHERE queue = ? AND state IN ('active', 'waiting-children')"
 )
-_FIRST_QUEUE = "SELECT queue FROM jobs ORDER BY queue LIMIT 1"
-_NEXT_QUEUE = "SELECT queue FROM jobs WHERE queue > ? ORDER BY queue LIMIT 1"
 
 
 class Reader:
@@ -116,13 +114,8 @@ class Reader:
         return self.all(_PAGE_DOWN, (key, state, _HIGHEST if after is None else after, limit))
 
     def queue_keys(self) -> list[str]:
-        """Every queue key of the jobs table, one index seek per queue (not a scan)."""
-        found: list[str] = []
-        key = self.one(_FIRST_QUEUE, ())
-        while key is not None:
-            found.append(key)
-            key = self.one(_NEXT_QUEUE, (key,))
-        return found
+        with self.lock:
+            return rows.queue_keys(self.conn)
 
 
 class ResidentJobs(dict[str, JobRecord]):

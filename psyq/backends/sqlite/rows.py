@@ -4,6 +4,7 @@ stores from rows on open."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "event_chunk",
     "job_record",
     "job_row",
+    "queue_keys",
     "queue_meta",
     "restore_events",
     "restore_meta",
@@ -101,6 +103,20 @@ def unstorable(row: Row) -> str | None:
 def _deps(store: QueueStore, job_id: str) -> str | None:
     links = transfer.links(store, job_id)
     return None if links is None else _dumps(links)
+
+
+_FIRST_QUEUE = "SELECT queue FROM jobs ORDER BY queue LIMIT 1"
+_NEXT_QUEUE = "SELECT queue FROM jobs WHERE queue > ? ORDER BY queue LIMIT 1"
+
+
+def queue_keys(conn: sqlite3.Connection) -> list[str]:
+    """Every queue key of the jobs table, one index seek per queue (not a scan)."""
+    found: list[str] = []
+    row = conn.execute(_FIRST_QUEUE).fetchone()
+    while row is not None:
+        found.append(row[0])
+        row = conn.execute(_NEXT_QUEUE, (row[0],)).fetchone()
+    return found
 
 
 def queue_meta(store: QueueStore) -> str:

@@ -53,44 +53,29 @@ CREATE TABLE events (
 # Version 2: the priority column and the index of finished lines; finished jobs of older
 # files are ranked in the order they finished (`psyq_priority` reads a body's priority: see
 # migrate).
-LINE_INDEX = """
-ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+_PRIORITY_COLUMN = "priority INTEGER NOT NULL DEFAULT 0"
+_FINISHED_INDEX = (
+    "CREATE INDEX jobs_finished ON jobs (queue, state, rank) "
+    "WHERE state IN ('completed', 'failed');"
+)
+LINE_INDEX = f"""
+ALTER TABLE jobs ADD COLUMN {_PRIORITY_COLUMN};
 UPDATE jobs SET priority = psyq_priority(body) WHERE state = 'prioritized';
 UPDATE jobs SET rank = numbered.place FROM (
     SELECT queue AS q, id AS i,
            row_number() OVER (PARTITION BY queue ORDER BY finished_on, id) AS place
     FROM jobs WHERE state IN ('completed', 'failed')
 ) AS numbered WHERE jobs.queue = numbered.q AND jobs.id = numbered.i;
-CREATE INDEX jobs_finished ON jobs (queue, state, rank) WHERE state IN ('completed', 'failed');
+{_FINISHED_INDEX}
 """
 
-# The schema every migration gives (SQLite keeps an added column where ALTER put it).
-SCHEMA = """
-CREATE TABLE queues (
-    key TEXT PRIMARY KEY,
-    meta TEXT NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE jobs (
-    queue TEXT NOT NULL,
-    id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    rank INTEGER,
-    due INTEGER,
-    finished_on INTEGER,
-    body BLOB NOT NULL,
-    deps TEXT,
-    logs TEXT, priority INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (queue, id)
-) WITHOUT ROWID;
-CREATE TABLE events (
-    queue TEXT NOT NULL,
-    first_seq INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (queue, first_seq)
-) WITHOUT ROWID;
-CREATE INDEX jobs_finished ON jobs (queue, state, rank) WHERE state IN ('completed', 'failed');
-"""
+# The schema every migration gives: SQLite keeps an added column where ALTER put it, on the
+# line of the last column.
+SCHEMA = (
+    SCHEMA_V1.replace("    logs TEXT,\n", f"    logs TEXT, {_PRIORITY_COLUMN},\n")
+    + _FINISHED_INDEX
+    + "\n"
+)
 
 MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX]
 SCHEMA_VERSION = len(MIGRATIONS)
