@@ -27,15 +27,16 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
-from psyq.backends.sqlite.resident import EVICTABLE, Reader, ResidentJobs, adopt, load_lines
+from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
 from psyq.errors import PsyqError
 
@@ -192,22 +193,21 @@ class Database:
         self._committed += filter(None, batches)
 
     def _apply_committed(self) -> None:
-        """Let the stores evict what the last commits wrote (call holding every lock)."""
-        written: dict[str, list[rows.Row]] = {}
-        deleted: dict[str, list[str]] = {}
-        for batch in self._committed:
-            for row in batch.upserts:  # an active job's row: it stays in memory anyway
-                if row[2] in EVICTABLE:
-                    written.setdefault(row[0], []).append(row)
-            for key, job_id in batch.deletes:
-                deleted.setdefault(key, []).append(job_id)
-        self._committed = []
-        for key in written.keys() | deleted.keys():
-            store = self.engine.existing_store(key)
-            if store is not None:
-                jobs = store.jobs
-                assert isinstance(jobs, ResidentJobs)
-                jobs.committed(written.get(key, ()), deleted.get(key, ()))
+        """Let the stores evict what the last commits wrote (call holding every lock). A
+        batch lists each store's rows together, so they go to their store in runs."""
+        committed, self._committed = self._committed, []
+        for batch in committed:
+            for key, written in itertools.groupby(batch.upserts, itemgetter(0)):
+                self._committed_in(key, written, ())
+            for key, pairs in itertools.groupby(batch.deletes, itemgetter(0)):
+                self._committed_in(key, (), [job_id for _, job_id in pairs])
+
+    def _committed_in(self, key: str, written: Iterable[rows.Row], deleted: Iterable[str]) -> None:
+        store = self.engine.existing_store(key)
+        if store is not None:
+            jobs = store.jobs
+            assert isinstance(jobs, ResidentJobs)
+            jobs.committed(written, deleted)
 
     def _timer_loop(self) -> None:
         """Flush `flush_ms` after the first pending change; retry failed flushes."""
