@@ -4,7 +4,7 @@ retry or a final failure (used by the Worker and by manual processing alike)."""
 from __future__ import annotations
 
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,9 +62,13 @@ class Job:
         "_data",
         "_data_json",
         "_discarded",
+        "_opts",
+        "_opts_read",
         "_queue",
         "_returnvalue",
         "_returnvalue_json",
+        "_stack",
+        "_stack_read",
         "attempts_made",
         "attempts_started",
         "delay",
@@ -72,13 +76,11 @@ class Job:
         "finished_on",
         "id",
         "name",
-        "opts",
         "parent_key",
         "priority",
         "processed_by",
         "processed_on",
         "progress",
-        "stacktrace",
         "stalled_counter",
         "timestamp",
         "token",
@@ -92,8 +94,12 @@ class Job:
         self._returnvalue: Any = _UNSET
         self.id = record.id
         self.name = record.name
-        opts, stack = record.opts, record.stacktrace
-        self.opts = dict(opts) if opts else {}  # a store may share one dict among jobs
+        # The store's options and stack trace, which it may share among jobs: read only
+        # here; `opts` and `stacktrace` give the job its own copy when first asked.
+        self._opts_read: dict[str, Any] = record.opts
+        self._opts: dict[str, Any] | None = None
+        self._stack_read: Sequence[str] = record.stacktrace
+        self._stack: list[str] | None = None
         self.timestamp = record.timestamp
         self.delay = record.delay
         self.priority = record.priority
@@ -104,7 +110,6 @@ class Job:
         self.processed_on = record.processed_on
         self.finished_on = record.finished_on
         self.failed_reason = record.failed_reason
-        self.stacktrace = list(stack) if stack else []  # a tuple where no list was needed
         self.parent_key = record.parent_key
         self.processed_by = record.processed_by
         self.token = record.lock_token
@@ -115,6 +120,34 @@ class Job:
         return f"<Job {self.queue_name}:{self.id} {self.name!r}>"
 
     # ------------------------------------------------------------------ values
+    @property
+    def opts(self) -> dict[str, Any]:
+        """The job's options (BullMQ's `opts`). Its own copy, made when first asked: a store
+        may share one options dict among many jobs, and a job made for every add or take
+        should not cost an allocation nobody reads."""
+        if self._opts is None:
+            self._opts = dict(self._opts_read)
+        return self._opts
+
+    @opts.setter
+    def opts(self, value: dict[str, Any]) -> None:
+        self._opts = value
+
+    def option(self, name: str, default: Any = None) -> Any:
+        """One option, read without making the job a copy of its options."""
+        return (self._opts_read if self._opts is None else self._opts).get(name, default)
+
+    @property
+    def stacktrace(self) -> list[str]:
+        """The job's stack traces, newest last (its own list, as `opts`)."""
+        if self._stack is None:
+            self._stack = list(self._stack_read)
+        return self._stack
+
+    @stacktrace.setter
+    def stacktrace(self, value: list[str]) -> None:
+        self._stack = value
+
     @property
     def queue_name(self) -> str:
         return self._queue.name
@@ -156,6 +189,8 @@ class Job:
             "queue_name": self.queue_name,
             "data": self.data,
             "returnvalue": self.returnvalue,
+            "opts": self.opts,
+            "stacktrace": self.stacktrace,
             **{n: getattr(self, n) for n in names},
         }
 
@@ -199,12 +234,12 @@ class Job:
 
     async def log(self, row: str) -> int:
         """Append a log row (kept to the newest `keepLogs`); returns the number of rows."""
-        keep = self.opts.get("keepLogs")
+        keep = self.option("keepLogs")
         line = gate.text("log row", str(row), self.id)
         return await self._backend.add_log(self.queue_name, self.id, line, keep)
 
     async def update_data(self, data: Any) -> None:
-        text = codec.dumps(data, "data", self.id, self.opts.get("sizeLimit"))
+        text = codec.dumps(data, "data", self.id, self.option("sizeLimit"))
         await self._backend.update_data(self.queue_name, self.id, text)
         self._data_json, self._data = text, data
 
@@ -330,13 +365,13 @@ def failure_outcome(
     the worker's removeOnFail, for a job without its own."""
     reason = codec.printable(str(error) or type(error).__name__)
     stack = _stacktrace(job, error)
-    attempts = job.opts.get("attempts", 1)
+    attempts = job.option("attempts", 1)
     final = isinstance(error, UnrecoverableError | InvalidDataError)
     if final or job._discarded or job._cancelled or job.attempts_made + 1 >= attempts:
         return Failed(reason, stack, keep)
     try:
         delay = backoff_delay(
-            job.opts.get("backoff"), job.attempts_made + 1, error, job, strategies=strategies
+            job.option("backoff"), job.attempts_made + 1, error, job, strategies=strategies
         )
     except Exception as wrong:  # an unknown strategy, or one that raised: fail, saying so
         return Failed(f"{reason} (not retried: {codec.printable(str(wrong))})", stack, keep)
@@ -346,7 +381,7 @@ def failure_outcome(
 
 
 def _stacktrace(job: Job, error: BaseException) -> list[str]:
-    limit = job.opts.get("stackTraceLimit", DEFAULT_STACK_TRACE_LIMIT)
+    limit = job.option("stackTraceLimit", DEFAULT_STACK_TRACE_LIMIT)
     if limit == 0:
         return []
     text = codec.printable("".join(traceback.format_exception(error)))

@@ -490,7 +490,7 @@ class Worker(_BackendUser, WorkerSettling):
 
     async def _run_guarded(self, job: Job) -> Any:
         """Run the onion under the job's `timeout`, and fail it if it was cancelled."""
-        timeout = job.opts.get("timeout")
+        timeout = job.option("timeout")
         task = asyncio.current_task()
         self._in_processor[job.id] = task
         try:
