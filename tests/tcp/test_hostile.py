@@ -152,7 +152,7 @@ async def test_silent_and_idle_connections_are_closed(
     assert silent_closed >= 0.9
     # a blocked call is not idle: a worker waiting for jobs keeps its connection
     waiting = await hello(server)
-    waiting.writer.write(frame({"id": 2, "op": "wait_for_job", "args": [queue_name, 3000]}))
+    waiting.writer.write(frame({"id": 2, "op": "wait_for_job", "args": [queue_name, 2200]}))
     assert (await waiting.answer(timeout=5))["id"] == 2
     await waiting.close()
 
@@ -181,7 +181,7 @@ async def test_answers_a_client_never_reads_are_bounded(
     clients = [await never_read(server, queue_name, 100) for _ in range(3)]  # 120 MB asked
     grown = await settled_rss(server) - before
     took = await served(server, queue_name)
-    print(f"\n3 clients that never read (40 MB asked each): server grew {grown:.1f} MiB, ")
+    print(f"\n3 clients that never read (40 MB asked each): server grew {grown:.1f} MiB;")
     print(f"another client's call took {took * 1000:.0f} ms")
     for client in clients:
         await client.close()
