@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import psyq
+from psyq.backends import open_backend, release_backend
 from psyq.backends.tcp.protocol import HEADER, PROTOCOL_VERSION, frame
+from psyq.backends.tcp.server import serve
 from tests.tcp.server_proc import ServerProcess, start_server
 from tests.tcp.test_faults import RawClient
 
@@ -200,3 +204,29 @@ async def test_the_total_of_unread_answers_is_bounded(
     print(f"\n12 clients that never read: server grew {grown:.1f} MiB, {closed} closed")
     assert closed >= 1
     assert grown < 60
+
+
+async def test_a_closed_connection_leaves_no_cycle() -> None:
+    """The connection object goes when its socket closes, not at the next garbage
+    collection (its outbox's write callback referred back to it)."""
+    backend = await open_backend("memory://")
+    server, (host, port) = await serve(backend, "127.0.0.1", 0)
+    gc.disable()
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(frame({"id": 1, "op": "hello", "args": [PROTOCOL_VERSION, None]}))
+        writer.write(frame({"id": 2, "op": "wait_for_job", "args": ["q", 5000]}))  # a task
+        await reader.read(100)
+        (conn,) = server.connections
+        gone = weakref.ref(conn)
+        del conn
+        writer.close()
+        await writer.wait_closed()
+        deadline = time.monotonic() + 5  # the cancelled wait's task ends a step after
+        while (server.connections or gone() is not None) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert gone() is None
+    finally:
+        gc.enable()
+        await server.close()
+        await release_backend(backend)
