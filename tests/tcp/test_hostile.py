@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import resource
 import time
 import weakref
 from collections.abc import Iterator
@@ -90,10 +91,9 @@ async def is_closed(client: RawClient, timeout: float) -> bool:
 
 
 async def served(server: ServerProcess, queue_name: str) -> float:
-    """A client with the token is served: the seconds one call takes."""
-    url = f"psyq://:{TOKEN}@{server.address}"
-    async with psyq.Queue(queue_name, connection=url) as queue:
-        started = time.monotonic()
+    """A client with the token is served: the seconds it takes to connect and make a call."""
+    started = time.monotonic()
+    async with psyq.Queue(queue_name, connection=f"psyq://:{TOKEN}@{server.address}") as queue:
         await queue.get_job_counts()
         return time.monotonic() - started
 
@@ -159,6 +159,21 @@ async def test_silent_and_idle_connections_are_closed(
     waiting.writer.write(frame({"id": 2, "op": "wait_for_job", "args": [queue_name, 2200]}))
     assert (await waiting.answer(timeout=5))["id"] == 2
     await waiting.close()
+
+
+async def test_silent_connections_do_not_lock_out_a_client(
+    server: ServerProcess, queue_name: str
+) -> None:
+    """More silent connections than the server may open files: a client with the token is
+    served once the hello timeout (1 s here) closes them."""
+    resource.prlimit(server.proc.pid, resource.RLIMIT_NOFILE, (64, 64))
+    silent = [await asyncio.open_connection(server.host, server.port) for _ in range(80)]
+    try:
+        took = await served(server, queue_name)
+    finally:
+        for _, writer in silent:
+            writer.close()
+    print(f"\n80 silent connections, 64 open files: a client with the token served in {took:.2f}s")
 
 
 async def fill(server: ServerProcess, queue_name: str, jobs: int, size: int) -> None:
