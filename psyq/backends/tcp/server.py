@@ -505,7 +505,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.server.unsent += self._unsent
         if self.server.unsent > self.limits.max_unsent_total:
             total = self.limits.max_unsent_total
-            self.drop(f"the answers no client read passed the total limit of {total} bytes")
+            self.drop(f"its unread answers took those of all clients past {total} bytes")
 
     def _uncount_unsent(self) -> None:
         self.server.unsent -= self._unsent
