@@ -263,6 +263,10 @@ class BackendAdapter(JobKeys, ABC):
     #: other job waiting, to ride on the next call that goes to the store anyway (the take
     #: a job's arrival wakes), so it costs no commit of its own; 0: end of the loop turn
     settle_linger_ms: int = 0
+    #: True when the number after the "-" of an event id counts the queue's events one by
+    #: one (the native engine): a reader given a number not above its last one knows the
+    #: store's event history started again (a restarted server) and says so
+    event_ids_count: bool = False
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-__all__ = ["CliError", "cannot_listen", "positive_int"]
+__all__ = ["CliError", "cannot_listen", "positive_int", "positive_seconds", "seconds"]
 
 
 class CliError(Exception):
@@ -26,4 +26,23 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """A number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds, more than 0."""
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value

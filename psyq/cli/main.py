@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 import psyq
-from psyq.cli.common import CliError, cannot_listen, positive_int
+from psyq.cli.common import CliError, cannot_listen, positive_int, positive_seconds, seconds
 from psyq.errors import PsyqError
 
 __all__ = ["CliError", "cannot_listen", "main", "positive_int"]
@@ -67,7 +67,27 @@ def add_server_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "--max-in-flight", type=positive_int, help="requests in flight per connection (1024)"
     )
     server.add_argument(
-        "--frame-timeout", type=float, help="seconds a frame may stay incomplete (30)"
+        "--frame-timeout", type=positive_seconds, help="seconds a frame may stay incomplete (30)"
+    )
+    server.add_argument(
+        "--hello-timeout",
+        type=positive_seconds,
+        help="seconds a new connection has to say hello (10)",
+    )
+    server.add_argument(
+        "--idle-timeout",
+        type=seconds,
+        help="close a connection silent this long with no request running (0 = never)",
+    )
+    server.add_argument(
+        "--max-unsent",
+        type=positive_int,
+        help="bytes of answers waiting per connection before it is no longer read (1 MiB)",
+    )
+    server.add_argument(
+        "--max-unsent-total",
+        type=positive_int,
+        help="bytes of answers waiting on all connections before one is closed (256 MiB)",
     )
 
 

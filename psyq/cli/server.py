@@ -3,6 +3,8 @@
     psyq server [--host 127.0.0.1] [--port 6789] [--data jobs.db | memory | URL]
                 [--durability buffered|durable] [--token SECRET | PSYQ_SERVER_TOKEN]
                 [--tls-cert cert.pem --tls-key key.pem]
+                [--max-frame B] [--max-in-flight N] [--frame-timeout S]
+                [--hello-timeout S] [--idle-timeout S] [--max-unsent B] [--max-unsent-total B]
 
 Prints `psyq server listening on HOST:PORT` once it accepts connections (with --port 0 the
 port is a free one), and runs until SIGTERM/SIGINT; then it closes every connection and
@@ -17,7 +19,7 @@ import logging
 import os
 import signal
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from psyq.backends import open_backend, release_backend
@@ -29,6 +31,9 @@ from psyq.errors import redact_url
 __all__ = ["ServerOptions", "data_url", "run_server", "server_options"]
 
 log = logging.getLogger("psyq.server")
+
+# The ServerLimits fields given as --max-frame, --hello-timeout, ... (absent: the default).
+LIMIT_OPTIONS = tuple(field.name for field in fields(ServerLimits))
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,10 @@ class ServerOptions:
 
 def server_options(args: argparse.Namespace) -> ServerOptions:
     """ServerOptions from the parsed `psyq server` arguments."""
-    defaults = ServerLimits()
-    limits = ServerLimits(
-        max_frame=args.max_frame or defaults.max_frame,
-        max_in_flight=args.max_in_flight or defaults.max_in_flight,
-        frame_timeout=args.frame_timeout or defaults.frame_timeout,
-    )
+    given = {
+        name: getattr(args, name) for name in LIMIT_OPTIONS if getattr(args, name, None) is not None
+    }
+    limits = ServerLimits(**given)
     return ServerOptions(
         args.host,
         args.port,

@@ -12,12 +12,18 @@ after `last_event_id` ("$": only new events; "0": the whole kept log; or an id s
 "$" is resolved to the newest event's id before the first read, so an event added between
 two reads that found nothing is still delivered; `await events.wait_until_ready()` returns
 once that starting point is fixed.
+
+On the native engine (memory://, sqlite:///, psyq://) an id's number counts the queue's
+events; when a server's history starts again (a `--data memory` server restarted, or a
+buffered one killed), its new events come after the reader's id all the same (ids are
+ordered by time first, as Redis's are), and the reader logs once that the numbers went back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +41,8 @@ from psyq.errors import (
 )
 
 __all__ = ["QueueEvents"]
+
+log = logging.getLogger("psyq")
 
 Event = tuple[str, dict[str, Any], str]
 _JSON_FIELDS = {"completed": "returnvalue", "progress": "data"}
@@ -64,6 +72,7 @@ class QueueEvents(_BackendUser, EventEmitter):
         # loop begins); when nobody iterates, the newest beyond 10,000 are not kept.
         self._stream: asyncio.Queue[Event] = asyncio.Queue()
         self._ready = asyncio.Event()
+        self._restart_told = False
         if autorun:
             try:
                 asyncio.get_running_loop()
@@ -98,9 +107,24 @@ class QueueEvents(_BackendUser, EventEmitter):
                 await backoff.wait()
                 continue
             backoff.succeeded()
+            if batch and backend.event_ids_count and not self._restart_told:
+                self._tell_restart(batch[0][0])
             for event_id, event, fields in batch:
                 self.last_event_id = event_id
                 self._dispatch(event, _decode(event, fields), event_id)
+
+    def _tell_restart(self, first_id: str) -> None:
+        """Log, once, that the event numbers went back: the store's history started again."""
+        last = self.last_event_id
+        if "-" in last and int(first_id.rpartition("-")[2]) <= int(last.rpartition("-")[2]):
+            self._restart_told = True
+            log.warning(
+                "queue %r: event %s came after %s: the server's event history started again "
+                "(a restart); reading from its new start",
+                self.name,
+                first_id,
+                last,
+            )
 
     async def _fix_start(self, backend: BackendAdapter) -> None:
         """Turn "$" into the newest event's id, then say the reader is ready. Left as "$",

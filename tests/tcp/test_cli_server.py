@@ -9,7 +9,10 @@ import pytest
 
 import psyq
 from psyq.cli.main import main
+from tests.sqlite.test_file_owner import PSYQ, read_only_folder, run_where_read_only
 from tests.tcp.server_proc import start_server
+
+__all__ = ["read_only_folder"]  # a fixture of tests/sqlite/test_file_owner.py, used here
 
 
 @pytest.mark.parametrize(
@@ -66,3 +69,14 @@ def test_a_bad_loop_choice_is_one_line(
     monkeypatch.setenv("PSYQ_LOOP", "trio")
     assert main(["server", "--data", "memory", "--port", "0"]) == 2
     assert "PSYQ_LOOP must be auto, uvloop or asyncio, got 'trio'" in capsys.readouterr().err
+
+
+def test_a_read_only_folder_is_one_line_and_exit_2(read_only_folder: Path) -> None:
+    """The store's PsyqError (tests/sqlite/test_file_owner.py) is the server's one line."""
+    path = read_only_folder / "jobs.db"
+    argv = [PSYQ, "server", "--data", str(path), "--port", "0"]
+    done = run_where_read_only(read_only_folder, argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"psyq server: cannot open {path}: "), done.stderr
+    assert "listening" not in done.stdout

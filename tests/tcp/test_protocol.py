@@ -204,6 +204,12 @@ class RecordingTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         pass
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("fuzz", 0) if name == "peername" else default
 

@@ -4,6 +4,14 @@ An event has a sequence number (one more than the previous event of the queue), 
 name and its fields; its id is "<ms>-<seq>", so a reader resumes from any id it saw. The
 oldest events go once `max_len` is passed (`maxLenEvents`, default 10,000).
 
+Ids are ordered as Redis stream ids are, by time then sequence number: an event's time is
+never older than the previous event's (a clock that steps back repeats the last time). So
+ids stay unique across a history that starts again, as a `memory://` server's does when it
+restarts, or a buffered SQLite file's after a `kill -9` (its newest, uncommitted events are
+gone and their numbers are given out again): a reader's id whose number is past this log's,
+or names an event of another time, is not of this history, and the read starts at the
+first event newer than its time, which is this history's start when the restart came later.
+
 Events are kept in parallel lists rather than a tuple each: a job's life writes several
 events, and tuples would be garbage-collector work while lists of ints, strings and
 string-only dicts are not. Ids are formatted only when read.
@@ -12,6 +20,7 @@ string-only dicts are not. Ids are formatted only when read.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 from psyq.errors import InvalidOptionsError
@@ -21,13 +30,16 @@ __all__ = ["DEFAULT_MAX_LEN_EVENTS", "EventLog", "parse_event_id"]
 DEFAULT_MAX_LEN_EVENTS = 10_000
 
 
-def parse_event_id(event_id: str, last_seq: int) -> int:
-    """The sequence number after which to read: "$" = now, "0"/"0-0" = from the start."""
+Position = tuple[int | None, int]  # an id's time (None: a bare sequence number) and number
+
+
+def parse_event_id(event_id: str, newest: Position) -> Position:
+    """The id after which to read: "$" = `newest` (now), "0"/"0-0" = from the start."""
     if event_id == "$":
-        return last_seq
+        return newest
     head, _, tail = event_id.partition("-")
     try:
-        return int(tail) if tail else int(head)
+        return (int(head), int(tail)) if tail else (None, int(head))
     except ValueError:
         raise InvalidOptionsError(
             f"event id must be '$', '0' or an id like '1700000000000-5', got {event_id!r}",
@@ -73,11 +85,19 @@ class EventLog:
     def last_seq(self) -> int:
         return self.next_seq - 1
 
+    @property
+    def newest(self) -> Position:
+        """The position of the newest event (a reader at "$")."""
+        return (self._ms[-1] if self._ms else 0), self.last_seq
+
     def add(self, ms: int, event: str, job_id: str | None, extra: Extra) -> None:
         """Record an event; `extra` is its other fields, or for added/completed/progress
         the bare name/returnvalue/data string (no dict is built on the hot path)."""
         self.fresh = True
-        self._ms.append(ms)
+        times = self._ms
+        if times and ms < times[-1]:
+            ms = times[-1]  # ids stay ordered by time
+        times.append(ms)
         self._names.append(event)
         self._ids.append(job_id)
         self._extra.append(extra)
@@ -89,11 +109,22 @@ class EventLog:
         del self._ms[:drop], self._names[:drop], self._ids[:drop], self._extra[:drop]
         self._first_seq += drop
 
-    def read(self, after_seq: int, count: int) -> list[tuple[str, str, dict[str, Any]]]:
-        """Up to `count` events after `after_seq`, oldest first, as (id, event, fields)."""
-        start = max(self._hidden(), after_seq + 1 - self._first_seq)
+    def read(self, after: Position, count: int) -> list[tuple[str, str, dict[str, Any]]]:
+        """Up to `count` events after the id `after`, oldest first, as (id, event, fields)."""
+        start = self._start(*after)
         stop = min(len(self._ms), start + count)
         return [self._entry(i) for i in range(start, stop)]
+
+    def _start(self, ms: int | None, seq: int) -> int:
+        """The index of the first event after the id (ms, seq), among the kept ones."""
+        hidden, index = self._hidden(), seq - self._first_seq
+        if ms is None or index < 0:  # a bare number, or an event trimmed since
+            return max(hidden, index + 1)
+        times = self._ms
+        if index < len(times) and times[index] == ms:  # an event of this history
+            return max(hidden, index + 1)
+        # Another history's id: the first event after it in (time, number) order.
+        return max(hidden, bisect_left(times, ms), min(bisect_right(times, ms), index + 1))
 
     def _entry(self, index: int) -> tuple[str, str, dict[str, Any]]:
         event, job_id, extra = self._names[index], self._ids[index], self._extra[index]

@@ -32,7 +32,7 @@ from psyq.backends.base import (
 )
 from psyq.backends.native import flows, schedulers, transfer
 from psyq.backends.native.engine import Engine, named_engine, wake_futures
-from psyq.backends.native.eventlog import parse_event_id
+from psyq.backends.native.eventlog import Position, parse_event_id
 from psyq.backends.native.store import CrossQueue, QueueStore
 from psyq.core import codec
 from psyq.core.clock import Clock
@@ -64,6 +64,7 @@ class MemoryBackend(BackendAdapter):
     """The native engine in this process. `clock=` gives a private engine on that clock."""
 
     kind = "memory"
+    event_ids_count = True
 
     def __init__(self, url: str = "memory://", *, clock: Clock | None = None) -> None:
         super().__init__(url)
@@ -347,8 +348,8 @@ class MemoryBackend(BackendAdapter):
     ) -> list[tuple[str, str, dict[str, Any]]]:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def read(store: QueueStore) -> tuple[int, list[tuple[str, str, dict[str, Any]]]]:
-            after = parse_event_id(last_id, store.events.last_seq)
+        def read(store: QueueStore) -> tuple[Position, list[tuple[str, str, dict[str, Any]]]]:
+            after = parse_event_id(last_id, store.events.newest)
             found = store.events.read(after, count)
             if not found and block_ms > 0:
                 store.events.waiters.add(future)

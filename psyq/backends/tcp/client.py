@@ -214,6 +214,7 @@ class TcpBackend(BackendAdapter):
     """The adapter of a remote `psyq server`; see the module docstring for the URL."""
 
     kind = "psyq"
+    event_ids_count = True
     batch_settles = True
 
     def __init__(self, url: str) -> None:

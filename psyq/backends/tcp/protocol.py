@@ -53,6 +53,7 @@ __all__ = [
     "DEFAULT_PORT",
     "HEADER",
     "MAX_FRAME_BYTES",
+    "MAX_HELLO_FRAME",
     "PROTOCOL_VERSION",
     "SUPPORTED_VERSIONS",
     "FrameBuffer",
@@ -67,8 +68,10 @@ PROTOCOL_VERSION = 3  # 2: add_batch, 3: add (tcp/adding.py); a server speaks ev
 SUPPORTED_VERSIONS = (1, 2, 3)
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_HELLO_FRAME = 16 * 1024  # the largest frame before a connection's hello is accepted
 HEADER = struct.Struct(">I")
 OUTBOX_BATCH = 16
+OUTBOX_BYTES = 64 * 1024  # an outbox holding this much is written at once
 READ_BUFFER = 16 * 1024  # bytes an idle connection holds to receive into; grown for a larger
 # frame (doubling) and shrunk back once everything received is read
 
@@ -498,6 +501,13 @@ class FrameBuffer:
             self._start = pos
         return bodies
 
+    def release(self) -> None:
+        """Drop the buffer (the connection closed): its memory goes now, whatever still
+        refers to this object."""
+        self._buf = bytearray()
+        self._view = memoryview(self._buf)
+        self._start = self._end = 0
+
     @property
     def partial(self) -> bool:
         """True while part of a frame is buffered."""
@@ -506,13 +516,16 @@ class FrameBuffer:
 
 class Outbox:
     """Frames waiting to be written: sent together at the end of the event-loop turn, or as
-    soon as `batch` are waiting, so the peer starts on the first answers while later ones
-    are still being computed (both ends work at once instead of taking turns)."""
+    soon as `batch` frames (or OUTBOX_BYTES) are waiting, so the peer starts on the first
+    answers while later ones are still being computed (both ends work at once instead of
+    taking turns), and a connection's answers pass the transport's limit one batch at most
+    before it pauses the connection."""
 
     def __init__(self, write: Callable[[bytes], None], batch: int = OUTBOX_BATCH) -> None:
         self._write = write
         self._batch = batch
         self._frames: list[bytes] = []
+        self._bytes = 0  # the size of `_frames`
         self._deferred: list[Callable[[], bytes | None]] = []  # frames made at write time
         self._scheduled = False
         self._held = False
@@ -521,7 +534,8 @@ class Outbox:
     def add(self, data: bytes) -> None:
         frames = self._frames
         frames.append(data)
-        if len(frames) >= self._batch:
+        self._bytes += len(data)
+        if len(frames) >= self._batch or self._bytes >= OUTBOX_BYTES:
             self.flush()
         elif not self._scheduled and not self._held:
             self._scheduled = True
@@ -565,4 +579,15 @@ class Outbox:
         if self._frames:
             data = b"".join(self._frames)
             self._frames = []
+            self._bytes = 0
             self._write(data)
+
+    def close(self) -> None:
+        """Drop what waits and write nothing more (the connection closed); this also
+        breaks the outbox's reference to its connection (through `write`)."""
+        self._frames, self._deferred, self._bytes = [], [], 0
+        self._write = _write_nothing
+
+
+def _write_nothing(data: bytes) -> None:
+    pass

@@ -6,11 +6,17 @@ flight at once and answers leave in the order they finish. Answers written in on
 turn go out in one write. A blocked request (wait_for_job, read_events) waits on the engine's
 future, so its answer is pushed the moment work or an event arrives.
 
-Limits, per connection: frames over `max_frame` bytes close it; a frame left half-sent for
-`frame_timeout` seconds closes it; past `max_in_flight` requests the server stops reading
-from it until answers drain. Bad requests (unknown command, wrong arguments, a value that is
-not valid MessagePack) are answered with an error naming the value when the request id can
-be read, else the connection is closed. Other connections never notice.
+Limits, per connection: frames over `max_frame` bytes close it (over MAX_HELLO_FRAME before
+its hello is accepted); a frame left half-sent for `frame_timeout` seconds closes it; so does
+no accepted hello within `hello_timeout` seconds, and, when `idle_timeout` is set, that many
+seconds without a byte received while no request runs. Past `max_in_flight` running
+requests, or once `max_unsent` bytes of answers wait to be written (a client that does not
+read), the server stops reading from it until answers drain. Across connections, a
+connection whose unsent answers would take the waiting total past `max_unsent_total` is
+closed. A closed connection drops its buffers at once. Bad requests (unknown command, wrong
+arguments, a value that is not valid MessagePack) are answered with an error naming the
+value when the request id can be read, else the connection is closed. Other connections
+never notice.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from psyq.backends.tcp.adding import compact, compact_one, parse_groups, parse_o
 from psyq.backends.tcp.commands import check_args, signatures
 from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
+    MAX_HELLO_FRAME,
     SUPPORTED_VERSIONS,
     FrameBuffer,
     Outbox,
@@ -50,6 +57,10 @@ class ServerLimits:
     max_frame: int = MAX_FRAME_BYTES
     max_in_flight: int = 1024
     frame_timeout: float = 30.0
+    hello_timeout: float = 10.0  # seconds from connect to an accepted hello
+    idle_timeout: float = 0.0  # seconds without a byte or a running request; 0: never
+    max_unsent: int = 1024 * 1024  # bytes of answers waiting per connection before pausing
+    max_unsent_total: int = 256 * 1024 * 1024  # the same, summed over paused connections
 
 
 class Server:
@@ -69,7 +80,9 @@ class Server:
         self.ssl_context = ssl_context
         self.signatures = signatures()
         self.connections: set[ServerConnection] = set()
+        self.unsent = 0  # bytes waiting to be written on connections paused for writing
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (0 = a free port); returns the bound address."""
@@ -78,9 +91,22 @@ class Server:
             lambda: ServerConnection(self), host, port, ssl=self.ssl_context
         )
         address = self._server.sockets[0].getsockname()
+        if self.limits.idle_timeout > 0:
+            self._sweep()
         return str(address[0]), int(address[1])
 
+    def _sweep(self) -> None:
+        """Close the connections idle for `idle_timeout`; runs every quarter of it (one
+        timer for the server, nothing per request)."""
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            conn.close_if_idle(now, self.limits.idle_timeout)
+        period = self.limits.idle_timeout / 4
+        self._sweeper = asyncio.get_running_loop().call_later(period, self._sweep)
+
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -103,7 +129,7 @@ class ServerConnection(asyncio.BufferedProtocol):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.limits = server.limits
-        self.frames = FrameBuffer(server.limits.max_frame)
+        self.frames = FrameBuffer(min(MAX_HELLO_FRAME, server.limits.max_frame))
         self.transport: asyncio.Transport | None = None
         self.greeted = False
         self.version = 0  # the protocol version the client's hello named
@@ -112,6 +138,11 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self._stall_timer: asyncio.TimerHandle | None = None
+        self._hello_timer: asyncio.TimerHandle | None = None
+        self._unsent = 0  # bytes counted in the server's `unsent` while writing is paused
+        self._reads = 0  # reads so far; the idle sweep compares it with `_reads_seen`
+        self._reads_seen = 0
+        self._quiet_since = 0.0
         self._loop = asyncio.get_running_loop()
         self.peer = "?"
 
@@ -119,21 +150,30 @@ class ServerConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport: uvloop's has the methods of asyncio.Transport, not the class
         self.transport = cast(asyncio.Transport, transport)
+        self.transport.set_write_buffer_limits(high=self.limits.max_unsent)
         self.outbox = Outbox(self._write)
         self.peer = str(transport.get_extra_info("peername"))
         self.server.connections.add(self)
+        self._quiet_since = self._loop.time()
+        self._hello_timer = self._loop.call_later(self.limits.hello_timeout, self._no_hello)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self._cancel_stall_timer()
+        self._cancel_hello_timer()
+        self._uncount_unsent()
         for task in self.tasks.values():
             task.cancel()
         self.transport = None
+        self.frames.release()  # a large frame buffer goes now, not at the next GC
+        self.outbox.close()
+        self._backlog.clear()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.frames.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._reads += 1
         try:
             bodies = self.frames.buffer_updated(nbytes)
         except ProtocolError as exc:
@@ -142,6 +182,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._frames_arrived(bodies)
 
     def data_received(self, data: bytes) -> None:
+        self._reads += 1
         try:
             bodies = self.frames.feed(data)
         except ProtocolError as exc:
@@ -174,11 +215,16 @@ class ServerConnection(asyncio.BufferedProtocol):
         )
 
     def pause_writing(self) -> None:
+        """The transport holds `max_unsent` bytes of answers: start no request and read
+        nothing more until they drain; count them in the server's total."""
         self._writing_paused = True
         self._update_reading()
+        self._count_unsent()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._uncount_unsent()
+        self._run_backlog()
         self._update_reading()
 
     # ------------------------------------------------------------------ requests
@@ -217,6 +263,8 @@ class ServerConnection(asyncio.BufferedProtocol):
         else:
             self.greeted = True
             self.version = args[0]
+            self.frames.max_frame = self.limits.max_frame
+            self._cancel_hello_timer()
             self.answer(request_id, {"server": "psyq", "version": args[0]})
 
     def cancel(self, args: Any) -> None:
@@ -406,11 +454,18 @@ class ServerConnection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def drop(self, why: str) -> None:
+        """Close the connection for `why` (logged) without waiting for its answers to be
+        written: a client that does not read would keep them forever."""
+        log.info("closing %s: %s", self.peer, why)
+        self.abort()
+
     # ------------------------------------------------------------------ limits
     def _run_backlog(self) -> None:
-        """Start the frames read so far, up to max_in_flight running requests."""
+        """Start the frames read so far, up to max_in_flight running requests, while the
+        answers waiting to be written stay under max_unsent."""
         backlog, limit = self._backlog, self.limits.max_in_flight
-        while backlog and len(self.tasks) < limit and self._open():
+        while backlog and len(self.tasks) < limit and not self._writing_paused and self._open():
             self.handle(backlog.popleft())
         if backlog or self._writing_paused or self._reading_paused:  # else nothing to change
             self._update_reading()
@@ -439,6 +494,44 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._stall_timer = self._loop.call_later(
                 self.limits.frame_timeout, self._partial_frame_timed_out
             )
+
+    def _count_unsent(self) -> None:
+        """Add this connection's unsent answers to the server's total; close it when that
+        passes max_unsent_total."""
+        transport = self.transport
+        if transport is None or self._unsent:
+            return
+        self._unsent = transport.get_write_buffer_size()
+        self.server.unsent += self._unsent
+        if self.server.unsent > self.limits.max_unsent_total:
+            total = self.limits.max_unsent_total
+            self.drop(f"its unread answers took those of all clients past {total} bytes")
+
+    def _uncount_unsent(self) -> None:
+        self.server.unsent -= self._unsent
+        self._unsent = 0
+
+    def _no_hello(self) -> None:
+        self._hello_timer = None
+        seconds = self.limits.hello_timeout
+        self.fail(ProtocolError(f"no hello accepted within {seconds}s of connecting"))
+
+    def _cancel_hello_timer(self) -> None:
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+
+    def close_if_idle(self, now: float, timeout: float) -> None:
+        """Close the connection when nothing was received for `timeout` seconds and no
+        request runs or waits (a blocked wait_for_job is not idle)."""
+        if self._reads != self._reads_seen or self.tasks or self._backlog:
+            self._reads_seen = self._reads
+            self._quiet_since = now
+        elif now - self._quiet_since >= timeout and self.greeted:
+            if self._writing_paused:
+                self.drop(f"idle for {timeout}s with answers it does not read")
+            else:
+                self.fail(ProtocolError(f"idle for {timeout}s"))
 
     def _cancel_stall_timer(self) -> None:
         if self._stall_timer is not None:
