@@ -10,6 +10,7 @@ from typing import Any
 from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.fastpath import FastPath
+from psyq.backends.postgres.locks import entry_locks
 from psyq.errors import JobNotFoundError
 
 __all__ = ["Adding", "refuse"]
@@ -52,10 +53,11 @@ class Adding(FastPath):
     ) -> list[Any]:
         """Add through the layout's add_job, add_flow or add_jobs_bulk."""
         given = json.dumps(entries)
+        locks = entry_locks(entries)
         if len(entries) == 1:
-            return await self._rows("adding.one", *_one(entries[0]))
+            return await self._rows_in_order(locks, "adding.one", *_one(entries[0]))
         if linked:
-            return await self._rows("adding.flow", given)
+            return await self._rows_in_order(locks, "adding.flow", given)
         rows = await self._rows("adding.bulk", queue, given)
         await self._rows("events.trim", queue)  # the bulk insert does not trim
         return rows

@@ -19,6 +19,7 @@ import asyncpg
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.listen import Listener
+from psyq.backends.postgres.locks import Locks
 from psyq.backends.postgres.presence import Presence
 from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST, client_error
 from psyq.backends.postgres.schema import Ledger, ensure_schema
@@ -189,6 +190,24 @@ class BullmqConnection(BackendAdapter):
             return rows
 
         return await self._on_connection(run)
+
+    async def _rows_in_order(self, locks: Locks, name: str, *args: Any) -> list[asyncpg.Record]:
+        """As _rows, after taking `locks` in the global order (locks.py) in the same
+        transaction, when the statement would take several; else as _rows."""
+        if not locks.several:
+            return await self._rows(name, *args)
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            async with conn.transaction():
+                await self._take_locks(conn, locks)
+                rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
+                return rows
+
+        return await self._on_connection(run)
+
+    async def _take_locks(self, conn: asyncpg.Connection, locks: Locks) -> None:
+        """Take `locks` in the global order (locks.py) in the open transaction."""
+        await conn.execute(self._q["locks.take"], *locks.args())
 
     async def _on_connection(
         self,

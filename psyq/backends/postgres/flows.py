@@ -11,6 +11,7 @@ from typing import Any
 from psyq.backends.base import FlowNode, JobRecord, raise_for_code
 from psyq.backends.postgres.adding import Adding, refuse
 from psyq.backends.postgres.connection import LayoutCode
+from psyq.backends.postgres.locks import entry_locks
 
 __all__ = ["Flows"]
 
@@ -42,7 +43,8 @@ class Flows(Adding):
         for root in roots:
             visit(root, None)
         try:
-            rows = await self._rows("adding.flow", json.dumps(entries))
+            locks = entry_locks(entries)
+            rows = await self._rows_in_order(locks, "adding.flow", json.dumps(entries))
         except LayoutCode as exc:
             raise_for_code(exc.code, entries[0]["queue"], entries[0]["id"], "add flow")
             raise

@@ -30,6 +30,7 @@ from psyq.backends.postgres.connection import (
 )
 from psyq.backends.postgres.fastpath import FastPath, HeldTokens, Taken, worker_keep
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
+from psyq.backends.postgres.locks import finishing_locks
 from psyq.errors import PsyqError
 
 __all__ = ["Transitions"]
@@ -320,6 +321,8 @@ class Transitions(FastPath):
         async def run(conn: asyncpg.Connection) -> tuple[list[Any], list[asyncpg.Record]]:
             nonlocal fold
             async with conn.transaction():
+                ids = [item.job_id for item in settlements]
+                await self._take_locks(conn, finishing_locks(queue, ids))
                 errors = await self._settle_in(conn, queue, settlements, calls, done)
                 finished = {"completed": 0, "failed": failed}
                 for error, item in zip(errors, settlements, strict=True):

@@ -1,0 +1,78 @@
+"""The one global order of the layout's locks (issue 40).
+
+The layout's functions take their advisory locks as they walk their input: add_flow of
+BullMQ's migrations 1-7 one deduplication lock per entry, in the entries' order, and a
+parent's row as it counts a child; two batches holding the same ids in other orders
+wait on each other until Postgres breaks the cycle (a deadlock, after deadlock_timeout).
+A psyq statement that would take more than one of them takes them all first, in the same
+transaction, in one order every psyq statement follows:
+
+1. the finalization lock of each queue touched, shared, by key (Node BullMQ 6.7's
+   producers and finishers take it first; obliterate takes it exclusively);
+2. parents (`bullmq:parent:<queue>:<id>`), by key: a finishing child takes its parent's
+   before any row, and its deduplication lock after its own row;
+3. deduplication ids (`bullmq:dedup:<queue>:<id>`), by key: Node BullMQ 6.7's add_flow
+   takes its batch's in this order before any row;
+4. custom job ids (`psyq:job:<queue>:<id>`, psyq's own), by key: two inserts of one id
+   wait on each other like a lock.
+
+"By key" is the lock's key, hashtext(name), as the layout sorts (so hash collisions and
+reversed batches agree). The functions then take the same locks again without waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Locks", "entry_locks", "finishing_locks"]
+
+
+@dataclass
+class Locks:
+    """The locks of one statement: statement `locks.take`'s parameters (sql/locks.sql
+    holds the order: kinds 'parent', 'dedup', 'job')."""
+
+    queues: set[str] = field(default_factory=set)
+    names: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    finishing: tuple[str, list[str]] | None = None  # a queue and ids of jobs to finish
+
+    def add(self, kind: str, name: str) -> None:
+        self.names.append(name)
+        self.kinds.append(kind)
+
+    @property
+    def several(self) -> bool:
+        """Whether the statement would take more than one exclusive lock (with one, no
+        order is needed: it holds nothing while it waits)."""
+        return self.finishing is not None or len(set(self.names)) > 1
+
+    def args(self) -> list[Any]:
+        queue, ids = self.finishing or (None, [])
+        return [sorted(self.queues), self.names, self.kinds, queue, ids]
+
+
+def entry_locks(entries: Iterable[Mapping[str, Any]]) -> Locks:
+    """The locks the layout's add_job / add_flow take for these batch entries."""
+    locks = Locks()
+    for entry in entries:
+        queue = entry["queue"]
+        locks.queues.add(queue)
+        if "parentId" in entry:
+            locks.queues.add(entry["parentQueue"])
+            locks.add("parent", f"bullmq:parent:{entry['parentQueue']}:{entry['parentId']}")
+        if entry.get("dedupId"):
+            locks.add("dedup", f"bullmq:dedup:{queue}:{entry['dedupId']}")
+        if entry["id"]:
+            locks.add("job", f"psyq:job:{queue}:{entry['id']}")
+    return locks
+
+
+def finishing_locks(queue: str, ids: list[str]) -> Locks:
+    """The locks the layout's finishing functions take for these jobs (read from their
+    rows by the statement): their parents', their own as parents, their deduplication
+    ids'; several as soon as one job finishes (move_to_failed takes its own and its
+    parent's, move_to_completed its parent's and, after its row, its deduplication id's)."""
+    return Locks(finishing=(queue, ids))
