@@ -12,8 +12,11 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 import psyq
+from psyq.core.conflicts import conflicts
+from psyq.plugins.prometheus import PrometheusMetrics
 from tests.conftest import fresh_name
 from tests.postgres.deadlocks import deadlocks, own_database, sessions_gone
 from tests.postgres.lock_load import Load, make_parents, produce
@@ -82,3 +85,49 @@ async def test_the_count_sees_a_deadlock(pg_server: str, database: str) -> None:
     assert any(isinstance(o, asyncpg.DeadlockDetectedError) for o in outcome)
     await sessions_gone(pg_server, database)
     assert await deadlocks(pg_server, database) == before + 1
+
+
+async def test_a_deadlock_is_retried_counted_and_logged_once(
+    pg_server: str, database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another session (not psyq: it takes two of the locks an add takes, in the other
+    order) deadlocks with the add three times: the add is run again each time and
+    succeeds, the conflicts are counted for Prometheus, and logged once (one burst)."""
+    registry = CollectorRegistry()
+    metrics = PrometheusMetrics(registry=registry)
+    before = conflicts.counts().get(("postgres", "deadlock"), 0)
+    name = fresh_name("deadlock")
+    batch = [{"name": "j", "opts": {"deduplication": {"id": d}}} for d in ("a", "b")]
+    lock = "SELECT pg_advisory_xact_lock(hashtext($1))"
+    other = await asyncpg.connect(database)
+    try:
+        keys = [f"bullmq:dedup:{name}:{d}" for d in ("a", "b")]
+        first, second = await other.fetchval(
+            "SELECT array_agg(k ORDER BY hashtext(k)) FROM unnest($1::text[]) AS k", keys
+        )
+        async with psyq.Queue(name, connection=database, plugins=[metrics]) as queue:
+            for _ in range(3):
+                async with other.transaction():  # the add takes `first`, then waits here
+                    await other.execute(lock, second)
+                    adding = asyncio.ensure_future(queue.add_bulk(batch))
+                    await waiting_for(other, second)
+                    await other.execute(lock, first)
+                await adding
+    finally:
+        await other.close()
+    assert conflicts.counts()[("postgres", "deadlock")] - before == 3
+    scraped = generate_latest(registry).decode()
+    assert 'psyq_store_conflicts_total{cause="deadlock",store="postgres"}' in scraped
+    logged = [r for r in caplog.records if r.name == "psyq.conflicts"]
+    assert len(logged) == 1 and "postgres deadlock, retried at once" in logged[0].getMessage()
+
+
+async def waiting_for(conn: asyncpg.Connection, name: str) -> None:
+    """Until another session waits for advisory lock `name`."""
+    query = """SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                AND objid = (hashtext($1)::bigint & 4294967295)::oid"""
+    for _ in range(1000):
+        if await conn.fetchval(query, name):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"nobody waited for {name}")

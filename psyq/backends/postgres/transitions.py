@@ -186,7 +186,7 @@ class Transitions(FastPath):
             stack = json.dumps(list(record.stacktrace))
             args = (queue, record.id, record.lock_token, reason, stack, True, None)
             try:
-                await self._transition("transitions.fail", queue, record.id, "fail", *args)
+                await self._settle("transitions.fail", queue, record.id, "fail", *args)
             except PsyqError as exc:  # its lease ends and the stall check takes it back
                 log.warning("psyq: could not fail job %r (%s): %s", record.id, reason, exc)
         return kept
@@ -273,7 +273,9 @@ class Transitions(FastPath):
             args = [*_take_args(queue, fetch)[1:], worker_keep(outcome)]
             statement = self._q["transitions.complete_take"]
             head = (queue, item.job_id, item.token, outcome.returnvalue)
-            rows: list[asyncpg.Record] = await conn.fetch(statement, *head, *args)
+            async with conn.transaction():
+                await self._take_locks(conn, finishing_locks(queue, [item.job_id]))
+                rows: list[asyncpg.Record] = await conn.fetch(statement, *head, *args)
             return rows
 
         try:
@@ -430,7 +432,8 @@ class Transitions(FastPath):
         result = StalledResult(stalled=[row["id"] for row in rows if not row["over"]])
         for row in rows:
             if row["over"]:
-                await self._rows(
+                await self._rows_in_order(
+                    finishing_locks(queue, [row["id"]]),
                     "transitions.fail",
                     queue,
                     row["id"],
