@@ -131,3 +131,35 @@ async def waiting_for(conn: asyncpg.Connection, name: str) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError(f"nobody waited for {name}")
+
+
+async def test_a_lock_renewal_waits_for_no_row(pg_server: str, database: str) -> None:
+    """Renewing the locks of jobs whose rows another transaction holds (a settle of the
+    same worker, in its own order) neither waits nor calls them lost; once free, they
+    are renewed, and a job no longer active is lost."""
+    name = fresh_name("renew")
+    async with psyq.Queue(name, connection=database) as queue:
+        await queue.add_bulk([{"name": "a"}, {"name": "b"}])
+        worker = psyq.Worker(name, None, connection=database, autorun=False)
+        try:
+            first = await worker.get_next_job("t1")
+            second = await worker.get_next_job("t2")
+            assert first is not None and second is not None
+            other = await asyncpg.connect(database)
+            try:
+                async with other.transaction():
+                    await other.execute(
+                        "SELECT 1 FROM bullmq.job WHERE queue = $1 AND id = $2 FOR UPDATE",
+                        name,
+                        first.id,
+                    )
+                    await asyncio.wait_for(first.extend_lock("t1", 60_000), 5)
+                    await second.extend_lock("t2", 60_000)
+            finally:
+                await other.close()
+            await first.extend_lock("t1", 60_000)
+            await second.move_to_completed("done", "t2")
+            with pytest.raises(psyq.LockError):
+                await second.extend_lock("t2", 60_000)
+        finally:
+            await worker.close()

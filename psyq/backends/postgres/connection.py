@@ -20,7 +20,7 @@ import asyncpg
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.listen import Listener
-from psyq.backends.postgres.locks import Locks, finishing_locks
+from psyq.backends.postgres.locks import Locks, Obliterating, finishing_locks
 from psyq.backends.postgres.presence import Presence
 from psyq.backends.postgres.retry import (
     CONFLICTS,
@@ -198,7 +198,9 @@ class BullmqConnection(BackendAdapter):
 
         return await self._on_connection(run)
 
-    async def _rows_in_order(self, locks: Locks, name: str, *args: Any) -> list[asyncpg.Record]:
+    async def _rows_in_order(
+        self, locks: Locks | Obliterating, name: str, *args: Any
+    ) -> list[asyncpg.Record]:
         """As _rows, after taking `locks` in the global order (locks.py) in the same
         transaction, when the statement would take several; else as _rows."""
         if not locks.several:
@@ -212,9 +214,9 @@ class BullmqConnection(BackendAdapter):
 
         return await self._on_connection(run)
 
-    async def _take_locks(self, conn: asyncpg.Connection, locks: Locks) -> None:
+    async def _take_locks(self, conn: asyncpg.Connection, locks: Locks | Obliterating) -> None:
         """Take `locks` in the global order (locks.py) in the open transaction."""
-        await conn.execute(self._q["locks.take"], *locks.args())
+        await conn.execute(self._q[locks.statement], *locks.args())
 
     async def _on_connection(
         self,

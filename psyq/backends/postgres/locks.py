@@ -26,13 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Locks", "entry_locks", "finishing_locks"]
+__all__ = ["Locks", "Obliterating", "entry_locks", "finishing_locks"]
 
 
 @dataclass
 class Locks:
     """The locks of one statement: statement `locks.take`'s parameters (sql/locks.sql
     holds the order: kinds 'parent', 'dedup', 'job')."""
+
+    statement = "locks.take"
 
     queues: set[str] = field(default_factory=set)
     names: list[str] = field(default_factory=list)
@@ -52,6 +54,19 @@ class Locks:
     def args(self) -> list[Any]:
         queue, ids = self.finishing or (None, [])
         return [sorted(self.queues), self.names, self.kinds, queue, ids]
+
+
+@dataclass(frozen=True)
+class Obliterating:
+    """What obliterating a queue takes first (`locks.obliterate`): its finalization lock,
+    exclusive, then its deduplication keys by id."""
+
+    queue: str
+    statement = "locks.obliterate"
+    several = True
+
+    def args(self) -> list[Any]:
+        return [self.queue]
 
 
 def entry_locks(entries: Iterable[Mapping[str, Any]]) -> Locks:

@@ -41,3 +41,20 @@ SELECT count(CASE WHEN ordered.shared
                hashtext(name)
           FROM named
          ORDER BY 1 DESC, 2, 3) AS ordered;
+
+-- name: obliterate
+-- $1 queue: what obliterate takes before it deletes, in the global order: the queue's
+-- finalization lock, exclusive (Node BullMQ 6.7's obliterate takes it first; producers
+-- and finishers take it shared, so none is half-way through the queue's rows), then the
+-- queue's deduplication keys' rows by id (as Node BullMQ 6.7's obliterate locks them), so
+-- a producer of a client that takes no finalization lock (bullmq for Python 3.4) and
+-- holds a key never waits for a job this call deletes -> the keys locked.
+WITH finalizing AS MATERIALIZED (
+  SELECT count(pg_advisory_xact_lock(hashtext('bullmq:finalization'), hashtext($1::text))) AS n
+)
+SELECT count(keys.dedup_id)
+  FROM finalizing
+  LEFT JOIN LATERAL (SELECT dedup_id FROM dedup
+                      WHERE queue = $1::text AND finalizing.n = 1
+                      ORDER BY dedup_id
+                        FOR UPDATE) AS keys ON true;
