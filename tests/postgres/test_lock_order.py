@@ -45,11 +45,14 @@ async def producer_process(load: Load) -> int:
 
 async def run_load(url: str, processes: int = PROCESSES) -> int:
     """TASKS producers in this process and `processes` more, beside a worker of
-    concurrency 20 on the producers' queue; returns the calls made."""
+    concurrency 20 on the producers' queue that keeps 20 completed jobs; returns the calls
+    made."""
     queue, parents = fresh_name("locks"), fresh_name("parents")
     await make_parents(url, queue, parents, PARENTS)
     loads = [Load(url, queue, parents, PARENTS, BATCHES, seed) for seed in range(TASKS + processes)]
-    worker = psyq.Worker(queue, lambda job: job.id, connection=url, concurrency=20)
+    worker = psyq.Worker(  # keeping 20 completed jobs: finishers trim while producers add
+        queue, lambda job: job.id, connection=url, concurrency=20, remove_on_complete=20
+    )
     async with worker:
         calls = await asyncio.gather(
             *(produce(load) for load in loads[:TASKS]),
@@ -100,6 +103,7 @@ async def test_a_deadlock_is_retried_counted_and_logged_once(
     batch = [{"name": "j", "opts": {"deduplication": {"id": d}}} for d in ("a", "b")]
     lock = "SELECT pg_advisory_xact_lock(hashtext($1))"
     other = await asyncpg.connect(database)
+    await other.execute("SET deadlock_timeout = '30s'")  # the add's session finds the cycle
     try:
         keys = [f"bullmq:dedup:{name}:{d}" for d in ("a", "b")]
         first, second = await other.fetchval(

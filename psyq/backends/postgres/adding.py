@@ -13,7 +13,7 @@ from psyq.backends.postgres.fastpath import FastPath
 from psyq.backends.postgres.locks import entry_locks
 from psyq.errors import JobNotFoundError
 
-__all__ = ["Adding", "refuse"]
+__all__ = ["Adding", "new_record", "refuse"]
 
 
 class Adding(FastPath):
@@ -39,7 +39,9 @@ class Adding(FastPath):
         for entry, job_id in zip(entries, ids, strict=True):
             refuse(entry, job_id)
         now = int(rows[0]["now"]) if rows else 0
-        records = [_record(queue, job_id, new, now) for job_id, new in zip(ids, jobs, strict=True)]
+        records = [
+            new_record(queue, job_id, new, now) for job_id, new in zip(ids, jobs, strict=True)
+        ]
         custom = [r.id for r, new in zip(records, jobs, strict=True) if "jobId" in new.opts]
         if custom or linked:
             stored = {row["id"]: row for row in await self._rows("adding.records", queue, ids)}
@@ -127,7 +129,7 @@ def refuse(entry: dict[str, Any], job_id: str) -> None:
     raise_for_code(int(job_id), entry["queue"], entry["id"], "add")
 
 
-def _record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
+def new_record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
     """The record of a job just added (what the layout stored for it)."""
     opts = new.opts
     timestamp = new.timestamp if new.timestamp is not None else now

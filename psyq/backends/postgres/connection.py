@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
@@ -287,14 +287,22 @@ class BullmqConnection(BackendAdapter):
             raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
 
     async def _settle(
-        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+        self,
+        name: str,
+        queue: str,
+        job_id: str,
+        operation: str,
+        *args: Any,
+        trims: Iterable[str] = (),
     ) -> list[asyncpg.Record]:
         """As _transition, for a worker settling a job it took: a job no longer active
         means its lock was lost (the layout says "not active", Redis "lock missing"). The
         layout's finishing functions take several locks: they are taken first, in the
-        global order (locks.py)."""
+        global order (locks.py); `trims`: the kinds of finished jobs the worker's options
+        trim by count or age."""
+        locks = finishing_locks(queue, [job_id], trims)
         try:
-            return await self._rows_in_order(finishing_locks(queue, [job_id]), name, *args)
+            return await self._rows_in_order(locks, name, *args)
         except LayoutCode as exc:
             raise settle_error(exc, queue, job_id, operation) from exc
 

@@ -14,7 +14,11 @@ transaction, in one order every psyq statement follows:
 3. deduplication ids (`bullmq:dedup:<queue>:<id>`), by key: Node BullMQ 6.7's add_flow
    takes its batch's in this order before any row;
 4. custom job ids (`psyq:job:<queue>:<id>`, psyq's own), by key: two inserts of one id
-   wait on each other like a lock.
+   wait on each other like a lock;
+5. retention (`psyq:retain:<completed|failed>:<queue>`, psyq's own), by key: the layout
+   deletes a finished job's elders by count or age inside its finishing function, row by
+   row in its scan's order, so two finishers trimming at once, or a finisher and a batch
+   that re-adds finished jobs by id, would hold rows the other wants.
 
 "By key" is the lock's key, hashtext(name), as the layout sorts (so hash collisions and
 reversed batches agree). The functions then take the same locks again without waiting.
@@ -26,13 +30,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Locks", "Obliterating", "entry_locks", "finishing_locks"]
+__all__ = ["Locks", "Obliterating", "entry_locks", "finishing_locks", "retention_lock"]
 
 
 @dataclass
 class Locks:
     """The locks of one statement: statement `locks.take`'s parameters (sql/locks.sql
-    holds the order: kinds 'parent', 'dedup', 'job')."""
+    holds the order: kinds 'parent', 'dedup', 'job', 'retain')."""
 
     statement = "locks.take"
 
@@ -82,12 +86,27 @@ def entry_locks(entries: Iterable[Mapping[str, Any]]) -> Locks:
             locks.add("dedup", f"bullmq:dedup:{queue}:{entry['dedupId']}")
         if entry["id"]:
             locks.add("job", f"psyq:job:{queue}:{entry['id']}")
+    if len(locks.names) > 1:  # several entries or locks: an existing id may be trimmed
+        for queue in {e["queue"] for e in entries if e["id"]}:
+            locks.add("retain", retention_lock("completed", queue))
+            locks.add("retain", retention_lock("failed", queue))
     return locks
 
 
-def finishing_locks(queue: str, ids: list[str]) -> Locks:
+def retention_lock(kind: str, queue: str) -> str:
+    """The lock under which psyq trims a queue's finished jobs of `kind` by count or age
+    (`transitions.fail` takes it too)."""
+    return f"psyq:retain:{kind}:{queue}"
+
+
+def finishing_locks(queue: str, ids: list[str], trims: Iterable[str] = ()) -> Locks:
     """The locks the layout's finishing functions take for these jobs (read from their
     rows by the statement): their parents', their own as parents, their deduplication
-    ids'; several as soon as one job finishes (move_to_failed takes its own and its
-    parent's, move_to_completed its parent's and, after its row, its deduplication id's)."""
-    return Locks(finishing=(queue, ids))
+    ids', the retention lock of each kind their own removeOnComplete / removeOnFail trims
+    by count or age, and of each kind in `trims` (the worker's options do); several as
+    soon as one job finishes (move_to_failed takes its own and its parent's,
+    move_to_completed its parent's and, after its row, its deduplication id's)."""
+    locks = Locks(finishing=(queue, ids))
+    for kind in sorted(set(trims)):
+        locks.add("retain", retention_lock(kind, queue))
+    return locks

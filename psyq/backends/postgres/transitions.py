@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -60,6 +60,18 @@ FOLD_EVERY = 64
 def _take_args(queue: str, fetch: FetchRequest) -> list[Any]:
     """The `transitions.take` parameters of a fetch."""
     return [queue, list(fetch.tokens), fetch.lock_duration, fetch.worker_name, *_limits(fetch)]
+
+
+def _trims(items: Iterable[Settlement]) -> set[str]:
+    """The kinds of finished jobs the worker's own options trim by count or age when these
+    settle (`locks.finishing_locks`; a job's own options are read by the statement)."""
+    return {
+        "completed" if isinstance(item.outcome, Completed) else "failed"
+        for item in items
+        if isinstance(item.outcome, Completed | Failed)
+        and not isinstance(item.outcome.keep, bool)
+        and isinstance(item.outcome.keep, int | dict)
+    }
 
 
 def _settle_call(queue: str, item: Settlement, count: bool = True) -> tuple[str, str, list[Any]]:
@@ -256,7 +268,7 @@ class Transitions(FastPath):
             rows = await self._complete_take(queue, settlement, outcome, fetch)
             return await self._deliverable(queue, self._records(queue, rows), rows)
         name, operation, args = _settle_call(queue, settlement)
-        await self._settle(name, queue, job_id, operation, *args)
+        await self._settle(name, queue, job_id, operation, *args, trims=_trims([settlement]))
         return await self.move_to_active(queue, fetch) if fetch is not None else []
 
     async def _complete_take(
@@ -274,7 +286,8 @@ class Transitions(FastPath):
             statement = self._q["transitions.complete_take"]
             head = (queue, item.job_id, item.token, outcome.returnvalue)
             async with conn.transaction():
-                await self._take_locks(conn, finishing_locks(queue, [item.job_id]))
+                locks = finishing_locks(queue, [item.job_id], _trims([item]))
+                await self._take_locks(conn, locks)
                 rows: list[asyncpg.Record] = await conn.fetch(statement, *head, *args)
             return rows
 
@@ -324,7 +337,7 @@ class Transitions(FastPath):
             nonlocal fold
             async with conn.transaction():
                 ids = [item.job_id for item in settlements]
-                await self._take_locks(conn, finishing_locks(queue, ids))
+                await self._take_locks(conn, finishing_locks(queue, ids, _trims(settlements)))
                 errors = await self._settle_in(conn, queue, settlements, calls, done)
                 finished = {"completed": 0, "failed": failed}
                 for error, item in zip(errors, settlements, strict=True):

@@ -5,16 +5,18 @@
 -- waiting (they stack).
 
 -- name: take
--- $1 queues, $2 lock names, $3 their kinds ('parent', 'dedup', 'job'), $4 a queue and
--- $5 ids of its jobs about to be finished (their parent's lock, their own as a parent,
--- their deduplication id's) -> the locks taken. The order, one lock after the other (the
--- sorted subquery feeds the aggregate in its order): the finalization lock of every
--- queue (the given ones, $4, the jobs' parents'), shared, by key, as Node BullMQ 6.7's
--- producers and finishers take it; then the names by kind (parent, dedup, job) and,
--- within a kind, by key, hashtext(name), the order Node BullMQ 6.7's add_flow takes its
--- batch's deduplication locks in.
+-- $1 queues, $2 lock names, $3 their kinds ('parent', 'dedup', 'job', 'retain'), $4 a
+-- queue and $5 ids of its jobs about to be finished (their parent's lock, their own as a
+-- parent, their deduplication id's, the retention lock of each kind their own options
+-- trim by count or age: psyq:retain:<kind>:<queue>, as locks.retention_lock names it) ->
+-- the locks taken. The order, one lock after the other (the sorted subquery feeds the
+-- aggregate in its order): the finalization lock of every queue (the given ones, $4, the
+-- jobs' parents'), shared, by key, as Node BullMQ 6.7's producers and finishers take it;
+-- then the names by kind (parent, dedup, job, retain) and, within a kind, by key,
+-- hashtext(name), the order Node BullMQ 6.7's add_flow takes its batch's deduplication
+-- locks in.
 WITH finishing AS (
-  SELECT queue, id, parent_queue, parent_id, dedup_id FROM job
+  SELECT queue, id, parent_queue, parent_id, dedup_id, opts FROM job
    WHERE queue = $4::text AND id = ANY($5::text[])
 ), named AS (
   SELECT given.name, given.kind FROM unnest($2::text[], $3::text[]) AS given(name, kind)
@@ -26,6 +28,12 @@ WITH finishing AS (
   UNION ALL
   SELECT 'bullmq:dedup:' || queue || ':' || dedup_id, 'dedup'
     FROM finishing WHERE dedup_id IS NOT NULL
+  UNION ALL
+  SELECT 'psyq:retain:' || kept.kind || ':' || queue, 'retain'
+    FROM finishing,
+         (VALUES ('completed', 'removeOnComplete'), ('failed', 'removeOnFail'))
+           AS kept(kind, option)
+   WHERE jsonb_typeof(opts -> kept.option) IN ('number', 'object')
 ), queues AS (
   SELECT unnest($1::text[]) AS queue
   UNION ALL SELECT $4::text
@@ -37,7 +45,7 @@ SELECT count(CASE WHEN ordered.shared
   FROM (SELECT DISTINCT true AS shared, 0 AS rank, hashtext(queue) AS key
           FROM queues WHERE queue IS NOT NULL
         UNION
-        SELECT DISTINCT false, array_position(ARRAY['parent', 'dedup', 'job'], kind),
+        SELECT DISTINCT false, array_position(ARRAY['parent', 'dedup', 'job', 'retain'], kind),
                hashtext(name)
           FROM named
          ORDER BY 1 DESC, 2, 3) AS ordered;
