@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 import psyq
+from psyq.backends.postgres.statements import load_statements
 from psyq.core.conflicts import conflicts
 from psyq.plugins.prometheus import PrometheusMetrics
 from tests.conftest import fresh_name
@@ -167,3 +168,40 @@ async def test_a_lock_renewal_waits_for_no_row(pg_server: str, database: str) ->
                 await second.extend_lock("t2", 60_000)
         finally:
             await worker.close()
+
+
+async def test_locks_are_taken_by_key_one_after_the_other(pg_server: str, database: str) -> None:
+    """locks.take in a batch's order: blocked on the middle key (held elsewhere), it holds
+    the smaller one and not yet the larger one, whatever order the names came in."""
+    names = [f"bullmq:dedup:q:{n}" for n in range(12)]
+    async with psyq.Queue(fresh_name("keys"), connection=database) as queue:
+        await queue.add("makes the schema", {})
+    first = await asyncpg.connect(database)
+    second = await asyncpg.connect(database, server_settings={"search_path": "bullmq"})
+    try:
+        by_key = await first.fetchval(
+            "SELECT array_agg(n ORDER BY hashtext(n)) FROM unnest($1::text[]) AS n", names
+        )
+        low, middle, high = by_key[0], by_key[6], by_key[-1]
+        await first.execute("BEGIN")
+        await first.execute("SELECT pg_advisory_xact_lock(hashtext($1))", middle)
+        statement = load_statements()["locks.take"]
+        taking = asyncio.ensure_future(
+            second.execute(statement, [], names[::-1], ["dedup"] * 12, None, [])
+        )
+        await waiting_for(first, middle)
+        held = await first.fetch(
+            "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = $1",
+            second.get_server_pid(),
+        )
+        keys = {row["objid"] for row in held}
+        assert await key_of(first, low) in keys and await key_of(first, high) not in keys
+        await first.execute("COMMIT")
+        await taking
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def key_of(conn: asyncpg.Connection, name: str) -> int:
+    return int(await conn.fetchval("SELECT (hashtext($1)::bigint & 4294967295)::oid", name))

@@ -26,7 +26,7 @@ reversed batches agree). The functions then take the same locks again without wa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +73,7 @@ class Obliterating:
         return [self.queue]
 
 
-def entry_locks(entries: Iterable[Mapping[str, Any]]) -> Locks:
+def entry_locks(entries: Sequence[Mapping[str, Any]]) -> Locks:
     """The locks the layout's add_job / add_flow take for these batch entries."""
     locks = Locks()
     for entry in entries:
@@ -84,13 +84,19 @@ def entry_locks(entries: Iterable[Mapping[str, Any]]) -> Locks:
             locks.add("parent", f"bullmq:parent:{entry['parentQueue']}:{entry['parentId']}")
         if entry.get("dedupId"):
             locks.add("dedup", f"bullmq:dedup:{queue}:{entry['dedupId']}")
-        if entry["id"]:
+        if _given_id(entry):
             locks.add("job", f"psyq:job:{queue}:{entry['id']}")
-    if len(locks.names) > 1:  # several entries or locks: an existing id may be trimmed
-        for queue in {e["queue"] for e in entries if e["id"]}:
+    if len(locks.names) > 1:  # several locks: a job added again by id may be trimmed
+        for queue in {e["queue"] for e in entries if _given_id(e)}:
             locks.add("retain", retention_lock("completed", queue))
             locks.add("retain", retention_lock("failed", queue))
     return locks
+
+
+def _given_id(entry: Mapping[str, Any]) -> bool:
+    """Whether the entry's id is the caller's (`jobId`), which another add may give too;
+    an id psyq made for a flow's parent (a uuid) or the queue's counter gives is new."""
+    return "jobId" in entry["opts"]
 
 
 def retention_lock(kind: str, queue: str) -> str:
