@@ -107,11 +107,11 @@ def retention_lock(kind: str, queue: str) -> str:
 
 def finishing_locks(queue: str, ids: list[str], trims: Iterable[str] = ()) -> Locks:
     """The locks the layout's finishing functions take for these jobs (read from their
-    rows by the statement): their parents', their own as parents, their deduplication
-    ids', the retention lock of each kind their own removeOnComplete / removeOnFail trims
-    by count or age, and of each kind in `trims` (the worker's options do); several as
-    soon as one job finishes (move_to_failed takes its own and its parent's,
-    move_to_completed its parent's and, after its row, its deduplication id's)."""
+    rows by the statement): their parents', their own when they have children, their
+    deduplication ids', the retention lock of each kind their own removeOnComplete /
+    removeOnFail trims by count or age, and of each kind in `trims` (the worker's options
+    do); several as soon as one job finishes (move_to_failed takes its own and its
+    parent's, move_to_completed its parent's and, after its row, its deduplication id's)."""
     locks = Locks(finishing=(queue, ids))
     for kind in sorted(set(trims)):
         locks.add("retain", retention_lock(kind, queue))

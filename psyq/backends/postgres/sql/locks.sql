@@ -6,8 +6,8 @@
 
 -- name: take
 -- $1 queues, $2 lock names, $3 their kinds ('parent', 'dedup', 'job', 'retain'), $4 a
--- queue and $5 ids of its jobs about to be finished (their parent's lock, their own as a
--- parent, their deduplication id's, the retention lock of each kind their own options
+-- queue and $5 ids of its jobs about to be finished (their parent's lock, their own when
+-- they have children, their deduplication id's, the retention lock of each kind their own options
 -- trim by count or age: psyq:retain:<kind>:<queue>, as locks.retention_lock names it) ->
 -- the locks taken. The order, one lock after the other (the sorted subquery feeds the
 -- aggregate in its order): the finalization lock of every queue (the given ones, $4, the
@@ -25,6 +25,8 @@ WITH finishing AS (
     FROM finishing WHERE parent_id IS NOT NULL
   UNION ALL
   SELECT 'bullmq:parent:' || queue || ':' || id, 'parent' FROM finishing
+   WHERE EXISTS (SELECT 1 FROM job_dependency AS d
+                  WHERE d.parent_queue = finishing.queue AND d.parent_id = finishing.id)
   UNION ALL
   SELECT 'bullmq:dedup:' || queue || ':' || dedup_id, 'dedup'
     FROM finishing WHERE dedup_id IS NOT NULL
