@@ -16,6 +16,7 @@ import weakref
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from psyq.core.conflicts import conflicts
 from psyq.errors import DelayedError, PsyqError, RateLimitError, WaitingChildrenError
 from psyq.plugins.hookspecs import CallNext, hookimpl
 
@@ -43,6 +44,35 @@ class _Metrics:
     duration: Histogram
     wait: Histogram
     active: Gauge
+    conflicts: _Conflicts
+
+
+class _Conflicts:
+    """`<namespace>_store_conflicts_total{store, cause}`: the conflicts a store broke that
+    this process ran again (a Postgres deadlock or serialization failure), read from
+    psyq.core.conflicts at each scrape: a backend counts them whether or not a Queue or
+    Worker holding this plugin made the call."""
+
+    def __init__(self, namespace: str) -> None:
+        self.name = f"{namespace}_store_conflicts"
+
+    def _family(self, counts: dict[tuple[str, str], int]) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        family = CounterMetricFamily(
+            self.name,
+            "Store conflicts (deadlocks, serialization failures) run again by this process.",
+            labels=["store", "cause"],
+        )
+        for (store, cause), count in sorted(counts.items()):
+            family.add_metric([store, cause], count)
+        return family
+
+    def describe(self) -> list[Any]:
+        return [self._family({})]
+
+    def collect(self) -> list[Any]:
+        return [self._family(conflicts.counts())]
 
 
 # One set of metrics per registry, namespace and labels: a second plugin object on the same
@@ -53,7 +83,8 @@ _SHARED: weakref.WeakKeyDictionary[CollectorRegistry, dict[tuple[str, bool], _Me
 
 
 class PrometheusMetrics:
-    """Jobs added, completed, failed, retried and stalled; run and wait time; jobs running.
+    """Jobs added, completed, failed, retried and stalled; run and wait time; jobs running;
+    store conflicts run again.
 
     `job_name_label=False` drops the `name` label (job names are chosen by producers: many
     distinct names make many time series)."""
@@ -181,4 +212,5 @@ def _create(namespace: str, by_name: bool) -> _Metrics:
             namespace=namespace,
             registry=None,
         ),
+        conflicts=_Conflicts(namespace),
     )

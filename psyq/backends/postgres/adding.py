@@ -10,9 +10,10 @@ from typing import Any
 from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.fastpath import FastPath
+from psyq.backends.postgres.locks import entry_locks
 from psyq.errors import JobNotFoundError
 
-__all__ = ["Adding", "refuse"]
+__all__ = ["Adding", "new_record", "refuse"]
 
 
 class Adding(FastPath):
@@ -38,7 +39,9 @@ class Adding(FastPath):
         for entry, job_id in zip(entries, ids, strict=True):
             refuse(entry, job_id)
         now = int(rows[0]["now"]) if rows else 0
-        records = [_record(queue, job_id, new, now) for job_id, new in zip(ids, jobs, strict=True)]
+        records = [
+            new_record(queue, job_id, new, now) for job_id, new in zip(ids, jobs, strict=True)
+        ]
         custom = [r.id for r, new in zip(records, jobs, strict=True) if "jobId" in new.opts]
         if custom or linked:
             stored = {row["id"]: row for row in await self._rows("adding.records", queue, ids)}
@@ -52,10 +55,11 @@ class Adding(FastPath):
     ) -> list[Any]:
         """Add through the layout's add_job, add_flow or add_jobs_bulk."""
         given = json.dumps(entries)
+        locks = entry_locks(entries)
         if len(entries) == 1:
-            return await self._rows("adding.one", *_one(entries[0]))
+            return await self._rows_in_order(locks, "adding.one", *_one(entries[0]))
         if linked:
-            return await self._rows("adding.flow", given)
+            return await self._rows_in_order(locks, "adding.flow", given)
         rows = await self._rows("adding.bulk", queue, given)
         await self._rows("events.trim", queue)  # the bulk insert does not trim
         return rows
@@ -125,7 +129,7 @@ def refuse(entry: dict[str, Any], job_id: str) -> None:
     raise_for_code(int(job_id), entry["queue"], entry["id"], "add")
 
 
-def _record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
+def new_record(queue: str, job_id: str, new: NewJob, now: int) -> JobRecord:
     """The record of a job just added (what the layout stored for it)."""
     opts = new.opts
     timestamp = new.timestamp if new.timestamp is not None else now

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from psyq.backends.base import Limiter
 from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.postgres.locks import Obliterating
 from psyq.errors import PsyqError
 
 __all__ = ["Admin"]
@@ -35,7 +36,10 @@ class Admin(BullmqConnection):
         """The layout refuses a queue that is not paused; psyq's obliterate pauses it."""
         await self.pause(queue)
         while True:
-            cursor = int(await self._value("admin.obliterate", queue, OBLITERATE_CHUNK, force))
+            rows = await self._rows_in_order(
+                Obliterating(queue), "admin.obliterate", queue, OBLITERATE_CHUNK, force
+            )
+            cursor = int(rows[0][0])
             if cursor == 0:
                 return
             if cursor == -2:

@@ -2,8 +2,9 @@
 layout's error codes, and the LISTEN connection.
 
 Every statement runs on its own (one round trip, one implicit transaction): the layout's
-functions make each transition atomic. A lost connection or a deadlock runs the statement
-again after the shared reconnect backoff, as the private layout's backend does.
+functions make each transition atomic. A lost connection runs the statement again after
+the shared reconnect backoff; a deadlock or serialization failure at once, counted in
+psyq.core.conflicts (logged once per burst).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import asyncpg
@@ -19,11 +20,18 @@ import asyncpg
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
 from psyq.backends.postgres.listen import Listener
+from psyq.backends.postgres.locks import Locks, Obliterating, finishing_locks
 from psyq.backends.postgres.presence import Presence
-from psyq.backends.postgres.retry import CONFLICTS, CONNECTION_LOST, client_error
+from psyq.backends.postgres.retry import (
+    CONFLICTS,
+    CONNECTION_LOST,
+    client_error,
+    conflict_cause,
+)
 from psyq.backends.postgres.schema import Ledger, ensure_schema
 from psyq.backends.postgres.statements import load_statements
 from psyq.core.backoff import Reconnect
+from psyq.core.conflicts import conflicts
 from psyq.errors import ConnectionError, InvalidDataError, PsyqError
 
 __all__ = ["BullmqConnection", "LayoutCode", "to_record", "translate"]
@@ -190,6 +198,26 @@ class BullmqConnection(BackendAdapter):
 
         return await self._on_connection(run)
 
+    async def _rows_in_order(
+        self, locks: Locks | Obliterating, name: str, *args: Any
+    ) -> list[asyncpg.Record]:
+        """As _rows, after taking `locks` in the global order (locks.py) in the same
+        transaction, when the statement would take several; else as _rows."""
+        if not locks.several:
+            return await self._rows(name, *args)
+
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record]:
+            async with conn.transaction():
+                await self._take_locks(conn, locks)
+                rows: list[asyncpg.Record] = await conn.fetch(self._q[name], *args)
+                return rows
+
+        return await self._on_connection(run)
+
+    async def _take_locks(self, conn: asyncpg.Connection, locks: Locks | Obliterating) -> None:
+        """Take `locks` in the global order (locks.py) in the open transaction."""
+        await conn.execute(self._q[locks.statement], *locks.args())
+
     async def _on_connection(
         self,
         run: Callable[[asyncpg.Connection], Awaitable[T]],
@@ -212,8 +240,8 @@ class BullmqConnection(BackendAdapter):
                         result = await run(conn)
                     except asyncpg.InterfaceError as exc:  # lost, or a fault of the call
                         raise client_error(exc, _gone(conn)) from exc
-            except CONFLICTS as exc:
-                self._give_up_after(attempt, tries, exc)
+            except CONFLICTS as exc:  # lost to another transaction: again at once
+                self._conflicted(attempt, tries, exc)
             except CONNECTION_LOST as exc:
                 lost = True
                 self._reconnect.failed()
@@ -226,6 +254,17 @@ class BullmqConnection(BackendAdapter):
                 self._reconnect.succeeded()
                 return result
         raise AssertionError("unreachable")
+
+    def _conflicted(self, attempt: int, tries: int, exc: asyncpg.PostgresError) -> None:
+        """Count (and, once per burst, log) a deadlock or serialization failure the
+        statement is run again after; the last try raises it."""
+        cause = conflict_cause(exc)
+        if attempt == tries - 1:
+            raise PsyqError(
+                f"postgres backend {self.safe_url!r}: the call lost {tries} times in a row "
+                f"to other transactions ({cause}): {exc}"
+            ) from exc
+        conflicts.record("postgres", cause, exc)
 
     def _give_up_after(self, attempt: int, tries: int, exc: BaseException) -> None:
         if attempt == tries - 1:
@@ -248,12 +287,22 @@ class BullmqConnection(BackendAdapter):
             raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
 
     async def _settle(
-        self, name: str, queue: str, job_id: str, operation: str, *args: Any
+        self,
+        name: str,
+        queue: str,
+        job_id: str,
+        operation: str,
+        *args: Any,
+        trims: Iterable[str] = (),
     ) -> list[asyncpg.Record]:
         """As _transition, for a worker settling a job it took: a job no longer active
-        means its lock was lost (the layout says "not active", Redis "lock missing")."""
+        means its lock was lost (the layout says "not active", Redis "lock missing"). The
+        layout's finishing functions take several locks: they are taken first, in the
+        global order (locks.py); `trims`: the kinds of finished jobs the worker's options
+        trim by count or age."""
+        locks = finishing_locks(queue, [job_id], trims)
         try:
-            return await self._rows(name, *args)
+            return await self._rows_in_order(locks, name, *args)
         except LayoutCode as exc:
             raise settle_error(exc, queue, job_id, operation) from exc
 

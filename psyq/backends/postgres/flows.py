@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from psyq.backends.base import FlowNode, JobRecord, raise_for_code
-from psyq.backends.postgres.adding import Adding, refuse
+from psyq.backends.postgres.adding import Adding, new_record, refuse
 from psyq.backends.postgres.connection import LayoutCode
+from psyq.backends.postgres.locks import entry_locks
 
 __all__ = ["Flows"]
 
@@ -42,7 +43,8 @@ class Flows(Adding):
         for root in roots:
             visit(root, None)
         try:
-            rows = await self._rows("adding.flow", json.dumps(entries))
+            locks = entry_locks(entries)
+            rows = await self._rows_in_order(locks, "adding.flow", json.dumps(entries))
         except LayoutCode as exc:
             raise_for_code(exc.code, entries[0]["queue"], entries[0]["id"], "add flow")
             raise
@@ -53,8 +55,13 @@ class Flows(Adding):
             refuse(entry, job_id)
         found = await self._rows("flows.records", [e["queue"] for e in entries], ids)
         by_key = {(row["queue"], row["id"]): row for row in found}
+        now = int(rows[0]["now"]) if rows else 0
+        # a job gone by the read (an existing id the add attached, finished and trimmed
+        # by retention meanwhile) is given as the add saw it
         return [
-            self._records(node.queue, [by_key[(entry["queue"], job_id)]])[0]
+            self._records(node.queue, [by_key[entry["queue"], job_id]])[0]
+            if (entry["queue"], job_id) in by_key
+            else new_record(node.queue, job_id, node.job, now)
             for node, entry, job_id in zip(nodes, entries, ids, strict=True)
         ]
 

@@ -6,10 +6,22 @@ import asyncpg
 
 from psyq.errors import PsyqError
 
-__all__ = ["CONFLICTS", "CONNECTION_LOST", "SESSION_LOST", "LostInFlight", "client_error"]
+__all__ = [
+    "CONFLICTS",
+    "CONNECTION_LOST",
+    "SESSION_LOST",
+    "LostInFlight",
+    "client_error",
+    "conflict_cause",
+]
 
 # A transaction that lost to another one: run it again at once.
 CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+
+
+def conflict_cause(exc: BaseException) -> str:
+    """The name a conflict is counted under (psyq.core.conflicts)."""
+    return "deadlock" if isinstance(exc, asyncpg.DeadlockDetectedError) else "serialization"
 
 
 class LostInFlight(Exception):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -30,6 +30,7 @@ from psyq.backends.postgres.connection import (
 )
 from psyq.backends.postgres.fastpath import FastPath, HeldTokens, Taken, worker_keep
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
+from psyq.backends.postgres.locks import finishing_locks
 from psyq.errors import PsyqError
 
 __all__ = ["Transitions"]
@@ -59,6 +60,18 @@ FOLD_EVERY = 64
 def _take_args(queue: str, fetch: FetchRequest) -> list[Any]:
     """The `transitions.take` parameters of a fetch."""
     return [queue, list(fetch.tokens), fetch.lock_duration, fetch.worker_name, *_limits(fetch)]
+
+
+def _trims(items: Iterable[Settlement]) -> set[str]:
+    """The kinds of finished jobs the worker's own options trim by count or age when these
+    settle (`locks.finishing_locks`; a job's own options are read by the statement)."""
+    return {
+        "completed" if isinstance(item.outcome, Completed) else "failed"
+        for item in items
+        if isinstance(item.outcome, Completed | Failed)
+        and not isinstance(item.outcome.keep, bool)
+        and isinstance(item.outcome.keep, int | dict)
+    }
 
 
 def _settle_call(queue: str, item: Settlement, count: bool = True) -> tuple[str, str, list[Any]]:
@@ -185,7 +198,7 @@ class Transitions(FastPath):
             stack = json.dumps(list(record.stacktrace))
             args = (queue, record.id, record.lock_token, reason, stack, True, None)
             try:
-                await self._transition("transitions.fail", queue, record.id, "fail", *args)
+                await self._settle("transitions.fail", queue, record.id, "fail", *args)
             except PsyqError as exc:  # its lease ends and the stall check takes it back
                 log.warning("psyq: could not fail job %r (%s): %s", record.id, reason, exc)
         return kept
@@ -255,7 +268,7 @@ class Transitions(FastPath):
             rows = await self._complete_take(queue, settlement, outcome, fetch)
             return await self._deliverable(queue, self._records(queue, rows), rows)
         name, operation, args = _settle_call(queue, settlement)
-        await self._settle(name, queue, job_id, operation, *args)
+        await self._settle(name, queue, job_id, operation, *args, trims=_trims([settlement]))
         return await self.move_to_active(queue, fetch) if fetch is not None else []
 
     async def _complete_take(
@@ -272,7 +285,10 @@ class Transitions(FastPath):
             args = [*_take_args(queue, fetch)[1:], worker_keep(outcome)]
             statement = self._q["transitions.complete_take"]
             head = (queue, item.job_id, item.token, outcome.returnvalue)
-            rows: list[asyncpg.Record] = await conn.fetch(statement, *head, *args)
+            async with conn.transaction():
+                locks = finishing_locks(queue, [item.job_id], _trims([item]))
+                await self._take_locks(conn, locks)
+                rows: list[asyncpg.Record] = await conn.fetch(statement, *head, *args)
             return rows
 
         try:
@@ -320,6 +336,8 @@ class Transitions(FastPath):
         async def run(conn: asyncpg.Connection) -> tuple[list[Any], list[asyncpg.Record]]:
             nonlocal fold
             async with conn.transaction():
+                ids = [item.job_id for item in settlements]
+                await self._take_locks(conn, finishing_locks(queue, ids, _trims(settlements)))
                 errors = await self._settle_in(conn, queue, settlements, calls, done)
                 finished = {"completed": 0, "failed": failed}
                 for error, item in zip(errors, settlements, strict=True):
@@ -427,7 +445,8 @@ class Transitions(FastPath):
         result = StalledResult(stalled=[row["id"] for row in rows if not row["over"]])
         for row in rows:
             if row["over"]:
-                await self._rows(
+                await self._rows_in_order(
+                    finishing_locks(queue, [row["id"]]),
                     "transitions.fail",
                     queue,
                     row["id"],

@@ -268,19 +268,29 @@ SELECT move_active_to_wait($1::text, $2::text, $3::text, clock.now) FROM clock;
 
 -- name: extend_locks
 -- $1 queue, $2 ids, $3 tokens, $4 lock ms -> the ids whose lock is no longer theirs.
+-- Waits for no row (so it never deadlocks with a settle of the same worker, which locks
+-- the same jobs in its own order): a job whose row another transaction holds (being
+-- settled, or its progress written) is not renewed this time, and is still the caller's
+-- while this statement's snapshot says so.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), held AS (
   SELECT * FROM unnest($2::text[], $3::text[]) AS held(id, token)
+), free AS (
+  SELECT job.id FROM job JOIN held ON job.id = held.id
+   WHERE job.queue = $1 AND job.state = 'active' AND job.lock_token = held.token
+     FOR UPDATE OF job SKIP LOCKED
 ), renewed AS (
   UPDATE job
      SET locked_until_ms = clock.now + $4::bigint
-    FROM held, clock
-   WHERE job.queue = $1 AND job.id = held.id
-     AND job.state = 'active' AND job.lock_token = held.token
+    FROM free, clock
+   WHERE job.queue = $1 AND job.id = free.id
   RETURNING job.id
 )
-SELECT held.id FROM held WHERE held.id NOT IN (SELECT id FROM renewed);
+SELECT held.id FROM held
+ WHERE NOT EXISTS (SELECT 1 FROM job
+                   WHERE job.queue = $1 AND job.id = held.id AND job.state = 'active'
+                     AND job.lock_token = held.token);
 
 -- name: stalled
 -- $1 queue, $2 most stalls allowed -> (id, over): active jobs whose lock expired. Those
