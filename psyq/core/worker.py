@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -43,6 +44,8 @@ from psyq.errors import (
 from psyq.plugins import PluginHost
 
 __all__ = ["RENEW_LOCK", "Processor", "Worker"]
+
+log = logging.getLogger("psyq.worker")
 
 # LockError.operation of a lock the worker could not renew (the lock was lost)
 RENEW_LOCK = "renew the lock of"
@@ -112,6 +115,7 @@ class Worker(_BackendUser, WorkerSettling):
         self._tokens = itertools.count(1)
         self._active: dict[str, Job] = {}
         self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
+        self._counts = dict.fromkeys(("renewals_after_settle",), 0)  # see statistics()
         self._idle = 0
         self._slot_freed = asyncio.Event()
         self._handoff: asyncio.Queue[Job] = asyncio.Queue()
@@ -263,8 +267,25 @@ class Worker(_BackendUser, WorkerSettling):
         locks = {job.id: job.token or "" for job in self._active.values()}
         lost = await ref.backend.extend_locks(self.name, locks, self.lock_duration)
         for job_id in lost:
-            self.emit("error", LockError(job_id, RENEW_LOCK, "the lock was lost"))
+            self._lock_lost(job_id)
         return lost
+
+    def _lock_lost(self, job_id: str) -> None:
+        """A lock the store did not renew. Lost while the processor runs, the job may run
+        elsewhere too: an `error`. Lost after the processor returned, the renewal only
+        crossed the job's own settle (the store finished it first): no failure, counted
+        and logged at debug; if the settle itself is refused, it reports that."""
+        if job_id in self._in_processor:
+            self.emit("error", LockError(job_id, RENEW_LOCK, "the lock was lost"))
+            return
+        self._counts["renewals_after_settle"] += 1
+        log.debug("renewal of job %r of %r crossed its settle: not renewed", job_id, self.name)
+
+    def statistics(self) -> dict[str, int]:
+        """Counts of what happened that is no failure, so raised no `error` event:
+        `renewals_after_settle`, lock renewals that crossed their job's own settle (the
+        store had finished the job)."""
+        return dict(self._counts)
 
     async def check_stalled(self) -> list[str]:
         """Move jobs whose lock expired back to waiting (or fail them); returns the ids."""
