@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["LostTakes", "Outcome", "SettleBatch", "Settled", "WorkerSettling", "completed_earlier"]
 
 Outcome = Completed | Failed | Retry
+log = logging.getLogger("psyq.worker")
 
 
 @dataclass(slots=True)
@@ -251,6 +253,7 @@ class WorkerSettling(EventEmitter):
     _batch: SettleBatch | None
     _settling: dict[str, asyncio.Task[None]]  # job id -> its deferred completion
     _strategies: dict[str, BackoffStrategy]
+    _counts: dict[str, int]  # see Worker.statistics()
     remove_on_fail: bool | int | dict[str, Any] | None
 
     if TYPE_CHECKING:  # the Worker's own
@@ -309,11 +312,13 @@ class WorkerSettling(EventEmitter):
             try:
                 return await self._settle_once(ref, job, outcome, error, defer)
             except ConnectionError as exc:
-                self.emit("error", exc)
                 if backoff is None:
                     give_up, backoff = time.monotonic() + self.lock_duration / 1000, Reconnect()
                 if self._forced or time.monotonic() >= give_up:
+                    self.emit("error", exc)  # given up: the stall check hands the job out
                     return None
+                self._counts["settle_retries"] += 1  # a retry that may well succeed
+                log.debug("settle of job %r of %r retried: %s", job.id, self.name, exc)
                 backoff.failed()
                 await backoff.wait()
             except Exception as exc:  # a refused settle, or a fault in the store's client:

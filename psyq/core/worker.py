@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-import logging
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +29,7 @@ from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling
+from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling, log
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
@@ -44,8 +43,6 @@ from psyq.errors import (
 from psyq.plugins import PluginHost
 
 __all__ = ["RENEW_LOCK", "Processor", "Worker"]
-
-log = logging.getLogger("psyq.worker")
 
 # LockError.operation of a lock the worker could not renew (the lock was lost)
 RENEW_LOCK = "renew the lock of"
@@ -115,7 +112,7 @@ class Worker(_BackendUser, WorkerSettling):
         self._tokens = itertools.count(1)
         self._active: dict[str, Job] = {}
         self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
-        self._counts = dict.fromkeys(("renewals_after_settle",), 0)  # see statistics()
+        self._counts = dict.fromkeys(("renewals_after_settle", "settle_retries"), 0)
         self._idle = 0
         self._slot_freed = asyncio.Event()
         self._handoff: asyncio.Queue[Job] = asyncio.Queue()
@@ -284,7 +281,8 @@ class Worker(_BackendUser, WorkerSettling):
     def statistics(self) -> dict[str, int]:
         """Counts of what happened that is no failure, so raised no `error` event:
         `renewals_after_settle`, lock renewals that crossed their job's own settle (the
-        store had finished the job)."""
+        store had finished the job); `settle_retries`, settles sent again after the store
+        could not be reached (one that gives up is an `error`)."""
         return dict(self._counts)
 
     async def check_stalled(self) -> list[str]:
