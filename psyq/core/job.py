@@ -92,7 +92,8 @@ class Job:
         self._returnvalue: Any = _UNSET
         self.id = record.id
         self.name = record.name
-        self.opts = dict(record.opts)  # a store may share one options dict among jobs
+        opts, stack = record.opts, record.stacktrace
+        self.opts = dict(opts) if opts else {}  # a store may share one dict among jobs
         self.timestamp = record.timestamp
         self.delay = record.delay
         self.priority = record.priority
@@ -103,7 +104,7 @@ class Job:
         self.processed_on = record.processed_on
         self.finished_on = record.finished_on
         self.failed_reason = record.failed_reason
-        self.stacktrace = list(record.stacktrace)  # a file gives a tuple, memory a list
+        self.stacktrace = list(stack) if stack else []  # a tuple where no list was needed
         self.parent_key = record.parent_key
         self.processed_by = record.processed_by
         self.token = record.lock_token

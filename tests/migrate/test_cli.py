@@ -32,19 +32,19 @@ async def fill_plain(url: str, queue: str, jobs: int) -> None:
             await target.add_bulk([{"name": "n", "data": {"i": i}} for i in batch])
 
 
-def wait_until_free(lock_file: Path, timeout: float = 30) -> None:
+def wait_until_free(database: Path, timeout: float = 30) -> None:
     """Poll until no process holds the SQLite file's lock (a killed writer's lock goes with
     its process)."""
     deadline = time.monotonic() + timeout
     while True:
-        with open(lock_file, "a") as handle:
+        with open(database, "a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 fcntl.flock(handle, fcntl.LOCK_UN)
                 return
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"{lock_file} still locked {timeout}s after the kill")
+                    pytest.fail(f"{database} still locked {timeout}s after the kill")
         time.sleep(0.05)
 
 
@@ -80,7 +80,7 @@ def test_a_run_killed_mid_way_finishes_exactly_when_run_again(
             assert read_until_moved(process, 600) < JOBS  # three waves of fifteen are in
         finally:
             os.killpg(process.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
-    wait_until_free(tmp_path / "dst.db.lock")
+    wait_until_free(tmp_path / "dst.db")
     partial = sum(state_counts(read_queues(destination, ["big"])["big"]).values())
     assert 0 < partial < JOBS
 

@@ -218,15 +218,18 @@ class QueueStore(Mutations):
             else self._allowed(len(request.tokens), request.limiter, now)
         )
         taken: list[JobRecord] = []
-        wait, jobs, active = self.wait, self.jobs, self.active
-        ids = [wait.popleft() for _ in range(wanted)] if len(wait) >= wanted else self._next(wanted)
-        if self.loader is not None:
-            for job_id in ids:
-                if not dict.__contains__(jobs, job_id):  # only in the file: one read for all,
-                    self.loader(ids, wait)  # and the next ones of the line with them
-                    break
+        wait, prio, jobs, active = self.wait, self.prio, self.jobs, self.active
+        loader, resident = self.loader, jobs.keys()
         expiry = now + request.lock_duration
-        for token, job_id in zip(request.tokens, ids, strict=False):
+        for token in request.tokens[:wanted]:
+            if wait:
+                job_id = wait.popleft()
+            else:
+                job_id = prio.pop()  # type: ignore[assignment]
+                if job_id is None:
+                    break
+            if loader is not None and job_id not in resident:
+                loader((job_id,), wait)  # only in the file: read with the next of the line
             record = jobs[job_id]
             record.state = "active"
             record.lock_token = token
@@ -250,18 +253,6 @@ class QueueStore(Mutations):
             self.emit("drained", None, None, now)
         return taken
 
-    def _next(self, wanted: int) -> list[str]:
-        """Take up to `wanted` ids off the lines: plain waiting first, then by priority."""
-        wait, prio = self.wait, self.prio
-        ids = list(wait)
-        wait.clear()
-        while len(ids) < wanted:
-            job_id = prio.pop()
-            if job_id is None:
-                break
-            ids.append(job_id)
-        return ids
-
     def _allowed(self, wanted: int, limiter: Limiter | None, now: int) -> int:
         if self.limited_until > now:
             return 0
@@ -281,15 +272,15 @@ class QueueStore(Mutations):
     # ------------------------------------------------------------------ settling
     def locked(self, job_id: str, token: str | None, operation: str) -> JobRecord:
         """The active job `job_id` held with `token`; raise when it is not."""
-        record = self.jobs.get(job_id)
-        if record is None:
-            raise JobNotFoundError(self.name, job_id)
-        lock = self.active.get(job_id)
+        lock = self.active.get(job_id)  # an active job's record is always in memory
         if lock is None:
+            record = self.jobs.get(job_id)
+            if record is None:
+                raise JobNotFoundError(self.name, job_id)
             raise LockError(job_id, operation, f"it is not active (it is {record.state})")
         if token is not None and token != SKIP_LOCK_TOKEN and lock[0] != token:
             raise LockError(job_id, operation, "the lock is held by another token")
-        return record
+        return self.jobs[job_id]
 
     def move_to_finished(
         self, job_id: str, token: str, outcome: Completed | Failed, now: int

@@ -101,6 +101,8 @@ class SqliteBackend(MemoryBackend):
             release_database(db)
 
     def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
+        if self._db is not None:
+            self._db.check()  # the file is gone: nothing more is acknowledged
         changed: list[int] = []
 
         def tracked(store: QueueStore) -> T:
@@ -140,6 +142,8 @@ class SqliteBackend(MemoryBackend):
 
     async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
         """Flows change several queues under every lock, outside `_run`: count them here."""
+        if self._db is not None:
+            self._db.check()
         records = await super().add_flow(roots)
         if self._db is not None:
             _TICKET.set(self._db.note_change(len(records)))

@@ -1,7 +1,8 @@
 """`Database`: one SQLite file holding one native engine, for the whole process.
 
-- Ownership: one process owns a file (an exclusive `flock` on `<file>.lock`, which names the
-  owner); another process gets a clear error instead of a second writer.
+- Ownership: one process owns a file, whatever path names it (`owner.py`: an exclusive
+  `flock` on the file itself); another process gets a clear error instead of a second
+  writer. A file deleted or replaced while open stops every change with an error.
 - Recovery: on open each queue's lines load from the file (ids in order, no bodies
   decoded), with the records of active jobs (their locks expired, so the stalled check
   returns them to waiting) and of parents; every other record is read when a call needs it
@@ -18,24 +19,23 @@
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import itertools
 import json
 import logging
-import os
-import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
-from psyq.backends.sqlite.resident import EVICTABLE, Reader, ResidentJobs, adopt, load_lines
+from psyq.backends.sqlite.owner import Identity, Owner, file_identity
+from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
 from psyq.errors import PsyqError
 
@@ -71,13 +71,14 @@ class Database:
         self.flush_ms = flush_ms
         self.engine = Engine(persistent=True)
         self.tickets = itertools.count(1)
-        self._lock_file = _own(path)
+        self.owner = Owner(path)
         try:
             self._conn = _connect(path)
             self.reader = Reader(path)
         except BaseException:
-            _disown(self._lock_file)
+            self.owner.release()
             raise
+        self.lost: PsyqError | None = None  # why changes are no longer written (Owner)
         self.engine.on_new_store = lambda store: adopt(store, self.reader, cache)
         self.engine.on_drop = self.forget_queue
         self._versions: dict[str, int] = {}  # store key -> version last flushed
@@ -148,6 +149,7 @@ class Database:
 
     async def flushed(self, ticket: int) -> None:
         """Return once a commit holds every change up to `ticket`."""
+        self.check()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with self._cond:
@@ -170,6 +172,8 @@ class Database:
         """Write every change so far in one transaction; False when the write failed (its
         rows are kept for the next try)."""
         with self._flush_lock:
+            if self._file_lost():
+                return False
             with self._cond:
                 taken = self._pending
             batch = self._collect()
@@ -192,22 +196,21 @@ class Database:
         self._committed += filter(None, batches)
 
     def _apply_committed(self) -> None:
-        """Let the stores evict what the last commits wrote (call holding every lock)."""
-        written: dict[str, list[rows.Row]] = {}
-        deleted: dict[str, list[str]] = {}
-        for batch in self._committed:
-            for row in batch.upserts:  # an active job's row: it stays in memory anyway
-                if row[2] in EVICTABLE:
-                    written.setdefault(row[0], []).append(row)
-            for key, job_id in batch.deletes:
-                deleted.setdefault(key, []).append(job_id)
-        self._committed = []
-        for key in written.keys() | deleted.keys():
-            store = self.engine.existing_store(key)
-            if store is not None:
-                jobs = store.jobs
-                assert isinstance(jobs, ResidentJobs)
-                jobs.committed(written.get(key, ()), deleted.get(key, ()))
+        """Let the stores evict what the last commits wrote (call holding every lock). A
+        batch lists each store's rows together, so they go to their store in runs."""
+        committed, self._committed = self._committed, []
+        for batch in committed:
+            for key, written in itertools.groupby(batch.upserts, itemgetter(0)):
+                self._committed_in(key, written, ())
+            for key, pairs in itertools.groupby(batch.deletes, itemgetter(0)):
+                self._committed_in(key, (), [job_id for _, job_id in pairs])
+
+    def _committed_in(self, key: str, written: Iterable[rows.Row], deleted: Iterable[str]) -> None:
+        store = self.engine.existing_store(key)
+        if store is not None:
+            jobs = store.jobs
+            assert isinstance(jobs, ResidentJobs)
+            jobs.committed(written, deleted)
 
     def _timer_loop(self) -> None:
         """Flush `flush_ms` after the first pending change; retry failed flushes."""
@@ -343,16 +346,26 @@ class Database:
             self._flushed = ticket
             done = [f for t, f in self._waiters if t < ticket]
             self._waiters = [(t, f) for t, f in self._waiters if t >= ticket]
-        try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        for future in done:
-            loop = future.get_loop()
-            if loop is running:
-                _resolve(future)
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(_resolve, future)
+        _wake(done, None)
+
+    def _file_lost(self) -> bool:
+        """Whether the path stopped naming the file this process writes (one `stat` per
+        flush); then every caller waiting for a commit gets the error, and so does every
+        call after (`check`)."""
+        if self.lost is None:
+            self.lost = self.owner.check()
+            if self.lost is None:
+                return False
+            log.error("psyq: %s", self.lost)
+        with self._cond:
+            waiting, self._waiters = self._waiters, []
+        _wake([future for _, future in waiting], self.lost)
+        return True
+
+    def check(self) -> None:
+        """Raise when changes can no longer be written (the file was deleted or replaced)."""
+        if self.lost is not None:
+            raise PsyqError(str(self.lost))  # a new one: a raise adds to its traceback
 
     # ------------------------------------------------------------------ lifecycle
     def forget_queue(self, key: str) -> None:
@@ -363,16 +376,24 @@ class Database:
             self._drops.append(key)
 
     def close(self) -> None:
+        """Write what is pending, checkpoint the WAL and give the file up. The file is given
+        up whatever fails on the way; a failure is then raised as a PsyqError."""
         with self._cond:
             self._closing = True
             self._cond.notify()
         self._timer.join()
-        if not self.flush():
-            log.error("psyq: closing %s with changes that could not be written", self.path)
-        self.reader.close()
-        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self._conn.close()
-        _disown(self._lock_file)
+        try:
+            if not self.flush():
+                log.error("psyq: closing %s with changes that could not be written", self.path)
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise PsyqError(
+                f"closing {self.path}: {exc} (the file keeps its last commit)"
+            ) from None
+        finally:
+            self.reader.close()
+            self._conn.close()
+            self.owner.release()
 
 
 # Errors of binding one row's values (not of the database): they concern that row alone.
@@ -426,9 +447,27 @@ def _merge(batches: Sequence[Batch | None]) -> Batch:
     return merged
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
+def _wake(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
+    """Resolve (or fail with `error`) callers' futures, each on its own loop."""
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    for future in futures:
+        loop = future.get_loop()
+        if loop is running:
+            _resolve(future, error)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(_resolve, future, error)
+
+
+def _resolve(future: asyncio.Future[None], error: BaseException | None = None) -> None:
+    if future.done():
+        return
+    if error is None:
         future.set_result(None)
+    else:
+        future.set_exception(error)
 
 
 def _connect(path: str) -> sqlite3.Connection:
@@ -446,63 +485,34 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-def _own(path: str) -> Any:
-    """Take the file's lock, or raise naming the process that holds it."""
-    lock_path = path + ".lock"
-    handle = open(lock_path, "a+")  # noqa: SIM115 - held open for the life of the database
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        owner = handle.read().strip() or "another process"
-        handle.close()
-        raise PsyqError(
-            f"{path} is in use by {owner}: one process owns an embedded database. To share "
-            "it between processes, run `psyq server --data "
-            f"{path}` and connect with psyq://host:6789"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
-    handle.flush()
-    return handle
-
-
-def _disown(handle: Any) -> None:
-    handle.seek(0)
-    handle.truncate()
-    fcntl.flock(handle, fcntl.LOCK_UN)
-    handle.close()
-
-
-_OPEN: dict[str, tuple[Database, int]] = {}
+_OPEN: dict[Identity, tuple[Database, int]] = {}  # by the file, whatever path named it
 _OPEN_LOCK = threading.Lock()
 
 
 def open_database(path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> Database:
-    """The process's Database for `path` (opened on first use, shared after: the first
-    opener's settings hold)."""
-    real = os.path.realpath(path)
+    """The process's Database for the file at `path` (opened on first use, shared after,
+    through any path to it: the first opener's settings hold)."""
     with _OPEN_LOCK:
-        entry = _OPEN.get(real)
+        entry = _OPEN.get(file_identity(path) or (-1, -1))
         if entry is None:
             entry = (Database(path, flush_changes, flush_ms, cache), 0)
-        _OPEN[real] = (entry[0], entry[1] + 1)
-        return entry[0]
+        db = entry[0]
+        _OPEN[db.owner.identity] = (db, entry[1] + 1)
+        return db
 
 
 def is_open_here(path: str) -> bool:
-    """Whether this process has `path` open through `open_database`."""
+    """Whether this process has the file at `path` open through `open_database`."""
     with _OPEN_LOCK:
-        return os.path.realpath(path) in _OPEN
+        return file_identity(path) in _OPEN
 
 
 def release_database(database: Database) -> None:
-    real = os.path.realpath(database.path)
+    identity = database.owner.identity
     with _OPEN_LOCK:
-        db, users = _OPEN[real]
+        db, users = _OPEN[identity]
         if users > 1:
-            _OPEN[real] = (db, users - 1)
+            _OPEN[identity] = (db, users - 1)
             return
-        del _OPEN[real]
+        del _OPEN[identity]
     database.close()

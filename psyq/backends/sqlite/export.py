@@ -35,7 +35,7 @@ from psyq.backends.native import transfer
 from psyq.backends.native.engine import Engine
 from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.backend import parse_sqlite_url
-from psyq.backends.sqlite.database import _disown, _own
+from psyq.backends.sqlite.owner import Owner
 from psyq.backends.sqlite.schema import SCHEMA_VERSION
 from psyq.errors import PsyqError
 
@@ -82,13 +82,13 @@ class SqliteExport:
         self.path = path
         self.own = own
         self._prefix = settings["prefix"] + ":"
-        self._lock: Any = None
+        self._owner: Owner | None = None
         self._conn: sqlite3.Connection | None = None
         self._exports: OrderedDict[str, _OpenExport] = OrderedDict()
 
     async def open(self) -> None:
         if self.own:
-            self._lock = _own(self.path)
+            self._owner = Owner(self.path, write=False)
         try:
             self._conn = _connect_read_only(self.path)
         except BaseException:
@@ -105,9 +105,9 @@ class SqliteExport:
         self._let_go()
 
     def _let_go(self) -> None:
-        if self._lock is not None:
-            lock, self._lock = self._lock, None
-            _disown(lock)
+        if self._owner is not None:
+            owner, self._owner = self._owner, None
+            owner.release()
 
     @property
     def conn(self) -> sqlite3.Connection:

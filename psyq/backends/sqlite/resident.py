@@ -35,11 +35,10 @@ from psyq.backends.native.lines import FinishedLine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
 
-__all__ = ["EVICTABLE", "FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]
+__all__ = ["FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]
 
 LINES = ("waiting", "prioritized", "delayed")
 FINISHED = ("completed", "failed")
-EVICTABLE = frozenset(LINES + FINISHED)  # the states whose records may leave memory
 PAGE = 500  # rows per read of a line or of many records
 FIRST_PAGE = 8  # rows of a line's first read
 AHEAD = 100  # records a take reads beyond its own once it must read the file
@@ -215,62 +214,92 @@ class ResidentJobs(dict[str, JobRecord]):
         """A commit wrote these job rows and deleted these ids (called at the next flush,
         with every lock held): finished records leave memory, line records past the bound
         too."""
-        lines, evict = self.lines_clean.append, self._evict
+        finished: list[str] = []
+        clean = self.lines_clean if self._tracking() else None
         for row in written:
-            if row[2] in FINISHED:
-                evict(row[1], FINISHED)
-            else:
-                lines(row[1])
+            state = row[2]
+            if state in FINISHED:
+                finished.append(row[1])
+            elif clean is not None and state in LINES:
+                clean.append(row[1])
+        if finished:
+            self._forget_finished(finished)
         self.deleting.difference_update(deleted)
         self.evict()
+
+    def _forget_finished(self, ids: list[str]) -> None:
+        """Drop the records of these finished jobs, but those changed since their commit."""
+        store = self.store
+        dirty, rank, get = store.dirty, store.rank, super().get
+        completed, failed = store.completed, store.failed
+        assert dirty is not None and isinstance(completed, FileLine)
+        assert isinstance(failed, FileLine)
+        lines: dict[str | None, FileLine] = {"completed": completed, "failed": failed}
+        linked = store.logs or store.pending or store.processed or store.failed_children
+        linked = linked or store.ignored
+        for job_id in ids:
+            record = get(job_id)
+            line = None if record is None or job_id in dirty else lines.get(record.state)
+            if line is not None:
+                del self[job_id]
+                rank.pop(job_id, None)
+                if linked:
+                    self._unlink(job_id)
+                line.evicted(job_id)
+        self.in_file = True
 
     def written(self, job_id: str, state: str) -> None:
         """A read brought this job's row into memory as of `state`: it may leave again."""
         if state in FINISHED:
             self.finished_read.append(job_id)
-        elif state in LINES:
+        elif state in LINES and self._tracking():
             self.lines_clean.append(job_id)
+
+    def _tracking(self) -> bool:
+        """Whether clean line records are listed to leave. Below half the bound they are
+        not (nothing leaves there, and listing every job a busy queue writes costs it
+        speed); eviction can then leave up to half the bound of them in memory for good,
+        which keeps memory within the bound all the same."""
+        return len(self) >= self.bound // 2
 
     def evict(self) -> None:
         """Send clean records back to the file (call with the lock held): finished ones read
         back since the last commit, and line records past the bound."""
-        finished, evict = self.finished_read, self._evict
-        while finished:
-            evict(finished.pop(), FINISHED)
+        if self.finished_read:
+            read, self.finished_read = self.finished_read, []
+            self._forget_finished(read)
         clean = self.lines_clean
         excess = len(self) - self.bound
         while excess > 0 and clean:
-            excess -= evict(clean.pop(), LINES)
+            excess -= self._evict_line(clean.pop())
         if len(clean) > 2 * len(self) + PAGE:  # mostly ids taken or gone since: tidy up
-            self.lines_clean = list(dict.fromkeys(i for i in clean if self._clean(i, LINES)))
+            self.lines_clean = list(dict.fromkeys(i for i in clean if self._clean_line(i)))
 
-    def _clean(self, job_id: str, states: tuple[str, ...]) -> bool:
-        record = dict.get(self, job_id)
+    def _clean_line(self, job_id: str) -> bool:
+        """Whether the job's record is in memory, in a line, and as its last commit wrote it."""
+        record = super().get(job_id)
         dirty = self.store.dirty
         return (
             record is not None
-            and record.state in states
+            and record.state in LINES
             and not (dirty is not None and job_id in dirty)
         )
 
-    def _evict(self, job_id: str, states: tuple[str, ...]) -> bool:
-        record = dict.get(self, job_id)
-        store = self.store
-        if record is None or record.state not in states or job_id in (store.dirty or ()):
+    def _evict_line(self, job_id: str) -> bool:
+        if not self._clean_line(job_id):
             return False  # gone, moved on, or changed since the commit
-        dict.__delitem__(self, job_id)
-        if store.logs:
-            store.logs.pop(job_id, None)
-        if store.pending or store.processed or store.failed_children or store.ignored:
-            for links in (store.pending, store.processed, store.failed_children, store.ignored):
-                links.pop(job_id, None)
-        store.rank.pop(job_id, None)
-        if record.state in FINISHED:
-            line = store.completed if record.state == "completed" else store.failed
-            assert isinstance(line, FileLine)
-            line.evicted(job_id)
+        del self[job_id]
+        self.store.rank.pop(job_id, None)
+        self._unlink(job_id)
         self.in_file = True
         return True
+
+    def _unlink(self, job_id: str) -> None:
+        """Forget what memory held beside a record that left: its logs and children."""
+        store = self.store
+        store.logs.pop(job_id, None)
+        for links in (store.pending, store.processed, store.failed_children, store.ignored):
+            links.pop(job_id, None)
 
 
 class FileLine(FinishedLine):

@@ -93,8 +93,9 @@ def job_row(store: QueueStore, record: JobRecord) -> Row:
 def unstorable(row: Row) -> str | None:
     """None when SQLite can hold every value of `row`, else what it cannot hold."""
     for value in row:
-        if type(value) is str and codec.bad_unicode(value) is not None:
-            return f"text with a lone surrogate: {value[:200]!r}"
+        if type(value) is str:
+            if not value.isascii() and codec.bad_unicode(value) is not None:
+                return f"text with a lone surrogate: {value[:200]!r}"
         elif type(value) is int and not _INT64[0] <= value <= _INT64[1]:
             return f"an integer past int64: {value}"
     return None
