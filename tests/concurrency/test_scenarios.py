@@ -134,8 +134,7 @@ async def test_scheduler_upserts_from_several_processes_add_no_runs(actors: Acto
     )
     assert raised == [] and errors == []
     assert set(ids.values()) == {1}
-    assert min(gaps) >= every
-    assert len(slots) <= seconds * 1000 / every + 2
+    assert min(gaps) >= every  # so at most one run per `every` of the time it ran
 
 
 async def test_admin_calls_under_load_lose_and_repeat_no_job(actors: Actors) -> None:
