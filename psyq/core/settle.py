@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from psyq.backends.base import (
+    CHILDREN_PENDING,
     BackendAdapter,
     Completed,
     Failed,
@@ -415,7 +416,7 @@ class WorkerSettling(EventEmitter):
 
 def _children_pending(error: PsyqError) -> TypeGuard[JobStateError]:
     """Whether a completion was refused for a child still pending (ErrorCode -4)."""
-    return isinstance(error, JobStateError) and error.state == "waiting for children"
+    return isinstance(error, JobStateError) and error.state == CHILDREN_PENDING
 
 
 async def completed_earlier(
