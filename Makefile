@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test lint docs check bench fuzz clean
+.PHONY: demo test lint docs check bench fuzz soak clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,3 +46,10 @@ clean:
 # The property tests of bad input with many more examples than CI runs.
 fuzz: $(VENV)/.installed
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest -q tests/conformance/test_property_add.py
+
+# The concurrency layer (tests/concurrency: several producer, worker and admin processes on
+# Redis, Postgres and a psyq server) at ten times its CI size; it prints the figures that
+# docs/reliability.md shows. PSYQ_SOAK_SCALE sets another size.
+PSYQ_SOAK_SCALE ?= 10
+soak: $(VENV)/.installed
+	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s tests/concurrency

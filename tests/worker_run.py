@@ -19,6 +19,7 @@ class WorkerRun:
     errors: list[BaseException] = field(default_factory=list)  # `error` events
     states: dict[str, str] = field(default_factory=dict)
     started: dict[str, int] = field(default_factory=dict)  # attempts_started per job
+    statistics: dict[str, int] = field(default_factory=dict)  # Worker.statistics() at close
 
 
 async def run_each_job(
@@ -49,6 +50,7 @@ async def run_each_job(
             await asyncio.sleep(0.02)
     finally:
         await worker.close()
+    run.statistics = worker.statistics()
     for job in jobs:
         run.states[job.id] = await queue.get_job_state(job.id)
         stored = await queue.get_job(job.id)

@@ -39,6 +39,7 @@ from psyq.errors import (
 )
 
 __all__ = [
+    "CHILDREN_PENDING",
     "JOB_STATES",
     "BackendAdapter",
     "Completed",
@@ -104,6 +105,10 @@ class ErrorCode(enum.IntEnum):
     SCHEDULER_SLOTS_BUSY = -11
 
 
+# JobStateError.state of a completion refused for a pending child (ErrorCode -4)
+CHILDREN_PENDING = "waiting for children"
+
+
 def raise_for_code(code: int, queue: str, job_id: str, operation: str, state: str = "") -> None:
     """Raise the psyq exception for a negative transition result; do nothing for >= 0."""
     if code >= 0:
@@ -117,7 +122,7 @@ def raise_for_code(code: int, queue: str, job_id: str, operation: str, state: st
     if code == ErrorCode.NOT_IN_STATE:
         raise JobStateError(job_id, state or "not in the required state", operation)
     if code == ErrorCode.PENDING_CHILDREN:
-        raise JobStateError(job_id, "waiting for children", operation)
+        raise JobStateError(job_id, CHILDREN_PENDING, operation)
     raise PsyqError(f"cannot {operation} job {job_id!r} in {queue!r}: error code {code}")
 
 

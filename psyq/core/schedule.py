@@ -21,7 +21,7 @@ from cronsim import CronSim, CronSimError
 from psyq.core.options import MAX_COUNT, MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import InvalidOptionsError
 
-__all__ = ["first_run", "next_run", "normalize_repeat"]
+__all__ = ["first_run", "next_run", "normalize_repeat", "upserted_run"]
 
 _NAMES = {
     "every": "every",
@@ -142,3 +142,25 @@ def next_run(spec: Mapping[str, Any], prev_ms: int, count: int, now: int) -> int
     elif millis < now:
         millis = _after(spec, now - 1)
     return _bounded(spec, millis, count)
+
+
+def upserted_run(
+    spec: Mapping[str, Any],
+    now: int,
+    current: Mapping[str, Any] | None,
+    current_ms: int | None,
+    replaced: bool,
+) -> int | None:
+    """When the first run of an upserted scheduler is, as BullMQ's addJobScheduler decides
+    (its issue 2988): a scheduler that keeps its `every` keeps the time of its current run
+    (`current_ms`, of the spec `current`) while that run was still pending (`replaced`: the
+    upsert replaces it at the same time), or takes the slot after it once it has started;
+    a new scheduler, a changed `every` and a pattern start afresh (a pattern's next match
+    is where its pending run was). So the same upsert run again adds no run."""
+    if current is None or not current_ms or "every" not in spec:
+        return first_run(spec, now)
+    if current.get("every") != spec["every"]:
+        return first_run(spec, now)
+    if replaced:
+        return _bounded(spec, current_ms, 0)
+    return next_run(spec, current_ms, 0, now)

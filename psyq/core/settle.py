@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from psyq.backends.base import (
+    CHILDREN_PENDING,
     BackendAdapter,
     Completed,
     Failed,
@@ -32,9 +34,9 @@ from psyq.backends.base import (
     Retry,
     Settlement,
 )
-from psyq.core.backoff import Reconnect
+from psyq.core.backoff import BackoffStrategy, Reconnect
 from psyq.core.events import EventEmitter
-from psyq.core.job import Job, QueueRef, settle_failure
+from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["LostTakes", "Outcome", "SettleBatch", "Settled", "WorkerSettling", "completed_earlier"]
 
 Outcome = Completed | Failed | Retry
+log = logging.getLogger("psyq.worker")
 
 
 @dataclass(slots=True)
@@ -250,6 +253,9 @@ class WorkerSettling(EventEmitter):
     _short: bool  # the queue likely has no other job waiting (Worker._fetcher says when)
     _batch: SettleBatch | None
     _settling: dict[str, asyncio.Task[None]]  # job id -> its deferred completion
+    _strategies: dict[str, BackoffStrategy]
+    _counts: dict[str, int]  # see Worker.statistics()
+    remove_on_fail: bool | int | dict[str, Any] | None
 
     if TYPE_CHECKING:  # the Worker's own
 
@@ -307,11 +313,13 @@ class WorkerSettling(EventEmitter):
             try:
                 return await self._settle_once(ref, job, outcome, error, defer)
             except ConnectionError as exc:
-                self.emit("error", exc)
                 if backoff is None:
                     give_up, backoff = time.monotonic() + self.lock_duration / 1000, Reconnect()
                 if self._forced or time.monotonic() >= give_up:
+                    self.emit("error", exc)  # given up: the stall check hands the job out
                     return None
+                self._counts["settle_retries"] += 1  # a retry that may well succeed
+                log.debug("settle of job %r of %r retried: %s", job.id, self.name, exc)
                 backoff.failed()
                 await backoff.wait()
             except Exception as exc:  # a refused settle, or a fault in the store's client:
@@ -348,19 +356,34 @@ class WorkerSettling(EventEmitter):
             error, records = settled.error, [settled.next_job] if settled.next_job else []
         else:
             request = self._fetch_request(self._new_tokens(1)) if fetch else None
-            records = await ref.backend.move_to_finished(self.name, job.id, token, outcome, request)
+            try:
+                records = await ref.backend.move_to_finished(
+                    self.name, job.id, token, outcome, request
+                )
+            except (LockError, JobStateError) as refused:  # as settle_many reports them
+                error, records = refused, []
         if fetch and not defer:
             self._short = not records
         if await completed_earlier(ref.backend, self.name, job, outcome, error):
             error = None  # an earlier attempt's reply was lost: that attempt completed it
         if error is None:
             await self._completed(job, outcome)
+        elif _children_pending(error):
+            await self._fail_refused(job, token, error)
         else:
             self.emit("error", error)
         if records:
             self._drained = False
             return Job(ref, records[0])
         return None
+
+    async def _fail_refused(self, job: Job, token: str, error: JobStateError) -> None:
+        """A completion refused because a flow gave the job a child while it ran fails the
+        job with that refusal, as Node BullMQ's worker does (attempts apply): the job ran,
+        and its outcome is `failed`, not a worker `error`."""
+        outcome = failure_outcome(job, error, self._strategies, self.remove_on_fail)
+        await settle_failure(job, token, outcome)
+        await self._report_failure(job, outcome, error)
 
     async def _completed(self, job: Job, outcome: Completed) -> None:
         job._returnvalue_json = outcome.returnvalue
@@ -389,6 +412,11 @@ class WorkerSettling(EventEmitter):
             await self._notify("psyq_job_retried", job=job, error=error, delay=outcome.delay)
         else:
             await self._notify("psyq_job_failed", job=job, error=error)
+
+
+def _children_pending(error: PsyqError) -> TypeGuard[JobStateError]:
+    """Whether a completion was refused for a child still pending (ErrorCode -4)."""
+    return isinstance(error, JobStateError) and error.state == CHILDREN_PENDING
 
 
 async def completed_earlier(

@@ -29,7 +29,7 @@ from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
-from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling
+from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling, log
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
@@ -112,6 +112,7 @@ class Worker(_BackendUser, WorkerSettling):
         self._tokens = itertools.count(1)
         self._active: dict[str, Job] = {}
         self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
+        self._counts = dict.fromkeys(("renewals_after_settle", "settle_retries"), 0)
         self._idle = 0
         self._slot_freed = asyncio.Event()
         self._handoff: asyncio.Queue[Job] = asyncio.Queue()
@@ -263,8 +264,26 @@ class Worker(_BackendUser, WorkerSettling):
         locks = {job.id: job.token or "" for job in self._active.values()}
         lost = await ref.backend.extend_locks(self.name, locks, self.lock_duration)
         for job_id in lost:
-            self.emit("error", LockError(job_id, RENEW_LOCK, "the lock was lost"))
+            self._lock_lost(job_id)
         return lost
+
+    def _lock_lost(self, job_id: str) -> None:
+        """A lock the store did not renew. Lost while the processor runs, the job may run
+        elsewhere too: an `error`. Lost after the processor returned, the renewal only
+        crossed the job's own settle (the store finished it first): no failure, counted
+        and logged at debug; if the settle itself is refused, it reports that."""
+        if job_id in self._in_processor:
+            self.emit("error", LockError(job_id, RENEW_LOCK, "the lock was lost"))
+            return
+        self._counts["renewals_after_settle"] += 1
+        log.debug("renewal of job %r of %r crossed its settle: not renewed", job_id, self.name)
+
+    def statistics(self) -> dict[str, int]:
+        """Counts of what happened that is no failure, so raised no `error` event:
+        `renewals_after_settle`, lock renewals that crossed their job's own settle (the
+        store had finished the job); `settle_retries`, settles sent again after the store
+        could not be reached (one that gives up is an `error`)."""
+        return dict(self._counts)
 
     async def check_stalled(self) -> list[str]:
         """Move jobs whose lock expired back to waiting (or fail them); returns the ids."""

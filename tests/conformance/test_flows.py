@@ -10,7 +10,7 @@ import pytest
 import psyq
 from tests.conftest import fresh_name
 
-from .conftest import WorkerFactory, job_key, queue_key, wait_state
+from .conftest import Recorder, WorkerFactory, job_key, queue_key, wait_state
 
 
 def tree(parent_queue: str, child_queue: str, *child_opts: dict[str, Any]) -> dict[str, Any]:
@@ -244,3 +244,44 @@ async def test_add_bulk_of_flows_is_atomic(
     nodes = await flow_producer.add_bulk([good, good])
     assert len(nodes) == 2
     assert await queue.count() == 4
+
+
+async def test_a_child_added_to_a_running_parent_does_not_run_it_again(
+    queue: psyq.Queue,
+    flow_producer: psyq.FlowProducer,
+    make_worker: WorkerFactory,
+    backend_url: str,
+) -> None:
+    """Issue 41 (defect 1). As in BullMQ, a flow naming a running job as its parent leaves
+    that job active (addParentJob finds it: `duplicated`) and makes the child one of its
+    dependencies; the parent's completion is then refused while the child is pending
+    (moveToFinished's -4), and the worker fails the parent with that error, as Node's
+    worker does. The parent runs once on every store; the refusal is no worker `error`."""
+    children_queue = fresh_name("children")
+    started, release = asyncio.Event(), asyncio.Event()
+    runs: list[str] = []
+
+    async def parent(job: psyq.Job) -> int:
+        runs.append(job.id)
+        started.set()
+        await release.wait()
+        return 1
+
+    await queue.add("parent", {}, {"jobId": "shared"})
+    worker = make_worker(parent)
+    rec = Recorder(worker, "failed", "error")
+    await asyncio.wait_for(started.wait(), 5)
+    child = {"name": "child", "queue_name": children_queue, "data": {}}
+    flow = {"name": "parent", "queue_name": queue.name, "opts": {"jobId": "shared"}}
+    node = await flow_producer.add({**flow, "children": [child]})
+    assert node.job.id == "shared"
+    assert await queue.get_job_state("shared") == "active"
+    release.set()
+    [(_job, error)] = await rec.wait("failed")
+    assert isinstance(error, psyq.JobStateError) and "children" in str(error)
+    make_worker(lambda job: 2, name=children_queue)
+    async with psyq.Queue(children_queue, connection=backend_url) as children:
+        await wait_state(children, node.children[0].job.id, "completed")
+    assert runs == ["shared"]
+    assert await queue.get_job_state("shared") == "failed"
+    assert rec.events["error"] == []

@@ -152,3 +152,36 @@ async def test_move_to_failed_with_wrong_token_is_a_lock_error(
     with pytest.raises(psyq.LockError):
         await taken.move_to_failed(RuntimeError("x"), "wrong")
     assert await taken.get_state() == "active"
+
+
+class RenewAtCompletion:
+    """A plugin that renews its worker's locks in the middle of a completion: the store
+    has completed the job, the worker has not yet let it go, as when the renewal timer
+    fires while the completion's reply is on its way back."""
+
+    def __init__(self) -> None:
+        self.worker: psyq.Worker | None = None
+        self.lost: list[str] = []
+
+    @psyq.hookimpl
+    async def psyq_job_completed(self, job: psyq.Job, result: object) -> None:
+        assert self.worker is not None
+        self.lost += await self.worker.extend_locks()
+
+
+async def test_a_renewal_that_loses_the_race_with_its_own_completion_is_no_error(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """Issue 41 (defect 3): the store may answer such a renewal 'lock lost' (the job is no
+    longer active: Postgres and the native engine say so, Redis's extendLocks leaves a
+    finished job out); the worker counts it (`statistics()`), logs it at debug, and emits
+    no `error`: nothing failed."""
+    plugin = RenewAtCompletion()
+    worker = make_worker(lambda job: "done", plugins=[plugin])
+    plugin.worker = worker
+    rec = Recorder(worker, "completed", "error")
+    job = await queue.add("j", {})
+    await rec.wait("completed")
+    assert plugin.lost in ([], [job.id])
+    assert rec.events["error"] == []
+    assert worker.statistics()["renewals_after_settle"] == len(plugin.lost)

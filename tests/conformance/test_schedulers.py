@@ -133,3 +133,41 @@ async def test_the_pending_run_is_removed_only_with_its_scheduler(queue: psyq.Qu
     assert [run.id for run in await pending(queue)] == [job.id]
     assert await queue.remove_job_scheduler("keep")
     assert await pending(queue) == []
+
+
+async def test_an_unchanged_upsert_keeps_the_pending_run(queue: psyq.Queue) -> None:
+    """Issue 41 (defect 2), BullMQ issue 2988: running the same upsert again (at every
+    deploy, from several processes) replaces the pending run at the same time, so it never
+    adds a run."""
+    first = await queue.upsert_job_scheduler("s", {"every": 60_000}, {"name": "a"})
+    again = await queue.upsert_job_scheduler("s", {"every": 60_000}, {"name": "b"})
+    assert first is not None and again is not None
+    assert again.id == first.id
+    assert [(job.id, job.name) for job in await pending(queue)] == [(first.id, "b")]
+
+
+async def test_reupserting_a_running_scheduler_adds_no_run(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """Issue 41 (defect 2): with a worker running, each unchanged upsert used to add a run
+    at once; the next run stays where it was."""
+    repeat, template = {"every": 60_000}, {"name": "tick"}
+    first = await queue.upsert_job_scheduler("tick", repeat, template)
+    assert first is not None
+    worker = make_worker(lambda job: None)
+    await Recorder(worker, "completed").wait("completed", 1)
+    [due] = await queue.get_delayed()
+    for _ in range(10):
+        await queue.upsert_job_scheduler("tick", repeat, template)
+    counts = await queue.get_job_counts("waiting", "active", "completed", "prioritized")
+    assert sum(counts.values()) == 1
+    assert [job.id for job in await queue.get_delayed()] == [due.id]
+    await worker.close()
+
+
+async def test_a_changed_every_reschedules_the_pending_run(queue: psyq.Queue) -> None:
+    first = await queue.upsert_job_scheduler("s", {"every": 60_000, "start_date": now_ms() + 5000})
+    again = await queue.upsert_job_scheduler("s", {"every": 30_000})
+    assert first is not None and again is not None
+    assert again.id != first.id
+    assert [job.id for job in await pending(queue)] == [again.id]

@@ -316,3 +316,38 @@ async def test_two_workers_share_a_queue_without_duplicates(
 
     await wait_for(all_completed)
     assert len(seen) == len(set(seen)) == 30
+
+
+def short_read_timeout(url: str) -> str:
+    """`url` with its transport's own read timeout shorter than psyq's blocking reads
+    where the store's client has one: redis-py's socket_timeout (5 s by default in
+    redis-py 8), at 1 s so that a test need not idle 5 s to see it."""
+    if not url.startswith(("redis://", "redis+cluster://", "rediss://")):
+        return url
+    return f"{url}{'&' if '?' in url else '?'}socket_timeout=1"
+
+
+async def test_an_idle_worker_and_queue_events_report_no_error(
+    queue_name: str, backend_url: str
+) -> None:
+    """Issue 41 (defect 4): a blocking read that outlasts the transport's read timeout is
+    the transport's design, not a failure: an idle Worker (blocking on its queue's
+    marker) and an idle QueueEvents (blocking on the feed) emit no `error`, and still
+    see what comes after the idle time."""
+    url = short_read_timeout(backend_url)
+    worker = psyq.Worker(queue_name, lambda job: "ok", connection=url, drain_delay=2)
+    events = psyq.QueueEvents(queue_name, connection=url, last_event_id="$")
+    errors = {"worker": Recorder(worker, "error"), "queue_events": Recorder(events, "error")}
+    completed = Recorder(events, "completed")
+    try:
+        await events.wait_until_ready()
+        await asyncio.sleep(2.5)  # idle: the blocking reads outlast the 1 s read timeout
+        async with psyq.Queue(queue_name, connection=url) as queue:
+            await queue.add("after", {})
+        await completed.wait("completed")
+    finally:
+        await worker.close()
+        await events.close()
+    assert {name: len(rec.events["error"]) for name, rec in errors.items()} == dict.fromkeys(
+        errors, 0
+    ), {name: rec.events["error"][:1] for name, rec in errors.items()}

@@ -67,7 +67,8 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(url: str, remove:
         await backend.close()
     assert fired == 1
     assert completed == [job.id]
-    assert errors and all(isinstance(error, psyq.ConnectionError) for error in errors)
+    assert errors == []  # a settle retried with success is no error (issue 41): counted
+    assert worker.statistics()["settle_retries"] == 1
 
 
 LONG_LOCK_MS = 60_000  # a job left active would not come back within the test
@@ -116,7 +117,10 @@ async def test_the_jobs_a_lost_call_took_are_handed_over_at_once(
     finally:
         await backend.close()
     assert fired == 1  # the fault happened
-    assert errors and all(isinstance(error, psyq.ConnectionError) for error in errors)
+    assert all(isinstance(error, psyq.ConnectionError) for error in errors)
+    # a lost take is an error; a settle retried with success is not (issue 41): counted
+    seen = ran.statistics["settle_retries"] if script == "moveToFinished" else len(errors)
+    assert seen >= 1
     assert sorted(completed) == sorted(job.id for job in jobs)  # each once, `completed`
     assert set(states.values()) == {"completed"}
     assert set(runs.values()) == {1} and set(started.values()) == {1}  # none taken twice

@@ -139,9 +139,13 @@ async def test_worker_resumes_after_redis_restarts(
         await queue.close()
     lost = set(range(JOBS)) - {job.data for job in finished}
     duplicated = sorted(data for data, n in invoked.items() if n > 1)
-    print(f"lost={len(lost)} duplicated={duplicated} errors reported={len(errors)}")
+    retried = worker.statistics()["settle_retries"]
+    print(f"lost={len(lost)} duplicated={duplicated} errors reported={len(errors)}, {retried=}")
     assert lost == set()
     assert counts["completed"] == JOBS and counts["failed"] == 0 and counts["active"] == 0
-    assert any(isinstance(error, psyq.errors.ConnectionError) for error in errors), errors
+    # what failed while Redis was down is reported as psyq's ConnectionError; settles
+    # retried with success are counted, not reported (issue 41)
+    assert all(isinstance(error, psyq.errors.ConnectionError) for error in errors), errors
+    assert errors or worker.statistics()["settle_retries"] > 0
     assert announced == {job.id for job in added}
     assert all(isinstance(error, psyq.errors.ConnectionError) for error in event_errors)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from psyq.backends.base import JobRecord, NewJob
-from psyq.core.schedule import first_run, next_run
+from psyq.core.schedule import next_run, upserted_run
 
 if TYPE_CHECKING:
     from psyq.backends.native.store import QueueStore
@@ -28,9 +28,9 @@ def upsert(
 ) -> JobRecord | None:
     """Create or replace a scheduler; returns its pending job (None when it has no runs)."""
     old = store.schedulers.get(scheduler_id)
-    if old is not None:
-        _drop_pending(store, old)
-    millis = first_run(spec, now)
+    current_ms = None if old is None else _current_ms(store, old)
+    replaced = old is not None and _drop_pending(store, old)
+    millis = upserted_run(spec, now, old, current_ms, replaced)
     entry: dict[str, Any] = {
         "key": scheduler_id,
         "name": template.name,
@@ -60,10 +60,19 @@ def _add_run(store: QueueStore, entry: dict[str, Any], millis: int, now: int) ->
     return record
 
 
-def _drop_pending(store: QueueStore, entry: Mapping[str, Any]) -> None:
+def _current_ms(store: QueueStore, entry: Mapping[str, Any]) -> int | None:
+    """The time of the scheduler's current run: its pending one, else its last."""
+    pending = store.jobs.get(entry["pending"] or "")
+    return entry["next"] if pending is None else int(pending.id.rsplit(":", 1)[1])
+
+
+def _drop_pending(store: QueueStore, entry: Mapping[str, Any]) -> bool:
+    """Remove the scheduler's run not yet taken; whether there was one."""
     pending = store.jobs.get(entry["pending"] or "")
     if pending is not None and pending.state in ("delayed", "waiting", "prioritized"):
         store.remove_job(pending.id, remove_children=False)
+        return True
+    return False
 
 
 def create_next(store: QueueStore, record: JobRecord, now: int) -> None:

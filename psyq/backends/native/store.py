@@ -17,6 +17,7 @@ from typing import Any
 
 from psyq.backends.base import (
     Completed,
+    ErrorCode,
     Failed,
     FetchRequest,
     JobRecord,
@@ -24,6 +25,7 @@ from psyq.backends.base import (
     NewJob,
     Retry,
     StalledResult,
+    raise_for_code,
 )
 from psyq.backends.native import flows, schedulers
 from psyq.backends.native.mutations import Mutations
@@ -285,6 +287,8 @@ class QueueStore(Mutations):
     ) -> None:
         completed = isinstance(outcome, Completed)
         record = self.locked(job_id, token, "complete" if completed else "fail")
+        if completed and self.pending.get(job_id):  # a flow gave it a child while it ran
+            raise_for_code(ErrorCode.PENDING_CHILDREN, self.name, job_id, "complete")
         if record.parent_key is not None and not self.engine.all_locked:
             raise CrossQueue
         self._detach(record)

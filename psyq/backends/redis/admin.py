@@ -14,6 +14,7 @@ from psyq.backends.base import (
     Limiter,
 )
 from psyq.backends.redis.connection import (
+    CONNECTION_ERRORS,
     PSYQ_WORKER_SUFFIX,
     RedisConnection,
     worker_client_name,
@@ -139,5 +140,9 @@ class Admin(RedisConnection):
     async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
         if not job_ids:
             return {}
-        reasons = await self.client.hmget(self.queue_key(queue) + ":cancelled", list(job_ids))
+        key = self.queue_key(queue) + ":cancelled"
+        try:
+            reasons = await self.client.hmget(key, list(job_ids))
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"reading {key!r}", exc) from exc
         return {job_id: r for job_id, r in zip(job_ids, reasons, strict=True) if r is not None}

@@ -61,6 +61,11 @@ _SCRIPTS: dict[str, Script] = {}
 # What a lost connection raises (redis-py's BusyLoadingError, a server still loading its
 # data after a restart, is one of its ConnectionErrors).
 CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+# Blocking reads (BZPOPMIN, XREAD BLOCK) end by their own block, which may be longer than
+# redis-py's socket timeout (5 s by default in redis-py 8): their connections have none
+# (a URL's socket_timeout is not applied to them), so an idle read is no error; TCP
+# keepalive finds a peer that is gone.
+_BLOCKING: dict[str, Any] = {"socket_timeout": None, "socket_keepalive": True}
 
 
 def _scripts() -> dict[str, Script]:
@@ -76,6 +81,7 @@ class RedisConnection(BackendAdapter):
         super().__init__(url)
         settings = parse_redis_settings(url)
         self._redis_url, self.prefix, self.cluster = settings.url, settings.prefix, settings.cluster
+        self._blocking_url = settings.blocking_url
         self._queue_keys: dict[str, str] = {}  # queue -> `<prefix>:<queue>`, checked once
         # redis-py's asyncio stubs type replies as bytes | str (and commands as maybe-awaitable);
         # with decode_responses=True they are str: the clients are typed Any here.
@@ -94,14 +100,14 @@ class RedisConnection(BackendAdapter):
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
         """Commands share a bounded pool (callers wait for a free connection); blocking reads
         (BZPOPMIN, XREAD BLOCK) hold a connection each, from their own unbounded pool,
-        named `name` (CLIENT SETNAME) when given.
+        named `name` (CLIENT SETNAME) when given, with no socket timeout (`_BLOCKING`).
         No automatic retries: redis-py would retry a command whose task is being cancelled."""
         if self.cluster:
             return self._new_cluster_client(blocking, name)
         options: dict[str, Any] = {"decode_responses": True, "retry": None}
         if blocking:
             pool = ConnectionPool.from_url(
-                self._redis_url, max_connections=2**20, client_name=name, **options
+                self._blocking_url, max_connections=2**20, client_name=name, **options, **_BLOCKING
             )
         else:
             pool = BlockingConnectionPool.from_url(
@@ -115,8 +121,10 @@ class RedisConnection(BackendAdapter):
         callers wait, it raises when full: the bound is high, blocking reads hold one each."""
         options: dict[str, Any] = {"decode_responses": True, "client_name": name}
         options["retry"] = RedisRetry(NoBackoff(), 0)  # as above; MOVED is still followed
-        connections = 2**16 if blocking else CLUSTER_POOL_SIZE
-        return RedisCluster.from_url(self._redis_url, max_connections=connections, **options)
+        if blocking:
+            options.update(_BLOCKING, max_connections=2**16)
+            return RedisCluster.from_url(self._blocking_url, **options)
+        return RedisCluster.from_url(self._redis_url, max_connections=CLUSTER_POOL_SIZE, **options)
 
     async def open(self) -> None:
         client = self._new_client()

@@ -21,12 +21,15 @@ from psyq.backends.redis.jobs import (
     decode_opts,
     encode_opts,
 )
-from psyq.core.schedule import first_run, next_run
+from psyq.core.schedule import next_run, upserted_run
+from psyq.errors import PsyqError
 
 # The spec fields a scheduler hash and a run's `opts.repeat` hold (`immediately` only shapes
 # the first run, so BullMQ keeps it in neither).
 _SPEC_FIELDS = ("every", "pattern", "tz", "limit", "startDate", "endDate", "offset")
 _SCHEDULER_INTS = ("every", "limit", "startDate", "endDate", "offset")
+_STALE = "stale"  # addJobScheduler's answer when the scheduler changed since it was read
+_UPSERT_TRIES = 20
 
 
 class Schedulers(RedisConnection):
@@ -35,19 +38,42 @@ class Schedulers(RedisConnection):
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
     ) -> JobRecord | None:
+        for _ in range(_UPSERT_TRIES):
+            job_id = await self._upsert_once(queue, scheduler_id, repeat, template)
+            if job_id != _STALE:
+                return await self.get_job(queue, job_id) if job_id else None
+        raise PsyqError(
+            f"cannot upsert scheduler {scheduler_id!r} of {queue!r}: its current run kept "
+            f"changing ({_UPSERT_TRIES} tries)"
+        )
+
+    async def _upsert_once(
+        self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
+    ) -> str:
+        """One try: the first run is chosen from the scheduler as read here (BullMQ's rule,
+        `upserted_run`), and the script adds it only if the scheduler's current run is as
+        read (else it returns _STALE)."""
         now = await self.now_ms()
-        millis = first_run(repeat, now)
+        fields, current = await self._scheduler_fields(queue, scheduler_id)
+        replaced = current is not None and await self._pending(queue, scheduler_id, current)
+        spec_now = _describe_scheduler(scheduler_id, fields, None) if fields else None
+        millis = upserted_run(repeat, now, spec_now, current, replaced)
         spec = {name: repeat[name] for name in _SPEC_FIELDS if name in repeat}
         if "every" in spec and millis is not None:
             spec["offset"] = millis % spec["every"]  # BullMQ keeps runs in this phase
-        fields: dict[str, Any] = {**spec, "name": template.name}
+        fields = {**spec, "name": template.name}
         if template.data != "{}":
             fields["data"] = template.data
         if template.opts:
             fields["opts"] = encode_opts(template.opts)
         run = _Run(scheduler_id, spec, template, 1)
-        job_id = await self._add_run(queue, run, "upsert", "", millis, fields, now)
-        return await self.get_job(queue, job_id) if job_id else None
+        seen = "" if current is None else f"{current}:{int(replaced)}"
+        return await self._add_run(queue, run, "upsert", seen, millis, fields, now)
+
+    async def _pending(self, queue: str, scheduler_id: str, millis: int) -> bool:
+        """Whether the scheduler's run at `millis` is still pending (not taken)."""
+        state = await self.get_state(queue, f"repeat:{scheduler_id}:{millis}")
+        return state in ("delayed", "waiting", "prioritized")
 
     async def _add_run(
         self,

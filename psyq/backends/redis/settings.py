@@ -21,11 +21,15 @@ SCHEMES = {
 @dataclass(frozen=True, slots=True)
 class RedisSettings:
     """What a psyq Redis URL says: redis-py's URL, the key prefix, and whether the server
-    is a Redis Cluster (`redis+cluster://`, `rediss+cluster://`)."""
+    is a Redis Cluster (`redis+cluster://`, `rediss+cluster://`). `blocking_url` is `url`
+    without a `socket_timeout`: blocking reads (BZPOPMIN, XREAD BLOCK) are bounded by their
+    own block, and a socket timeout shorter than the block (redis-py 8's default is 5 s)
+    only makes an idle read fail."""
 
     url: str
     prefix: str
     cluster: bool
+    blocking_url: str
 
 
 def parse_redis_settings(url: str) -> RedisSettings:
@@ -43,9 +47,11 @@ def parse_redis_settings(url: str) -> RedisSettings:
     cluster = scheme.endswith("+cluster")
     if cluster and parts.path.strip("/") not in ("", "0"):
         raise InvalidURLError(url, f"Redis Cluster has database 0 only, got {parts.path!r}")
-    rest = urlencode([(key, value) for key, value in query if key != "prefix"])
-    plain = urlunsplit(parts._replace(scheme=SCHEMES[scheme], query=rest))
-    return RedisSettings(plain, prefix, cluster)
+    rest = [(key, value) for key, value in query if key != "prefix"]
+    plain = parts._replace(scheme=SCHEMES[scheme], query=urlencode(rest))
+    unbounded = urlencode([(key, value) for key, value in rest if key != "socket_timeout"])
+    blocking = urlunsplit(plain._replace(query=unbounded))
+    return RedisSettings(urlunsplit(plain), prefix, cluster, blocking)
 
 
 def parse_redis_url(url: str) -> tuple[str, str]:

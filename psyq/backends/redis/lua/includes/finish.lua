@@ -126,6 +126,10 @@ local function settleJob(item, now)
       and completedEarlier(item.id, item.started, item.value) then
     return 0
   end
+  if code == 0 and item.kind == "completed"
+      and rcall("SCARD", P .. item.id .. ":dependencies") ~= 0 then
+    return -4 -- a flow gave it a child while it ran (BullMQ's moveToFinished refuses so)
+  end
   if code == 0 then code = leaveActive(item.id) end
   if code ~= 0 then return code end
   if item.kind == "retry" then
