@@ -10,6 +10,7 @@ Every error names the value that caused it.
     ├── JobNotFoundError           no job with that id in that queue
     ├── JobStateError              the job is not in a state that allows the operation
     ├── LockError                  the caller does not hold the job's lock (late completion)
+    ├── TransactionError           a `transaction=` the backend cannot write on (named)
     ├── JobVetoedError             an add-side plugin refused the job
     ├── UnsupportedError           the backend does not implement this part of the model yet
     ├── ClosedError                the Queue / Worker / backend was closed
@@ -41,6 +42,7 @@ __all__ = [
     "ProcessorSignal",
     "PsyqError",
     "RateLimitError",
+    "TransactionError",
     "UnrecoverableError",
     "UnsupportedError",
     "WaitingChildrenError",
@@ -106,6 +108,15 @@ class LockError(PsyqError):
         super().__init__(f"cannot {operation} job {job_id!r}: {reason}")
         self.job_id = job_id
         self.operation = operation
+
+
+class TransactionError(PsyqError, ValueError):
+    """A `transaction=` connection psyq cannot write the jobs on (another backend, another
+    database or server, no open transaction, an unknown driver); nothing was written."""
+
+    def __init__(self, transaction: object, reason: str) -> None:
+        super().__init__(f"cannot use transaction={transaction!r}: {reason}")
+        self.transaction = transaction
 
 
 class JobVetoedError(PsyqError):

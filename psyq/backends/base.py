@@ -34,6 +34,7 @@ from psyq.errors import (
     JobStateError,
     LockError,
     PsyqError,
+    TransactionError,
     UnsupportedError,
     redact_url,
 )
@@ -300,6 +301,32 @@ class BackendAdapter(JobKeys, ABC):
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Add all jobs or none. A job whose custom id exists is not added again: its record
         is returned instead. Auto ids are increasing integers per queue."""
+
+    # ------------------------------------------------------------------ in the app's transaction
+    # `transaction`: a connection the application holds inside an open transaction; the
+    # jobs (or the completion) are written on it, visible when it commits. Only a backend
+    # that stores its queues in the application's own database can: the others refuse.
+    async def add_jobs_in(
+        self, transaction: object, queue: str, jobs: Sequence[NewJob]
+    ) -> list[JobRecord]:
+        """As add_jobs, written on `transaction`."""
+        raise self._no_transactions(transaction)
+
+    async def add_flow_in(self, transaction: object, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """As add_flow, written on `transaction`."""
+        raise self._no_transactions(transaction)
+
+    async def complete_in(
+        self, transaction: object, queue: str, job_id: str, token: str, outcome: Completed
+    ) -> None:
+        """Complete an active job on `transaction`, its lock checked there (LockError when
+        `token` no longer holds it)."""
+        raise self._no_transactions(transaction)
+
+    def _no_transactions(self, transaction: object) -> TransactionError:
+        return TransactionError(
+            transaction, f"the {self.kind} backend ({self.safe_url}) cannot write in it"
+        )
 
     # ------------------------------------------------------------------ fetching
     @abstractmethod

@@ -54,18 +54,27 @@ class FlowProducer(_BackendUser):
     async def close(self) -> None:
         await self._release()
 
-    async def add(self, flow: Mapping[str, Any]) -> JobNode:
-        """Add one tree atomically; returns its nodes with their jobs."""
-        [node] = await self.add_bulk([flow])
+    async def add(self, flow: Mapping[str, Any], *, transaction: object = None) -> JobNode:
+        """Add one tree atomically; returns its nodes with their jobs. `transaction`: a
+        connection inside the application's open transaction to write the tree on
+        (Postgres only; docs/transactions.md)."""
+        [node] = await self.add_bulk([flow], transaction=transaction)
         return node
 
-    async def add_bulk(self, flows: Sequence[Mapping[str, Any]]) -> list[JobNode]:
-        """Add several trees in one atomic step: all are written, or none."""
+    async def add_bulk(
+        self, flows: Sequence[Mapping[str, Any]], *, transaction: object = None
+    ) -> list[JobNode]:
+        """Add several trees in one atomic step: all are written, or none. `transaction`:
+        as in add."""
         roots = [
             _node(flow, f"flows[{i}]", set(), self.allow_empty_name) for i, flow in enumerate(flows)
         ]
         backend = await self._open()
-        records = iter(await backend.add_flow(roots))
+        if transaction is None:
+            added = await backend.add_flow(roots)
+        else:
+            added = await backend.add_flow_in(transaction, roots)
+        records = iter(added)
         return [self._rebuild(backend, root, records) for root in roots]
 
     def _rebuild(

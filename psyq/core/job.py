@@ -59,9 +59,11 @@ class Job:
 
     __slots__ = (
         "_cancelled",
+        "_completed_in",
         "_data",
         "_data_json",
         "_discarded",
+        "_keep",
         "_opts",
         "_opts_read",
         "_queue",
@@ -115,6 +117,8 @@ class Job:
         self.token = record.lock_token
         self._cancelled: str | None = None
         self._discarded = False
+        self._completed_in: Completed | None = None  # complete_in wrote this completion
+        self._keep: Any = None  # the worker's removeOnComplete, which complete_in applies
 
     def __repr__(self) -> str:
         return f"<Job {self.queue_name}:{self.id} {self.name!r}>"
@@ -302,6 +306,20 @@ class Job:
         self._returnvalue_json, self._returnvalue = text, returnvalue
         self.attempts_made += 1
         return Job(self._queue, nxt[0]) if nxt else None
+
+    async def complete_in(self, transaction: object, returnvalue: Any = None) -> None:
+        """Complete this job on `transaction`, a connection inside the application's open
+        transaction (Postgres only; docs/transactions.md): it completes when the
+        application commits, with whatever else the transaction wrote. The job's lock is
+        checked there: a job taken from this worker (stalled, lock lost) raises LockError,
+        and the application's transaction fails with it. The worker does not settle the
+        job again when the processor returns."""
+        if not self.token:
+            raise LockError(self.id, "complete", "it holds no lock (no worker took it)")
+        text = codec.dumps(returnvalue, "return value", self.id)
+        outcome = Completed(text, self._keep)
+        await self._backend.complete_in(transaction, self.queue_name, self.id, self.token, outcome)
+        self._completed_in = outcome
 
     async def move_to_failed(self, error: BaseException, token: str) -> None:
         """Fail this attempt: retried with backoff while attempts remain, else failed."""

@@ -140,30 +140,52 @@ class Queue(_BackendUser, EventEmitter):
 
     # ------------------------------------------------------------------ adding
     async def add(
-        self, name: str, data: Any = None, opts: Mapping[str, Any] | None = None, **kwargs: Any
+        self,
+        name: str,
+        data: Any = None,
+        opts: Mapping[str, Any] | None = None,
+        *,
+        transaction: object = None,
+        **kwargs: Any,
     ) -> Job:
-        """Add one job. Options come as a mapping, keywords, or both (keywords win)."""
+        """Add one job. Options come as a mapping, keywords, or both (keywords win).
+        `transaction`: a connection inside the application's open transaction to write the
+        job on (Postgres only; docs/transactions.md)."""
         new = self._prepare(name, data, opts, kwargs)
         ref = self._queue_ref
         if ref is None or self._closed:
             ref = await self._ref()
+        if transaction is not None:
+            [job] = await self._add_in(ref, transaction, [new])
+            return job
         [record] = await ref.backend.add_jobs(self.name, [new])
         job = Job(ref, record)
         if self._job_added or "waiting" in self._listeners:
             await self._added([job])
         return job
 
-    async def add_bulk(self, jobs: Iterable[Mapping[str, Any]]) -> list[Job]:
-        """Add many jobs atomically: all are written, or none."""
+    async def add_bulk(
+        self, jobs: Iterable[Mapping[str, Any]], *, transaction: object = None
+    ) -> list[Job]:
+        """Add many jobs atomically: all are written, or none. `transaction`: as in add."""
         prepared = [self._prepare_entry(i, entry) for i, entry in enumerate(jobs)]
+        ref = await self._ref()
+        if transaction is not None:
+            return await self._add_in(ref, transaction, prepared)
         if not prepared:
             return []
-        ref = await self._ref()
         records = await ref.backend.add_jobs(self.name, prepared)
         added = [Job(ref, record) for record in records]
         if self._job_added or "waiting" in self._listeners:
             await self._added(added)
         return added
+
+    async def _add_in(self, ref: QueueRef, transaction: object, jobs: list[NewJob]) -> list[Job]:
+        """Add on the application's transaction. The add's local listeners and hooks are
+        not called: the jobs exist only if the application commits (QueueEvents hears
+        them then)."""
+        records = await ref.backend.add_jobs_in(transaction, self.name, jobs)
+        return [Job(ref, record) for record in records]
 
     def _prepare_entry(self, index: int, entry: Mapping[str, Any]) -> NewJob:
         if (type(entry) is not dict and not isinstance(entry, Mapping)) or "name" not in entry:

@@ -465,12 +465,15 @@ class Worker(_BackendUser, WorkerSettling):
         """Run one job and settle it; returns the next job when fetch-next found one."""
         self._active[job.id] = job
         self.emit("active", job, "waiting")
+        job._keep = self.remove_on_complete
         deferred = False
         try:
             ran = await self._outcome(job)
             if ran is None:
                 return None
             outcome, error = ran
+            if job._completed_in is not None and error is None:
+                return await self._after_complete_in(ref, job, job._completed_in)
             if isinstance(outcome, Completed) and self._defers(ref, outcome):
                 deferred = True
                 self._settle_later(ref, job, outcome)
@@ -480,6 +483,25 @@ class Worker(_BackendUser, WorkerSettling):
             if not deferred:
                 self._active.pop(job.id, None)
                 self._slot_freed.set()
+
+    async def _after_complete_in(self, ref: QueueRef, job: Job, outcome: Completed) -> Job | None:
+        """The processor completed its job on its own transaction (Job.complete_in) and
+        returned: the job is not settled again. Still active under this worker's lock, the
+        transaction did not commit (rolled back, or left open): the attempt fails, retried
+        by the job's attempts and backoff; taken by another worker meanwhile, it is
+        theirs; gone or finished, it completed."""
+        record = await ref.backend.get_job(self.name, job.id)
+        if record is None or record.state == "completed":
+            await self._completed(job, outcome)
+            return None
+        if record.state == "active" and record.lock_token == job.token:
+            error = PsyqError(
+                f"job {job.id!r}: the transaction given to complete_in did not commit "
+                "before the processor returned"
+            )
+            failed = failure_outcome(job, error, self._strategies, self.remove_on_fail)
+            return await self._settle(ref, job, failed, error)
+        return None
 
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""

@@ -11,6 +11,7 @@ from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.fastpath import FastPath
 from psyq.backends.postgres.locks import entry_locks
+from psyq.backends.postgres.transaction import Row, Statements
 from psyq.errors import JobNotFoundError
 
 __all__ = ["Adding", "new_record", "refuse"]
@@ -20,6 +21,21 @@ class Adding(FastPath):
     """Adds jobs (flows come in a later part)."""
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        return await self._add_jobs(queue, jobs, None)
+
+    async def add_jobs_in(
+        self, transaction: object, queue: str, jobs: Sequence[NewJob]
+    ) -> list[JobRecord]:
+        """As add_jobs, on the application's transaction (transaction.py), always through
+        the layout's functions: psyq's own insert fails on a queue with no id sequence yet,
+        which would end the application's transaction."""
+        async with self._in_transaction(transaction) as on:
+            return await self._add_jobs(queue, jobs, on)
+
+    async def _add_jobs(
+        self, queue: str, jobs: Sequence[NewJob], on: Statements | None
+    ) -> list[JobRecord]:
+        """Add on the pool (`on` None) or on the application's transaction."""
         if not jobs:
             return []
         entries = [self._entry(queue, new) for new in jobs]
@@ -28,9 +44,9 @@ class Adding(FastPath):
         linked = any(entry["id"] or "parentId" in entry or "dedupId" in entry for entry in entries)
         try:
             # plain jobs: psyq's own insert (fastpath.py); None until the queue has ids
-            rows = None if linked else await self._add_plain(queue, entries)
+            rows = None if linked or on is not None else await self._add_plain(queue, entries)
             if rows is None:  # (psyq's insert trims the events itself, by the layout's rule)
-                rows = await self._add_in_layout(queue, entries, linked)
+                rows = await self._add_in_layout(queue, entries, linked, on or self)
         except LayoutCode as exc:
             refuse(entries[0], str(exc.code))
             raise
@@ -44,24 +60,25 @@ class Adding(FastPath):
         ]
         custom = [r.id for r, new in zip(records, jobs, strict=True) if "jobId" in new.opts]
         if custom or linked:
-            stored = {row["id"]: row for row in await self._rows("adding.records", queue, ids)}
+            found = await (on or self)._rows("adding.records", queue, ids)
+            stored = {row["id"]: row for row in found}
             records = [
                 self._records(queue, [stored[r.id]])[0] if r.id in stored else r for r in records
             ]
         return records
 
     async def _add_in_layout(
-        self, queue: str, entries: list[dict[str, Any]], linked: bool
-    ) -> list[Any]:
+        self, queue: str, entries: list[dict[str, Any]], linked: bool, on: Statements
+    ) -> Sequence[Row]:
         """Add through the layout's add_job, add_flow or add_jobs_bulk."""
         given = json.dumps(entries)
         locks = entry_locks(entries)
         if len(entries) == 1:
-            return await self._rows_in_order(locks, "adding.one", *_one(entries[0]))
+            return await on._rows_in_order(locks, "adding.one", *_one(entries[0]))
         if linked:
-            return await self._rows_in_order(locks, "adding.flow", given)
-        rows = await self._rows("adding.bulk", queue, given)
-        await self._rows("events.trim", queue)  # the bulk insert does not trim
+            return await on._rows_in_order(locks, "adding.flow", given)
+        rows = await on._rows("adding.bulk", queue, given)
+        await on._rows("events.trim", queue)  # the bulk insert does not trim
         return rows
 
     def _entry(self, queue: str, new: NewJob) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import asyncpg
 
@@ -34,6 +34,9 @@ from psyq.core.backoff import Reconnect
 from psyq.core.conflicts import conflicts
 from psyq.errors import ConnectionError, InvalidDataError, PsyqError
 
+if TYPE_CHECKING:
+    from psyq.backends.postgres.transaction import Statements
+
 __all__ = ["BullmqConnection", "LayoutCode", "to_record", "translate"]
 
 T = TypeVar("T")
@@ -53,12 +56,12 @@ class LayoutCode(Exception):
         self.code = code
 
 
-def _state_of(row: asyncpg.Record) -> str:
+def _state_of(row: Mapping[str, Any]) -> str:
     state: str = row["state"]
     return "prioritized" if state == "waiting" and row["priority"] > 0 else state
 
 
-def to_record(queue: str, row: asyncpg.Record) -> JobRecord:
+def to_record(queue: str, row: Mapping[str, Any]) -> JobRecord:
     """A `job` row as a JobRecord (jsonb columns arrive as JSON text). The parent's key is
     the layout's, `<queue>:<id>` (see `BullmqConnection.key_prefix`)."""
     parent_key = row["parent_key"]
@@ -294,15 +297,16 @@ class BullmqConnection(BackendAdapter):
         operation: str,
         *args: Any,
         trims: Iterable[str] = (),
-    ) -> list[asyncpg.Record]:
+        on: Statements | None = None,
+    ) -> Sequence[Any]:
         """As _transition, for a worker settling a job it took: a job no longer active
         means its lock was lost (the layout says "not active", Redis "lock missing"). The
         layout's finishing functions take several locks: they are taken first, in the
         global order (locks.py); `trims`: the kinds of finished jobs the worker's options
-        trim by count or age."""
+        trim by count or age; `on`: where it runs (None: the pool; transaction.py)."""
         locks = finishing_locks(queue, [job_id], trims)
         try:
-            return await self._rows_in_order(locks, name, *args)
+            return await (on or self)._rows_in_order(locks, name, *args)
         except LayoutCode as exc:
             raise settle_error(exc, queue, job_id, operation) from exc
 
@@ -329,7 +333,7 @@ class BullmqConnection(BackendAdapter):
     async def now_ms(self) -> int:
         return int(await self._value("queries.now"))
 
-    def _records(self, queue: str, rows: Sequence[asyncpg.Record]) -> list[JobRecord]:
+    def _records(self, queue: str, rows: Sequence[Mapping[str, Any]]) -> list[JobRecord]:
         return [to_record(queue, row) for row in rows]
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.base import Completed, Failed, FetchRequest, Retry, Settlement
-from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.postgres.transaction import Transactional
 
 __all__ = ["FastPath", "HeldTokens", "Taken", "TrimMarks", "worker_keep"]
 
@@ -120,7 +120,7 @@ class Taken:
         self.trimmed_to: int | None = status[0]["psyq_trimmed_to"] if status else None
 
 
-class FastPath(BullmqConnection):
+class FastPath(Transactional):
     """The set-based statements; each returns None (or leaves work) where the layout's
     functions must run instead."""
 

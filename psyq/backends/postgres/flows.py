@@ -12,6 +12,7 @@ from psyq.backends.base import FlowNode, JobRecord, raise_for_code
 from psyq.backends.postgres.adding import Adding, new_record, refuse
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.locks import entry_locks
+from psyq.backends.postgres.transaction import Statements
 
 __all__ = ["Flows"]
 
@@ -20,6 +21,14 @@ class Flows(Adding):
     """Flow adds and reads."""
 
     async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        return await self._add_flow(roots, self)
+
+    async def add_flow_in(self, transaction: object, roots: Sequence[FlowNode]) -> list[JobRecord]:
+        """As add_flow, on the application's transaction (transaction.py)."""
+        async with self._in_transaction(transaction) as on:
+            return await self._add_flow(roots, on)
+
+    async def _add_flow(self, roots: Sequence[FlowNode], on: Statements) -> list[JobRecord]:
         """Every node of every tree in pre-order, each entry naming its parent; a node with
         children gets an id here (as Node's FlowProducer gives one) so they can name it."""
         entries: list[dict[str, Any]] = []
@@ -44,7 +53,7 @@ class Flows(Adding):
             visit(root, None)
         try:
             locks = entry_locks(entries)
-            rows = await self._rows_in_order(locks, "adding.flow", json.dumps(entries))
+            rows = await on._rows_in_order(locks, "adding.flow", json.dumps(entries))
         except LayoutCode as exc:
             raise_for_code(exc.code, entries[0]["queue"], entries[0]["id"], "add flow")
             raise
@@ -53,7 +62,7 @@ class Flows(Adding):
         ids = [str(row["id"]) for row in rows]
         for entry, job_id in zip(entries, ids, strict=True):
             refuse(entry, job_id)
-        found = await self._rows("flows.records", [e["queue"] for e in entries], ids)
+        found = await on._rows("flows.records", [e["queue"] for e in entries], ids)
         by_key = {(row["queue"], row["id"]): row for row in found}
         now = int(rows[0]["now"]) if rows else 0
         # a job gone by the read (an existing id the add attached, finished and trimmed

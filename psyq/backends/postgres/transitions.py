@@ -297,6 +297,19 @@ class Transitions(FastPath):
             raise settle_error(exc, queue, item.job_id, "complete") from exc
         return [*held.rows, *rows]
 
+    async def complete_in(
+        self, transaction: object, queue: str, job_id: str, token: str, outcome: Completed
+    ) -> None:
+        """The worker's completion (transitions.complete, its locks first) on the
+        application's transaction: the layout's move_to_completed locks the job's row and
+        checks `token` there, so a job taken from this worker meanwhile raises LockError
+        and the application's transaction fails with it."""
+        settlement = Settlement(job_id, token, outcome)
+        name, operation, args = _settle_call(queue, settlement)
+        async with self._in_transaction(transaction) as on:
+            trims = _trims([settlement])
+            await self._settle(name, queue, job_id, operation, *args, trims=trims, on=on)
+
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         name, operation, args = _settle_call(queue, Settlement(job_id, token, outcome))
         await self._settle(name, queue, job_id, operation, *args)
