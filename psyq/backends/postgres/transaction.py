@@ -76,11 +76,16 @@ class InTransaction:
         return await self._rows(name, *args)
 
 
-class _Asyncpg:
+class _Connected:
+    """A driver over the application's connection `conn`; errors name the backend `url`."""
+
     def __init__(self, conn: Any, url: str) -> None:
         self._conn = conn
         self._url = url
         self.failed = False
+
+
+class _Asyncpg(_Connected):
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         try:
@@ -114,11 +119,7 @@ def psycopg_sql(sql: str) -> str:
     return _PLACEHOLDER.sub(r"%(p\1)s", sql.replace("%", "%%"))
 
 
-class _Psycopg:
-    def __init__(self, conn: Any, url: str) -> None:
-        self._conn = conn
-        self._url = url
-        self.failed = False
+class _Psycopg(_Connected):
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         from psycopg import Error
