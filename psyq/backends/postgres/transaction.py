@@ -86,7 +86,6 @@ class _Connected:
 
 
 class _Asyncpg(_Connected):
-
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         try:
             rows: list[Row] = await self._conn.fetch(sql, *args)
@@ -120,7 +119,6 @@ def psycopg_sql(sql: str) -> str:
 
 
 class _Psycopg(_Connected):
-
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         from psycopg import Error
         from psycopg.rows import dict_row

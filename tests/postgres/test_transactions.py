@@ -1,0 +1,348 @@
+"""Jobs inside the application's own transaction (docs/transactions.md): `transaction=` of
+Queue.add, Queue.add_bulk and FlowProducer.add, and Job.complete_in, on asyncpg and
+psycopg 3 connections to the test server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import asyncpg
+import psycopg
+import pytest
+
+import psyq
+from tests.conftest import fresh_name
+
+from .conftest import url_for
+
+DRIVERS = ["asyncpg", "psycopg"]
+
+
+async def connect(driver: str, server: str, **options: Any) -> Any:
+    if driver == "asyncpg":
+        return await asyncpg.connect(server)
+    return await psycopg.AsyncConnection.connect(server, **options)
+
+
+@pytest.fixture
+async def url(pg_server: str, fresh_schema: Callable[[], str]) -> str:
+    return url_for(pg_server, fresh_schema())
+
+
+@pytest.fixture
+async def queue(url: str) -> AsyncIterator[psyq.Queue]:
+    async with psyq.Queue(fresh_name(), connection=url) as q:
+        yield q
+
+
+@pytest.fixture
+async def events(url: str, queue: psyq.Queue) -> AsyncIterator[psyq.QueueEvents]:
+    reader = psyq.QueueEvents(queue.name, connection=url, blocking_timeout=100)
+    await reader.wait_until_ready(10)
+    try:
+        yield reader
+    finally:
+        await reader.close()
+
+
+@pytest.fixture(params=DRIVERS)
+async def conn(request: pytest.FixtureRequest, pg_server: str) -> AsyncIterator[Any]:
+    """The application's connection (asyncpg, or psycopg 3 with autocommit on, so a
+    transaction is open only inside `conn.transaction()`)."""
+    connection = await connect(request.param, pg_server, autocommit=True)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+class Rollback(Exception):
+    pass
+
+
+async def seen_elsewhere(queue: psyq.Queue) -> int:
+    """How many jobs the queue's own sessions see."""
+    counts = await queue.get_job_counts()
+    return sum(counts.values())
+
+
+# ---------------------------------------------------------------- commit and rollback
+async def test_add_is_invisible_until_commit_then_there(queue: psyq.Queue, conn: Any) -> None:
+    async with conn.transaction():
+        job = await queue.add("a", {"n": 1}, transaction=conn)
+        bulk = await queue.add_bulk([{"name": "b"}, {"name": "c"}], transaction=conn)
+        assert await seen_elsewhere(queue) == 0
+    assert (await queue.get_job(job.id)).data == {"n": 1}  # type: ignore[union-attr]
+    assert sorted(j.name for j in await queue.get_jobs(["waiting"])) == ["a", "b", "c"]
+    assert {j.id for j in bulk} < {j.id for j in await queue.get_jobs(["waiting"])}
+
+
+async def test_rollback_leaves_nothing(queue: psyq.Queue, conn: Any) -> None:
+    with pytest.raises(Rollback):
+        async with conn.transaction():
+            await queue.add("a", transaction=conn, jobId="mine")
+            await queue.add_bulk([{"name": "b"}, {"name": "c"}], transaction=conn)
+            raise Rollback
+    assert await seen_elsewhere(queue) == 0
+    assert await queue.get_job("mine") is None
+
+
+async def test_flow_commit_and_rollback(url: str, queue: psyq.Queue, conn: Any) -> None:
+    tree = {"name": "parent", "queue_name": queue.name, "children": [
+        {"name": "child", "queue_name": queue.name, "data": {"k": 1}}
+    ]}  # fmt: skip
+    async with psyq.FlowProducer(url) as flows:
+        with pytest.raises(Rollback):
+            async with conn.transaction():
+                await flows.add(tree, transaction=conn)
+                raise Rollback
+        assert await seen_elsewhere(queue) == 0
+        async with conn.transaction():
+            node = await flows.add(tree, transaction=conn)
+            assert await seen_elsewhere(queue) == 0
+    assert await node.job.get_state() == "waiting-children"
+    [child] = node.children
+    assert await child.job.get_state() == "waiting"
+    deps = await node.job.get_dependencies()
+    assert deps["unprocessed"] == [f"{queue.name}:{child.job.id}"]
+
+
+async def test_options_and_events_behave_as_for_a_plain_add(
+    queue: psyq.Queue, conn: Any, events: psyq.QueueEvents
+) -> None:
+    added: list[str] = []
+    events.on("added", lambda args, event_id: added.append(args["jobId"]))
+    async with conn.transaction():
+        delayed = await queue.add("d", transaction=conn, delay=60_000)
+        urgent = await queue.add("p", transaction=conn, priority=3)
+        first = await queue.add("x", transaction=conn, deduplication={"id": "once"})
+        again = await queue.add("x", transaction=conn, deduplication={"id": "once"})
+        mine = await queue.add("m", {"v": 1}, transaction=conn, jobId="m1")
+    assert again.id == first.id
+    assert await delayed.get_state() == "delayed"
+    assert await urgent.get_state() == "prioritized"
+    async with conn.transaction():  # an id that exists gives the stored job back
+        same = await queue.add("m", {"v": 2}, transaction=conn, jobId="m1")
+    assert (same.id, same.data) == (mine.id, {"v": 1})
+    deadline = time.monotonic() + 10  # the stream hears the adds at commit
+    while mine.id not in added and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert added == [delayed.id, urgent.id, first.id, mine.id]
+
+
+# ---------------------------------------------------------------- workers hear the commit
+async def test_a_waiting_worker_starts_a_committed_job_as_fast_as_a_plain_one(
+    url: str, queue: psyq.Queue, pg_server: str
+) -> None:
+    """The worker waits (drain_delay 10 s, far longer than any wake-up) from before the
+    commit: it is woken by the commit's NOTIFY, as by a plain add's."""
+    started: asyncio.Queue[float] = asyncio.Queue()
+
+    async def process(job: psyq.Job) -> None:
+        started.put_nowait(time.monotonic())
+
+    conn = await asyncpg.connect(pg_server)
+    worker = psyq.Worker(queue.name, process, url, drain_delay=10)
+    try:
+        await worker.wait_until_ready()
+        await queue.add("warm")
+        await asyncio.wait_for(started.get(), 10)
+        plain, in_tx = [], []
+        for _ in range(3):
+            await asyncio.sleep(0.05)  # the worker is back in its wait
+            sent = time.monotonic()
+            await queue.add("plain")
+            plain.append(await asyncio.wait_for(started.get(), 5) - sent)
+            await asyncio.sleep(0.05)
+            async with conn.transaction():
+                await queue.add("tx", transaction=conn)
+                sent = time.monotonic()
+            in_tx.append(await asyncio.wait_for(started.get(), 5) - sent)
+        print(f"add to start, median of 3: plain {sorted(plain)[1] * 1000:.1f} ms, "
+              f"committed transaction {sorted(in_tx)[1] * 1000:.1f} ms")  # fmt: skip
+        assert max(in_tx) < 2.0  # woken by the commit, not by the 10 s poll
+    finally:
+        await worker.close()
+        await conn.close()
+
+
+# ---------------------------------------------------------------- refusals
+async def test_other_backends_refuse_naming_the_value(tmp_path: Any, conn: Any) -> None:
+    async with psyq.Queue(fresh_name(), connection="memory://") as other:
+        with pytest.raises(psyq.TransactionError, match="memory backend") as caught:
+            await other.add("a", transaction=conn)
+        assert repr(conn) in str(caught.value)
+        assert await seen_elsewhere(other) == 0
+        async with psyq.FlowProducer("memory://") as flows:
+            with pytest.raises(psyq.TransactionError):
+                await flows.add({"name": "a", "queue_name": other.name}, transaction=conn)
+
+
+async def test_refused_outside_a_transaction(queue: psyq.Queue, conn: Any) -> None:
+    with pytest.raises(psyq.TransactionError, match="not inside a transaction"):
+        await queue.add("a", transaction=conn)
+    with pytest.raises(psyq.TransactionError, match="not an asyncpg Connection"):
+        await queue.add_bulk([{"name": "a"}], transaction="postgresql://elsewhere")
+    assert await seen_elsewhere(queue) == 0
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_refused_on_another_database(queue: psyq.Queue, pg_server: str, driver: str) -> None:
+    other = pg_server.rsplit("/", 1)[0] + "/postgres"
+    conn = await connect(driver, other, autocommit=True)
+    try:
+        async with conn.transaction():
+            with pytest.raises(psyq.TransactionError, match="database 'postgres'"):
+                await queue.add("a", transaction=conn)
+            await conn.execute("SELECT 1")  # the application's transaction goes on
+    finally:
+        await conn.close()
+    assert await seen_elsewhere(queue) == 0
+
+
+async def test_psycopg_failed_transaction_is_refused(queue: psyq.Queue, pg_server: str) -> None:
+    conn = await psycopg.AsyncConnection.connect(pg_server)  # autocommit off
+    try:
+        await queue.add("implicit", transaction=conn)  # its first statement opens one
+        await conn.commit()
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            await conn.execute("SELECT 1 / 0")
+        with pytest.raises(psyq.TransactionError, match="roll it back"):
+            await queue.add("a", transaction=conn)
+    finally:
+        await conn.close()
+    assert [j.name for j in await queue.get_jobs(["waiting"])] == ["implicit"]
+
+
+# ---------------------------------------------------------------- completing in a transaction
+async def effects_table(pg_server: str) -> str:
+    """A table of the processor's own writes (dropped with the test's connection)."""
+    name = fresh_name("effects").replace("-", "_")
+    conn = await asyncpg.connect(pg_server)
+    try:
+        await conn.execute(f"CREATE TABLE {name} (job_id text, writer text)")
+    finally:
+        await conn.close()
+    return name
+
+
+async def effect_rows(pg_server: str, table: str) -> list[tuple[str, str]]:
+    conn = await asyncpg.connect(pg_server)
+    try:
+        rows = await conn.fetch(f"SELECT job_id, writer FROM {table} ORDER BY job_id")
+        await conn.execute(f"DROP TABLE {table}")
+    finally:
+        await conn.close()
+    return [(row["job_id"], row["writer"]) for row in rows]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_completion_in_transaction_is_never_applied_twice_after_a_stall(
+    url: str, queue: psyq.Queue, events: psyq.QueueEvents, pg_server: str, driver: str
+) -> None:
+    """Worker A takes each job, writes its effect, and before completing loses the job:
+    its lock runs out, worker B's stall check hands the job out again and B takes it. A's
+    complete_in raises LockError and its write rolls back; B's commits. Over several runs,
+    every job has exactly one effect, B's."""
+    table = await effects_table(pg_server)
+    taken_by_b: dict[str, asyncio.Event] = {}
+    a_started: asyncio.Queue[str] = asyncio.Queue()
+    outcomes: dict[str, list[str]] = {"A": [], "B": []}
+
+    def processor(writer: str) -> Any:
+        async def process(job: psyq.Job) -> str:
+            gate = taken_by_b.setdefault(job.id, asyncio.Event())
+            if writer == "B":
+                gate.set()
+            else:
+                a_started.put_nowait(job.id)
+            conn = await connect(driver, pg_server, autocommit=True)
+            try:
+                async with conn.transaction():
+                    insert = f"INSERT INTO {table} VALUES ($1, $2)"
+                    if driver == "psycopg":
+                        insert = f"INSERT INTO {table} VALUES (%s, %s)"
+                    await conn.execute(insert, (job.id, writer)) if driver == "psycopg" else (
+                        await conn.execute(insert, job.id, writer)
+                    )
+                    if writer == "A":
+                        await asyncio.wait_for(gate.wait(), 10)
+                    try:
+                        await job.complete_in(conn, writer)
+                    except psyq.LockError:
+                        outcomes[writer].append(job.id)
+                        raise
+            finally:
+                await conn.close()
+            return writer
+
+        return process
+
+    a = psyq.Worker(queue.name, processor("A"), url, lock_duration=150,
+                    skip_lock_renewal=True, skip_stalled_check=True)  # fmt: skip
+    b: psyq.Worker | None = None
+    try:
+        jobs = [await queue.add("pay", {"n": n}) for n in range(3)]
+        await a.wait_until_ready()
+        first = await asyncio.wait_for(a_started.get(), 10)
+        b = psyq.Worker(queue.name, processor("B"), url, stalled_interval=50)
+        for job in jobs:
+            await job.wait_until_finished(events, timeout=10)
+        assert first == jobs[0].id
+    finally:
+        await a.close(force=True)
+        if b is not None:
+            await b.close()
+    rows = await effect_rows(pg_server, table)
+    assert rows == sorted((job.id, "B") for job in jobs)  # one effect per job: lost 0, dup 0
+    assert outcomes["A"] and not outcomes["B"]
+    for job in jobs:
+        stored = await queue.get_job(job.id)
+        assert stored is not None and stored.returnvalue == "B"
+
+
+async def test_rolled_back_completion_retries_by_the_job_attempts(
+    url: str, queue: psyq.Queue, events: psyq.QueueEvents, pg_server: str
+) -> None:
+    """Attempt 1 completes on its transaction, which rolls back (the processor raises,
+    or swallows the rollback and returns): the attempt fails and the job is retried;
+    attempt 2 commits. One effect, two attempts, the worker settles nothing twice."""
+    table = await effects_table(pg_server)
+    swallowed: list[str] = []
+
+    async def process(job: psyq.Job) -> str:
+        conn = await asyncpg.connect(pg_server)
+        try:
+            async with conn.transaction():
+                await conn.execute(f"INSERT INTO {table} VALUES ($1, 'w')", job.id)
+                await job.complete_in(conn, job.attempts_made)
+                if job.attempts_made == 0:
+                    raise Rollback
+        except Rollback:
+            if job.data["swallow"]:
+                swallowed.append(job.id)
+                return "returned anyway"
+            raise
+        finally:
+            await conn.close()
+        return "unused"
+
+    async with psyq.Worker(queue.name, process, url):
+        jobs = [await queue.add("t", {"swallow": s}, attempts=2) for s in (False, True)]
+        results = [await job.wait_until_finished(events, timeout=10) for job in jobs]
+    assert results == [1, 1]
+    assert swallowed == [jobs[1].id]
+    for job in jobs:
+        assert (await queue.get_job(job.id)).attempts_made == 2  # type: ignore[union-attr]
+    assert await effect_rows(pg_server, table) == sorted((job.id, "w") for job in jobs)
+
+
+async def test_complete_in_refuses_a_job_no_worker_holds(queue: psyq.Queue, conn: Any) -> None:
+    job = await queue.add("a")
+    async with conn.transaction():
+        with pytest.raises(psyq.LockError, match=repr(job.id)):
+            await job.complete_in(conn, 1)
+    assert await job.get_state() == "waiting"
