@@ -12,6 +12,8 @@ module:
     statements.py   the named SQL of sql/*.sql
     retry.py        which server errors a statement is run again after
     connection.py   pool, named statements (sql/), the layout's error codes, job rows
+    transaction.py  the same statements on the application's own transaction (asyncpg,
+                    psycopg 3), for `transaction=` and Job.complete_in
     listen.py       LISTEN bullmq_jobs / bullmq_events
     adding.py       add_jobs
     flows.py        add_flow, the tree, dependencies, children's values
