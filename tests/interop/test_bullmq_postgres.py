@@ -12,6 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import asyncpg
 import pytest
 
 import psyq
@@ -303,3 +304,35 @@ async def _work_ported(name: str, opts: dict[str, Any], count: int) -> None:
         await asyncio.wait_for(all_done.wait(), 20)
     finally:
         await worker.close()
+
+
+async def test_node_processes_jobs_psyq_added_in_a_committed_transaction(
+    node_pg: Any, pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    """Jobs psyq added inside the application's transaction (docs/transactions.md) are
+    Node BullMQ 6's to process once committed; a rolled-back add leaves Node nothing."""
+    schema, name = fresh_schema(), fresh_name("interop")
+    url = url_for(pg_server, schema)
+    async with psyq.Queue(name, connection=url) as queue:
+        conn = await asyncpg.connect(pg_server)
+        try:
+            with pytest.raises(ZeroDivisionError):
+                async with conn.transaction():
+                    await queue.add("gone", {"n": 5}, transaction=conn, jobId="rolled-back")
+                    1 / 0  # noqa: B018 - the application's transaction fails
+            async with conn.transaction():
+                one = await queue.add("plain", {"n": 21}, transaction=conn)
+                [two] = await queue.add_bulk(
+                    [{"name": "custom", "data": {"n": 4}, "opts": {"jobId": "tx-id"}}],
+                    transaction=conn,
+                )
+        finally:
+            await conn.close()
+        outcomes = node_pg("work.js", name, pg_server, schema, "2")
+        assert outcomes == {
+            one.id: {"state": "completed", "value": {"doubled": 42, "name": "plain"}},
+            two.id: {"state": "completed", "value": {"doubled": 8, "name": "custom"}},
+        }
+        assert await queue.get_job("rolled-back") is None
+        counts = await queue.get_job_counts("waiting", "active", "completed")
+        assert counts == {"waiting": 0, "active": 0, "completed": 2}
