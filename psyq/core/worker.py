@@ -489,8 +489,12 @@ class Worker(_BackendUser, WorkerSettling):
         returned: the job is not settled again. Still active under this worker's lock, the
         transaction did not commit (rolled back, or left open): the attempt fails, retried
         by the job's attempts and backoff; taken by another worker meanwhile, it is
-        theirs; gone or finished, it completed."""
-        record = await ref.backend.get_job(self.name, job.id)
+        theirs; gone or finished, it completed. Unreadable: the stall check recovers it."""
+        try:
+            record = await ref.backend.get_job(self.name, job.id)
+        except Exception as exc:
+            self.emit("error", exc)
+            return None
         if record is None or record.state == "completed":
             await self._completed(job, outcome)
             return None

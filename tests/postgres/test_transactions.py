@@ -184,6 +184,16 @@ async def test_other_backends_refuse_naming_the_value(tmp_path: Any, conn: Any) 
             with pytest.raises(psyq.TransactionError):
                 await flows.add({"name": "a", "queue_name": other.name}, transaction=conn)
 
+        async def complete_in(job: psyq.Job) -> None:
+            await job.complete_in(conn, 1)
+
+        job = await other.add("b")
+        async with psyq.Worker(other.name, complete_in, "memory://"):
+            deadline = time.monotonic() + 10
+            while await job.get_state() != "failed" and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+        assert "memory backend" in (await other.get_job(job.id)).failed_reason  # type: ignore[union-attr,operator]
+
 
 async def test_refused_outside_a_transaction(queue: psyq.Queue, conn: Any) -> None:
     with pytest.raises(psyq.TransactionError, match="not inside a transaction"):
