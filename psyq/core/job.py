@@ -118,7 +118,8 @@ class Job:
         self._cancelled: str | None = None
         self._discarded = False
         self._completed_in: Completed | None = None  # complete_in wrote this completion
-        self._keep: Any = None  # the worker's removeOnComplete, which complete_in applies
+        # the worker's removeOnComplete, which complete_in applies as the worker would
+        self._keep: bool | int | dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"<Job {self.queue_name}:{self.id} {self.name!r}>"

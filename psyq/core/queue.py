@@ -169,11 +169,11 @@ class Queue(_BackendUser, EventEmitter):
     ) -> list[Job]:
         """Add many jobs atomically: all are written, or none. `transaction`: as in add."""
         prepared = [self._prepare_entry(i, entry) for i, entry in enumerate(jobs)]
-        ref = await self._ref()
         if transaction is not None:
-            return await self._add_in(ref, transaction, prepared)
+            return await self._add_in(await self._ref(), transaction, prepared)
         if not prepared:
             return []
+        ref = await self._ref()
         records = await ref.backend.add_jobs(self.name, prepared)
         added = [Job(ref, record) for record in records]
         if self._job_added or "waiting" in self._listeners:

@@ -243,6 +243,14 @@ async def effects_table(pg_server: str) -> str:
     return name
 
 
+async def write_effect(conn: Any, table: str, job_id: str, writer: str) -> None:
+    """The processor's own write, on the application's connection (either driver)."""
+    if isinstance(conn, psycopg.AsyncConnection):
+        await conn.execute(f"INSERT INTO {table} VALUES (%s, %s)", (job_id, writer))
+    else:
+        await conn.execute(f"INSERT INTO {table} VALUES ($1, $2)", job_id, writer)
+
+
 async def effect_rows(pg_server: str, table: str) -> list[tuple[str, str]]:
     conn = await asyncpg.connect(pg_server)
     try:
@@ -276,12 +284,7 @@ async def test_completion_in_transaction_is_never_applied_twice_after_a_stall(
             conn = await connect(driver, pg_server, autocommit=True)
             try:
                 async with conn.transaction():
-                    insert = f"INSERT INTO {table} VALUES ($1, $2)"
-                    if driver == "psycopg":
-                        insert = f"INSERT INTO {table} VALUES (%s, %s)"
-                    await conn.execute(insert, (job.id, writer)) if driver == "psycopg" else (
-                        await conn.execute(insert, job.id, writer)
-                    )
+                    await write_effect(conn, table, job.id, writer)
                     if writer == "A":
                         await asyncio.wait_for(gate.wait(), 10)
                     try:
@@ -331,7 +334,7 @@ async def test_rolled_back_completion_retries_by_the_job_attempts(
         conn = await asyncpg.connect(pg_server)
         try:
             async with conn.transaction():
-                await conn.execute(f"INSERT INTO {table} VALUES ($1, 'w')", job.id)
+                await write_effect(conn, table, job.id, "w")
                 await job.complete_in(conn, job.attempts_made)
                 if job.attempts_made == 0:
                     raise Rollback
