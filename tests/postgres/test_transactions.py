@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 import psyq
+from psyq.backends.postgres.transaction import psycopg_sql
 from tests.conftest import fresh_name
 from tests.docs.test_examples import ROOT, blocks
 
@@ -135,6 +136,30 @@ async def test_options_and_events_behave_as_for_a_plain_add(
     while mine.id not in added and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert added == [delayed.id, urgent.id, first.id, mine.id]
+
+
+async def test_the_application_search_path_is_kept(queue: psyq.Queue, conn: Any) -> None:
+    """psyq puts the queues' schema first only while its statements run: the application's
+    own path is back for its next statement, in the same transaction."""
+    show = "SELECT current_setting('search_path')"
+    async with conn.transaction():
+        await conn.execute("SET LOCAL search_path TO pg_catalog, public")
+        await queue.add("a", transaction=conn)
+        await queue.add_bulk([{"name": "b", "opts": {"jobId": "b1"}}], transaction=conn)
+        if isinstance(conn, psycopg.AsyncConnection):
+            path = (await (await conn.execute(show)).fetchone())[0]  # type: ignore[index]
+        else:
+            path = await conn.fetchval(show)
+    assert path == "pg_catalog, public"
+    assert await seen_elsewhere(queue) == 2
+
+
+def test_psycopg_placeholders_are_translated_once_per_statement() -> None:
+    sql = "SELECT $1::text, $10::int, $1 || '%' WHERE $2 = $1"
+    assert psycopg_sql(sql) == (
+        "SELECT %(p1)s::text, %(p10)s::int, %(p1)s || '%%' WHERE %(p2)s = %(p1)s"
+    )
+    assert psycopg_sql(sql) is psycopg_sql(sql)  # cached
 
 
 # ---------------------------------------------------------------- workers hear the commit
