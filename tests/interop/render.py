@@ -55,6 +55,14 @@ created. Two things differ from Redis by the store's nature, and psyq follows No
   A backend object that reads a queue's events holds one idle session so named, so Node
   lists a running psyq `QueueEvents` (psyq's QueueEvents on Redis name no connection).
 
+Locks: psyq takes the layout's locks in one global order (the order Node BullMQ 6.7's
+own functions take them in), so psyq's producers and workers beside Node's do not
+deadlock ([architecture.md](architecture.md), "Decision: one lock order"). Let Node
+migrate a shared schema (`migrate: true`): psyq creates it at version 4 (what the
+`bullmq` PyPI package ships), and Node 6.7's own calls take their deduplication locks in
+order only from its migration 8 on; a deadlock that still happens is retried by psyq and
+counted (`psyq_store_conflicts_total`).
+
 One thing the layout leaves to each reader: event ids are numbered when written and seen
 when committed, so two writers can make them visible out of order. psyq's `QueueEvents`
 waits for the writers in flight before it moves past an id; Node's reads the newest ids
