@@ -6,15 +6,79 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-__all__ = ["free_ports", "redis_cluster", "redis_server", "wait_port"]
+__all__ = [
+    "RedisProcess",
+    "free_ports",
+    "redis_binary",
+    "redis_cluster",
+    "redis_process",
+    "redis_server",
+    "wait_port",
+]
+
+
+def redis_binary(name: str) -> str:
+    """The path of `name` (redis-server, redis-cli) on PATH; else the test fails saying what
+    to install, or is skipped with that reason when PSYQ_REQUIRE_SERVICES=0."""
+    path = shutil.which(name)
+    if path is not None:
+        return path
+    reason = f"{name} is not on the PATH (apt-get install redis-server)"
+    if os.environ.get("PSYQ_REQUIRE_SERVICES", "1") != "0":
+        pytest.fail(f"{reason}; or set PSYQ_REQUIRE_SERVICES=0 to skip these tests")
+    pytest.skip(reason)
+
+
+class RedisProcess:
+    """A redis-server of one test alone on a free port, restartable on the same port and
+    directory (append-only file, fsync always, so what it acknowledged survives a restart).
+    `extra` adds arguments (a replica's `--replicaof`, a sentinel's `--sentinel`)."""
+
+    def __init__(self, folder: Path, extra: tuple[str, ...] = (), port: int = 0) -> None:
+        self.binary = redis_binary("redis-server")
+        self.folder = folder
+        self.extra = extra
+        self.port = port or free_ports(1)[0]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        args = [self.binary, *self.extra, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--dir", str(self.folder), "--save", "", "--appendonly", "yes"]
+        args += ["--appendfsync", "always"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the server with `sig` (SIGTERM: a clean shutdown; SIGKILL: a crash)."""
+        if self.proc is not None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_process(tmp_path: Path) -> Iterator[RedisProcess]:
+    """A started `RedisProcess` of this test alone, killed at its end."""
+    server = RedisProcess(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop(signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
@@ -33,7 +33,7 @@ from psyq.backends.redis.cluster import check_tagged
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts, pooled_connection
 from psyq.backends.redis.settings import parse_redis_settings
 from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
-from psyq.core.backoff import Reconnect
+from psyq.core.backoff import Reconnect, until_done
 from psyq.errors import ConnectionError, PsyqError
 
 __all__ = ["CONNECTION_ERRORS", "PSYQ_WORKER_SUFFIX", "RedisConnection", "worker_client_name"]
@@ -95,6 +95,7 @@ class RedisConnection(BackendAdapter):
         self._wire = None if address is None else WireScripts(address)  # the lean path
         self._reconnect = Reconnect()  # paces calls while the server does not answer
         self._blocking_reads: set[asyncio.Task[Any]] = set()  # see _uncancelled
+        self._bookkeeping: set[asyncio.Task[Any]] = set()  # see _keep_trying
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -160,6 +161,8 @@ class RedisConnection(BackendAdapter):
         if self._wire is not None:
             await self._wire.wait_idle()
             self._wire.close()
+        for task in list(self._bookkeeping):
+            task.cancel()  # what has not landed by now is the stores' to repair
         clients = [c for c in (self._client, self._blocking, *self._waiting.values()) if c]
         await self._stop_blocking_reads(clients)
         self._client = self._blocking = None
@@ -199,6 +202,24 @@ class RedisConnection(BackendAdapter):
             await asyncio.gather(*reads, return_exceptions=True)
             for client in clients:
                 await _close_client(client)
+
+    def _keep_trying(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
+        """Run `call` in a task of its own again and again while the server does not
+        answer, until it lands (`until_done`): worker-side bookkeeping that failed on a
+        lost connection (a scheduler's next run) is retried, never dropped. The backend's
+        close cancels what has not landed yet."""
+        log.warning("%s failed on a lost connection: retrying until Redis answers", what)
+        retrying = until_done(call, CONNECTION_ERRORS, lambda exc: log.debug("%s: %s", what, exc))
+        task = asyncio.ensure_future(retrying)
+        self._bookkeeping.add(task)
+        task.add_done_callback(lambda done: self._bookkeeping_done(what, done))
+
+    def _bookkeeping_done(self, what: str, task: asyncio.Task[Any]) -> None:
+        self._bookkeeping.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", what, exc_info=task.exception())
+        elif not task.cancelled():
+            log.info("%s done once Redis answered again", what)
 
     @property
     def client(self) -> Any:
