@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 __all__ = [
+    "FailoverCluster",
     "RedisProcess",
+    "failover_cluster",
     "free_ports",
     "redis_binary",
     "redis_cluster",
@@ -165,22 +167,23 @@ def free_ports(count: int) -> list[int]:
 
 
 def _start_cluster_node(
-    binary: str, port: int, bus_port: int, folder: str
+    binary: str, port: int, bus_port: int, folder: str, *extra: str
 ) -> subprocess.Popen[bytes]:
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", folder]
     args += ["--save", "", "--appendonly", "no", "--cluster-enabled", "yes"]
     args += ["--cluster-config-file", f"nodes-{port}.conf", "--cluster-port", str(bus_port)]
+    args += extra
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     return proc
 
 
-def _create_cluster(cli: str, ports: list[int], timeout: float = 20) -> None:
-    """Assign the slots over `ports` (primaries, no replicas) and wait until every node
-    reports the cluster ok."""
+def _create_cluster(cli: str, ports: list[int], timeout: float = 20, replicas: int = 0) -> None:
+    """Assign the slots over `ports` (`replicas` replicas per primary) and wait until every
+    node reports the cluster ok."""
     nodes = [f"127.0.0.1:{port}" for port in ports]
     subprocess.run(
-        [cli, "--cluster", "create", *nodes, "--cluster-yes"],
+        [cli, "--cluster", "create", *nodes, "--cluster-replicas", str(replicas), "--cluster-yes"],
         check=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -198,3 +201,89 @@ def _cluster_info(cli: str, port: int) -> bytes:
     return subprocess.run(
         [cli, "-p", str(port), "cluster", "info"], capture_output=True, timeout=5
     ).stdout
+
+
+class FailoverCluster:
+    """A Redis Cluster of one test alone: 3 primaries with a replica each, on free ports, a
+    short `cluster-node-timeout` so a replica takes over ~1 s after its primary dies."""
+
+    NODE_TIMEOUT_MS = 1000
+
+    def __init__(self, folder: Path) -> None:
+        self.server, self.cli = redis_binary("redis-server"), redis_binary("redis-cli")
+        self.folder = str(folder)
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> str:
+        ports = free_ports(12)
+        timeout = ("--cluster-node-timeout", str(self.NODE_TIMEOUT_MS))
+        for port, bus_port in zip(ports[::2], ports[1::2], strict=True):
+            folder = Path(self.folder, str(port))  # a replica's sync writes its own files
+            folder.mkdir()
+            node = _start_cluster_node(self.server, port, bus_port, str(folder), *timeout)
+            self.procs[port] = node
+        _create_cluster(self.cli, ports[::2], replicas=1)
+        self._wait_synced(ports[0])
+        return f"redis+cluster://127.0.0.1:{ports[0]}/0"
+
+    def _wait_synced(self, port: int, timeout: float = 20) -> None:
+        """Wait until every node is online (each replica's first sync is over)."""
+        deadline = time.monotonic() + timeout
+        while self._shards(port).count("\nonline") < len(self.procs):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replicas of the cluster did not sync")
+            time.sleep(0.05)
+
+    def _shards(self, asking: int) -> str:
+        return subprocess.run(
+            [self.cli, "-p", str(asking), "cluster", "shards"], capture_output=True, timeout=5
+        ).stdout.decode()
+
+    def primary_of(self, slot: int, asking: int) -> int:
+        """The port of the primary serving `slot`, as the node on `asking` sees it."""
+        return _primary_in_shards(self._shards(asking), slot)
+
+    def kill(self, port: int) -> None:
+        proc = self.procs.pop(port)
+        proc.kill()
+        proc.wait()
+
+    def stop(self) -> None:
+        for port in list(self.procs):
+            self.kill(port)
+
+
+def _primary_in_shards(out: str, slot: int) -> int:
+    """The port of the healthy primary of `slot` in redis-cli's CLUSTER SHARDS output
+    (one value a line: slots, then nodes' fields), 0 when none serves it yet."""
+    lines = [line.strip() for line in out.splitlines()]
+    port = 0
+    for index, line in enumerate(lines):
+        if line == "slots" and index + 2 < len(lines):
+            ranges = _slot_ranges(lines, index + 1)
+            serving = any(low <= slot <= high for low, high in ranges)
+        elif line == "port":
+            node_port = int(lines[index + 1])
+        elif line == "role" and lines[index + 1] == "master" and serving:
+            health = lines[lines.index("health", index) + 1]
+            if health == "online":
+                port = node_port
+    return port
+
+
+def _slot_ranges(lines: list[str], start: int) -> list[tuple[int, int]]:
+    numbers = []
+    for line in lines[start:]:
+        if not line.isdigit():
+            break
+        numbers.append(int(line))
+    return list(zip(numbers[::2], numbers[1::2], strict=False))
+
+
+@pytest.fixture
+def failover_cluster(tmp_path: Path) -> Iterator[FailoverCluster]:
+    cluster = FailoverCluster(tmp_path)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

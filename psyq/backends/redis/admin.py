@@ -111,7 +111,10 @@ class Admin(RedisConnection):
             raise self._lost(f"registering worker {worker_name!r} of {queue!r}", exc) from exc
 
     async def unregister_worker(self, queue: str, worker_name: str) -> None:
-        await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
+        try:
+            await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"unregistering worker {worker_name!r} of {queue!r}", exc) from exc
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
         """psyq's workers (from the registry), then BullMQ's (Node's) found as BullMQ finds

@@ -94,6 +94,7 @@ class RedisConnection(BackendAdapter):
         address = None if self.cluster else wire_address(self._redis_url)
         self._wire = None if address is None else WireScripts(address)  # the lean path
         self._reconnect = Reconnect()  # paces calls while the server does not answer
+        self._slots_stale = False  # a cluster's slot map to read again: see _refresh_slots
         self._blocking_reads: set[asyncio.Task[Any]] = set()  # see _uncancelled
         self._bookkeeping: set[asyncio.Task[Any]] = set()  # see _keep_trying
 
@@ -251,8 +252,7 @@ class RedisConnection(BackendAdapter):
         """Run a script. While the server does not answer, calls are paced by one shared
         capped, jittered backoff, and each failure raises psyq's ConnectionError (the
         broken connection is opened again on the next call)."""
-        if self._reconnect.failures:
-            await self._reconnect.wait()
+        await self._paced()
         script = self._scripts[name]
         try:
             if self._wire is not None and self._client is not None:
@@ -269,8 +269,7 @@ class RedisConnection(BackendAdapter):
         trip, atomic, no script (Redis answers plain commands at less than half the cost of
         the same reads from Lua). Returns EXEC's replies; an error reply raises PsyqError.
         Paced and mapped like `_run`."""
-        if self._reconnect.failures:
-            await self._reconnect.wait()
+        await self._paced()
         replies: list[Any]
         framed = b"%b%b%b" % (MULTI, packed, EXEC)
         try:
@@ -282,6 +281,7 @@ class RedisConnection(BackendAdapter):
         except CONNECTION_ERRORS as exc:
             raise self._lost(f"{what} on queue {queue!r}", exc) from exc
         except (RedisError, RedisClusterException) as exc:
+            self._slots_stale = self.cluster  # EXECABORT: maybe a MOVED (a failover)
             raise PsyqError(f"Redis {what} failed on queue {queue!r}: {exc}") from exc
         self._reconnect.failures = 0
         failed = _first_error(replies)
@@ -295,8 +295,31 @@ class RedisConnection(BackendAdapter):
         return PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}")
 
     def _lost(self, what: str, exc: BaseException) -> ConnectionError:
+        """psyq's ConnectionError for a call that lost its connection: the next calls are
+        paced, and on a cluster they read the slot map again first (a node may be gone)."""
         self._reconnect.failed()
+        self._slots_stale = self.cluster
         return ConnectionError(self.url, f"{what}: {exc or type(exc).__name__}")
+
+    async def _paced(self) -> None:
+        """What a call waits for first: the backoff while the server does not answer, and
+        on a cluster a slot map read again after a lost connection."""
+        if self._reconnect.failures:
+            await self._reconnect.wait()
+        if self._slots_stale:
+            await self._refresh_slots()
+
+    async def _refresh_slots(self) -> None:
+        """Read a cluster's slot map again, from any node that answers: after a failover
+        the replica that took over serves the slots of the primary that died, and a call
+        that goes on using the old map reaches only the dead node (issue 39). redis-py
+        does this for plain commands; its pipelines (psyq's scripts) and a transaction
+        sent on a node's connection need it done here."""
+        self._slots_stale = False
+        try:
+            await self.client.nodes_manager.initialize()
+        except (RedisError, RedisClusterException, OSError) as exc:
+            raise self._lost("reading the cluster's slot map", exc) from exc
 
     async def _run_code(
         self, name: str, queue: str, job_id: str, operation: str, *args: Any

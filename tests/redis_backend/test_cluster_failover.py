@@ -1,0 +1,99 @@
+"""Redis Cluster failover (issue 39): a running process goes on after the primary holding its
+queue's slot is killed (`kill -9`) and its replica takes over. The same Queue and Worker
+objects keep adding and processing; a lost connection or a MOVED makes the backend read the
+slot map again.
+
+The cluster is the test's own (3 primaries with a replica each, `cluster-node-timeout`
+1000 ms). Counted like Jepsen's queue checker: every add the Queue acknowledged is run (the
+replica had it: the primary acknowledged it and the test waits for replication before the
+kill), and the test prints the time from the kill to the first add that works again and
+to the first job run after it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from redis.crc import key_slot
+
+import psyq
+from psyq.errors import PsyqError
+from tests.redis_service import FailoverCluster
+
+LIMIT_S = 30  # a deadline, not a figure asserted
+BEFORE = 20
+
+
+async def _wait(check: Any, what: str) -> None:
+    deadline = time.monotonic() + LIMIT_S
+    while not await check():
+        assert time.monotonic() < deadline, f"{what} not within {LIMIT_S}s"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_running_process_goes_on_after_a_primary_failover(
+    failover_cluster: FailoverCluster,
+) -> None:
+    url = failover_cluster.start()
+    name = f"{{fo{uuid.uuid4().hex[:8]}}}q"
+    slot = key_slot(f"bull:{name}".encode())
+    seed = next(iter(failover_cluster.procs))
+    primary = failover_cluster.primary_of(slot, seed)
+    done: set[int] = set()
+
+    async def process(job: psyq.Job) -> None:
+        done.add(job.data)
+
+    queue = psyq.Queue(name, connection=url)
+    worker = psyq.Worker(queue.name, process, connection=url, drain_delay=0.5)
+    worker.on("error", lambda error: None)  # the failover's errors: counted by the jobs
+    acknowledged: list[int] = []
+
+    async def add(n: int) -> bool:
+        try:
+            await queue.add("j", n)
+        except PsyqError:
+            return False
+        acknowledged.append(n)
+        return True
+
+    try:
+        for n in range(BEFORE):
+            assert await add(n)
+        await _wait(lambda: _true(len(done) == BEFORE), "the jobs before the kill")
+        await asyncio.sleep(0.2)  # the replica's copy (async replication) catches up
+        failover_cluster.kill(primary)
+        killed = time.monotonic()
+        other = next(iter(failover_cluster.procs))
+
+        async def promoted() -> bool:
+            return failover_cluster.primary_of(slot, other) not in (0, primary)
+
+        await _wait(promoted, "the replica's promotion")
+        promoted_after = time.monotonic() - killed
+        counter = iter([BEFORE] * 10**6)  # the same job data until one add works
+        await _wait(lambda: add(next(counter)), "an add after the failover")
+        add_after = time.monotonic() - killed
+        for n in range(BEFORE + 1, 2 * BEFORE):
+            assert await add(n)
+        fresh = psyq.Queue(name, connection=url)  # a new Queue of the same process
+        try:
+            acknowledged.append((await fresh.add("j", 2 * BEFORE)).data)
+        finally:
+            await fresh.close()
+        await _wait(lambda: _true(done >= set(acknowledged)), "every acknowledged job run")
+        run_after = time.monotonic() - killed
+    finally:
+        await worker.close()
+        await queue.close()
+    print(
+        f"promoted {promoted_after:.1f}s after the kill; adds again {add_after:.1f}s; "
+        f"every acknowledged job run {run_after:.1f}s; acknowledged {len(acknowledged)}, "
+        f"lost {len(set(acknowledged) - done)}"
+    )
+
+
+async def _true(value: bool) -> bool:
+    return value
