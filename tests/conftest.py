@@ -16,6 +16,7 @@ from tests.redis_service import (  # noqa: F401
     redis_cluster,
     redis_process,
     redis_server,
+    sentinel_group,
 )
 from tests.tcp.server_proc import psyq_memory_server_url, psyq_server_url  # noqa: F401
 

@@ -19,12 +19,14 @@ import pytest
 __all__ = [
     "FailoverCluster",
     "RedisProcess",
+    "SentinelGroup",
     "failover_cluster",
     "free_ports",
     "redis_binary",
     "redis_cluster",
     "redis_process",
     "redis_server",
+    "sentinel_group",
     "wait_port",
 ]
 
@@ -287,3 +289,98 @@ def failover_cluster(tmp_path: Path) -> Iterator[FailoverCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+class SentinelGroup:
+    """A primary, a replica and three Sentinels (quorum 2, `down-after-milliseconds`
+    1000) of one test alone, on 127.0.0.1 and free ports: `url()` names them all."""
+
+    SERVICE = "mymaster"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        ports = free_ports(5)
+        sync = ("--repl-diskless-sync-delay", "0")  # a replica's first sync at once
+        self.primary = self._node("primary", ports[0], sync)
+        replica_of = ("--replicaof", "127.0.0.1", str(ports[0]))
+        self.replica = self._node("replica", ports[1], (*sync, *replica_of))
+        self.sentinel_ports = ports[2:]
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+
+    def _node(self, name: str, port: int, extra: tuple[str, ...]) -> RedisProcess:
+        folder = self.folder / name
+        folder.mkdir()
+        return RedisProcess(folder, extra, port)
+
+    def start(self) -> None:
+        self.primary.start()
+        self.replica.start()
+        self.wait_synced(self.replica)
+        for port in self.sentinel_ports:
+            self.sentinels.append(self._start_sentinel(port))
+        for port in self.sentinel_ports:
+            wait_port(port)
+
+    def _start_sentinel(self, port: int) -> subprocess.Popen[bytes]:
+        folder = self.folder / f"sentinel-{port}"
+        folder.mkdir()
+        conf = folder / "sentinel.conf"  # Sentinel rewrites its file: one each
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
+            f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+            f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+            f"sentinel failover-timeout {self.SERVICE} 3000\n"
+        )
+        binary = self.primary.binary
+        return subprocess.Popen(
+            [binary, str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def wait_synced(self, replica: RedisProcess, timeout: float = 20) -> None:
+        """Wait until `replica`'s link to its primary is up (its first sync is over)."""
+        cli, deadline = redis_binary("redis-cli"), time.monotonic() + timeout
+        while (
+            b"master_link_status:up"
+            not in subprocess.run(
+                [cli, "-p", str(replica.port), "info", "replication"],
+                capture_output=True,
+                timeout=5,
+            ).stdout
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replica on port {replica.port} did not sync")
+            time.sleep(0.05)
+
+    def url(self, query: str = "") -> str:
+        hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)
+        return f"redis+sentinel://{hosts}/{self.SERVICE}/0{query}"
+
+    def primary_port(self) -> int:
+        """The primary's port as the first Sentinel that answers names it (0: none)."""
+        cli = redis_binary("redis-cli")
+        for port in self.sentinel_ports:
+            out = subprocess.run(
+                [cli, "-p", str(port), "sentinel", "get-master-addr-by-name", self.SERVICE],
+                capture_output=True,
+                timeout=5,
+            ).stdout.split()
+            if len(out) == 2:
+                return int(out[1])
+        return 0
+
+    def stop(self) -> None:
+        for proc in self.sentinels:
+            proc.kill()
+            proc.wait()
+        self.primary.stop(signal.SIGKILL)
+        self.replica.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
+    group = SentinelGroup(tmp_path)
+    try:
+        group.start()
+        yield group
+    finally:
+        group.stop()

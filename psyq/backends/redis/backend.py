@@ -61,5 +61,6 @@ class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
 
 
 def open_redis_backend(url: str) -> RedisBackend:
-    """Entry point of the `redis`, `rediss`, `redis+cluster` and `rediss+cluster` schemes."""
+    """Entry point of the `redis`, `rediss`, `redis+cluster`, `rediss+cluster`,
+    `redis+sentinel` and `rediss+sentinel` schemes."""
     return RedisBackend(url)

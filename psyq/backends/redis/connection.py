@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry as RedisRetry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -66,6 +67,7 @@ CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 # (a URL's socket_timeout is not applied to them), so an idle read is no error; TCP
 # keepalive finds a peer that is gone.
 _BLOCKING: dict[str, Any] = {"socket_timeout": None, "socket_keepalive": True}
+_SENTINEL: Any = Sentinel
 
 
 def _scripts() -> dict[str, Script]:
@@ -82,6 +84,7 @@ class RedisConnection(BackendAdapter):
         settings = parse_redis_settings(url)
         self._redis_url, self.prefix, self.cluster = settings.url, settings.prefix, settings.cluster
         self._blocking_url = settings.blocking_url
+        self._sentinel = settings.sentinel
         self._queue_keys: dict[str, str] = {}  # queue -> `<prefix>:<queue>`, checked once
         # redis-py's asyncio stubs type replies as bytes | str (and commands as maybe-awaitable);
         # with decode_responses=True they are str: the clients are typed Any here.
@@ -90,8 +93,11 @@ class RedisConnection(BackendAdapter):
         self._whole_second_timeouts = False
         self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
         self._scripts = _scripts()
-        self._pipeline = ScriptPipeline(cluster=self.cluster)
-        address = None if self.cluster else wire_address(self._redis_url)
+        wait = (settings.wait_replicas, settings.wait_timeout_ms)
+        self._pipeline = ScriptPipeline(cluster=self.cluster, wait=wait if wait[0] else None)
+        self.wait_replicas = settings.wait_replicas
+        plain = not (self.cluster or self._sentinel or settings.wait_replicas)
+        address = wire_address(self._redis_url) if plain else None
         self._wire = None if address is None else WireScripts(address)  # the lean path
         self._reconnect = Reconnect()  # paces calls while the server does not answer
         self._slots_stale = False  # a cluster's slot map to read again: see _refresh_slots
@@ -106,6 +112,8 @@ class RedisConnection(BackendAdapter):
         No automatic retries: redis-py would retry a command whose task is being cancelled."""
         if self.cluster:
             return self._new_cluster_client(blocking, name)
+        if self._sentinel is not None:
+            return self._new_sentinel_client(blocking, name)
         options: dict[str, Any] = {"decode_responses": True, "retry": None}
         if blocking:
             pool = ConnectionPool.from_url(
@@ -127,6 +135,22 @@ class RedisConnection(BackendAdapter):
             options.update(_BLOCKING, max_connections=2**16)
             return RedisCluster.from_url(self._blocking_url, **options)
         return RedisCluster.from_url(self._redis_url, max_connections=CLUSTER_POOL_SIZE, **options)
+
+    def _new_sentinel_client(self, blocking: bool, name: str | None) -> Any:
+        """A client of the primary the Sentinels name: each new connection asks them where
+        it is, so after a failover the next call reaches the promoted replica (a
+        connection to a demoted primary fails on READONLY and is opened again). Its pool
+        raises when full rather than making callers wait: the bound is high."""
+        assert self._sentinel is not None
+        sentinel = _SENTINEL(  # redis-py's Sentinel is untyped
+            self._sentinel.sentinels,
+            sentinel_kwargs={"decode_responses": True, **self._sentinel.sentinel_options},
+            decode_responses=True,
+            **self._sentinel.node_options,
+        )
+        options: dict[str, Any] = {"retry": None, "client_name": name}
+        options.update(_BLOCKING if blocking else {}, max_connections=2**16 if blocking else 1024)
+        return sentinel.master_for(self._sentinel.service, **options)
 
     async def open(self) -> None:
         client = self._new_client()
@@ -375,6 +399,9 @@ async def _exec_on(conn: Any, framed: bytes, count: int) -> list[Any]:
 
 async def _close_client(client: Any) -> None:
     await client.aclose()
+    sentinels = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    for sentinel in sentinels.sentinels if sentinels is not None else ():
+        await sentinel.aclose()  # the connections that asked the Sentinels for the primary
     if isinstance(client, RedisCluster):
         # aclose() skips a cluster client that a lost connection marked for a new slot map
         # (its nodes still hold connections): disconnect its nodes anyway.
