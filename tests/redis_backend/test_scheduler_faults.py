@@ -78,3 +78,46 @@ async def test_a_scheduler_keeps_running_across_a_fault(
         f"{first_after:.2f}s after the server answered, the fifth {runs[before + 4] - back:.2f}s"
     )
     assert before >= 2
+
+
+async def test_a_worker_start_repairs_a_scheduler_whose_next_run_was_lost(
+    redis_process: RedisProcess, queue_name: str
+) -> None:
+    """The state a worker leaves when it stops before its next run landed: the scheduler
+    scored by a run that was taken, no pending run. Before the fix only a new upsert
+    restarted such a scheduler; now a worker's start does."""
+    runs: list[float] = []
+
+    async def process(job: psyq.Job) -> None:
+        runs.append(time.monotonic())
+
+    queue = psyq.Queue(queue_name, connection=redis_process.url)
+    raw = Redis.from_url(redis_process.url, decode_responses=True)
+    try:
+        await queue.upsert_job_scheduler("tick", {"every": EVERY_MS}, {"name": "tick"})
+        taker = psyq.Worker(queue_name, connection=redis_process.url, autorun=False)
+        taken = await taker.get_next_job("token", block=True)
+        while taken is None:
+            taken = await taker.get_next_job("token", block=True)
+        await taker.close()
+        pending = await _lose_next_run(raw, queue_name, taken.id)
+        assert await queue.get_job(pending) is None
+        worker = psyq.Worker(queue_name, process, connection=redis_process.url)
+        await _wait_runs(runs, 3)
+        await worker.close()
+    finally:
+        await raw.aclose()
+        await queue.close()
+
+
+async def _lose_next_run(raw: Redis, queue: str, taken: str) -> str:
+    """Undo the next run a take added: remove its job and score the scheduler by the taken
+    run again. Returns the removed run's id."""
+    key = f"bull:{queue}"
+    [(_, millis)] = await raw.zrange(f"{key}:repeat", 0, -1, withscores=True)
+    pending = f"repeat:tick:{int(millis)}"
+    await raw.zrem(f"{key}:delayed", pending)  # due in 300 ms, or already promoted
+    await raw.lrem(f"{key}:wait", 0, pending)
+    await raw.delete(f"{key}:{pending}")
+    await raw.zadd(f"{key}:repeat", {"tick": int(taken.rpartition(":")[2])})
+    return pending

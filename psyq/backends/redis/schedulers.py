@@ -129,6 +129,19 @@ class Schedulers(RedisConnection):
         if fields and current == prev:
             await self._add_next(queue, scheduler_id, record, fields, prev)
 
+    async def repair_schedulers(self, queue: str) -> None:
+        """Add the next run of every scheduler of `queue` whose current run was taken but
+        has no next run: one whose retry never landed (its worker stopped first). Each
+        worker start does this, so restarting workers restarts such a scheduler; a next run
+        that exists already is not added again (the script checks the current run)."""
+        entries = await self.client.zrange(
+            self.queue_key(queue) + ":repeat", 0, -1, withscores=True
+        )
+        for scheduler_id, score in entries:
+            record = await self.get_job(queue, f"repeat:{scheduler_id}:{int(score)}")
+            if record is not None and record.processed_on is not None and _run_of(record):
+                await self._next_run(queue, scheduler_id, record, int(score))
+
     async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
         record = await self.get_job(queue, job_id)
         if record is not None:
