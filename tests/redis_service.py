@@ -207,7 +207,7 @@ def _cluster_info(cli: str, port: int) -> bytes:
 
 class FailoverCluster:
     """A Redis Cluster of one test alone: 3 primaries with a replica each, on free ports, a
-    short `cluster-node-timeout` so a replica takes over ~1 s after its primary dies."""
+    short `cluster-node-timeout` (1000 ms) so a replica takes over soon after its primary dies."""
 
     NODE_TIMEOUT_MS = 1000
 
@@ -293,7 +293,7 @@ def failover_cluster(tmp_path: Path) -> Iterator[FailoverCluster]:
 
 class SentinelGroup:
     """A primary, a replica and three Sentinels (quorum 2, `down-after-milliseconds`
-    1000) of one test alone, on 127.0.0.1 and free ports: `url()` names them all."""
+    500) of one test alone, on 127.0.0.1 and free ports: `url()` names them all."""
 
     SERVICE = "mymaster"
 
@@ -328,7 +328,7 @@ class SentinelGroup:
         conf.write_text(
             f"port {port}\nbind 127.0.0.1\ndir {folder}\n"
             f"sentinel monitor {self.SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-            f"sentinel down-after-milliseconds {self.SERVICE} 1000\n"
+            f"sentinel down-after-milliseconds {self.SERVICE} 500\n"
             f"sentinel failover-timeout {self.SERVICE} 3000\n"
         )
         binary = self.primary.binary
@@ -356,17 +356,23 @@ class SentinelGroup:
         return f"redis+sentinel://{hosts}/{self.SERVICE}/0{query}"
 
     def primary_port(self) -> int:
-        """The primary's port as the first Sentinel that answers names it (0: none)."""
+        """The primary's port as every Sentinel names it, none of them failing over (0:
+        not so yet). A Sentinel still failing over turns the old primary back into a
+        primary when it comes back, so it is started again only once they all agree."""
+        named = {self._primary_seen_by(port) for port in self.sentinel_ports}
+        return named.pop() if len(named) == 1 else 0
+
+    def _primary_seen_by(self, port: int) -> int:
+        """The port of the primary the Sentinel on `port` names, once no failover of its
+        is under way (0 before)."""
         cli = redis_binary("redis-cli")
-        for port in self.sentinel_ports:
-            out = subprocess.run(
-                [cli, "-p", str(port), "sentinel", "get-master-addr-by-name", self.SERVICE],
-                capture_output=True,
-                timeout=5,
-            ).stdout.split()
-            if len(out) == 2:
-                return int(out[1])
-        return 0
+        ask = [cli, "-p", str(port), "sentinel"]
+        fields = subprocess.run([*ask, "master", self.SERVICE], capture_output=True, timeout=5)
+        lines = fields.stdout.decode().split()
+        flags = lines[lines.index("flags") + 1] if "flags" in lines else ""
+        if flags != "master":  # s_down, o_down, failover_in_progress, ...
+            return 0
+        return int(lines[lines.index("port") + 1])
 
     def stop(self) -> None:
         for proc in self.sentinels:
