@@ -186,8 +186,7 @@ class RedisConnection(BackendAdapter):
         if self._wire is not None:
             await self._wire.wait_idle()
             self._wire.close()
-        for task in list(self._bookkeeping):
-            task.cancel()  # what has not landed by now is the stores' to repair
+        await _cancelled(self._bookkeeping)  # not landed: the next worker start repairs it
         clients = [c for c in (self._client, self._blocking, *self._waiting.values()) if c]
         await self._stop_blocking_reads(clients)
         self._client = self._blocking = None
@@ -276,7 +275,8 @@ class RedisConnection(BackendAdapter):
         """Run a script. While the server does not answer, calls are paced by one shared
         capped, jittered backoff, and each failure raises psyq's ConnectionError (the
         broken connection is opened again on the next call)."""
-        await self._paced()
+        if self._reconnect.failures or self._slots_stale:  # inline: the hot path
+            await self._paced()
         script = self._scripts[name]
         try:
             if self._wire is not None and self._client is not None:
@@ -293,7 +293,8 @@ class RedisConnection(BackendAdapter):
         trip, atomic, no script (Redis answers plain commands at less than half the cost of
         the same reads from Lua). Returns EXEC's replies; an error reply raises PsyqError.
         Paced and mapped like `_run`."""
-        await self._paced()
+        if self._reconnect.failures or self._slots_stale:
+            await self._paced()
         replies: list[Any]
         framed = b"%b%b%b" % (MULTI, packed, EXEC)
         try:
@@ -416,6 +417,12 @@ async def _maxmemory_policy(client: Any) -> str | None:
     except ResponseError:
         return None
     return policy.get("maxmemory-policy")
+
+
+async def _cancelled(tasks: set[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _drop_result(task: asyncio.Future[Any]) -> None:

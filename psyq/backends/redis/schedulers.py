@@ -134,13 +134,13 @@ class Schedulers(RedisConnection):
         has no next run: one whose retry never landed (its worker stopped first). Each
         worker start does this, so restarting workers restarts such a scheduler; a next run
         that exists already is not added again (the script checks the current run)."""
-        entries = await self.client.zrange(
-            self.queue_key(queue) + ":repeat", 0, -1, withscores=True
-        )
-        for scheduler_id, score in entries:
+        key = self.queue_key(queue) + ":repeat"
+        taken = []
+        for scheduler_id, score in await self.client.zrange(key, 0, -1, withscores=True):
             record = await self.get_job(queue, f"repeat:{scheduler_id}:{int(score)}")
-            if record is not None and record.processed_on is not None and _run_of(record):
-                await self._next_run(queue, scheduler_id, record, int(score))
+            if record is not None and record.processed_on is not None:
+                taken.append(record)
+        await self._schedule_next(queue, taken)
 
     async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
         record = await self.get_job(queue, job_id)
