@@ -160,3 +160,21 @@ def test_a_sentinel_url_names_its_sentinels_service_and_credentials() -> None:
     }
     assert settings.sentinel.sentinel_options == {"username": None, "password": "s", "ssl": True}
     assert (settings.wait_replicas, settings.wait_timeout_ms) == (1, 1000)
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("redis+sentinel://h1:26379/", "<service>"),
+        ("redis+sentinel://h1:x/mymaster/0", "host:port"),
+        ("redis+sentinel://h1/mymaster/zero", "database"),
+        ("redis://h/0?wait_replicas=-1", "wait_replicas"),
+        ("redis://h/0?wait_replicas=1&wait_timeout=0", "wait_timeout"),
+        ("redis+cluster://h:7000/?wait_replicas=1", "Redis Cluster"),
+    ],
+)
+def test_a_bad_sentinel_or_wait_url_is_refused_by_name(url: str, named: str) -> None:
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    with pytest.raises(psyq.errors.InvalidURLError, match=named):
+        parse_redis_settings(url)
