@@ -1,7 +1,7 @@
 """Redis Cluster failover (issue 39): a running process goes on after the primary holding its
-queue's slot is killed (`kill -9`) and its replica takes over. The same Queue and Worker
-objects keep adding and processing; a lost connection or a MOVED makes the backend read the
-slot map again.
+queue's slot is killed (`kill -9`) and its replica takes over. The same Queue, Worker and
+QueueEvents objects keep adding, processing and reading events; a lost connection or a
+MOVED makes the backend read the slot map again.
 
 The cluster is the test's own (3 primaries with a replica each, `cluster-node-timeout`
 1000 ms). Counted like Jepsen's queue checker: every add the Queue acknowledged is run (the
@@ -49,6 +49,10 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
     queue = psyq.Queue(name, connection=url)
     worker = psyq.Worker(queue.name, process, connection=url, drain_delay=0.5)
     worker.on("error", lambda error: None)  # the failover's errors: counted by the jobs
+    events = psyq.QueueEvents(name, connection=url, last_event_id="0")
+    events.on("error", lambda error: None)
+    announced: set[str] = set()
+    events.on("completed", lambda args, event_id: announced.add(args["jobId"]))
     acknowledged: list[int] = []
 
     async def add(n: int) -> bool:
@@ -85,7 +89,10 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
             await fresh.close()
         await _wait(lambda: _true(done >= set(acknowledged)), "every acknowledged job run")
         run_after = time.monotonic() - killed
+        completed = await queue.get_job_counts("completed")
+        await _wait(lambda: _true(len(announced) >= completed["completed"]), "events read")
     finally:
+        await events.close()
         await worker.close()
         await queue.close()
     print(
