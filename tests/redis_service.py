@@ -245,6 +245,18 @@ class FailoverCluster:
         """The port of the primary serving `slot`, as the node on `asking` sees it."""
         return _primary_in_shards(self._shards(asking), slot)
 
+    def replica_of(self, slot: int, asking: int) -> int:
+        """The port of a replica in the shard serving `slot` (0: none)."""
+        return _replica_in_shards(self._shards(asking), slot)
+
+    def take_over(self, replica: int) -> None:
+        """Make `replica` its shard's primary now (CLUSTER FAILOVER TAKEOVER: no vote)."""
+        subprocess.run(
+            [self.cli, "-p", str(replica), "cluster", "failover", "takeover"],
+            capture_output=True,
+            timeout=5,
+        )
+
     def kill(self, port: int) -> None:
         proc = self.procs.pop(port)
         proc.kill()
@@ -271,6 +283,19 @@ def _primary_in_shards(out: str, slot: int) -> int:
             if health == "online":
                 port = node_port
     return port
+
+
+def _replica_in_shards(out: str, slot: int) -> int:
+    lines = [line.strip() for line in out.splitlines()]
+    serving, node_port = False, 0
+    for index, line in enumerate(lines):
+        if line == "slots":
+            serving = any(low <= slot <= high for low, high in _slot_ranges(lines, index + 1))
+        elif line == "port":
+            node_port = int(lines[index + 1])
+        elif line == "role" and lines[index + 1] == "replica" and serving:
+            return node_port
+    return 0
 
 
 def _slot_ranges(lines: list[str], start: int) -> list[tuple[int, int]]:

@@ -25,13 +25,14 @@ from psyq.errors import PsyqError
 from tests.redis_service import FailoverCluster
 
 LIMIT_S = 30  # a deadline, not a figure asserted
+AUTOMATIC_S = 10  # the automatic failover's deadline, before a CLUSTER FAILOVER TAKEOVER
 BEFORE = 20
 
 
-async def _wait(check: Any, what: str) -> None:
-    deadline = time.monotonic() + LIMIT_S
+async def _wait(check: Any, what: str, limit: float = LIMIT_S) -> None:
+    deadline = time.monotonic() + limit
     while not await check():
-        assert time.monotonic() < deadline, f"{what} not within {LIMIT_S}s"
+        assert time.monotonic() < deadline, f"{what} not within {limit}s"
         await asyncio.sleep(0.05)
 
 
@@ -69,14 +70,20 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
             assert await add(n)
         await _wait(lambda: _true(len(done) == BEFORE), "the jobs before the kill")
         await asyncio.sleep(0.2)  # the replica's copy (async replication) catches up
+        replica = failover_cluster.replica_of(slot, primary)
         failover_cluster.kill(primary)
         killed = time.monotonic()
-        other = next(iter(failover_cluster.procs))
 
         async def promoted() -> bool:
-            return failover_cluster.primary_of(slot, other) not in (0, primary)
+            return failover_cluster.primary_of(slot, replica) not in (0, primary)
 
-        await _wait(promoted, "the replica's promotion")
+        how = "promoted"
+        try:
+            await _wait(promoted, "the replica's promotion", AUTOMATIC_S)
+        except AssertionError:  # a loaded machine can hold up the election: take over
+            failover_cluster.take_over(replica)
+            await _wait(promoted, "the replica's takeover")
+            how = f"no election within {AUTOMATIC_S}s, taken over"
         promoted_after = time.monotonic() - killed
         counter = iter([BEFORE] * 10**6)  # the same job data until one add works
         await _wait(lambda: add(next(counter)), "an add after the failover")
@@ -97,7 +104,7 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
         await worker.close()
         await queue.close()
     print(
-        f"promoted {promoted_after:.1f}s after the kill; adds again {add_after:.1f}s; "
+        f"{how} {promoted_after:.1f}s after the kill; adds again {add_after:.1f}s; "
         f"every acknowledged job run {run_after:.1f}s; acknowledged {len(acknowledged)}, "
         f"lost {len(set(acknowledged) - done)}"
     )
