@@ -11,7 +11,13 @@ from collections.abc import Callable
 import pytest
 
 # Session fixtures of the servers tests share (one per run), visible to every suite.
-from tests.redis_service import redis_cluster, redis_server  # noqa: F401
+from tests.redis_service import (  # noqa: F401
+    failover_cluster,
+    redis_cluster,
+    redis_process,
+    redis_server,
+    sentinel_group,
+)
 from tests.tcp.server_proc import psyq_memory_server_url, psyq_server_url  # noqa: F401
 
 

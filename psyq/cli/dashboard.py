@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from psyq.cli.common import CliError, cannot_listen
+from psyq.cli.health import Health, add_health_arguments, health_options
 
 __all__ = ["add_dashboard_parser", "run_dashboard"]
 
@@ -23,6 +26,7 @@ def add_dashboard_parser(commands: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument(
         "--token", help="every API call needs this bearer token (or PSYQ_DASHBOARD_TOKEN)"
     )
+    add_health_arguments(parser)
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
@@ -37,7 +41,9 @@ def run_dashboard(args: argparse.Namespace) -> int:
     from psyq.dashboard.store import Store
 
     token = args.token or os.environ.get("PSYQ_DASHBOARD_TOKEN") or None
-    app = create_app(Store(args.connection, args.prefix), read_only=args.read_only, token=token)
+    store = Store(args.connection, args.prefix)
+    app = create_app(store, read_only=args.read_only, token=token)
+    _serve_health(app, args, store.now_ms)
     where = f"http://{args.host}:{args.port}/"
     ready = f"psyq dashboard on {where}{' (read-only)' if args.read_only else ''}"
     try:  # aiohttp calls `print` once it listens: the line says the page is up
@@ -45,3 +51,23 @@ def run_dashboard(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise cannot_listen(args.host, args.port, exc) from None
     return 0
+
+
+def _serve_health(app: Any, args: argparse.Namespace, probe: Callable[[], Awaitable[int]]) -> None:
+    """The probes beside the page (`--health-port`), on the app's loop, while it runs."""
+    options = health_options(args)
+    if options.port is None:
+        return
+    health = Health(probe, lambda: True, options.limits)
+
+    async def start(app: Any) -> None:
+        try:
+            await health.start(options.host, options.port or 0)
+        except OSError as exc:
+            raise cannot_listen(options.host, options.port or 0, exc) from None
+
+    async def stop(app: Any) -> None:
+        await health.close()
+
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)

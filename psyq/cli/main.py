@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import psyq
 from psyq.cli.common import CliError, cannot_listen, positive_int, positive_seconds, seconds
+from psyq.cli.health import add_health_arguments, health_options
 from psyq.errors import PsyqError
 
 __all__ = ["CliError", "cannot_listen", "main", "positive_int"]
@@ -35,7 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
     worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    add_health_arguments(worker)
     add_server_parser(commands)
+    add_check_parser(commands)
     from psyq.cli.dashboard import add_dashboard_parser
     from psyq.cli.inspect import add_inspect_commands
     from psyq.cli.pipeline import add_pipeline_commands
@@ -89,6 +92,15 @@ def add_server_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         type=positive_int,
         help="bytes of answers waiting on all connections before one is closed (256 MiB)",
     )
+    add_health_arguments(server)
+
+
+def add_check_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    check = commands.add_parser(
+        "check", help="exit 0 when a store answers and psyq can use it, else 1 with the reason"
+    )
+    check.add_argument("url", help="backend URL or name: sqlite, redis, postgres, psyq, memory")
+    check.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (10)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -117,10 +129,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             from psyq.cli.server import run_server, server_options
 
             return run_server(server_options(args))
+        if args.command == "check":
+            from psyq.cli.check import run_check
+
+            return run_check(args.url, args.timeout)
         from psyq.cli.worker import run_worker
 
         return run_worker(
-            args.processor, args.queue, args.connection, args.concurrency, args.prefix
+            args.processor,
+            args.queue,
+            args.connection,
+            args.concurrency,
+            args.prefix,
+            health_options(args),
         )
     except (CliError, PsyqError) as exc:
         print(f"psyq {args.command}: {exc}", file=sys.stderr)

@@ -25,6 +25,7 @@ from pathlib import Path
 from psyq.backends import open_backend, release_backend
 from psyq.backends.tcp.server import ServerLimits, serve
 from psyq.cli.common import CliError, cannot_listen
+from psyq.cli.health import HealthOptions, health_options, serving_health
 from psyq.cli.loop import loop_factory, run
 from psyq.errors import redact_url
 
@@ -46,6 +47,7 @@ class ServerOptions:
     tls_cert: str | None = None
     tls_key: str | None = None
     limits: ServerLimits = field(default_factory=ServerLimits)
+    health: HealthOptions = field(default_factory=HealthOptions)
 
 
 def server_options(args: argparse.Namespace) -> ServerOptions:
@@ -63,6 +65,7 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
         args.tls_cert,
         args.tls_key,
         limits,
+        health_options(args),
     )
 
 
@@ -118,7 +121,8 @@ async def _serve(options: ServerOptions, url: str, context: ssl.SSLContext | Non
         print(f"psyq server listening on {host}:{port}{tls}", flush=True)
         loop = loop_factory()[0]
         log.info("serving %s on %s:%d%s%s, %s loop", redact_url(url), host, port, tls, auth, loop)
-        await stop.wait()
+        async with serving_health(options.health, backend.now_ms, lambda: not stop.is_set()):
+            await stop.wait()
         log.info("shutting down")
         await server.close()
     finally:

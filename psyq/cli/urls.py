@@ -73,6 +73,7 @@ URL_ARGUMENTS: dict[str, tuple[tuple[str, str], ...]] = {
     "server": (("data", "--data"),),
     "migrate": (("source", "--from"), ("destination", "--to")),
     "export": (("url", "URL"),),
+    "check": (("url", "URL"),),
     "enqueue": (("destination", "--to"),),
 }
 

@@ -18,6 +18,7 @@ from typing import Any
 import psyq
 from psyq.backends import resolve_url
 from psyq.cli.common import CliError
+from psyq.cli.health import HealthOptions, serving_health
 from psyq.cli.loop import loop_factory, run
 from psyq.errors import redact_url
 
@@ -47,10 +48,17 @@ def load_processor(spec: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def run_worker(spec: str, queue: str, connection: str | None, concurrency: int, prefix: str) -> int:
+def run_worker(
+    spec: str,
+    queue: str,
+    connection: str | None,
+    concurrency: int,
+    prefix: str,
+    health: HealthOptions | None = None,
+) -> int:
     processor = load_processor(spec)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    return run(_serve(processor, queue, connection, concurrency, prefix))
+    return run(_serve(processor, queue, connection, concurrency, prefix, health or HealthOptions()))
 
 
 async def _serve(
@@ -59,6 +67,7 @@ async def _serve(
     connection: str | None,
     concurrency: int,
     prefix: str,
+    health: HealthOptions,
 ) -> int:
     worker = psyq.Worker(
         queue,
@@ -80,10 +89,24 @@ async def _serve(
         concurrency,
         loop_factory()[0],
     )
-    await worker.run()
-    await worker.close()
+    probe = psyq.Queue(queue, connection=connection, prefix=prefix)  # asks the store's counts
+    try:
+        async with serving_health(health, lambda: _ask(probe), lambda: _taking(worker)):
+            await worker.run()
+            await worker.close()
+    finally:
+        await probe.close()
     log.info("worker %s stopped", worker.id)
     return 0
+
+
+async def _ask(queue: psyq.Queue) -> None:
+    """One cheap call to the store: does it answer?"""
+    await queue.get_job_counts("active")
+
+
+def _taking(worker: psyq.Worker) -> bool:
+    return worker.is_running() and not worker.paused
 
 
 def _on_signals(worker: psyq.Worker) -> None:

@@ -10,14 +10,22 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
 from psyq.errors import InvalidOptionsError
 
 _RNG = random.Random()
 
-__all__ = ["BackoffStrategy", "Reconnect", "backoff_delay", "register_backoff_strategy"]
+__all__ = [
+    "BackoffStrategy",
+    "Reconnect",
+    "backoff_delay",
+    "register_backoff_strategy",
+    "until_done",
+]
+
+T = TypeVar("T")
 
 # (attempts_made, backoff type, error, job) -> delay ms, or -1 / None for "no retry"
 BackoffStrategy = Callable[[int, str, BaseException | None, Any], "int | None"]
@@ -117,3 +125,24 @@ class Reconnect:
             left = self._retry_at - time.monotonic()
             if left > 0:
                 await asyncio.sleep(left)
+
+
+async def until_done(
+    call: Callable[[], Awaitable[T]],
+    retry_on: tuple[type[BaseException], ...],
+    on_retry: Callable[[BaseException], object] | None = None,
+    pace: Reconnect | None = None,
+) -> T:
+    """`call()` again, paced by `pace` (a `Reconnect` of its own by default), while it
+    raises one of `retry_on` (a store that does not answer), until it returns: bookkeeping
+    that must land (a scheduler's next run, a worker's registration) is never dropped.
+    `on_retry(error)` hears each failure; the caller's cancellation ends the tries."""
+    pace = pace or Reconnect()
+    while True:
+        try:
+            return await call()
+        except retry_on as exc:
+            if on_retry is not None:
+                on_retry(exc)
+            pace.failed()
+            await pace.wait()

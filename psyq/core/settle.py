@@ -413,6 +413,29 @@ class WorkerSettling(EventEmitter):
         else:
             await self._notify("psyq_job_failed", job=job, error=error)
 
+    async def _after_complete_in(self, ref: QueueRef, job: Job, outcome: Completed) -> Job | None:
+        """The processor completed its job on its own transaction (Job.complete_in) and
+        returned: the job is not settled again. Still active under this worker's lock, the
+        transaction did not commit (rolled back, or left open): the attempt fails, retried
+        by the job's attempts and backoff; taken by another worker meanwhile, it is
+        theirs; gone or finished, it completed. Unreadable: the stall check recovers it."""
+        try:
+            record = await ref.backend.get_job(self.name, job.id)
+        except Exception as exc:
+            self.emit("error", exc)
+            return None
+        if record is None or record.state == "completed":
+            await self._completed(job, outcome)
+            return None
+        if record.state == "active" and record.lock_token == job.token:
+            error = PsyqError(
+                f"job {job.id!r}: the transaction given to complete_in did not commit "
+                "before the processor returned"
+            )
+            failed = failure_outcome(job, error, self._strategies, self.remove_on_fail)
+            return await self._settle(ref, job, failed, error)
+        return None
+
 
 def _children_pending(error: PsyqError) -> TypeGuard[JobStateError]:
     """Whether a completion was refused for a child still pending (ErrorCode -4)."""

@@ -13,6 +13,7 @@ Shape of the loop (each step a small method):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
 import os
@@ -23,13 +24,14 @@ from typing import Any
 
 from psyq.backends.base import BackendAdapter, Completed, FetchRequest, Limiter
 from psyq.core import codec
-from psyq.core.backoff import BackoffStrategy, Reconnect
+from psyq.core.backoff import BackoffStrategy, Reconnect, until_done
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.options import check_int, check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
 from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling, log
+from psyq.errors import ConnectionError as Unreachable
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
@@ -187,11 +189,14 @@ class Worker(_BackendUser, WorkerSettling):
             self._stopped.set()
 
     async def _register(self, ref: QueueRef, starting: bool) -> None:
-        """Tell the backend's worker registry (queue.get_workers) we start or stop."""
+        """Tell the backend's worker registry (queue.get_workers) we start or stop. The
+        start is retried while the store does not answer until it lands (each failure an
+        `error`): a worker that started in an outage is listed once it is over."""
         try:
             if starting:
                 info = {"concurrency": self.concurrency, "pid": os.getpid()}
-                await ref.backend.register_worker(self.name, self.id, info)
+                call = partial(ref.backend.register_worker, self.name, self.id, info)
+                await until_done(call, (Unreachable,), lambda exc: self.emit("error", exc))
             else:
                 await ref.backend.unregister_worker(self.name, self.id)
         except UnsupportedError:
@@ -317,7 +322,7 @@ class Worker(_BackendUser, WorkerSettling):
         for task in (fetcher, *timers):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
-        await registering  # reports a store's error itself; a fault of the code surfaces
+        await _ended(registering)  # still retrying: the store did not answer all along
         abandoned = await self._stop_slots(slots)
         for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)
@@ -484,29 +489,6 @@ class Worker(_BackendUser, WorkerSettling):
                 self._active.pop(job.id, None)
                 self._slot_freed.set()
 
-    async def _after_complete_in(self, ref: QueueRef, job: Job, outcome: Completed) -> Job | None:
-        """The processor completed its job on its own transaction (Job.complete_in) and
-        returned: the job is not settled again. Still active under this worker's lock, the
-        transaction did not commit (rolled back, or left open): the attempt fails, retried
-        by the job's attempts and backoff; taken by another worker meanwhile, it is
-        theirs; gone or finished, it completed. Unreadable: the stall check recovers it."""
-        try:
-            record = await ref.backend.get_job(self.name, job.id)
-        except Exception as exc:
-            self.emit("error", exc)
-            return None
-        if record is None or record.state == "completed":
-            await self._completed(job, outcome)
-            return None
-        if record.state == "active" and record.lock_token == job.token:
-            error = PsyqError(
-                f"job {job.id!r}: the transaction given to complete_in did not commit "
-                "before the processor returned"
-            )
-            failed = failure_outcome(job, error, self._strategies, self.remove_on_fail)
-            return await self._settle(ref, job, failed, error)
-        return None
-
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
         hooked = self._plugins.has_hook  # a check per hook, not a coroutine, when none is set
@@ -586,3 +568,11 @@ class Worker(_BackendUser, WorkerSettling):
             return
         for error in await self._plugins.notify(hook, **kwargs):
             self.emit("error", error)
+
+
+async def _ended(task: asyncio.Task[None]) -> None:
+    """`task` awaited, cancelled first if still running (a fault of the code surfaces)."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -10,68 +10,17 @@ QueueEvents reading the queue's events through the restart sees every job's `com
 from __future__ import annotations
 
 import asyncio
-import shutil
-import signal
-import socket
-import subprocess
 import time
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from redis.exceptions import RedisError
 
 import psyq
-from tests.redis_service import wait_port
+from tests.redis_service import RedisProcess
 
 JOBS = 400
 LOCK_MS = 2000
 OUTAGE_S = 0.5
-
-
-class RedisProcess:
-    """A redis-server of this test alone, restartable on the same port and directory."""
-
-    def __init__(self, folder: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.fail("redis-server is not on the PATH: install redis (apt-get install redis)")
-        self.binary = binary
-        self.folder = folder
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
-        args += ["--dir", str(self.folder), "--save", "", "--appendonly", "yes"]
-        args += ["--appendfsync", "always"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_port(self.port)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(10)
-            self.proc = None
-
-
-@pytest.fixture
-def redis_process(tmp_path: Path) -> Iterator[RedisProcess]:
-    server = RedisProcess(tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.proc is not None:
-            server.proc.kill()
-            server.proc.wait()
 
 
 async def _completed(queue: psyq.Queue) -> int:

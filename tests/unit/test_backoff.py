@@ -136,3 +136,31 @@ async def test_reconnect_counts_one_failure_per_due_attempt() -> None:
     assert reconnect.failures == 1
     reconnect.succeeded()
     await reconnect.wait()  # nothing failed since: returns at once
+
+
+async def test_until_done_calls_again_while_the_store_is_unreachable() -> None:
+    from psyq.core.backoff import until_done
+    from psyq.errors import ConnectionError as Unreachable
+
+    outcomes: list[Exception | None] = [Unreachable("redis://x", "down"), OSError("reset"), None]
+    heard: list[BaseException] = []
+
+    async def call() -> str:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+        return "landed"
+
+    pace = Reconnect(first_s=0.001, cap_s=0.002)
+    assert await until_done(call, (OSError,), heard.append, pace) == "landed"
+    assert [type(error) for error in heard] == [Unreachable, OSError]
+
+
+async def test_until_done_lets_other_errors_through() -> None:
+    from psyq.core.backoff import until_done
+
+    async def call() -> None:
+        raise ValueError("a bug, not an outage")
+
+    with pytest.raises(ValueError, match="a bug"):
+        await until_done(call, (OSError,))

@@ -121,6 +121,8 @@ class Adding(RedisConnection):
             check_one_slot({self.queue_key(queue), *parent_keys}, "a child and its parent")
         if len(chunks) == 1 or with_parents:
             results = [await self._run("addJobs", queue, add_args(jobs))]
+        elif self.wait_replicas:  # each call waits for the replicas (a MULTI of all would not)
+            results = [await self._run("addJobs", queue, add_args(chunk)) for chunk in chunks]
         else:
             results = await self._add_pipelined(queue, chunks)
         records: list[JobRecord] = []

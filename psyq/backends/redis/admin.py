@@ -98,15 +98,23 @@ class Admin(RedisConnection):
         return bool(await self._run("removeDeduplicationKey", queue, dedup_id, job_id or ""))
 
     async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
-        entry = {"name": worker_name, "started": await self.now_ms(), **info}
+        """Listed in the queue's `workers` hash; a lost connection raises psyq's
+        ConnectionError (the worker tries again until it lands)."""
         key = self.queue_key(queue)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.hset(key + ":workers", worker_name, json.dumps(entry))
-            pipe.hsetnx(key + ":meta", "version", f"psyq:{psyq_version}")
-            await pipe.execute()
+        try:
+            entry = {"name": worker_name, "started": await self.now_ms(), **info}
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(key + ":workers", worker_name, json.dumps(entry))
+                pipe.hsetnx(key + ":meta", "version", f"psyq:{psyq_version}")
+                await pipe.execute()
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"registering worker {worker_name!r} of {queue!r}", exc) from exc
 
     async def unregister_worker(self, queue: str, worker_name: str) -> None:
-        await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
+        try:
+            await self.client.hdel(self.queue_key(queue) + ":workers", worker_name)
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"unregistering worker {worker_name!r} of {queue!r}", exc) from exc
 
     async def get_workers(self, queue: str) -> list[dict[str, Any]]:
         """psyq's workers (from the registry), then BullMQ's (Node's) found as BullMQ finds

@@ -26,6 +26,7 @@ from psyq.backends.base import ExportPage
 from psyq.backends.redis import transfer
 from psyq.backends.redis.adding import Adding
 from psyq.backends.redis.admin import Admin
+from psyq.backends.redis.connection import CONNECTION_ERRORS
 from psyq.backends.redis.events import Events
 from psyq.backends.redis.flows import Flows
 from psyq.backends.redis.queries import Queries
@@ -44,6 +45,15 @@ class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
     # runs the next while the worker runs the jobs the first brought back (issue 24)
     settle_groups = 4
 
+    async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
+        """Listed (admin.py), then the queue's schedulers repaired (schedulers.py): a
+        scheduler whose next run was lost with a stopped worker goes on when one starts."""
+        await super().register_worker(queue, worker_name, info)
+        try:
+            await self.repair_schedulers(queue)
+        except CONNECTION_ERRORS as exc:
+            raise self._lost(f"repairing the schedulers of {queue!r}", exc) from exc
+
     # ------------------------------------------------------------------ export / import
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
         page = await transfer.export_jobs(self, queue, cursor, limit)
@@ -61,5 +71,6 @@ class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
 
 
 def open_redis_backend(url: str) -> RedisBackend:
-    """Entry point of the `redis`, `rediss`, `redis+cluster` and `rediss+cluster` schemes."""
+    """Entry point of the `redis`, `rediss`, `redis+cluster`, `rediss+cluster`,
+    `redis+sentinel` and `rediss+sentinel` schemes."""
     return RedisBackend(url)

@@ -14,12 +14,13 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry as RedisRetry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -33,7 +34,7 @@ from psyq.backends.redis.cluster import check_tagged
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts, pooled_connection
 from psyq.backends.redis.settings import parse_redis_settings
 from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
-from psyq.core.backoff import Reconnect
+from psyq.core.backoff import Reconnect, until_done
 from psyq.errors import ConnectionError, PsyqError
 
 __all__ = ["CONNECTION_ERRORS", "PSYQ_WORKER_SUFFIX", "RedisConnection", "worker_client_name"]
@@ -66,6 +67,7 @@ CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 # (a URL's socket_timeout is not applied to them), so an idle read is no error; TCP
 # keepalive finds a peer that is gone.
 _BLOCKING: dict[str, Any] = {"socket_timeout": None, "socket_keepalive": True}
+_SENTINEL: Any = Sentinel
 
 
 def _scripts() -> dict[str, Script]:
@@ -82,6 +84,7 @@ class RedisConnection(BackendAdapter):
         settings = parse_redis_settings(url)
         self._redis_url, self.prefix, self.cluster = settings.url, settings.prefix, settings.cluster
         self._blocking_url = settings.blocking_url
+        self._sentinel = settings.sentinel
         self._queue_keys: dict[str, str] = {}  # queue -> `<prefix>:<queue>`, checked once
         # redis-py's asyncio stubs type replies as bytes | str (and commands as maybe-awaitable);
         # with decode_responses=True they are str: the clients are typed Any here.
@@ -90,11 +93,16 @@ class RedisConnection(BackendAdapter):
         self._whole_second_timeouts = False
         self._waiting: dict[str, Any] = {}  # queue -> client whose connections BZPOPMIN
         self._scripts = _scripts()
-        self._pipeline = ScriptPipeline(cluster=self.cluster)
-        address = None if self.cluster else wire_address(self._redis_url)
+        wait = (settings.wait_replicas, settings.wait_timeout_ms)
+        self._pipeline = ScriptPipeline(cluster=self.cluster, wait=wait if wait[0] else None)
+        self.wait_replicas = settings.wait_replicas
+        plain = not (self.cluster or self._sentinel or settings.wait_replicas)
+        address = wire_address(self._redis_url) if plain else None
         self._wire = None if address is None else WireScripts(address)  # the lean path
         self._reconnect = Reconnect()  # paces calls while the server does not answer
+        self._slots_stale = False  # a cluster's slot map to read again: see _refresh_slots
         self._blocking_reads: set[asyncio.Task[Any]] = set()  # see _uncancelled
+        self._bookkeeping: set[asyncio.Task[Any]] = set()  # see _keep_trying
 
     # ------------------------------------------------------------------ lifecycle
     def _new_client(self, blocking: bool = False, name: str | None = None) -> Any:
@@ -104,6 +112,8 @@ class RedisConnection(BackendAdapter):
         No automatic retries: redis-py would retry a command whose task is being cancelled."""
         if self.cluster:
             return self._new_cluster_client(blocking, name)
+        if self._sentinel is not None:
+            return self._new_sentinel_client(blocking, name)
         options: dict[str, Any] = {"decode_responses": True, "retry": None}
         if blocking:
             pool = ConnectionPool.from_url(
@@ -125,6 +135,22 @@ class RedisConnection(BackendAdapter):
             options.update(_BLOCKING, max_connections=2**16)
             return RedisCluster.from_url(self._blocking_url, **options)
         return RedisCluster.from_url(self._redis_url, max_connections=CLUSTER_POOL_SIZE, **options)
+
+    def _new_sentinel_client(self, blocking: bool, name: str | None) -> Any:
+        """A client of the primary the Sentinels name: each new connection asks them where
+        it is, so after a failover the next call reaches the promoted replica (a
+        connection to a demoted primary fails on READONLY and is opened again). Its pool
+        raises when full rather than making callers wait: the bound is high."""
+        assert self._sentinel is not None
+        sentinel = _SENTINEL(  # redis-py's Sentinel is untyped
+            self._sentinel.sentinels,
+            sentinel_kwargs={"decode_responses": True, **self._sentinel.sentinel_options},
+            decode_responses=True,
+            **self._sentinel.node_options,
+        )
+        options: dict[str, Any] = {"retry": None, "client_name": name}
+        options.update(_BLOCKING if blocking else {}, max_connections=2**16 if blocking else 1024)
+        return sentinel.master_for(self._sentinel.service, **options)
 
     async def open(self) -> None:
         client = self._new_client()
@@ -160,6 +186,7 @@ class RedisConnection(BackendAdapter):
         if self._wire is not None:
             await self._wire.wait_idle()
             self._wire.close()
+        await _cancelled(self._bookkeeping)  # not landed: the next worker start repairs it
         clients = [c for c in (self._client, self._blocking, *self._waiting.values()) if c]
         await self._stop_blocking_reads(clients)
         self._client = self._blocking = None
@@ -200,6 +227,24 @@ class RedisConnection(BackendAdapter):
             for client in clients:
                 await _close_client(client)
 
+    def _keep_trying(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
+        """Run `call` in a task of its own again and again while the server does not
+        answer, until it lands (`until_done`): worker-side bookkeeping that failed on a
+        lost connection (a scheduler's next run) is retried, never dropped. The backend's
+        close cancels what has not landed yet."""
+        log.warning("%s failed on a lost connection: retrying until Redis answers", what)
+        retrying = until_done(call, CONNECTION_ERRORS, lambda exc: log.debug("%s: %s", what, exc))
+        task = asyncio.ensure_future(retrying)
+        self._bookkeeping.add(task)
+        task.add_done_callback(lambda done: self._bookkeeping_done(what, done))
+
+    def _bookkeeping_done(self, what: str, task: asyncio.Task[Any]) -> None:
+        self._bookkeeping.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", what, exc_info=task.exception())
+        elif not task.cancelled():
+            log.info("%s done once Redis answered again", what)
+
     @property
     def client(self) -> Any:
         if self._client is None:
@@ -230,8 +275,8 @@ class RedisConnection(BackendAdapter):
         """Run a script. While the server does not answer, calls are paced by one shared
         capped, jittered backoff, and each failure raises psyq's ConnectionError (the
         broken connection is opened again on the next call)."""
-        if self._reconnect.failures:
-            await self._reconnect.wait()
+        if self._reconnect.failures or self._slots_stale:  # inline: the hot path
+            await self._paced()
         script = self._scripts[name]
         try:
             if self._wire is not None and self._client is not None:
@@ -248,8 +293,8 @@ class RedisConnection(BackendAdapter):
         trip, atomic, no script (Redis answers plain commands at less than half the cost of
         the same reads from Lua). Returns EXEC's replies; an error reply raises PsyqError.
         Paced and mapped like `_run`."""
-        if self._reconnect.failures:
-            await self._reconnect.wait()
+        if self._reconnect.failures or self._slots_stale:
+            await self._paced()
         replies: list[Any]
         framed = b"%b%b%b" % (MULTI, packed, EXEC)
         try:
@@ -261,6 +306,7 @@ class RedisConnection(BackendAdapter):
         except CONNECTION_ERRORS as exc:
             raise self._lost(f"{what} on queue {queue!r}", exc) from exc
         except (RedisError, RedisClusterException) as exc:
+            self._slots_stale = self.cluster  # EXECABORT: maybe a MOVED (a failover)
             raise PsyqError(f"Redis {what} failed on queue {queue!r}: {exc}") from exc
         self._reconnect.failures = 0
         failed = _first_error(replies)
@@ -274,8 +320,31 @@ class RedisConnection(BackendAdapter):
         return PsyqError(f"Redis script {name} failed on queue {queue!r}: {exc}")
 
     def _lost(self, what: str, exc: BaseException) -> ConnectionError:
+        """psyq's ConnectionError for a call that lost its connection: the next calls are
+        paced, and on a cluster they read the slot map again first (a node may be gone)."""
         self._reconnect.failed()
+        self._slots_stale = self.cluster
         return ConnectionError(self.url, f"{what}: {exc or type(exc).__name__}")
+
+    async def _paced(self) -> None:
+        """What a call waits for first: the backoff while the server does not answer, and
+        on a cluster a slot map read again after a lost connection."""
+        if self._reconnect.failures:
+            await self._reconnect.wait()
+        if self._slots_stale:
+            await self._refresh_slots()
+
+    async def _refresh_slots(self) -> None:
+        """Read a cluster's slot map again, from any node that answers: after a failover
+        the replica that took over serves the slots of the primary that died, and a call
+        that goes on using the old map reaches only the dead node (issue 39). redis-py
+        does this for plain commands; its pipelines (psyq's scripts) and a transaction
+        sent on a node's connection need it done here."""
+        self._slots_stale = False
+        try:
+            await self.client.nodes_manager.initialize()
+        except (RedisError, RedisClusterException, OSError) as exc:
+            raise self._lost("reading the cluster's slot map", exc) from exc
 
     async def _run_code(
         self, name: str, queue: str, job_id: str, operation: str, *args: Any
@@ -331,6 +400,9 @@ async def _exec_on(conn: Any, framed: bytes, count: int) -> list[Any]:
 
 async def _close_client(client: Any) -> None:
     await client.aclose()
+    sentinels = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
+    for sentinel in sentinels.sentinels if sentinels is not None else ():
+        await sentinel.aclose()  # the connections that asked the Sentinels for the primary
     if isinstance(client, RedisCluster):
         # aclose() skips a cluster client that a lost connection marked for a new slot map
         # (its nodes still hold connections): disconnect its nodes anyway.
@@ -345,6 +417,12 @@ async def _maxmemory_policy(client: Any) -> str | None:
     except ResponseError:
         return None
     return policy.get("maxmemory-policy")
+
+
+async def _cancelled(tasks: set[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _drop_result(task: asyncio.Future[Any]) -> None:

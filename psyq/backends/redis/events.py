@@ -26,9 +26,7 @@ class Events(RedisConnection):
         if client is None:
             raise PsyqError(f"the Redis backend {self.safe_url!r} is not open")
         try:
-            reply = await self._uncancelled(
-                client.xread({key: start}, count=count, block=block_ms or None)
-            )
+            reply = await self._uncancelled(self._xread(client, key, start, count, block_ms))
         except CONNECTION_ERRORS as exc:
             raise self._lost(f"reading {key!r}", exc) from exc
         return [
@@ -36,6 +34,18 @@ class Events(RedisConnection):
             for _stream, entries in reply or ()
             for entry_id, fields in entries
         ]
+
+    async def _xread(self, client: Any, key: str, start: str, count: int, block_ms: int) -> Any:
+        """XREAD of one stream. On a cluster it goes to the node of the key's slot as the
+        client's slot map says, read again first when a lost connection marked it stale:
+        redis-py would ask one fixed node (COMMAND GETKEYS: XREAD's keys are movable) where
+        the key lives, and once that node is dead every read would fail (issue 39)."""
+        if not self.cluster:
+            return await client.xread({key: start}, count=count, block=block_ms or None)
+        await client.initialize()  # does nothing unless the map was marked stale
+        block = ("BLOCK", block_ms) if block_ms else ()
+        command = ("XREAD", "COUNT", count, *block, "STREAMS", key, start)
+        return await client.execute_command(*command, target_nodes=client.get_node_from_key(key))
 
     async def newest_event_id(self, queue: str) -> str:
         key = self.queue_key(queue) + ":events"

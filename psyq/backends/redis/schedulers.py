@@ -7,6 +7,7 @@ active, for a scheduler made by psyq or by Node BullMQ alike."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +16,7 @@ from psyq.backends.base import (
     JobRecord,
     NewJob,
 )
-from psyq.backends.redis.connection import RedisConnection, log
+from psyq.backends.redis.connection import CONNECTION_ERRORS, RedisConnection, log
 from psyq.backends.redis.jobs import (
     add_meta,
     decode_opts,
@@ -102,20 +103,44 @@ class Schedulers(RedisConnection):
     async def _schedule_next(self, queue: str, records: list[JobRecord]) -> None:
         """A scheduler's current run became active: add its next run (BullMQ's workers do
         this too, so either side's workers continue either side's schedulers). A next run
-        that cannot be made (a pattern psyq cannot read, Redis gone) is logged to
-        `psyq.redis`, as BullMQ's worker emits an error: the fetched jobs still run."""
+        that fails on a lost connection is retried in the background until it lands (else
+        the scheduler would stop for good: issue 39); one that cannot be made (a pattern
+        psyq cannot read) is logged to `psyq.redis`, as BullMQ's worker emits an error.
+        Either way the fetched jobs still run."""
         for record in records:
             run = _run_of(record)
             if run is None:
                 continue
             scheduler_id, prev = run
             try:
-                fields, current = await self._scheduler_fields(queue, scheduler_id)
-                if not fields or current != prev:
-                    continue  # removed, replaced, or this run was not the current one
-                await self._add_next(queue, scheduler_id, record, fields, prev)
+                await self._next_run(queue, scheduler_id, record, prev)
+            except CONNECTION_ERRORS:
+                what = f"the next run of scheduler {scheduler_id!r} of {queue!r}"
+                retry = functools.partial(self._next_run, queue, scheduler_id, record, prev)
+                self._keep_trying(what, retry)
             except Exception:  # the fetched jobs are active: they must reach the worker
                 log.exception("no next run for scheduler %r of %r", scheduler_id, queue)
+
+    async def _next_run(self, queue: str, scheduler_id: str, record: JobRecord, prev: int) -> None:
+        """Add the run after `record` (the run at `prev`) unless the scheduler was removed
+        or replaced meanwhile, or that run is no longer its current one (the script checks
+        again: adding a next run twice adds it once)."""
+        fields, current = await self._scheduler_fields(queue, scheduler_id)
+        if fields and current == prev:
+            await self._add_next(queue, scheduler_id, record, fields, prev)
+
+    async def repair_schedulers(self, queue: str) -> None:
+        """Add the next run of every scheduler of `queue` whose current run was taken but
+        has no next run: one whose retry never landed (its worker stopped first). Each
+        worker start does this, so restarting workers restarts such a scheduler; a next run
+        that exists already is not added again (the script checks the current run)."""
+        key = self.queue_key(queue) + ":repeat"
+        taken = []
+        for scheduler_id, score in await self.client.zrange(key, 0, -1, withscores=True):
+            record = await self.get_job(queue, f"repeat:{scheduler_id}:{int(score)}")
+            if record is not None and record.processed_on is not None:
+                taken.append(record)
+        await self._schedule_next(queue, taken)
 
     async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
         record = await self.get_job(queue, job_id)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 
 __all__ = [
@@ -98,8 +99,9 @@ class ScriptPipeline:
     On a Redis Cluster (`cluster=True`) every batch goes through redis-py's cluster
     pipeline, which sends each call to the node of its keys' slot and follows MOVED."""
 
-    def __init__(self, cluster: bool = False) -> None:
+    def __init__(self, cluster: bool = False, wait: tuple[int, int] | None = None) -> None:
         self._cluster = cluster
+        self._wait = wait  # (replicas, timeout ms): WAIT after each batch, on its connection
         self._pending: list[Call] = []
         self._flushing: set[asyncio.Task[None]] = set()
 
@@ -113,7 +115,7 @@ class ScriptPipeline:
 
     def _flush_soon(self, client: Any) -> None:
         batch, self._pending = self._pending, []
-        one = len(batch) == 1 and not self._cluster
+        one = len(batch) == 1 and not self._cluster and self._wait is None
         send = self._send_one if one else self._send  # one call: no pipeline
         task = asyncio.ensure_future(self._flush(client, batch, send))
         self._flushing.add(task)
@@ -144,13 +146,15 @@ class ScriptPipeline:
                 results[i] = result
         return results
 
-    @staticmethod
-    async def _send(client: Any, batch: list[Call]) -> list[Any]:
+    async def _send(self, client: Any, batch: list[Call]) -> list[Any]:
         async with client.pipeline(transaction=False) as pipe:
             for script, keys, argv, _ in batch:
                 # the command, not pipe.evalsha: a cluster pipeline blocks that method
                 pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *argv)
-            return list(await pipe.execute(raise_on_error=False))
+            if self._wait is not None:  # the batch's writes reach that many replicas
+                pipe.execute_command("WAIT", *self._wait)
+            results = list(await pipe.execute(raise_on_error=False))
+        return results if self._wait is None else _replicated(results, self._wait)
 
     @staticmethod
     async def _send_one(client: Any, batch: list[Call]) -> list[Any]:
@@ -178,6 +182,29 @@ class ScriptPipeline:
             await asyncio.gather(*self._flushing, return_exceptions=True)
             if self._pending:
                 await asyncio.sleep(0)
+
+
+class ReplicationError(RedisConnectionError):
+    """Fewer replicas than `wait_replicas` confirmed a batch's writes within
+    `wait_timeout`: each write is on the primary, its fate on a failover unknown, as for a
+    lost reply (so it is mapped to psyq's ConnectionError, and retried where they are)."""
+
+    def __init__(self, reached: int, replicas: int, timeout_ms: int) -> None:
+        super().__init__(
+            f"the write reached {reached} of {replicas} replica(s) within {timeout_ms} ms "
+            "(it is on the primary; a failover before it replicates loses it)"
+        )
+
+
+def _replicated(results: list[Any], wait: tuple[int, int]) -> list[Any]:
+    """The batch's results without WAIT's reply; when fewer replicas than asked confirmed
+    the writes in time, each call's result is a ReplicationError instead (the write is on
+    the primary: it may be lost on a failover)."""
+    *results, reached = results
+    if isinstance(reached, Exception) or int(reached) >= wait[0]:
+        return results  # (a refused WAIT, e.g. on a replica, fails the calls itself)
+    error = ReplicationError(int(reached), *wait)
+    return [result if isinstance(result, Exception) else error for result in results]
 
 
 _HEADS: dict[tuple[str, str], tuple[bytes, int]] = {}  # (sha, queue key) -> packed head

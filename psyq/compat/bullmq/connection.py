@@ -4,7 +4,8 @@
 string, a URL or a dict, `schema`: postgres_options.py). Otherwise
 (`backend` absent or `"redis"`) `connection` may be a URL (any psyq backend: `redis://`,
 `sqlite:///`, `psyq://`, `postgresql://`, `memory://`), a dict
-`{host, port, db, username, password, ssl}` or a redis-py client (both mean Redis). Without
+`{host, port, db, username, password, ssl}` (or ioredis's Sentinel options `{sentinels:
+[{host, port}], name, ...}`) or a redis-py client (both mean Redis). Without
 one: `PSYQ_URL` when set, else `redis://localhost:6379`, as the `bullmq` package does.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from psyq.backends.postgres.config import SCHEMES as POSTGRES_SCHEMES
 from psyq.compat.bullmq.postgres_options import postgres_url
@@ -101,14 +102,46 @@ def connection_url(connection: Any) -> str:
 def _redis_url(opts: Mapping[str, Any]) -> str:
     if opts.get("url"):
         return str(opts["url"])
+    if opts.get("sentinels"):
+        return _sentinel_url(opts)
     host = opts.get("host") or "localhost"
     port = int(opts.get("port") or 6379)
     db = int(opts.get("db") or 0)
-    user, password = opts.get("username"), opts.get("password")
-    auth = ""
+    return (
+        f"{_scheme(opts)}://{_auth(opts.get('username'), opts.get('password'))}{host}:{port}/{db}"
+    )
+
+
+def _scheme(opts: Mapping[str, Any], tail: str = "") -> str:
+    return ("rediss" if opts.get("ssl") or opts.get("tls") else "redis") + tail
+
+
+def _auth(user: Any, password: Any) -> str:
+    """`user:password@` for a URL (empty when neither is given)."""
     if password:
-        auth = f"{quote(str(user or ''), safe='')}:{quote(str(password), safe='')}@"
-    elif user:
-        auth = f"{quote(str(user), safe='')}@"
-    scheme = "rediss" if opts.get("ssl") or opts.get("tls") else "redis"
-    return f"{scheme}://{auth}{host}:{port}/{db}"
+        return f"{quote(str(user or ''), safe='')}:{quote(str(password), safe='')}@"
+    return f"{quote(str(user), safe='')}@" if user else ""
+
+
+def _sentinel_url(opts: Mapping[str, Any]) -> str:
+    """ioredis's Sentinel options, `{sentinels: [{host, port}], name, db, username,
+    password, sentinelUsername, sentinelPassword, tls}`, as a `redis+sentinel://` URL."""
+    name = opts.get("name")
+    if not name:
+        raise InvalidOptionsError(
+            "a connection with sentinels needs the name of the primary they monitor (name)",
+            option="name",
+        )
+    hosts = ",".join(
+        f"{s.get('host') or 'localhost'}:{int(s.get('port') or 26379)}" for s in opts["sentinels"]
+    )
+    auth = _auth(opts.get("username"), opts.get("password"))
+    query = {
+        "sentinel_username": opts.get("sentinelUsername"),
+        "sentinel_password": opts.get("sentinelPassword"),
+    }
+    tail = urlencode({key: value for key, value in query.items() if value})
+    db = int(opts.get("db") or 0)
+    return f"{_scheme(opts, '+sentinel')}://{auth}{hosts}/{quote(str(name), safe='')}/{db}" + (
+        f"?{tail}" if tail else ""
+    )

@@ -1,0 +1,180 @@
+"""Redis Sentinel (issue 39): `redis+sentinel://host:port,.../<service>/<db>` finds the
+primary through the Sentinels and follows a failover.
+
+The test's own primary, replica and three Sentinels run on 127.0.0.1. A producer adds jobs
+one after another and a worker runs them; the primary is killed (`kill -9`) under that load
+and the Sentinels promote the replica. Counted like Jepsen's queue checker: adds
+acknowledged, acknowledged jobs not found afterwards (lost), jobs run twice, and the time
+from the kill to the first add that works again.
+
+Replication is asynchronous: an add the primary acknowledged in the moment before the kill
+may not have reached the replica, so by default a few may be lost (printed, not asserted
+away). With `?wait_replicas=1` every batch of writes waits (WAIT) until one replica has it
+before it is acknowledged; there the old primary is started again as the new primary's
+replica once the replica took over (as an operator would), so writes find a replica to
+wait for, and lost must be 0."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+from redis.exceptions import RedisError
+
+import psyq
+from tests.redis_service import SentinelGroup
+
+LOAD_S = 1.0  # adds under load before the kill
+AFTER = 30  # adds that must work after the failover
+LIMIT_S = 40  # a deadline, not a figure asserted
+
+
+class Load:
+    """Adds one job after another, counting each as acknowledged or failed."""
+
+    def __init__(self, queue: psyq.Queue) -> None:
+        self.queue = queue
+        self.acknowledged: list[int] = []
+        self.failed = 0
+        self.first_ok_after: float | None = None
+        self.killed_at: float | None = None
+        self.failing = False  # an add failed since the kill
+
+    async def run(self, stop: asyncio.Event) -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                await self.queue.add("j", n, {"jobId": f"j{n}"})
+            except psyq.errors.ConnectionError:
+                self.failed += 1
+                self.failing = self.killed_at is not None
+                await asyncio.sleep(0.05)
+                continue
+            self.acknowledged.append(n)
+            if self.failing and self.first_ok_after is None and self.killed_at is not None:
+                self.first_ok_after = time.monotonic() - self.killed_at
+
+
+async def _wait(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + LIMIT_S
+    while not check():
+        assert time.monotonic() < deadline, f"{what} not within {LIMIT_S}s"
+        await asyncio.sleep(0.05)
+
+
+async def _exists(queue: psyq.Queue, job_id: str) -> bool:
+    """Whether the job is stored, asked again while the store does not answer."""
+    deadline = time.monotonic() + LIMIT_S
+    while True:
+        try:
+            return await queue.get_job(job_id) is not None
+        except (psyq.errors.ConnectionError, RedisError) as exc:  # queries raise redis-py's
+            assert time.monotonic() < deadline, f"the store did not answer: {exc}"
+            await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("mode", ["async", "wait_replicas=1"])
+async def test_a_sentinel_failover_under_load(
+    sentinel_group: SentinelGroup, queue_name: str, mode: str
+) -> None:
+    url = sentinel_group.url("" if mode == "async" else "?wait_replicas=1&wait_timeout=200")
+    runs: Counter[int] = Counter()
+
+    async def process(job: psyq.Job) -> None:
+        runs[job.data] += 1
+
+    queue = psyq.Queue(queue_name, connection=url)
+    worker = psyq.Worker(queue_name, process, connection=url, concurrency=5)
+    worker.on("error", lambda error: None)  # the failover's errors: counted by the jobs
+    load = Load(queue)
+    stop = asyncio.Event()
+    producing = asyncio.ensure_future(load.run(stop))
+    old = sentinel_group.primary
+    try:
+        await asyncio.sleep(LOAD_S)
+        before, failed_before = len(load.acknowledged), load.failed
+        old.stop(signal.SIGKILL)
+        load.killed_at = time.monotonic()
+        await _wait(lambda: sentinel_group.primary_port() not in (0, old.port), "promotion")
+        promoted = time.monotonic() - load.killed_at
+        if mode != "async":  # back, once replaced, as the new primary's replica
+            old.extra = ("--replicaof", "127.0.0.1", str(sentinel_group.primary_port()))
+            old.start()
+        await _wait(lambda: len(load.acknowledged) >= before + AFTER, "adds after the kill")
+        stop.set()
+        await producing
+        acknowledged = set(load.acknowledged)
+        found = {n for n in acknowledged if await _exists(queue, f"j{n}")}
+        await _wait(lambda: found <= set(runs), "every job found run")
+    finally:
+        stop.set()
+        await producing
+        await worker.close()
+        await queue.close()
+    lost = acknowledged - found
+    twice = sorted(n for n, count in runs.items() if count > 1)
+    print(
+        f"{mode}: acknowledged {len(acknowledged)} ({before} in {LOAD_S}s before the kill), "
+        f"failed {load.failed} ({failed_before} before the kill), lost {len(lost)}, "
+        f"run twice {len(twice)}, adds again "
+        f"{load.first_ok_after:.1f}s after the kill (every Sentinel done after {promoted:.1f}s)"
+    )
+    if mode != "async":
+        assert lost == set()
+
+
+async def test_the_bullmq_layer_takes_ioredis_sentinel_options(
+    sentinel_group: SentinelGroup, queue_name: str
+) -> None:
+    from psyq.compat.bullmq import Queue
+
+    sentinels = [{"host": "127.0.0.1", "port": port} for port in sentinel_group.sentinel_ports]
+    connection = {"sentinels": sentinels, "name": SentinelGroup.SERVICE}
+    queue = Queue(queue_name, {"connection": connection})
+    try:
+        job = await queue.add("j", {"n": 1})
+        found = await queue.getJob(str(job.id))
+        assert found is not None and found.data == {"n": 1}
+    finally:
+        await queue.close()
+
+
+def test_a_sentinel_url_names_its_sentinels_service_and_credentials() -> None:
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    url = "rediss+sentinel://u:p%40w@h1:26379,h2/mymaster/2?sentinel_password=s&wait_replicas=1"
+    settings = parse_redis_settings(url)
+    assert settings.sentinel is not None
+    assert settings.sentinel.sentinels == [("h1", 26379), ("h2", 26379)]
+    assert settings.sentinel.service == "mymaster"
+    assert settings.sentinel.node_options == {
+        "db": 2,
+        "ssl": True,
+        "username": "u",
+        "password": "p@w",
+    }
+    assert settings.sentinel.sentinel_options == {"username": None, "password": "s", "ssl": True}
+    assert (settings.wait_replicas, settings.wait_timeout_ms) == (1, 1000)
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        ("redis+sentinel://h1:26379/", "<service>"),
+        ("redis+sentinel://h1:x/mymaster/0", "host:port"),
+        ("redis+sentinel://h1/mymaster/zero", "database"),
+        ("redis://h/0?wait_replicas=-1", "wait_replicas"),
+        ("redis://h/0?wait_replicas=1&wait_timeout=0", "wait_timeout"),
+        ("redis+cluster://h:7000/?wait_replicas=1", "Redis Cluster"),
+    ],
+)
+def test_a_bad_sentinel_or_wait_url_is_refused_by_name(url: str, named: str) -> None:
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    with pytest.raises(psyq.errors.InvalidURLError, match=named):
+        parse_redis_settings(url)
