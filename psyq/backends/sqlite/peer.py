@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any
 
 from psyq.backends.base import BackendAdapter
@@ -70,11 +71,16 @@ class PeerBackend(TcpBackend):
             raise ConnectionError(self.url, f"{self.path} does not exist any more")
         loop = asyncio.get_running_loop()
         address = share_address(self.path, identity)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            _, conn = await loop.create_unix_connection(lambda: ClientConnection(self.url), address)
+            sock.connect(address)  # a local socket connects at once, or is refused
         except OSError as exc:
+            sock.close()
             reason = f"its owner does not answer on its local socket ({exc.strerror or exc})"
             raise ConnectionError(self.url, reason) from None
+        sock.setblocking(False)
+        # given a socket: uvloop refuses an abstract address given as a path
+        _, conn = await loop.create_unix_connection(lambda: ClientConnection(self.url), sock=sock)
         return conn
 
     def _take_over(self) -> None:

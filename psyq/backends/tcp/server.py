@@ -105,10 +105,16 @@ class Server:
     async def start_unix(self, path: str) -> None:
         """Listen on the Unix socket `path` (a leading NUL: Linux's abstract namespace). A
         socket file is made readable by this user alone."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)  # bound here: uvloop refuses an abstract address given as a path
+            if not path.startswith("\0"):
+                os.chmod(path, 0o600)
+        except OSError:
+            sock.close()
+            raise
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_unix_server(lambda: ServerConnection(self), path)
-        if not path.startswith("\0"):
-            os.chmod(path, 0o600)
+        self._server = await loop.create_unix_server(lambda: ServerConnection(self), sock=sock)
         self._start_sweeping()
 
     def _start_sweeping(self) -> None:
