@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -230,13 +231,15 @@ def open_sqlite_file(url: str) -> Database:
 def start_sharing(db: Database, url: str) -> None:
     """Serve the file `db` holds to this host's other processes, with the settings of
     `url`, unless it is served already."""
-    if db.sharer is not None:
-        return
     settings = parse_sqlite_url(url)[1]
     info = {name: settings[name] for name in SHARED_SETTINGS}
     address = share_address(db.path, db.owner.identity)
-    db.sharer = Sharer(address, functools.partial(_served, db, url), info)
+    with _SHARING:  # two threads opening the file at once start one server
+        if db.sharer is None:
+            db.sharer = Sharer(address, functools.partial(_served, db, url), info)
 
+
+_SHARING = threading.Lock()
 
 # What a process reaching the file through its owner must agree with (peer.py).
 SHARED_SETTINGS = ("durability", "prefix")
