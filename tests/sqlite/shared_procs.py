@@ -46,9 +46,44 @@ async def add_some(url: str, count: int) -> None:
         print(f"role {role}", flush=True)
 
 
+async def hold_active(url: str, count: int) -> None:
+    """Add `count` jobs, start them all and never finish them; print `holding` (the parent
+    kills us)."""
+    started: list[str] = []
+
+    async def forever(job: psyq.Job) -> None:
+        started.append(job.id)
+        if len(started) == count:
+            print("holding", flush=True)
+        await asyncio.sleep(3600)
+
+    async with psyq.Queue("shared", connection=url) as queue:
+        await queue.add_bulk([{"name": "x", "data": {}} for _ in range(count)])
+        async with psyq.Worker("shared", forever, connection=url, concurrency=count):
+            await asyncio.sleep(3600)
+
+
+async def work(url: str) -> None:
+    """Run the queue's jobs, printing `done ID` for each, checking for stalled jobs every
+    200 ms; SIGTERM ends it."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def done(job: psyq.Job) -> None:
+        print(f"done {job.id}", flush=True)
+
+    async with psyq.Worker("shared", done, connection=url, concurrency=10, stalled_interval=200):
+        print("ready", flush=True)
+        await stop.wait()
+
+
 if __name__ == "__main__":
     command, url, *rest = sys.argv[1:]
     if command == "load":
         asyncio.run(add_until_stopped(url))
+    elif command == "hold":
+        asyncio.run(hold_active(url, int(rest[0])))
+    elif command == "work":
+        asyncio.run(work(url))
     else:
         asyncio.run(add_some(url, int(rest[0])))

@@ -133,6 +133,21 @@ def test_the_owner_going_under_load_loses_no_acknowledged_add(tmp_path: Path, ho
     assert len(took_over) == 1
 
 
+def test_a_peer_that_takes_over_runs_the_jobs_the_dead_owner_held(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    owner = Child("hold", url, "20")
+    owner.wait_for(lambda: "holding" in owner.lines, "the owner did not start its jobs")
+    peer = Child("work", url)
+    try:
+        peer.wait_for(lambda: "ready" in peer.lines, "the peer's worker did not start")
+        owner.end(signal.SIGKILL)
+        done = lambda: {line for line in peer.lines if line.startswith("done ")}  # noqa: E731
+        peer.wait_for(lambda: len(done()) == 20, "the held jobs did not come back")
+    finally:
+        peer.end(signal.SIGTERM)
+    assert "took it over" in peer.stderr()
+
+
 def test_processes_opening_at_once_agree_on_one_owner(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     children = [Child("add", f"sqlite:///{path}", "30") for _ in range(4)]
