@@ -125,8 +125,9 @@ def test_the_owner_going_under_load_loses_no_acknowledged_add(tmp_path: Path, ho
         codes = [peer.end(signal.SIGKILL) for peer in peers]
     acked = set(owner.acked()).union(*(peer.acked() for peer in peers))
     lost = acked - stored_ids(path)
-    unknown = sum(line.startswith("unknown") for peer in peers for line in peer.lines)
-    print(f"durable adds acknowledged {len(acked)}, lost {len(lost)}, unknown {unknown}")
+    unknown = [line for peer in peers for line in peer.lines if line.startswith("unknown")]
+    print(f"durable adds acknowledged {len(acked)}, lost {len(lost)}, unknown {len(unknown)}")
+    assert all("connection to its owner closed" in line for line in unknown), unknown
     assert codes == [-signal.SIGKILL] * 2
     assert lost == set()
     took_over = [peer for peer in peers if "took it over" in peer.stderr()]

@@ -80,7 +80,13 @@ class PeerBackend(TcpBackend):
             raise ConnectionError(self.url, reason) from None
         sock.setblocking(False)
         # given a socket: uvloop refuses an abstract address given as a path
-        _, conn = await loop.create_unix_connection(lambda: ClientConnection(self.url), sock=sock)
+        closed = (
+            "the connection to its owner closed (the owner exited or stopped sharing the "
+            "file); whether this call took effect is unknown, the next call reconnects"
+        )
+        _, conn = await loop.create_unix_connection(
+            lambda: ClientConnection(self.url, closed=closed), sock=sock
+        )
         return conn
 
     def _take_over(self) -> None:

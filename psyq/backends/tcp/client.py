@@ -62,7 +62,10 @@ class ClientConnection(asyncio.BufferedProtocol):
     """One connection to the server: requests out, answers matched to futures by id. Answers
     are received into the frame buffer's own memory (see FrameBuffer)."""
 
-    def __init__(self, url: str, max_frame: int = MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, url: str, max_frame: int = MAX_FRAME_BYTES, closed: str = "the connection was closed"
+    ) -> None:
+        """`closed`: what a call pending when the connection closes is told."""
         self.url = url
         self.frames = FrameBuffer(max_frame)
         self.pending: dict[int, asyncio.Future[Any] | AddBatch] = {}
@@ -71,7 +74,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.batch: AddBatch | None = None  # the adds of this event-loop turn, not yet sent
         self._ids = itertools.count(1)
         self._loop = asyncio.get_running_loop()
-        self._reason = "the connection was closed"
+        self._reason = closed
         self.lost: asyncio.Future[None] = self._loop.create_future()  # connection_lost ran
 
     @property
