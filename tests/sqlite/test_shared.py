@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import psyq
+from psyq.backends.sqlite.serve import share_address
 from tests.sqlite.test_file_owner import add_from_child
 from tests.tcp.server_proc import ROOT
 from tests.tcp.test_processes import runs_per_job, start_workers, stop_workers, wait_until
@@ -189,3 +190,39 @@ async def test_psyq_inspect_works_from_another_process(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr
     assert "seen" in done.stdout
+
+
+# Connects to the owner's socket as another user; prints what the server did.
+KNOCK = """
+import socket, sys
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.settimeout(5)
+name = sys.argv[1]  # "@..." for an abstract address (a NUL cannot be an argument)
+sock.connect("\\0" + name[1:] if name.startswith("@") else name)
+try:
+    print("closed" if sock.recv(1) == b"" else "answered")
+except ConnectionResetError:
+    print("closed")
+except TimeoutError:
+    print("kept open")
+"""
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # one another user may run (only the stdlib is needed)
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+    reason="needs root (to run a child as another user) and /usr/bin/python3",
+)
+async def test_another_user_is_not_served(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    async with psyq.Queue("q", connection=f"sqlite:///{path}") as queue:
+        await queue.add("n", {})
+        found = os.stat(path)
+        address = share_address(str(path), (found.st_dev, found.st_ino))
+        command = [SYSTEM_PYTHON, "-c", KNOCK, address.replace("\0", "@", 1)]
+        done = await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, timeout=30, user=65534
+        )
+    assert done.stdout.strip() == "closed", done.stderr
