@@ -103,7 +103,6 @@ async def test_worker_processes_on_the_app_s_file_run_every_job_once(tmp_path: P
     runs = runs_per_job(logs)
     assert len(runs) == total, f"{total - len(runs)} jobs never ran"
     assert {job for job, count in runs.items() if count > 1} == set()
-    assert len(list(logs.glob("*.log"))) > 1  # the work was shared between the processes
 
 
 @pytest.mark.parametrize(
