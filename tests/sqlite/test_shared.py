@@ -179,6 +179,16 @@ async def test_a_second_process_is_refused_saying_why(
         assert await queue.count() == 1
 
 
+async def test_a_peer_of_an_owner_that_serves_none_gives_up_saying_so(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    async with psyq.Queue("q", connection=f"sqlite:///{path}?share=off") as queue:
+        await queue.add("n", {})
+        # bounded: the child gives up after CONNECT_TIMEOUT_S (add_from_child allows 60 s)
+        answer = await asyncio.to_thread(add_from_child, f"sqlite:///{path}")
+    assert answer.startswith("PsyqError: cannot reach sqlite:///"), answer
+    assert "its owner does not answer on its local socket" in answer, answer
+
+
 async def test_psyq_inspect_works_from_another_process(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     async with psyq.Queue("seen", connection=url) as queue:
