@@ -74,19 +74,22 @@ ALIASES: dict[str, Callable[[Path], Path]] = {
 
 
 @pytest.mark.parametrize("alias", ALIASES.values(), ids=ALIASES.keys())
-async def test_no_alias_of_an_owned_file_opens_a_second_writer(
+async def test_every_alias_of_an_owned_file_reaches_its_owner_not_a_second_writer(
     tmp_path: Path, alias: Callable[[Path], Path]
 ) -> None:
     path = tmp_path / "jobs.db"
     (tmp_path / "sub").mkdir()
     async with psyq.Queue("q", connection=f"sqlite:///{path}") as queue:
         await queue.add("n", {})
-        answer = await asyncio.to_thread(add_from_child, f"sqlite:///{alias(path)}")
+        other = alias(path)
+        answer = await asyncio.to_thread(add_from_child, f"sqlite:///{other}?share=off")
         assert answer.startswith("PsyqError: ") and "is in use by pid" in answer, answer
         assert str(os.getpid()) in answer
+        shared = await asyncio.to_thread(add_from_child, f"sqlite:///{other}")
+        assert shared == "2"  # share on (the default): it reached the owner's engine
         await queue.add("n", {})
     async with psyq.Queue("q", connection=f"sqlite:///{path}") as queue:
-        assert await queue.count() == 2  # the refused process wrote nothing
+        assert await queue.count() == 3  # the refused process wrote nothing
 
 
 async def test_aliases_in_one_process_share_the_open_file(tmp_path: Path) -> None:

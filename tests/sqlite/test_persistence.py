@@ -158,7 +158,7 @@ async def test_a_second_process_is_refused_naming_the_owner(tmp_path: Path) -> N
     try:
         assert owner.stdout is not None
         assert owner.stdout.readline().strip() == "ready"
-        queue = psyq.Queue("q", connection=db)
+        queue = psyq.Queue("q", connection=db + "&share=off")  # on: it reaches the owner
         with pytest.raises(psyq.PsyqError, match=f"pid {owner.pid}.*psyq server"):
             await queue.add("x")
         await queue.close()

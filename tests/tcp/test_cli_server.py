@@ -37,10 +37,12 @@ async def test_the_server_owns_its_sqlite_file_and_shares_it(
     server = start_server(tmp_path / "server.log", "--data", str(db))
     try:
         with pytest.raises(psyq.PsyqError, match="psyq server --data"):
-            async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
+            async with psyq.Queue(queue_name, connection=f"sqlite:///{db}?share=off") as queue:
                 await queue.add("x", {})
         async with psyq.Queue(queue_name, connection=server.url) as queue:
             job = await queue.add("x", {"kept": True})
+        async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
+            assert (await queue.get_job(job.id)).data == {"kept": True}  # through its socket
     finally:
         assert server.stop() == 0  # SIGTERM: a clean exit that flushes the file
     async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:

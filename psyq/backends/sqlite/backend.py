@@ -11,6 +11,9 @@
                                            those it needs (active jobs, unwritten
                                            changes); the rest are read from the file
     ?prefix=bull                           key prefix, as everywhere
+    ?share=on|off                          on (default): a second process of this host
+                                           reaches the file through its owner (peer.py);
+                                           off: it is refused, and this owner serves none
 
 Every call runs on the in-memory engine, which keeps each queue's lines in memory and the
 records of jobs it does not need there in the file (psyq.backends.sqlite.resident); changes
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -30,14 +34,16 @@ from psyq.backends.base import FlowNode, JobRecord, NewJob
 from psyq.backends.native.memory import MemoryBackend
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite.database import CACHE, Database, open_database, release_database
+from psyq.backends.sqlite.serve import Sharer, share_address
 from psyq.errors import InvalidURLError
 
-__all__ = ["SqliteBackend", "open_sqlite_backend", "parse_sqlite_url"]
+__all__ = ["SqliteBackend", "parse_sqlite_url", "start_sharing"]
 
 T = TypeVar("T")
 _TICKET: contextvars.ContextVar[int] = contextvars.ContextVar("psyq_sqlite_ticket", default=0)
 
 MODES = ("buffered", "durable")
+SHARE = ("on", "off")
 # Buffered mode: callers wait for the writer once it is this many flushes behind.
 BACKLOG_WINDOWS = 4
 DEFAULTS = {
@@ -46,6 +52,7 @@ DEFAULTS = {
     "flush_ms": "10",
     "cache": str(CACHE),
     "prefix": "bull",
+    "share": "on",
 }
 
 
@@ -64,6 +71,8 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
     settings = {**DEFAULTS, **query}
     if settings["durability"] not in MODES:
         raise InvalidURLError(url, f"durability must be one of {MODES}")
+    if settings["share"] not in SHARE:
+        raise InvalidURLError(url, f"share must be one of {SHARE}")
     for name in ("flush_changes", "flush_ms", "cache"):
         if not settings[name].isdigit() or int(settings[name]) < 1:
             raise InvalidURLError(url, f"{name} must be a whole number >= 1")
@@ -73,24 +82,27 @@ def parse_sqlite_url(url: str) -> tuple[str, dict[str, str]]:
 class SqliteBackend(MemoryBackend):
     kind = "sqlite"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, database: Database | None = None) -> None:
+        """`database`: the file, opened already for this backend (peer.py's factory)."""
         path, settings = parse_sqlite_url(url)
         self.path = path
         self.durable = settings["durability"] == "durable"
         self._settings = settings
         self._db: Database | None = None
+        self._opened = database
         prefix = settings["prefix"]
         super().__init__(f"memory://?prefix={prefix}")
         self.url = url
 
     async def open(self) -> None:
-        settings = self._settings
-        db = open_database(
-            self.path,
-            int(settings["flush_changes"]),
-            int(settings["flush_ms"]),
-            int(settings["cache"]),
-        )
+        db, self._opened = self._opened, None
+        db = db or open_sqlite_file(self.url)
+        self.attach(db)
+        if self._settings["share"] == "on":
+            start_sharing(db, self.url)
+
+    def attach(self, db: Database) -> None:
+        """Run on `db`'s engine (this backend releases it on close)."""
         self._db = db
         self.engine = db.engine
         self._clock = db.engine.clock
@@ -208,6 +220,33 @@ for _name in _MUTATIONS:
     setattr(SqliteBackend, _name, _durable(getattr(MemoryBackend, _name)))
 
 
-def open_sqlite_backend(url: str) -> SqliteBackend:
-    """Entry point of the `sqlite` scheme."""
-    return SqliteBackend(url)
+def open_sqlite_file(url: str) -> Database:
+    """The process's Database for the file `url` names (FileInUse: another process owns
+    it)."""
+    path, settings = parse_sqlite_url(url)
+    flush_changes, flush_ms = int(settings["flush_changes"]), int(settings["flush_ms"])
+    return open_database(path, flush_changes, flush_ms, int(settings["cache"]))
+
+
+def start_sharing(db: Database, url: str) -> None:
+    """Serve the file `db` holds to this host's other processes, with the settings of
+    `url`, unless it is served already."""
+    settings = parse_sqlite_url(url)[1]
+    info = {name: settings[name] for name in SHARED_SETTINGS}
+    address = share_address(db.path, db.owner.identity)
+    with _SHARING:  # two threads opening the file at once start one server
+        if db.sharer is None:
+            db.sharer = Sharer(address, functools.partial(_served, db, url), info)
+
+
+_SHARING = threading.Lock()
+
+# What a process reaching the file through its owner must agree with (peer.py).
+SHARED_SETTINGS = ("durability", "prefix")
+
+
+def _served(db: Database, url: str) -> SqliteBackend:
+    """The adapter the owner serves: its engine, never closed by the server."""
+    backend = SqliteBackend(url)
+    backend.attach(db)
+    return backend

@@ -37,6 +37,7 @@ from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.owner import Identity, Owner, file_identity
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
+from psyq.backends.sqlite.serve import Sharer
 from psyq.errors import PsyqError
 
 __all__ = ["Database", "is_open_here", "open_database", "release_database"]
@@ -97,6 +98,7 @@ class Database:
         self._drops: list[str] = []
         self._committed: list[Batch] = []  # committed, their evictions not yet applied
         self._closing = False
+        self.sharer: Sharer | None = None  # the server of other processes (serve.py)
         self._load()
         self._timer = threading.Thread(target=self._timer_loop, name=f"psyq-sqlite {path}")
         self._timer.daemon = True
@@ -378,6 +380,8 @@ class Database:
     def close(self) -> None:
         """Write what is pending, checkpoint the WAL and give the file up. The file is given
         up whatever fails on the way; a failure is then raised as a PsyqError."""
+        if self.sharer is not None:
+            self.sharer.close()  # first: no other process changes what is flushed last
         with self._cond:
             self._closing = True
             self._cond.notify()

@@ -21,9 +21,14 @@ import socket
 
 from psyq.errors import PsyqError
 
-__all__ = ["Identity", "Owner", "file_identity"]
+__all__ = ["FileInUse", "Identity", "Owner", "file_identity"]
 
 Identity = tuple[int, int]  # (device, inode)
+
+
+class FileInUse(PsyqError):
+    """Another process owns the file (with ?share=on, the default, this process then
+    connects to it instead: sqlite/peer.py)."""
 
 
 def file_identity(path: str) -> Identity | None:
@@ -48,10 +53,10 @@ class Owner:
         except BlockingIOError:
             holder = self._owner()
             os.close(self._fd)
-            raise PsyqError(
+            raise FileInUse(
                 f"{path} is in use by {holder}: one process owns an embedded database. "
-                f"To share it between processes, run `psyq server --data {path}` and connect "
-                "with psyq://host:6789"
+                "Leave ?share=on (the default) to reach it through its owner from this host, "
+                f"or run `psyq server --data {path}` and connect with psyq://host:6789"
             ) from None
         opened = os.fstat(self._fd)
         self.identity: Identity = (opened.st_dev, opened.st_ino)

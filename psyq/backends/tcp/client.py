@@ -62,7 +62,10 @@ class ClientConnection(asyncio.BufferedProtocol):
     """One connection to the server: requests out, answers matched to futures by id. Answers
     are received into the frame buffer's own memory (see FrameBuffer)."""
 
-    def __init__(self, url: str, max_frame: int = MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, url: str, max_frame: int = MAX_FRAME_BYTES, closed: str = "the connection was closed"
+    ) -> None:
+        """`closed`: what a call pending when the connection closes is told."""
         self.url = url
         self.frames = FrameBuffer(max_frame)
         self.pending: dict[int, asyncio.Future[Any] | AddBatch] = {}
@@ -71,7 +74,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self.batch: AddBatch | None = None  # the adds of this event-loop turn, not yet sent
         self._ids = itertools.count(1)
         self._loop = asyncio.get_running_loop()
-        self._reason = "the connection was closed"
+        self._reason = closed
         self.lost: asyncio.Future[None] = self._loop.create_future()  # connection_lost ran
 
     @property
@@ -287,22 +290,28 @@ class TcpBackend(BackendAdapter):
 
     async def _connect_speaking(self, version: int, deadline: float) -> ClientConnection:
         s = self.settings
-        loop = asyncio.get_running_loop()
         timeout = max(0.1, deadline - time.monotonic())
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(
-                lambda: ClientConnection(s.safe_url), s.host, s.port, ssl=s.ssl_context()
-            ),
-            timeout,
-        )
+        conn = await asyncio.wait_for(self._open_connection(), timeout)
         try:
             _, answer = conn.request("hello", [version, s.token])
-            await asyncio.wait_for(answer, timeout)
+            self._check_hello(await asyncio.wait_for(answer, timeout))
         except BaseException:
             conn.close()
             raise
         conn.version = version
         return conn
+
+    async def _open_connection(self) -> ClientConnection:
+        """A new connection to the server (TCP, or TLS for psyqs://)."""
+        s = self.settings
+        loop = asyncio.get_running_loop()
+        _, conn = await loop.create_connection(
+            lambda: ClientConnection(s.safe_url), s.host, s.port, ssl=s.ssl_context()
+        )
+        return conn
+
+    def _check_hello(self, answer: Any) -> None:
+        """Raise when the server's hello answer says it is not the one wanted."""
 
     async def _call(self, op: str, *args: Any) -> Any:
         conn = await self._connection()

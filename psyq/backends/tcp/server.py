@@ -25,6 +25,8 @@ import asyncio
 import contextvars
 import hmac
 import logging
+import os
+import socket
 import ssl
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -73,11 +75,17 @@ class Server:
         token: str | None = None,
         limits: ServerLimits | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        peer_check: Callable[[socket.socket], str | None] | None = None,
+        hello_info: dict[str, Any] | None = None,
     ) -> None:
+        """`peer_check(sock)`: why a new connection's peer is refused (None: accepted);
+        `hello_info`: more entries for the hello answer (what the client checks)."""
         self.backend = backend
         self.token = token
         self.limits = limits or ServerLimits()
         self.ssl_context = ssl_context
+        self.peer_check = peer_check
+        self.hello_info = hello_info or {}
         self.signatures = signatures()
         self.connections: set[ServerConnection] = set()
         self.unsent = 0  # bytes waiting to be written on connections paused for writing
@@ -91,9 +99,27 @@ class Server:
             lambda: ServerConnection(self), host, port, ssl=self.ssl_context
         )
         address = self._server.sockets[0].getsockname()
+        self._start_sweeping()
+        return str(address[0]), int(address[1])
+
+    async def start_unix(self, path: str) -> None:
+        """Listen on the Unix socket `path` (a leading NUL: Linux's abstract namespace). A
+        socket file is made readable by this user alone."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)  # bound here: uvloop refuses an abstract address given as a path
+            if not path.startswith("\0"):
+                os.chmod(path, 0o600)
+        except OSError:
+            sock.close()
+            raise
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(lambda: ServerConnection(self), sock=sock)
+        self._start_sweeping()
+
+    def _start_sweeping(self) -> None:
         if self.limits.idle_timeout > 0:
             self._sweep()
-        return str(address[0]), int(address[1])
 
     def _sweep(self) -> None:
         """Close the connections idle for `idle_timeout`; runs every quarter of it (one
@@ -156,6 +182,11 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.server.connections.add(self)
         self._quiet_since = self._loop.time()
         self._hello_timer = self._loop.call_later(self.limits.hello_timeout, self._no_hello)
+        check = self.server.peer_check
+        refused = check(transport.get_extra_info("socket")) if check is not None else None
+        if refused is not None:
+            log.warning("refusing a connection: %s", refused)
+            self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -265,7 +296,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.version = args[0]
             self.frames.max_frame = self.limits.max_frame
             self._cancel_hello_timer()
-            self.answer(request_id, {"server": "psyq", "version": args[0]})
+            greeting = {"server": "psyq", "version": args[0]}
+            self.answer(request_id, {**self.server.hello_info, **greeting})
 
     def cancel(self, args: Any) -> None:
         if type(args) is list and len(args) == 1 and type(args[0]) is int:

@@ -1,0 +1,162 @@
+"""A process that does not own a `sqlite:///` file (it reaches the owner's engine over the
+owner's local socket) against a psyq:// client of `psyq server` over TCP (issue 43).
+
+    python bench/shared_file.py [--jobs 5000] [--rounds 3]
+
+Each side: one process holds the file (an idle app process that opened it, or `psyq server
+--data F`), and this process adds jobs through `sqlite:///F` or `psyq://127.0.0.1:PORT`.
+Rows: single add (one await at a time), add_bulk (batches of 100), c10 (10 tasks adding one
+at a time). Prints jobs/s, the median of `--rounds`, each round on a fresh queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import psyq
+
+HOLD = """
+import asyncio, sys, psyq
+async def main() -> None:
+    async with psyq.Queue("held", connection=sys.argv[1]) as queue:
+        await queue.count()
+        print("ready", flush=True)
+        await asyncio.sleep(3600)
+asyncio.run(main())
+"""
+
+
+async def single(queue: psyq.Queue, jobs: int) -> None:
+    for i in range(jobs):
+        await queue.add("x", {"i": i})
+
+
+async def bulk(queue: psyq.Queue, jobs: int) -> None:
+    for start in range(0, jobs, 100):
+        await queue.add_bulk([{"name": "x", "data": {"i": i}} for i in range(start, start + 100)])
+
+
+async def c10(queue: psyq.Queue, jobs: int) -> None:
+    await asyncio.gather(*(single(queue, jobs // 10) for _ in range(10)))
+
+
+ROWS: dict[str, Callable[[psyq.Queue, int], Awaitable[None]]] = {
+    "single add": single,
+    "add_bulk (100)": bulk,
+    "c10": c10,
+}
+
+
+async def rate(url: str, row: Callable[[psyq.Queue, int], Awaitable[None]], jobs: int) -> float:
+    async with psyq.Queue(f"bench-{uuid.uuid4().hex[:8]}", connection=url) as queue:
+        await queue.count()  # connected before the clock starts
+        started = time.perf_counter()
+        await row(queue, jobs)
+        return jobs / (time.perf_counter() - started)
+
+
+def start(command: list[str], ready: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if ready not in line:
+        proc.kill()
+        raise SystemExit(f"{command[:4]} did not start: {line!r}")
+    return proc
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def holders(folder: Path) -> dict[str, tuple[str, list[str], str]]:
+    """Per side: the URL this process uses, and the command of the process holding it."""
+    shared = folder / "shared.db"
+    port = free_port()
+    server = [sys.executable, "-m", "psyq", "server", "--data", str(folder / "server.db")]
+    return {
+        "sqlite:/// (not the owner)": (
+            f"sqlite:///{shared}",
+            [sys.executable, "-c", HOLD, f"sqlite:///{shared}"],
+            "ready",
+        ),
+        "psyq:// (psyq server)": (
+            f"psyq://127.0.0.1:{port}",
+            [*server, "--port", str(port)],
+            "",
+        ),
+    }
+
+
+async def measure(urls: list[str], jobs: int, rounds: int) -> list[dict[str, float]]:
+    """Per URL, each row's median; the sides alternate within each round, so a change in
+    the machine's load falls on both."""
+    runs: list[dict[str, list[float]]] = [{name: [] for name in ROWS} for _ in urls]
+    for _ in range(rounds):
+        for name, row in ROWS.items():
+            for url, figures in zip(urls, runs, strict=True):
+                figures[name].append(await rate(url, row, jobs))
+    return [{name: statistics.median(got) for name, got in fig.items()} for fig in runs]
+
+
+def wait_listening(url: str) -> None:
+    """Wait for `psyq server` to accept connections (it prints to its log, not stdout)."""
+    host, port = url.removeprefix("psyq://").split(":")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"psyq server did not listen on {url}")
+
+
+def hold(url: str, command: list[str], ready: str) -> subprocess.Popen[str]:
+    """Start the process that holds `url`'s store; return once it serves."""
+    if ready:
+        return start(command, ready)
+    proc = subprocess.Popen(command, stderr=subprocess.DEVNULL, text=True)
+    wait_listening(url)
+    return proc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        sides = holders(Path(folder))
+        procs = [hold(url, command, ready) for url, command, ready in sides.values()]
+        try:
+            urls = [url for url, _, _ in sides.values()]
+            figures = asyncio.run(measure(urls, args.jobs, args.rounds))
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait()
+    results = dict(zip(sides, figures, strict=True))
+    sides = list(results)
+    print(f"jobs/s, median of {args.rounds}, {args.jobs} jobs, {os.cpu_count()} cores")
+    print(f"{'row':<16}" + "".join(f"{side:>30}" for side in sides) + f"{'ratio':>8}")
+    for name in ROWS:
+        shared, tcp = (results[side][name] for side in sides)
+        print(f"{name:<16}{shared:>30,.0f}{tcp:>30,.0f}{shared / tcp:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

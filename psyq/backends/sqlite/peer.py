@@ -1,0 +1,125 @@
+"""`sqlite:///F` in a process that does not own F: the owner's engine, through its socket.
+
+The `sqlite` scheme's factory tries to own the file (the `flock` decides, so two processes
+opening at once agree on one owner). The owner runs the engine in its own process and
+serves it on a local socket (serve.py); every other process gets a `PeerBackend`, psyq's
+server client (tcp/client.py) connected to that socket, so it sees the same API and the same
+errors as the owner.
+
+Takeover: each time a peer connects (its first call, or after its connection dropped) it
+first tries to own the file. While the owner lives that fails at once; once the owner exited
+or died, the OS dropped its lock and the first peer to try gets it: it recovers the file as
+a fresh open does (active jobs come back through the stalled check) and serves it from its
+own process, and the others reconnect to it. The calls in flight when the owner went fail
+with `psyq.ConnectionError` (the owner's commits decide what they did); a peer that cannot
+reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError` naming the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+from psyq.backends.base import BackendAdapter
+from psyq.backends.sqlite.backend import (
+    SHARED_SETTINGS,
+    SqliteBackend,
+    open_sqlite_file,
+    parse_sqlite_url,
+    start_sharing,
+)
+from psyq.backends.sqlite.database import Database, release_database
+from psyq.backends.sqlite.owner import FileInUse, file_identity
+from psyq.backends.sqlite.serve import share_address
+from psyq.backends.tcp.client import ClientConnection, TcpBackend
+from psyq.errors import ConnectionError, PsyqError
+
+__all__ = ["CONNECT_TIMEOUT_S", "PeerBackend", "open_sqlite_backend"]
+
+log = logging.getLogger("psyq.sqlite")
+
+CONNECT_TIMEOUT_S = 10.0  # how long a call keeps trying to reach (or become) the owner
+
+
+class PeerBackend(TcpBackend):
+    """A `sqlite:///` file owned by another process of this host, reached through it."""
+
+    kind = "sqlite"
+
+    def __init__(self, url: str) -> None:
+        path, settings = parse_sqlite_url(url)
+        super().__init__(f"psyq://localhost?connect_timeout={CONNECT_TIMEOUT_S}")
+        self.url = url
+        self.path = path
+        self.settings.safe_url = url
+        self._wanted = {name: settings[name] for name in SHARED_SETTINGS}
+        self._db: Database | None = None  # the file, once this process took it over
+
+    async def close(self) -> None:
+        await super().close()
+        db, self._db = self._db, None
+        if db is not None:
+            release_database(db)
+
+    async def _open_connection(self) -> ClientConnection:
+        """A connection to the file's owner, this process when it could take the file."""
+        self._take_over()
+        identity = file_identity(self.path)
+        if identity is None:
+            raise ConnectionError(self.url, f"{self.path} does not exist any more")
+        loop = asyncio.get_running_loop()
+        address = share_address(self.path, identity)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(address)  # a local socket connects at once, or is refused
+        except OSError as exc:
+            sock.close()
+            reason = f"its owner does not answer on its local socket ({exc.strerror or exc})"
+            raise ConnectionError(self.url, reason) from None
+        sock.setblocking(False)
+        # given a socket: uvloop refuses an abstract address given as a path
+        closed = (
+            "the connection to its owner closed (the owner exited or stopped sharing the "
+            "file); whether this call took effect is unknown, the next call reconnects"
+        )
+        _, conn = await loop.create_unix_connection(
+            lambda: ClientConnection(self.url, closed=closed), sock=sock
+        )
+        return conn
+
+    def _take_over(self) -> None:
+        """Own the file when no process does any more (its owner exited or died)."""
+        if self._db is not None:
+            return
+        try:
+            self._db = open_sqlite_file(self.url)
+        except FileInUse:
+            return
+        log.warning("psyq: %s had no owner left; this process (its peer) took it over", self.path)
+        start_sharing(self._db, self.url)
+
+    def _check_hello(self, answer: Any) -> None:
+        theirs = {name: answer.get(name) for name in SHARED_SETTINGS}
+        if theirs != self._wanted:
+            raise PsyqError(
+                f"{self.path} is owned by another process with {_shown(theirs)}; this URL "
+                f"asks for {_shown(self._wanted)}: give every process the same settings"
+            )
+
+
+def _shown(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in settings.items())
+
+
+def open_sqlite_backend(url: str) -> BackendAdapter:
+    """Entry point of the `sqlite` scheme: the engine when this process owns (or can own)
+    the file, else a peer of the process that does (none with ?share=off)."""
+    if parse_sqlite_url(url)[1]["share"] == "off":
+        return SqliteBackend(url)
+    try:
+        db = open_sqlite_file(url)
+    except FileInUse:
+        return PeerBackend(url)
+    return SqliteBackend(url, db)

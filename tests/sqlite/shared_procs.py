@@ -1,0 +1,89 @@
+"""Subprocess programs for the shared-file tests (run with `python -m`)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import psyq
+from psyq.backends.sqlite.backend import parse_sqlite_url
+from psyq.backends.sqlite.database import is_open_here
+
+
+async def add_until_stopped(url: str) -> None:
+    """Add durable jobs one by one, printing `added ID` for each acknowledged one and
+    `unknown ...` for a call that failed with the connection; SIGTERM ends it cleanly."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with psyq.Queue("shared", connection=url) as queue:
+        await queue.count()
+        role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
+        print(f"ready {role}", flush=True)
+        while not stop.is_set():
+            try:
+                job = await queue.add("x", {}, {"durable": True})
+            except psyq.ConnectionError as exc:
+                print(f"unknown {exc}", flush=True)
+                continue
+            print(f"added {job.id}", flush=True)
+
+
+async def add_some(url: str, count: int) -> None:
+    """Add `count` durable jobs (retrying a call whose outcome the owner's exit left
+    unknown), print their ids and this process's role, and exit."""
+    async with psyq.Queue("shared", connection=url) as queue:
+        added = 0
+        while added < count:
+            try:
+                job = await queue.add("x", {}, {"durable": True})
+            except psyq.ConnectionError as exc:  # its owner exited meanwhile: a call in flight
+                print(f"unknown {exc}", flush=True)
+                continue
+            print(f"added {job.id}", flush=True)
+            added += 1
+        role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
+        print(f"role {role}", flush=True)
+
+
+async def hold_active(url: str, count: int) -> None:
+    """Add `count` jobs, start them all and never finish them; print `holding` (the parent
+    kills us)."""
+    started: list[str] = []
+
+    async def forever(job: psyq.Job) -> None:
+        started.append(job.id)
+        if len(started) == count:
+            print("holding", flush=True)
+        await asyncio.sleep(3600)
+
+    async with psyq.Queue("shared", connection=url) as queue:
+        await queue.add_bulk([{"name": "x", "data": {}} for _ in range(count)])
+        async with psyq.Worker("shared", forever, connection=url, concurrency=count):
+            await asyncio.sleep(3600)
+
+
+async def work(url: str) -> None:
+    """Run the queue's jobs, printing `done ID` for each, checking for stalled jobs every
+    200 ms; SIGTERM ends it."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def done(job: psyq.Job) -> None:
+        print(f"done {job.id}", flush=True)
+
+    async with psyq.Worker("shared", done, connection=url, concurrency=10, stalled_interval=200):
+        print("ready", flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    command, url, *rest = sys.argv[1:]
+    if command == "load":
+        asyncio.run(add_until_stopped(url))
+    elif command == "hold":
+        asyncio.run(hold_active(url, int(rest[0])))
+    elif command == "work":
+        asyncio.run(work(url))
+    else:
+        asyncio.run(add_some(url, int(rest[0])))
