@@ -51,6 +51,7 @@ from psyq.errors import PsyqError, TransactionError, UnsupportedError, redact_ur
 # The records live in records.py; they are named here too, as every backend imports them.
 __all__ = [
     "CHILDREN_PENDING",
+    "IN_TRANSACTION",
     "JOB_STATES",
     "STATE_ORDER",
     "BackendAdapter",
@@ -69,6 +70,10 @@ __all__ = [
     "StalledResult",
     "raise_for_code",
 ]
+
+
+# The methods that write on a connection of the caller's own process (its transaction).
+IN_TRANSACTION = frozenset({"add_jobs_in", "add_flow_in", "complete_in"})
 
 
 class BackendAdapter(JobKeys, ABC):
@@ -126,6 +131,8 @@ class BackendAdapter(JobKeys, ABC):
     # `transaction`: a connection the application holds inside an open transaction; the
     # jobs (or the completion) are written on it, visible when it commits. Only a backend
     # that stores its queues in the application's own database can: the others refuse.
+    # They take an object of the caller's process, so no remote protocol carries them
+    # (IN_TRANSACTION).
     async def add_jobs_in(
         self, transaction: object, queue: str, jobs: Sequence[NewJob]
     ) -> list[JobRecord]:

@@ -37,6 +37,7 @@ from typing import Any, cast
 from psyq.backends.base import BackendAdapter, JobRecord, NewJob
 from psyq.backends.tcp.adding import compact, compact_one, parse_groups, parse_one
 from psyq.backends.tcp.commands import check_args, signatures
+from psyq.backends.tcp.eager import drive
 from psyq.backends.tcp.protocol import (
     MAX_FRAME_BYTES,
     MAX_HELLO_FRAME,
@@ -357,7 +358,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         shape: Callable[[Any], Any] | None,
     ) -> None:
         try:
-            result = await _drive(coro, waiting)
+            result = await drive(coro, waiting)
             if shape is not None:
                 result = shape(result)
         except BaseException as exc:
@@ -399,7 +400,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             except BaseException as exc:
                 results[index] = self.group_error(exc)
             else:
-                task = asyncio.Task(_drive(coro, waiting), loop=self._loop, context=context)
+                task = asyncio.Task(drive(coro, waiting), loop=self._loop, context=context)
                 suspended.append((index, task))
         if not suspended:
             self.answer(request_id, results)
@@ -574,29 +575,6 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._stall_timer = None
         seconds = self.limits.frame_timeout
         self.fail(ProtocolError(f"a frame stayed incomplete for {seconds}s"))
-
-
-async def _drive(coro: Coroutine[Any, Any, Any], waiting: Any) -> Any:
-    """Finish a coroutine that was started by hand and is suspended on `waiting` (the
-    future it awaits, or None after a bare yield), as a task would: wait for the future,
-    then resume the coroutine, which reads the future's outcome itself."""
-    while True:
-        throw: BaseException | None = None
-        try:
-            if waiting is None:
-                await asyncio.sleep(0)
-            else:
-                waiting._asyncio_future_blocking = False  # as a task does before waiting
-                await waiting
-        except asyncio.CancelledError as exc:
-            if waiting is None or not waiting.cancelled():
-                throw = exc  # cancelled here, not through the future: pass it on
-        except BaseException:
-            pass  # the future's own error: the coroutine raises it when resumed
-        try:
-            waiting = coro.send(None) if throw is None else coro.throw(throw)
-        except StopIteration as done:
-            return done.value
 
 
 async def serve(
