@@ -10,8 +10,10 @@ picks uvloop when it is installed, and the worker beside it (tasks.py):
     PSYQ_URL=redis://localhost:6379/0 uvicorn app:app --loop uvloop
     PSYQ_URL=redis://localhost:6379/0 psyq worker tasks:report --queue reports
 
-PSYQ_URL is any psyq URL (`psyq://host:6789` for a `psyq server` with its SQLite file,
-`postgresql://...`); PSYQ_QUEUE names the queue (reports).
+PSYQ_URL is any psyq URL; left out, psyq's default file `sqlite:///psyq.db`, which the
+app's processes (`uvicorn --workers 4`) and the worker share on one host: the first to open
+it owns it and serves the others. `psyq://host:6789` reaches a `psyq server` from other
+hosts, `postgresql://...` a database; PSYQ_QUEUE names the queue (reports).
 """
 
 from __future__ import annotations

@@ -57,6 +57,14 @@ class Proc:
             time.sleep(0.02)
         pytest.fail(f"no {text!r} from {self.argv} within {timeout}s:\n{self.output()[-3000:]}")
 
+    def wait_for_count(self, text: str, count: int, timeout: float = 30) -> None:
+        """Until `count` lines hold `text`; fails when time runs out."""
+        deadline = time.monotonic() + timeout
+        while sum(text in line for line in list(self.lines)) < count:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                pytest.fail(f"not {count} {text!r} from {self.argv}:\n{self.output()[-3000:]}")
+            time.sleep(0.02)
+
     def stop(self, timeout: float = 20) -> int:
         """SIGTERM, then the exit status (SIGKILL after `timeout`)."""
         if self.proc.poll() is None:

@@ -1,5 +1,7 @@
 """examples/fastapi run for real: uvicorn on uvloop serving the app, `psyq worker` processing
-its jobs, on SQLite (through `psyq server`), Redis and Postgres. A job added over HTTP has its
+its jobs, on the default SQLite file (uvicorn's four processes and the worker share it: one
+owns it, the others reach it through the owner), on SQLite through `psyq server`, Redis
+and Postgres. A job added over HTTP has its
 progress and its result streamed back as server-sent events."""
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from .procs import EXAMPLES, PSYQ, Proc
 APP = EXAMPLES / "fastapi"
 
 
-@pytest.fixture(params=["sqlite-server", "redis", "postgres"])
+@pytest.fixture(params=["sqlite-shared", "sqlite-server", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
+    if request.param == "sqlite-shared":  # the default store: uvicorn's processes share it
+        return f"sqlite:///{request.getfixturevalue('tmp_path')}/psyq.db"
     if request.param == "sqlite-server":
         return str(request.getfixturevalue("psyq_server_url"))  # its data: a SQLite file
     return BACKENDS[request.param](request)
@@ -31,9 +35,13 @@ def url(request: pytest.FixtureRequest) -> str:
 def app(url: str) -> Iterator[tuple[httpx.Client, dict[str, str]]]:
     env = {"PSYQ_URL": url, "PSYQ_QUEUE": fresh_name("reports")}
     argv = ["-m", "uvicorn", "app:app", "--loop", "uvloop", "--host", "127.0.0.1", "--port", "0"]
+    processes = 4 if url.startswith("sqlite:") else 1  # four app processes share one file
+    if processes > 1:
+        argv += ["--workers", str(processes)]
     server = Proc([sys.executable, *argv], APP, env)
     try:
         line = server.wait_for("Uvicorn running on http://")
+        server.wait_for_count("Application startup complete", processes)  # each is listening
         base = line.split("running on ", 1)[1].split()[0]
         with httpx.Client(base_url=base, timeout=30) as client:
             yield client, env
