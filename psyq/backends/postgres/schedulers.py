@@ -4,18 +4,22 @@ layout its `every` times; when a worker takes a scheduler's job, the next run is
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
 
-from psyq.backends.base import JobRecord, NewJob
-from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
+from psyq.backends.postgres.connection import BullmqConnection, LayoutCode
 from psyq.core import codec
 from psyq.core.schedule import first_run, next_run
 
 __all__ = ["SPEC_COLUMNS", "Schedulers"]
+
+BUSY_TRIES = 50  # upserts asked while the scheduler's slots are busy (a run being taken)
+BUSY_PAUSE_S = 0.02
 
 # psyq's scheduler spec key -> the layout's column
 SPEC_COLUMNS = {
@@ -40,11 +44,7 @@ class Schedulers(BullmqConnection):
             return None
         spec = {"name": template.name, **repeat}
         pending = _run_opts(template.opts, repeat, scheduler_id, millis, 1)
-        rows = await self._transition(
-            "schedulers.upsert",
-            queue,
-            scheduler_id,
-            "schedule",
+        rows = await self._upsert(
             queue,
             scheduler_id,
             millis,
@@ -54,6 +54,22 @@ class Schedulers(BullmqConnection):
             json.dumps(pending),
         )
         return await self.get_job(queue, rows[0]["job_id"])
+
+    async def _upsert(self, queue: str, scheduler_id: str, *args: Any) -> list[asyncpg.Record]:
+        """schedulers.upsert. Both of the scheduler's slots busy (error -11: a worker is
+        taking its run while the next is added) is a race that passes in milliseconds, and
+        an unchanged upsert must not fail for it: asked again, BUSY_TRIES times at most."""
+        for _ in range(BUSY_TRIES - 1):
+            try:
+                return await self._rows("schedulers.upsert", queue, scheduler_id, *args)
+            except LayoutCode as exc:
+                if exc.code != ErrorCode.SCHEDULER_SLOTS_BUSY:
+                    raise_for_code(exc.code, queue, scheduler_id, "schedule")
+                    raise
+            await asyncio.sleep(BUSY_PAUSE_S)
+        return await self._transition(
+            "schedulers.upsert", queue, scheduler_id, "schedule", queue, scheduler_id, *args
+        )
 
     async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
         record = await self.get_job(queue, job_id)
