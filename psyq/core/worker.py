@@ -178,7 +178,9 @@ class Worker(_BackendUser, WorkerSettling):
         self._stopped = asyncio.Event()
         self._run_task = asyncio.current_task()
         try:
-            ref = await self._queue_ref()
+            ref = await self._reachable_ref()
+            if ref is None:  # closed before the store answered
+                return
             await self._notify("psyq_worker_start", worker=self)
             try:
                 await self._supervise(ref)
@@ -306,6 +308,20 @@ class Worker(_BackendUser, WorkerSettling):
         if self._ref is None:
             self._ref = QueueRef(self.name, await self._open(), self._strategies, self)
         return self._ref
+
+    async def _reachable_ref(self) -> QueueRef | None:
+        """The queue, its store opened: asked again while the store does not answer (each
+        failure an `error`), as a BullMQ worker waits for Redis; None if closed first."""
+        assert self._closing is not None
+        report = partial(self.emit, "error")
+        opening = asyncio.ensure_future(until_done(self._queue_ref, (Unreachable,), report))
+        closing = asyncio.ensure_future(self._closing.wait())
+        await asyncio.wait((opening, closing), return_when=asyncio.FIRST_COMPLETED)
+        closing.cancel()
+        if not opening.done():
+            opening.cancel()
+        await asyncio.gather(opening, closing, return_exceptions=True)
+        return None if opening.cancelled() else opening.result()
 
     async def _supervise(self, ref: QueueRef) -> None:
         """Run the slots, the fetcher and the timers until close; registering runs beside

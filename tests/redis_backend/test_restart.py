@@ -10,8 +10,10 @@ QueueEvents reading the queue's events through the restart sees every job's `com
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
@@ -98,3 +100,42 @@ async def test_worker_resumes_after_redis_restarts(
     assert errors or worker.statistics()["settle_retries"] > 0
     assert announced == {job.id for job in added}
     assert all(isinstance(error, psyq.errors.ConnectionError) for error in event_errors)
+
+
+async def test_a_worker_started_while_redis_is_down_waits_for_it(
+    redis_process: RedisProcess, queue_name: str
+) -> None:
+    """As a BullMQ worker waits for Redis: each failed connect is an `error`, the worker
+    runs once Redis answers, and closing it while Redis is still down returns at once."""
+    redis_process.stop(signal.SIGKILL)
+    done = asyncio.Event()
+    errors: list[BaseException] = []
+    worker = psyq.Worker(queue_name, lambda job: done.set(), connection=redis_process.url)
+    worker.on("error", errors.append)
+    await _until(lambda: len(errors) >= 2, "two failed connects reported")
+    assert all(isinstance(error, psyq.errors.ConnectionError) for error in errors)
+    redis_process.start()
+    queue = psyq.Queue(queue_name, connection=redis_process.url)
+    try:
+        await queue.add("j", 1)
+        await asyncio.wait_for(done.wait(), 20)
+    finally:
+        await worker.close()
+        await queue.close()
+
+    redis_process.stop(signal.SIGKILL)
+    errors.clear()
+    idle = psyq.Worker(queue_name, lambda job: None, connection=redis_process.url)
+    idle.on("error", errors.append)
+    await _until(lambda: len(errors) >= 1, "a failed connect reported")
+    started = time.monotonic()
+    await asyncio.wait_for(idle.close(), 5)
+    assert time.monotonic() - started < 1, "close waited for the store"
+    assert not idle.is_running()
+
+
+async def _until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
+        await asyncio.sleep(0.02)

@@ -17,7 +17,6 @@ wait for, and lost must be 0."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from collections import Counter
@@ -83,12 +82,6 @@ async def _exists(queue: psyq.Queue, job_id: str) -> bool:
 async def test_a_sentinel_failover_under_load(
     sentinel_group: SentinelGroup, queue_name: str, mode: str
 ) -> None:
-    if os.environ.get("PSYQ_TEST_LOOP") == "uvloop":
-        pytest.skip(
-            "known leak, to fix: after the failover a connection of the Sentinel client is "
-            "still open when the loop closes, which uvloop's loop reports (a failed teardown "
-            "in 1 of 2 CI runs); the test runs on asyncio's loop"
-        )
     url = sentinel_group.url("" if mode == "async" else "?wait_replicas=1&wait_timeout=200")
     runs: Counter[int] = Counter()
 

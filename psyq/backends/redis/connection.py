@@ -14,7 +14,7 @@ import asyncio
 import base64
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
@@ -155,19 +155,22 @@ class RedisConnection(BackendAdapter):
     async def open(self) -> None:
         client = self._new_client()
         try:
-            if self.cluster:
-                await client.initialize()  # reads the slots: fails on a non-cluster server
-            info = await client.info("server")
-        except (RedisError, RedisClusterException) as exc:
-            await client.aclose()
-            raise ConnectionError(self.url, str(exc)) from None
-        self._check_server(info, await _maxmemory_policy(client))
+            await self._check_server(client)
+        except BaseException as exc:  # refused, unreachable or cancelled: nothing left open
+            await _close_client(client)  # a Sentinel client's own connections too
+            if isinstance(exc, (RedisError, RedisClusterException)):
+                raise ConnectionError(self.url, str(exc)) from None
+            raise
         self._client = client
         self._blocking = self._new_client(blocking=True)
         if self.cluster:  # its slot map and command table now, not on a QueueEvents' first read
             await self._blocking.initialize()
 
-    def _check_server(self, info: Mapping[str, Any], policy: str | None) -> None:
+    async def _check_server(self, client: Any) -> None:
+        if self.cluster:
+            await client.initialize()  # reads the slots: fails on a non-cluster server
+        info = await client.info("server")
+        policy = await _maxmemory_policy(client)
         version = str(info.get("redis_version", "0"))
         numbers = tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
         if numbers < MIN_VERSION:
