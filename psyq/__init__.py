@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from psyq.backends import DEFAULT_URL, register_backend
 from psyq.backends.base import BackendAdapter
 from psyq.core.backoff import register_backoff_strategy
-from psyq.core.clock import Clock, ManualClock, SystemClock
 from psyq.core.flow import FlowProducer, JobNode
 from psyq.core.job import Job
 from psyq.core.queue import Queue
@@ -39,11 +38,13 @@ from psyq.errors import (
     WaitingChildrenError,
 )
 from psyq.plugins import hookimpl, register_plugin, unregister_plugin
+from psyq.rules.clock import Clock, ManualClock, SystemClock
+from psyq.rules.version import VERSION
 
 if TYPE_CHECKING:
     from psyq import sync as sync
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "DEFAULT_URL",

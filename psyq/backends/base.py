@@ -367,7 +367,7 @@ class BackendAdapter(JobKeys, ABC):
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
     ) -> JobRecord | None:
-        """Create or replace a scheduler (`repeat` is canonical, see psyq.core.schedule);
+        """Create or replace a scheduler (`repeat` is canonical, see psyq.rules.schedule);
         returns its pending job, or None when the spec allows no more runs."""
         raise self._unsupported("job schedulers")
 

@@ -11,6 +11,8 @@ from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
+from psyq.rules.prefix import DEFAULT_PREFIX
+
 __all__ = ["JobKeys", "convert_key", "rekey_page"]
 
 P = TypeVar("P")
@@ -28,7 +30,7 @@ class JobKeys:
         Postgres layout) returns None. The one place a backend chooses its key form: the
         methods below, and the core, ask it."""
         values = parse_qs(urlsplit(self.url).query).get("prefix")
-        return values[-1] if values else "bull"
+        return values[-1] if values else DEFAULT_PREFIX
 
     def queue_key(self, queue: str) -> str:
         """The queue as job keys name it: `<prefix>:<queue>`, or `<queue>` without a prefix

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from psyq.errors import JobNotFoundError, JobStateError, LockError, PsyqError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = [
     "CHILDREN_PENDING",
@@ -222,4 +223,4 @@ class ExportPage:
     next_cursor: str | None
     due: dict[str, int] = field(default_factory=dict)
     deps: dict[str, dict[str, Any]] = field(default_factory=dict)
-    key_prefix: str | None = "bull"
+    key_prefix: str | None = DEFAULT_PREFIX

@@ -9,6 +9,7 @@ from typing import Any
 
 from psyq.cli.common import CliError, cannot_listen
 from psyq.cli.health import Health, add_health_arguments, health_options
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["add_dashboard_parser", "run_dashboard"]
 
@@ -19,7 +20,7 @@ def add_dashboard_parser(commands: argparse._SubParsersAction[argparse.ArgumentP
         "--connection",
         help="backend URL or name: sqlite, redis, postgres, psyq, memory (default: PSYQ_URL)",
     )
-    parser.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix ({DEFAULT_PREFIX})")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (8765)")
     parser.add_argument("--read-only", action="store_true", help="refuse every action (403)")

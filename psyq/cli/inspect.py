@@ -30,6 +30,7 @@ from psyq.backends.base import JOB_STATES, STATE_ORDER
 from psyq.backends.sqlite import parse_sqlite_url
 from psyq.cli.common import CliError, positive_int
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["add_inspect_commands", "run_inspect", "run_queue_action"]
 
@@ -64,7 +65,7 @@ def add_inspect_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connection", help="backend URL (default: PSYQ_URL or the default)")
-    parser.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    parser.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix ({DEFAULT_PREFIX})")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
 
 

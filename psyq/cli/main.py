@@ -11,6 +11,7 @@ import psyq
 from psyq.cli.common import CliError, cannot_listen, positive_int, positive_seconds, seconds
 from psyq.cli.health import add_health_arguments, health_options
 from psyq.errors import PsyqError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["CliError", "cannot_listen", "main", "positive_int"]
 
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="backend URL or name: sqlite, redis, postgres, psyq, memory (default: PSYQ_URL)",
     )
     worker.add_argument("--concurrency", type=positive_int, default=1, help="job slots (1)")
-    worker.add_argument("--prefix", default="bull", help="key prefix (bull)")
+    worker.add_argument("--prefix", default=DEFAULT_PREFIX, help=f"key prefix ({DEFAULT_PREFIX})")
     add_health_arguments(worker)
     add_server_parser(commands)
     add_check_parser(commands)

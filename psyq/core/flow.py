@@ -19,9 +19,10 @@ from typing import Any
 from psyq.backends.base import BackendAdapter, FlowNode, JobRecord
 from psyq.core import gate
 from psyq.core.job import Job, QueueRef
-from psyq.core.options import check_int
-from psyq.core.queue import DEFAULT_PREFIX, _BackendUser, check_queue_name
+from psyq.core.queue import _BackendUser, check_queue_name
 from psyq.errors import InvalidOptionsError
+from psyq.rules.limits import check_int
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["FlowProducer", "JobNode"]
 

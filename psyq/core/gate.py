@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from psyq.backends.base import NewJob
-from psyq.core import codec
 from psyq.core.options import merge_job_options, normalize_job_options
 from psyq.errors import InvalidDataError, InvalidOptionsError
+from psyq.rules import codec
 
 __all__ = ["job_name", "new_job", "text"]
 

@@ -16,9 +16,8 @@ from psyq.backends.base import (
     JobRecord,
     Retry,
 )
-from psyq.core import codec, gate
+from psyq.core import gate
 from psyq.core.backoff import BackoffStrategy, backoff_delay
-from psyq.core.options import MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import (
     InvalidDataError,
     InvalidOptionsError,
@@ -27,6 +26,8 @@ from psyq.errors import (
     LockError,
     UnrecoverableError,
 )
+from psyq.rules import codec
+from psyq.rules.limits import MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 
 if TYPE_CHECKING:
     from psyq.core.events import EventEmitter

@@ -9,52 +9,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from psyq.backends.base import Limiter
-from psyq.core.codec import UNICODE_HINT, bad_text
 from psyq.errors import InvalidOptionsError
+from psyq.rules.codec import UNICODE_HINT, bad_text
+from psyq.rules.limits import (
+    MAX_COUNT,
+    MAX_DELAY_MS,
+    MAX_INT,
+    MAX_PRIORITY,
+    MAX_TIMESTAMP_MS,
+    check_int,
+)
 
-__all__ = [
-    "MAX_COUNT",
-    "MAX_INT",
-    "MAX_PRIORITY",
-    "MAX_TIMESTAMP_MS",
-    "KeepJobs",
-    "check_int",
-    "keep_jobs",
-    "merge_job_options",
-    "normalize_job_options",
-]
-
-MAX_PRIORITY = 2**21 - 1
-MAX_DELAY_MS = 2**42  # delayed scores encode ms << 12 in 53 bits (BullMQ's layout)
-# Every integer option fits what each store keeps (SQLite and Postgres: int64) and what a JS
-# number holds exactly (Node BullMQ reads the same options): 2**53 - 1.
-MAX_INT = 2**53 - 1
-# A count (attempts, how many finished jobs or log rows to keep, a scheduler's runs) fits a
-# 32-bit integer, what BullMQ 6's Postgres layout keeps it in (`integer` columns).
-MAX_COUNT = 2**31 - 1
-MAX_TIMESTAMP_MS = MAX_DELAY_MS  # ms since the epoch, up to the year 2109: not us or ns
-
-
-def check_int(name: str, value: Any, *, minimum: int = 0, maximum: int = MAX_INT) -> int:
-    """Return `value` if it is an int within [minimum, maximum], else raise naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidOptionsError(f"option {name!r} must be an integer, got {value!r}", option=name)
-    if value < minimum and maximum == MAX_INT:
-        raise InvalidOptionsError(
-            f"option {name!r} must be >= {minimum}, got {value!r}", option=name
-        )
-    if value < minimum or value > maximum:
-        why = " (the largest integer every store and Node BullMQ hold exactly)"
-        raise InvalidOptionsError(
-            f"option {name!r} must be between {minimum} and {maximum}"
-            f"{why if maximum == MAX_INT else ''}, got {value!r}",
-            option=name,
-        )
-    return value
+__all__ = ["check_keep", "check_limiter", "merge_job_options", "normalize_job_options"]
 
 
 def check_text(name: str, value: Any) -> str:
@@ -298,39 +267,6 @@ def merge_job_options(defaults: Mapping[str, Any], opts: Mapping[str, Any]) -> d
     if not defaults:
         return opts if type(opts) is dict else dict(opts)
     return {**defaults, **opts}
-
-
-@dataclass(frozen=True, slots=True)
-class KeepJobs:
-    """How many finished jobs to keep: newest `count` and/or younger than `age_ms`."""
-
-    count: int | None = None
-    age_ms: int | None = None
-    limit: int | None = None  # most jobs removed per age clean-up
-
-    @property
-    def keeps_all(self) -> bool:
-        return self.count is None and self.age_ms is None
-
-
-KEEP_ALL = KeepJobs()
-KEEP_NONE = KeepJobs(count=0)
-
-
-def keep_jobs(value: bool | int | Mapping[str, Any] | None) -> KeepJobs:
-    """Turn a canonical removeOnComplete/removeOnFail value into a `KeepJobs` policy."""
-    if value is None or value is False:
-        return KEEP_ALL
-    if value is True:
-        return KEEP_NONE
-    if isinstance(value, int):
-        return KeepJobs(count=value)
-    age = value.get("age")
-    return KeepJobs(
-        count=value.get("count"),
-        age_ms=None if age is None else age * 1000,
-        limit=value.get("limit"),
-    )
 
 
 def check_keep(name: str, value: Any) -> bool | int | dict[str, Any] | None:

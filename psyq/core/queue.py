@@ -8,17 +8,19 @@ from typing import Any, ClassVar
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES, BackendAdapter, JobRecord, Limiter, NewJob
-from psyq.core import codec, gate
+from psyq.core import gate
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef
-from psyq.core.options import check_int, check_text, normalize_job_options
-from psyq.core.schedule import normalize_repeat
+from psyq.core.options import check_text, normalize_job_options
 from psyq.errors import ClosedError, InvalidOptionsError
 from psyq.plugins import AddSpec, PluginHost
+from psyq.rules import codec
+from psyq.rules.limits import check_int
+from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.rules.schedule import normalize_repeat
 
 __all__ = ["Queue", "check_queue_name", "qualify_connection"]
 
-DEFAULT_PREFIX = "bull"
 FINISHED_STATES = ("completed", "failed")
 _ENTRY_KEYS = frozenset({"name", "data", "opts"})
 _NOT_IN_TEMPLATES = frozenset({"jobId", "delay", "deduplication", "parent"})

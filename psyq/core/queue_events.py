@@ -28,17 +28,18 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from psyq.backends.base import BackendAdapter
-from psyq.core import codec
-from psyq.core.backoff import Reconnect
 from psyq.core.events import EventEmitter
-from psyq.core.options import check_int
-from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
+from psyq.core.queue import _BackendUser
 from psyq.errors import (
     InvalidOptionsError,
     JobFailedError,
     JobNotFoundError,
     UnsupportedError,
 )
+from psyq.rules import codec
+from psyq.rules.limits import check_int
+from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.rules.reconnect import Reconnect
 
 __all__ = ["QueueEvents"]
 

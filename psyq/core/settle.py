@@ -34,10 +34,11 @@ from psyq.backends.base import (
     Retry,
     Settlement,
 )
-from psyq.core.backoff import BackoffStrategy, Reconnect
+from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
 from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
+from psyq.rules.reconnect import Reconnect
 
 if TYPE_CHECKING:
     from psyq.plugins import PluginHost

@@ -23,13 +23,12 @@ from functools import partial
 from typing import Any
 
 from psyq.backends.base import BackendAdapter, Completed, FetchRequest, Limiter
-from psyq.core import codec
-from psyq.core.backoff import BackoffStrategy, Reconnect, until_done
+from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef, failure_outcome
-from psyq.core.options import check_int, check_keep, check_limiter
+from psyq.core.options import check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
-from psyq.core.queue import DEFAULT_PREFIX, _BackendUser
+from psyq.core.queue import _BackendUser
 from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling, log
 from psyq.errors import ConnectionError as Unreachable
 from psyq.errors import (
@@ -43,6 +42,10 @@ from psyq.errors import (
     WaitingChildrenError,
 )
 from psyq.plugins import PluginHost
+from psyq.rules import codec
+from psyq.rules.limits import check_int
+from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.rules.reconnect import Reconnect, until_done
 
 __all__ = ["RENEW_LOCK", "Processor", "Worker"]
 

@@ -17,6 +17,7 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES, STATE_ORDER, BackendAdapter
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
 from psyq.errors import InvalidOptionsError, JobNotFoundError, JobStateError, PsyqError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["NotFound", "Store"]
 
@@ -36,7 +37,7 @@ class NotFound(PsyqError):
 
 
 class Store:
-    def __init__(self, connection: str | None, prefix: str = "bull") -> None:
+    def __init__(self, connection: str | None, prefix: str = DEFAULT_PREFIX) -> None:
         self.connection = connection
         self.prefix = prefix
         self._backend: BackendAdapter | None = None

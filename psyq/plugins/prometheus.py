@@ -16,9 +16,9 @@ import weakref
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from psyq.core.conflicts import conflicts
 from psyq.errors import DelayedError, PsyqError, RateLimitError, WaitingChildrenError
 from psyq.plugins.hookspecs import CallNext, hookimpl
+from psyq.rules.conflicts import conflicts
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -50,7 +50,7 @@ class _Metrics:
 class _Conflicts:
     """`<namespace>_store_conflicts_total{store, cause}`: the conflicts a store broke that
     this process ran again (a Postgres deadlock or serialization failure), read from
-    psyq.core.conflicts at each scrape: a backend counts them whether or not a Queue or
+    psyq.rules.conflicts at each scrape: a backend counts them whether or not a Queue or
     Worker holding this plugin made the call."""
 
     def __init__(self, namespace: str) -> None:

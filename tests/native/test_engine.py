@@ -10,8 +10,8 @@ import pytest
 
 from psyq.backends.base import Completed, FetchRequest, NewJob
 from psyq.backends.native import Engine, MemoryBackend, fnv1a
-from psyq.core.clock import ManualClock
 from psyq.errors import InvalidURLError
+from psyq.rules.clock import ManualClock
 
 
 def new(name: str = "j", **opts: object) -> NewJob:

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 import psyq
 from psyq.backends.postgres.statements import load_statements
-from psyq.core.conflicts import conflicts
 from psyq.plugins.prometheus import PrometheusMetrics
+from psyq.rules.conflicts import conflicts
 from tests.conftest import fresh_name
 from tests.postgres.deadlocks import deadlocks, own_database, sessions_gone
 from tests.postgres.lock_load import Load, make_parents, produce

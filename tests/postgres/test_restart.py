@@ -21,7 +21,7 @@ import asyncpg
 import pytest
 
 import psyq
-from psyq.core.backoff import Reconnect
+from psyq.rules.reconnect import Reconnect
 from tests.conftest import fresh_name
 
 from .server import PrivateCluster, postgres_binaries

@@ -1,19 +1,40 @@
-"""The shape of the code, checked: no import circles among psyq's modules, no module past
-600 lines.
+"""The shape of the code, checked: layers (which package may import which), no import circles
+among psyq's and psyq_migrate's modules, no module past 600 lines.
 
-Imports under `if TYPE_CHECKING:` are left out: they name a type for the checker and run
-nothing, so they cannot make an import order matter.
+Imports under `if TYPE_CHECKING:` count like the others: they run nothing, but a reader
+follows them all the same, and a type named from above is a dependency on it. Where a lower
+module needs an upper object it names a narrow Protocol of its own instead.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"psyq": ROOT / "psyq", "psyq_migrate": ROOT / "migrate" / "psyq_migrate"}
 MAX_LINES = 600
+
+# The layers, bottom first: a module imports modules of its own layer or of layers below.
+# The floor holds the rules both the stores and the core follow (psyq/rules/) and the
+# errors; the tools (command line, dashboard, the bullmq layer, migration) stand on top.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("floor", ("psyq.errors", "psyq.rules")),
+    ("stores", ("psyq.backends",)),
+    ("core", ("psyq.core", "psyq.plugins", "psyq.sandbox")),
+    (
+        "tools",
+        (
+            "psyq",
+            "psyq.__main__",
+            "psyq.sync",
+            "psyq.cli",
+            "psyq.compat",
+            "psyq.dashboard",
+            "psyq_migrate",
+        ),
+    ),
+]
 
 
 def modules() -> dict[str, Path]:
@@ -27,10 +48,10 @@ def modules() -> dict[str, Path]:
 
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The modules of `known` that module `name` imports when it runs."""
+    """The modules of `known` that module `name` imports (for the checker too)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             targets |= {_owner(alias.name, known) for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -39,14 +60,6 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
                 full = f"{base}.{alias.name}"
                 targets.add(full if full in known else _owner(base, known))
     return targets - {"", name}
-
-
-def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    for child in ast.iter_child_nodes(tree):
-        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-            continue
-        yield child
-        yield from _runtime_nodes(child)
 
 
 def _absolute(node: ast.ImportFrom, package: str) -> str:
@@ -92,14 +105,74 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# Circles being taken apart (issue 37); this list only shrinks, and the test fails when
+# a circle leaves it without being struck off.
+KNOWN_CIRCLES = [
+    [
+        "psyq.backends.native.engine",
+        "psyq.backends.native.flows",
+        "psyq.backends.native.mutations",
+        "psyq.backends.native.queries",
+        "psyq.backends.native.schedulers",
+        "psyq.backends.native.state",
+        "psyq.backends.native.store",
+    ],
+    ["psyq.backends.postgres.connection", "psyq.backends.postgres.transaction"],
+    ["psyq.backends.redis.backend", "psyq.backends.redis.transfer"],
+    [
+        "psyq.core.queue",
+        "psyq.core.settle",
+        "psyq.core.worker",
+        "psyq.plugins",
+        "psyq.plugins.hookspecs",
+        "psyq.plugins.host",
+        "psyq.plugins.logging",
+    ],
+]
+
+
 def test_no_import_circles() -> None:
     known = modules()
     graph = {name: imported(name, path, known) for name, path in known.items()}
-    assert circles(graph) == []
+    assert sorted(circles(graph)) == KNOWN_CIRCLES
 
 
 def test_the_checker_sees_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def layer_of(name: str) -> int:
+    """The index in LAYERS of the layer module `name` belongs to (the longest match)."""
+    matches = [
+        (len(package), level)
+        for level, (_, packages) in enumerate(LAYERS)
+        for package in packages
+        if name == package or (package != "psyq" and name.startswith(package + "."))
+    ]
+    assert matches, f"{name} is in no layer: add its package to LAYERS"
+    return max(matches)[1]
+
+
+def layer_breaches(graph: dict[str, set[str]]) -> list[str]:
+    """`a -> b` for each import of a module from a layer above a's."""
+    return sorted(
+        f"{name} -> {other}"
+        for name, others in graph.items()
+        for other in others
+        if layer_of(other) > layer_of(name)
+    )
+
+
+def test_each_module_imports_only_its_layer_and_below() -> None:
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert layer_breaches(graph) == []
+
+
+def test_the_checker_sees_an_import_from_above() -> None:
+    graph = {"psyq.backends.x": {"psyq.core.y", "psyq.rules.z"}, "psyq.core.y": set()}
+    graph["psyq.rules.z"] = set()
+    assert layer_breaches(graph) == ["psyq.backends.x -> psyq.core.y"]
 
 
 def test_no_module_past_600_lines() -> None:

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from psyq.core.backoff import Reconnect, backoff_delay, register_backoff_strategy
+from psyq.core.backoff import backoff_delay, register_backoff_strategy
 from psyq.errors import InvalidOptionsError
+from psyq.rules.reconnect import Reconnect
 
 
 def unique_name() -> str:
@@ -139,8 +140,8 @@ async def test_reconnect_counts_one_failure_per_due_attempt() -> None:
 
 
 async def test_until_done_calls_again_while_the_store_is_unreachable() -> None:
-    from psyq.core.backoff import until_done
     from psyq.errors import ConnectionError as Unreachable
+    from psyq.rules.reconnect import until_done
 
     outcomes: list[Exception | None] = [Unreachable("redis://x", "down"), OSError("reset"), None]
     heard: list[BaseException] = []
@@ -157,7 +158,7 @@ async def test_until_done_calls_again_while_the_store_is_unreachable() -> None:
 
 
 async def test_until_done_lets_other_errors_through() -> None:
-    from psyq.core.backoff import until_done
+    from psyq.rules.reconnect import until_done
 
     async def call() -> None:
         raise ValueError("a bug, not an outage")

@@ -6,15 +6,10 @@ from typing import Any
 
 import pytest
 
-from psyq.core.options import (
-    MAX_PRIORITY,
-    KeepJobs,
-    check_int,
-    keep_jobs,
-    merge_job_options,
-    normalize_job_options,
-)
+from psyq.core.options import merge_job_options, normalize_job_options
 from psyq.errors import InvalidOptionsError
+from psyq.rules.limits import MAX_PRIORITY, check_int
+from psyq.rules.retention import KeepJobs, keep_jobs
 
 SNAKE_TO_CAMEL = {
     "job_id": "jobId",

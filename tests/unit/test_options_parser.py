@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from psyq.core import codec
+from psyq.rules import codec
 
 
 def counting_parser() -> tuple[codec.OptionsParser, list[str]]:

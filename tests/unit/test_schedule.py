@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from psyq.core.schedule import first_run, next_run, normalize_repeat
 from psyq.errors import InvalidOptionsError
+from psyq.rules.schedule import first_run, next_run, normalize_repeat
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

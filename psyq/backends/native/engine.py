@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
 from psyq.backends.native.store import QueueStore
-from psyq.core.clock import Clock, system_clock
+from psyq.rules.clock import Clock, system_clock
 
 __all__ = ["Engine", "fnv1a", "named_engine"]
 

@@ -34,14 +34,14 @@ from psyq.backends.native import flows, schedulers, transfer
 from psyq.backends.native.engine import Engine, named_engine, wake_futures
 from psyq.backends.native.eventlog import Position, parse_event_id
 from psyq.backends.native.store import CrossQueue, QueueStore
-from psyq.core import codec
-from psyq.core.clock import Clock
 from psyq.errors import InvalidURLError, PsyqError
+from psyq.rules import codec
+from psyq.rules.clock import Clock
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["MemoryBackend", "open_memory_backend"]
 
 T = TypeVar("T")
-DEFAULT_PREFIX = "bull"
 MAX_OPEN_EXPORTS = 16  # export snapshots kept for cursors; the oldest goes first
 
 

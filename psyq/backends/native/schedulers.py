@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from psyq.backends.base import JobRecord, NewJob
-from psyq.core.schedule import next_run, upserted_run
+from psyq.rules.schedule import next_run, upserted_run
 
 if TYPE_CHECKING:
     from psyq.backends.native.store import QueueStore

@@ -31,7 +31,7 @@ from psyq.backends.native.eventlog import EventLog, Extra
 from psyq.backends.native.heap import Heap4
 from psyq.backends.native.lines import FinishedLine
 from psyq.backends.native.metrics import MinuteCounts
-from psyq.core.options import keep_jobs
+from psyq.rules.retention import keep_jobs
 
 if TYPE_CHECKING:
     from psyq.backends.native.engine import Engine

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from psyq.errors import InvalidURLError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["PostgresSettings", "parse_postgres_url"]
 
@@ -40,7 +41,7 @@ SCHEMES = ("postgres", "postgresql")
 DEFAULTS = {
     "layout": "bullmq",
     "schema": "bullmq",
-    "prefix": "bull",
+    "prefix": DEFAULT_PREFIX,
     "pool_min": "1",
     "pool_max": "10",
     "application_name": "psyq",

@@ -4,7 +4,7 @@ layout's error codes, and the LISTEN connection.
 Every statement runs on its own (one round trip, one implicit transaction): the layout's
 functions make each transition atomic. A lost connection runs the statement again after
 the shared reconnect backoff; a deadlock or serialization failure at once, counted in
-psyq.core.conflicts (logged once per burst).
+psyq.rules.conflicts (logged once per burst).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from psyq.backends.postgres.retry import (
 )
 from psyq.backends.postgres.schema import Ledger, ensure_schema
 from psyq.backends.postgres.statements import load_statements
-from psyq.core.backoff import Reconnect
-from psyq.core.conflicts import conflicts
 from psyq.errors import ConnectionError, InvalidDataError, PsyqError
+from psyq.rules.conflicts import conflicts
+from psyq.rules.reconnect import Reconnect
 
 if TYPE_CHECKING:
     from psyq.backends.postgres.transaction import Statements

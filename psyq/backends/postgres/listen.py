@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.postgres.retry import SESSION_LOST
-from psyq.core.backoff import Reconnect
+from psyq.rules.reconnect import Reconnect
 
 __all__ = ["EVENTS_CHANNEL", "JOBS_CHANNEL", "Listener"]
 

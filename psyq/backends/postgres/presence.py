@@ -33,7 +33,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.postgres.retry import SESSION_LOST
-from psyq.core.backoff import Reconnect
+from psyq.rules.reconnect import Reconnect
 
 __all__ = [
     "PSYQ_WORKER_SUFFIX",

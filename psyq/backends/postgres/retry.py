@@ -20,7 +20,7 @@ CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
 def conflict_cause(exc: BaseException) -> str:
-    """The name a conflict is counted under (psyq.core.conflicts)."""
+    """The name a conflict is counted under (psyq.rules.conflicts)."""
     return "deadlock" if isinstance(exc, asyncpg.DeadlockDetectedError) else "serialization"
 
 

@@ -13,8 +13,8 @@ import asyncpg
 
 from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import BullmqConnection, LayoutCode
-from psyq.core import codec
-from psyq.core.schedule import first_run, next_run
+from psyq.rules import codec
+from psyq.rules.schedule import first_run, next_run
 
 __all__ = ["SPEC_COLUMNS", "Schedulers"]
 

@@ -9,7 +9,6 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from psyq import __version__ as psyq_version
 from psyq.backends.base import (
     Limiter,
 )
@@ -23,6 +22,7 @@ from psyq.backends.redis.jobs import (
     MANUAL_LIMIT,
 )
 from psyq.errors import PsyqError
+from psyq.rules.version import VERSION as psyq_version
 
 OBLITERATE_BATCH = 1000  # jobs deleted per obliterate script call
 

@@ -34,8 +34,8 @@ from psyq.backends.redis.cluster import check_tagged
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts, pooled_connection
 from psyq.backends.redis.settings import parse_redis_settings
 from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
-from psyq.core.backoff import Reconnect, until_done
 from psyq.errors import ConnectionError, PsyqError
+from psyq.rules.reconnect import Reconnect, until_done
 
 __all__ = ["CONNECTION_ERRORS", "PSYQ_WORKER_SUFFIX", "RedisConnection", "worker_client_name"]
 

@@ -9,7 +9,7 @@ from typing import Any
 import msgpack
 
 from psyq.backends.base import JobRecord, NewJob
-from psyq.core import codec
+from psyq.rules import codec
 
 __all__ = [
     "DELAY_SPAN",

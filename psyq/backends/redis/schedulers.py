@@ -22,8 +22,8 @@ from psyq.backends.redis.jobs import (
     decode_opts,
     encode_opts,
 )
-from psyq.core.schedule import next_run, upserted_run
 from psyq.errors import PsyqError
+from psyq.rules.schedule import next_run, upserted_run
 
 # The spec fields a scheduler hash and a run's `opts.repeat` hold (`immediately` only shapes
 # the first run, so BullMQ keeps it in neither).

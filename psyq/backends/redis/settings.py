@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from psyq.errors import InvalidURLError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -17,7 +18,6 @@ __all__ = [
     "parse_redis_url",
 ]
 
-DEFAULT_PREFIX = "bull"
 SCHEMES = {
     "redis": "redis",
     "rediss": "rediss",

@@ -30,8 +30,8 @@ from psyq.backends.redis.jobs import (
     record_from_fields,
 )
 from psyq.backends.redis.schedulers import Schedulers
-from psyq.core import codec
 from psyq.errors import ConnectionError, PsyqError
+from psyq.rules import codec
 
 # Completions a backend remembers as sent in a call whose reply never came (a bound: an
 # outage fails many calls in a row).

@@ -36,6 +36,7 @@ from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite.database import CACHE, Database, open_database, release_database
 from psyq.backends.sqlite.serve import Sharer, share_address
 from psyq.errors import InvalidURLError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["SqliteBackend", "parse_sqlite_url", "start_sharing"]
 
@@ -51,7 +52,7 @@ DEFAULTS = {
     "flush_changes": "100",
     "flush_ms": "10",
     "cache": str(CACHE),
-    "prefix": "bull",
+    "prefix": DEFAULT_PREFIX,
     "share": "on",
 }
 

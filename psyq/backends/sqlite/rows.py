@@ -13,7 +13,7 @@ import msgpack
 from psyq.backends.base import JobRecord
 from psyq.backends.native import transfer
 from psyq.backends.native.store import QueueStore
-from psyq.core import codec
+from psyq.rules import codec
 
 __all__ = [
     "BODY",

@@ -44,8 +44,8 @@ from psyq.backends.tcp.protocol import (
     ProtocolError,
 )
 from psyq.backends.tcp.settings import PsyqSettings, parse_psyq_url
-from psyq.core.backoff import Reconnect
 from psyq.errors import ClosedError, ConnectionError, PsyqError
+from psyq.rules.reconnect import Reconnect
 
 __all__ = [
     "ClientConnection",

@@ -14,6 +14,7 @@ from psyq.compat.bullmq.connection import store_url
 from psyq.core.flow import JobNode
 from psyq.core.job import QueueRef
 from psyq.errors import PsyqError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = [
     "KEY_NAMES",
@@ -54,7 +55,7 @@ class Backend:
 
     def __init__(self, name: str, opts: Mapping[str, Any]) -> None:
         self.name = name
-        self.prefix = str(opts.get("prefix") or "bull")
+        self.prefix = str(opts.get("prefix") or DEFAULT_PREFIX)
         self.url = store_url(opts)
         self.core = CoreQueue(
             name,

@@ -19,6 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 from psyq.backends.postgres.config import SCHEMES as POSTGRES_SCHEMES
 from psyq.compat.bullmq.postgres_options import postgres_url
 from psyq.errors import InvalidOptionsError, InvalidURLError, redact_url
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["DEFAULT_REDIS_URL", "connection_url", "store_url"]
 
@@ -67,7 +68,7 @@ def _check_skip_version_check(value: Any) -> None:
 
 def _check_postgres_prefix(prefix: Any) -> None:
     """On Postgres the schema, not a key prefix, separates namespaces (as in `bullmq`)."""
-    if prefix not in (None, "bull"):
+    if prefix not in (None, DEFAULT_PREFIX):
         raise InvalidOptionsError(
             f"prefix {prefix!r} does not apply to backend 'postgres': queues are named "
             "without a prefix there; use the schema option to separate namespaces",

@@ -14,6 +14,7 @@ from psyq.compat.bullmq.job import Job
 from psyq.core.flow import JobNode
 from psyq.core.options import merge_job_options, normalize_job_options
 from psyq.errors import JobNotFoundError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["FlowProducer", "create_backend"]
 
@@ -39,7 +40,7 @@ class FlowProducer:
         self.opts: dict[str, Any] = dict(opts or {})
         if redisOpts:
             self.opts["connection"] = redisOpts
-        self.prefix = self.opts.get("prefix", "bull")
+        self.prefix = self.opts.get("prefix", DEFAULT_PREFIX)
         self.backend = create_backend("__default__", self.opts)
         self.closing = False
 

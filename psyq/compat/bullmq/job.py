@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from psyq.backends.base import FetchRequest, JobRecord
-from psyq.core import codec
 from psyq.core.job import Job as CoreJob
 from psyq.errors import JobNotFoundError, JobStateError, PsyqError
+from psyq.rules import codec
 
 __all__ = ["Job", "next_job_data", "raw_job_data"]
 

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 
 from psyq.compat.bullmq.errors import BadCronError
 from psyq.compat.bullmq.job import Job, decode_opts
-from psyq.core.schedule import first_run, normalize_repeat
 from psyq.errors import InvalidOptionsError
+from psyq.rules.schedule import first_run, normalize_repeat
 
 __all__ = ["JobScheduler", "default_repeat_strategy"]
 

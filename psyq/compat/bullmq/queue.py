@@ -10,6 +10,7 @@ from psyq.compat.bullmq.backend import Backend, create_backend
 from psyq.compat.bullmq.job import Job
 from psyq.core.events import EventEmitter
 from psyq.errors import JobNotFoundError, PsyqError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 if TYPE_CHECKING:
     from psyq.compat.bullmq.job_scheduler import JobScheduler
@@ -65,7 +66,7 @@ class Queue(EventEmitter):
         self.name = name
         self.opts = dict(opts or {})
         self.jobsOpts = self.opts.get("defaultJobOptions", {})
-        self.prefix = self.opts.get("prefix", "bull")
+        self.prefix = self.opts.get("prefix", DEFAULT_PREFIX)
         self.backend = create_backend(name, self.opts)
         self.keys = self.backend.keys
         self.scripts = None  # bullmq's Lua script objects: psyq's stores keep their own

@@ -15,6 +15,7 @@ from typing import Any
 from psyq.compat.bullmq import queue as queue_module
 from psyq.compat.bullmq._core import CoreQueueEvents
 from psyq.compat.bullmq.backend import redis_client, redis_keys, store_of
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["QueueEvents"]
 
@@ -29,7 +30,7 @@ class QueueEvents(CoreQueueEvents):
             "autorun": True,
             **dict(opts or {}),
         }
-        prefix = str(self.opts.get("prefix") or "bull")
+        prefix = str(self.opts.get("prefix") or DEFAULT_PREFIX)
         self.url = _store(name, self.opts)
         super().__init__(
             name,

@@ -11,6 +11,7 @@ from typing import Any
 from psyq.backends.optional import PublishesEvents
 from psyq.compat.bullmq import queue as queue_module
 from psyq.errors import UnsupportedError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["QueueEventsProducer"]
 
@@ -19,7 +20,7 @@ class QueueEventsProducer:
     def __init__(self, name: str, opts: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.opts = dict(opts or {})
-        self.prefix = self.opts.get("prefix", "bull")
+        self.prefix = self.opts.get("prefix", DEFAULT_PREFIX)
         # the store a Queue of the same options opens (through its factory)
         self.backend = queue_module.create_backend(name, self.opts)
         self.keys = self.backend.keys

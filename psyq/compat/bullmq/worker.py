@@ -32,6 +32,7 @@ from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
 from psyq.errors import LockError, RateLimitError
+from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -152,7 +153,7 @@ class Worker(EventEmitter):
         self.opts.setdefault("lockRenewTime", self.opts["lockDuration"] // 2)
         self.backend = create_backend(name, self.opts, with_blocking_connection=True)
         self.keys = getattr(self.backend, "keys", None)
-        self.prefix = self.opts.get("prefix", "bull")
+        self.prefix = self.opts.get("prefix", DEFAULT_PREFIX)
         self.workerName: str | None = given.get("name")
         suffix = f":w:{self.workerName}" if self.workerName else ""
         self.clientName = self.backend.clientName(suffix)

@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from psyq.core.options import MAX_COUNT, MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 from psyq.errors import InvalidOptionsError
+from psyq.rules.limits import MAX_COUNT, MAX_DELAY_MS, MAX_TIMESTAMP_MS, check_int
 
 __all__ = ["first_run", "next_run", "normalize_repeat", "upserted_run"]
 
