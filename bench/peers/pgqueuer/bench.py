@@ -8,6 +8,11 @@ of lists of 1,000; processing cN = a QueueManager with a no-op entrypoint, batch
 and max_concurrent_tasks N, in drain mode; add-to-start = enqueue at a steady rate while a
 QueueManager runs, latency from enqueue to handler start. Flows have no pgqueuer
 counterpart.
+
+Two setups, each row measured in both and the better one reported (`setup` names which):
+"connection", what pgqueuer's documentation shows (`AsyncpgDriver` on a connection of its
+own for the producer and one for each QueueManager), and "pool" (`AsyncpgPoolDriver` on an
+asyncpg pool, whose release runs asyncpg's reset query: one more round trip per call).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ os.environ["PGQUEUER_SCHEMA"] = SCHEMA
 
 import asyncpg  # noqa: E402
 import pgqueuer  # noqa: E402
-from pgqueuer import AsyncpgPoolDriver, Queries, QueueManager  # noqa: E402
+from pgqueuer import AsyncpgDriver, AsyncpgPoolDriver, Queries, QueueManager  # noqa: E402
 from pgqueuer.types import QueueExecutionMode  # noqa: E402
 
 BATCH = 1000
@@ -47,11 +52,10 @@ async def fill(queries: Queries, entrypoint: str, count: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-async def processing(driver: Any, count: int, concurrency: int) -> float:
-    queries = Queries(driver)
+async def processing(producer: Any, consumer: Any, count: int, concurrency: int) -> float:
     name = f"c{concurrency}"
-    await fill(queries, name, count)
-    qm = QueueManager(queries)
+    await fill(Queries(producer), name, count)
+    qm = QueueManager(Queries(consumer))
 
     @qm.entrypoint(name)
     async def noop(job: Any) -> None:
@@ -66,9 +70,9 @@ async def processing(driver: Any, count: int, concurrency: int) -> float:
     return count / (time.perf_counter() - started)
 
 
-async def latency(driver: Any, rate: int, seconds: float) -> dict[str, float]:
-    queries = Queries(driver)
-    qm = QueueManager(queries)
+async def latency(producer: Any, consumer: Any, rate: int, seconds: float) -> dict[str, float]:
+    queries = Queries(producer)
+    qm = QueueManager(Queries(consumer))
     seen: list[float] = []
 
     @qm.entrypoint("latency")
@@ -98,26 +102,77 @@ async def latency(driver: Any, rate: int, seconds: float) -> dict[str, float]:
     }
 
 
+class Setup:
+    """The drivers of one setup: the producer's and a fresh one per QueueManager."""
+
+    def __init__(self, name: str, dsn: str) -> None:
+        self.name, self.dsn = name, dsn
+        self._closers: list[Any] = []
+
+    async def driver(self) -> Any:
+        if self.name == "pool":
+            if not self._closers:
+                self._closers.append(await asyncpg.create_pool(self.dsn, min_size=2, max_size=10))
+            return AsyncpgPoolDriver(self._closers[0])
+        connection = await asyncpg.connect(self.dsn)
+        self._closers.append(connection)
+        return AsyncpgDriver(connection)
+
+    async def close(self) -> None:
+        for closer in self._closers:
+            await closer.close()
+
+
+async def rows(setup: Setup, cfg: dict[str, Any]) -> dict[str, Any]:
+    producer = await setup.driver()
+    queries = Queries(producer)
+    return {
+        "add_single": await add_single(queries, cfg["single"]),
+        "add_bulk": await fill(queries, "bulk", cfg["jobs"]),
+        "c10": await processing(producer, await setup.driver(), cfg["jobs"], 10),
+        "c100": await processing(producer, await setup.driver(), cfg["jobs"], 100),
+        "latency": await latency(producer, await setup.driver(), cfg["rate"], cfg["seconds"]),
+    }
+
+
+def better(by_setup: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each row from the setup that did it better (faster; for latency the lower p99)."""
+    best: dict[str, Any] = {}
+    chosen: list[str] = []
+    for row in next(iter(by_setup.values())):
+        if row == "latency":
+            name = min(by_setup, key=lambda setup: by_setup[setup][row]["p99"])
+        else:
+            name = max(by_setup, key=lambda setup: by_setup[setup][row])
+        best[row] = by_setup[name][row]
+        chosen.append(f"{row} {name}")
+    figures = "; ".join(
+        f"{setup}: "
+        + ", ".join(f"{row} {value:,.0f}/s" for row, value in result.items() if row != "latency")
+        for setup, result in by_setup.items()
+    )
+    best["notes"] = [f"pgqueuer setups, the better kept per row ({', '.join(chosen)}): {figures}"]
+    return best
+
+
 async def main(cfg: dict[str, Any]) -> dict[str, Any]:
     dsn = os.environ["PSYQ_BENCH_PG_DSN"]
-    pool = await asyncpg.create_pool(dsn, min_size=2, max_size=10)
-    driver = AsyncpgPoolDriver(pool)
-    queries = Queries(driver)
-    await queries.install()
+    connection = await asyncpg.connect(dsn)
+    await Queries(AsyncpgDriver(connection)).install()
+    by_setup: dict[str, dict[str, Any]] = {}
     try:
-        return {
-            "version": pgqueuer.__version__,
-            "add_single": await add_single(queries, cfg["single"]),
-            "add_bulk": await fill(queries, "bulk", cfg["jobs"]),
-            "c10": await processing(driver, cfg["jobs"], 10),
-            "c100": await processing(driver, cfg["jobs"], 100),
-            "latency": await latency(driver, cfg["rate"], cfg["seconds"]),
-        }
+        for name in ("connection", "pool"):
+            setup = Setup(name, dsn)
+            try:
+                by_setup[name] = await rows(setup, cfg)
+            finally:
+                await setup.close()
+            await Queries(AsyncpgDriver(connection)).clear_queue()  # each setup starts empty
+        return {"version": pgqueuer.__version__, **better(by_setup)}
     finally:
-        async with pool.acquire() as conn:
-            drop = "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', $1::text)"
-            await conn.execute(await conn.fetchval(drop, SCHEMA))
-        await pool.close()
+        drop = "SELECT format('DROP SCHEMA IF EXISTS %I CASCADE', $1::text)"
+        await connection.execute(await connection.fetchval(drop, SCHEMA))
+        await connection.close()
 
 
 if __name__ == "__main__":
