@@ -13,10 +13,12 @@ Playwright's Python client (the dev extra).
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import shutil
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -35,43 +37,16 @@ PICTURES = [
     "phone-job",
 ]
 
-# The failed job of the pictures: a processor's helper raises while parsing a file.
-TASKS = '''\
-import psyq
 
-
-def parse_file(path: str) -> None:
-    raise ValueError(
-        f"""bad input in {path}
-line 2: expected a number"""
+def app_tasks(tests: ModuleType) -> dict[str, Any]:
+    """The tests' failing code (`parse_file`, `fail_for_real`) as a module whose code and
+    source lines are those of /app/tasks.py, so its traceback names no machine's path."""
+    source = "\n\n".join(
+        ["import psyq", inspect.getsource(tests.parse_file), inspect.getsource(tests.fail_for_real)]
     )
-
-
-async def parse(job: psyq.Job) -> None:
-    parse_file(job.data["file"])
-
-
-async def fail_for_real(url: str, name: str) -> str:
-    async with psyq.Queue(name, connection=url) as queue:
-        job = await queue.add("parse", {"file": "x.csv"}, attempts=1)
-        worker = psyq.Worker(name, None, connection=url, autorun=False)
-        try:
-            taken = await worker.get_next_job("t", block=False)
-            try:
-                await parse(taken)
-            except ValueError as exc:
-                await taken.move_to_failed(exc, "t")
-        finally:
-            await worker.close()
-        return job.id
-'''
-
-
-def app_tasks() -> dict[str, Any]:
-    """TASKS as a module whose code and source lines are those of /app/tasks.py."""
-    linecache.cache[SHOWN_AS] = (len(TASKS), None, TASKS.splitlines(True), SHOWN_AS)
+    linecache.cache[SHOWN_AS] = (len(source), None, source.splitlines(True), SHOWN_AS)
     namespace: dict[str, Any] = {"__name__": "tasks", "__file__": SHOWN_AS}
-    exec(compile(TASKS, SHOWN_AS, "exec"), namespace)
+    exec(compile(source, SHOWN_AS, "exec"), namespace)
     return namespace
 
 
@@ -79,9 +54,10 @@ class FailInApp:
     """A pytest plugin: the browser tests fail their job through /app/tasks.py."""
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        fail_for_real = app_tasks()["fail_for_real"]
         for item in items:
-            item.module.fail_for_real = fail_for_real  # type: ignore[attr-defined]
+            tests = item.module  # type: ignore[attr-defined]
+            if tests.fail_for_real.__code__.co_filename != SHOWN_AS:
+                tests.fail_for_real = app_tasks(tests)["fail_for_real"]
 
 
 def main() -> int:
