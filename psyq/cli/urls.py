@@ -1,4 +1,4 @@
-"""Backend names as shorthand for URLs on the command line (DESIGN.md, "Backend names").
+"""Backend names as shorthand for URLs on the command line (docs/cli.md, "Backend names").
 
 Wherever a command takes a URL it also takes a backend's bare name, resolved from the usual
 environment:
