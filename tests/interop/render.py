@@ -57,7 +57,8 @@ created. Two things differ from Redis by the store's nature, and psyq follows No
 
 Locks: psyq takes the layout's locks in one global order (the order Node BullMQ 6.7's
 own functions take them in), so psyq's producers and workers beside Node's do not
-deadlock ([architecture.md](architecture.md), "Decision: one lock order"). Let Node
+deadlock (design record
+[0006 Postgres: one lock order](design/0006-postgres-one-lock-order.md)). Let Node
 migrate a shared schema (`migrate: true`): psyq creates it at version 4 (what the
 `bullmq` PyPI package ships), and Node 6.7's own calls take their deduplication locks in
 order only from its migration 8 on; a deadlock that still happens is retried by psyq and
