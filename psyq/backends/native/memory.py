@@ -550,7 +550,7 @@ def _wake(store: QueueStore, notify: bool) -> None:
         wake_futures(events.waiters)
 
 
-def _preorder(tree: tuple[JobRecord, list[Any]]) -> list[JobRecord]:
+def _preorder(tree: flows.Tree) -> list[JobRecord]:
     record, children = tree
     return [record, *(r for child in children for r in _preorder(child))]
 

@@ -303,16 +303,6 @@ class QueueStore(Mutations):
         if record.parent_key is not None:
             flows.child_finished(self, record, now)
 
-    def _fail(
-        self, record: JobRecord, reason: str, stacktrace: Sequence[str], now: int, keep: Any = None
-    ) -> None:
-        record.failed_reason = reason
-        record.stacktrace = stacktrace
-        self._finish_into(record, "failed", now, keep)
-        self.emit("failed", record.id, {"failedReason": reason, "prev": "active"})
-        if record.attempts_made >= record.opts.get("attempts", 1):
-            self.emit("retries-exhausted", record.id, {"attemptsMade": record.attempts_made})
-
     def retry_job(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
         record = self.locked(job_id, token, "retry")
         self._detach(record)
