@@ -38,11 +38,7 @@ from psyq.backends.base import (
     StalledResult,
 )
 from psyq.backends.tcp.connection import ClientConnection
-from psyq.backends.tcp.protocol import (
-    BLOCKING_COMMANDS,
-    PROTOCOL_VERSION,
-    ProtocolError,
-)
+from psyq.backends.tcp.protocol import BLOCKING_COMMANDS, PROTOCOL_VERSION, ProtocolError
 from psyq.backends.tcp.settings import PsyqSettings, parse_psyq_url
 from psyq.errors import ClosedError, ConnectionError, PsyqError
 from psyq.rules.reconnect import Reconnect
