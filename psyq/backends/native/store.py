@@ -33,11 +33,10 @@ from psyq.backends.native.state import (
     SKIP_LOCK_TOKEN,
     STALLED_REASON,
     CrossQueue,
-    StoreState,
 )
 from psyq.errors import JobNotFoundError, LockError
 
-__all__ = ["NO_OPTS", "STALLED_REASON", "CrossQueue", "QueueStore", "StoreState"]
+__all__ = ["NO_OPTS", "QueueStore"]
 
 # The options of every job added without any: one dict for all (64 bytes a job less). The
 # engine replaces a record's options, never changes them in place; Job copies them.

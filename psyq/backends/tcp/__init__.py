@@ -6,10 +6,11 @@ bytes into frames; outbox.py frames out in batches; adding.py adds of one loop t
 request (protocol 2). settings.py: the URL; commands.py: argument checks; server.py: the
 asyncio server; connection.py: the client's connection; client.py: the adapter."""
 
-from psyq.backends.tcp.client import TcpBackend, open_tcp_backend, parse_psyq_url
+from psyq.backends.tcp.client import TcpBackend, open_tcp_backend
 from psyq.backends.tcp.protocol import PROTOCOL_VERSION, ProtocolError
 from psyq.backends.tcp.server import Server, serve
 from psyq.backends.tcp.server_connection import ServerLimits
+from psyq.backends.tcp.settings import parse_psyq_url
 
 __all__ = [
     "PROTOCOL_VERSION",
