@@ -18,6 +18,7 @@ backends, so every backend that implements them can be a source or a destination
 from __future__ import annotations
 
 from psyq_migrate.errors import MigrateError
+from psyq_migrate.figures import GroupFigures, Timeline, build_report, build_timeline
 from psyq_migrate.history import enqueue_dataframe, enqueue_file, export_history
 from psyq_migrate.pipeline import (
     MigrateOptions,
@@ -26,14 +27,7 @@ from psyq_migrate.pipeline import (
     migrate,
     verify_backends,
 )
-from psyq_migrate.report import (
-    GroupFigures,
-    Timeline,
-    build_report,
-    build_timeline,
-    write_chart,
-    write_html,
-)
+from psyq_migrate.rendering import write_chart, write_html
 from psyq_migrate.verify import VerifyReport, VerifyRow
 
 __all__ = [

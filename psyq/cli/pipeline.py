@@ -30,8 +30,7 @@ from psyq.cli.common import positive_int
 from psyq.errors import redact_url
 
 if TYPE_CHECKING:
-    from psyq_migrate import MigrationResult, QueuePlan, VerifyReport
-    from psyq_migrate.report import GroupFigures, Timeline
+    from psyq_migrate import GroupFigures, MigrationResult, QueuePlan, Timeline, VerifyReport
 
 __all__ = [
     "PIPELINE_COMMANDS",
@@ -275,7 +274,7 @@ def run_enqueue(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from psyq_migrate.report import build_report, build_timeline, write_chart, write_html
+    from psyq_migrate import build_report, build_timeline, write_chart, write_html
     from psyq_migrate.spark import spark_session
 
     interval = args.interval * 60_000 if args.interval else None

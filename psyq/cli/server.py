@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.tcp.server import ServerLimits, serve
+from psyq.backends.tcp.server import serve
+from psyq.backends.tcp.server_connection import ServerLimits
 from psyq.cli.common import CliError, cannot_listen
 from psyq.cli.health import HealthOptions, health_options, serving_health
 from psyq.cli.loop import loop_factory, run

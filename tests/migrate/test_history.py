@@ -13,14 +13,9 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.cli.main import main
 from psyq_migrate import MigrateError, QueuePlan
+from psyq_migrate.figures import TimelinePoint, build_report, build_timeline, choose_interval
 from psyq_migrate.history import enqueue_dataframe, export_history
-from psyq_migrate.report import (
-    TimelinePoint,
-    build_report,
-    build_timeline,
-    choose_interval,
-    write_html,
-)
+from psyq_migrate.rendering import write_html
 
 T0 = 1_700_000_000_000
 

@@ -16,11 +16,14 @@ import pytest
 import psyq
 from psyq.backends.base import JobRecord, NewJob
 from psyq.backends.native import MemoryBackend
-from psyq.backends.tcp import server as server_module
+from psyq.backends.tcp import server_connection
 from psyq.backends.tcp.adding import compact, rebuild_all
 from psyq.backends.tcp.client import TcpBackend
-from psyq.backends.tcp.protocol import FrameBuffer, ProtocolError, decode, frame
-from psyq.backends.tcp.server import Server, ServerConnection
+from psyq.backends.tcp.codec import decode, frame
+from psyq.backends.tcp.framing import FrameBuffer
+from psyq.backends.tcp.protocol import ProtocolError
+from psyq.backends.tcp.server import Server
+from psyq.backends.tcp.server_connection import ServerConnection
 
 
 class CountingServer:
@@ -266,7 +269,7 @@ async def test_a_version_2_client_cannot_send_add(served: CountingServer) -> Non
 async def test_a_client_speaks_version_2_to_a_version_2_server(
     served: CountingServer, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server_module, "SUPPORTED_VERSIONS", (1, 2))
+    monkeypatch.setattr(server_connection, "SUPPORTED_VERSIONS", (1, 2))
     async with psyq.Queue(queue_name, connection=served.url) as queue:
         job = await queue.add("a", 1)
         assert job.data == 1 and await job.get_state() == "waiting"
@@ -277,7 +280,7 @@ async def test_a_client_speaks_version_2_to_a_version_2_server(
 async def test_a_client_speaks_version_1_to_an_older_server(
     served: CountingServer, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server_module, "SUPPORTED_VERSIONS", (1,))
+    monkeypatch.setattr(server_connection, "SUPPORTED_VERSIONS", (1,))
     async with psyq.Queue(queue_name, connection=served.url) as queue:
         jobs = await asyncio.gather(queue.add("a", 1), queue.add("b", 2))
         assert [job.data for job in jobs] == [1, 2]

@@ -12,7 +12,8 @@ import pytest
 
 import psyq
 from psyq.backends.tcp import TcpBackend, parse_psyq_url
-from psyq.backends.tcp.protocol import PROTOCOL_VERSION, frame
+from psyq.backends.tcp.codec import frame
+from psyq.backends.tcp.protocol import PROTOCOL_VERSION
 from tests.tcp.server_proc import ServerProcess, start_server
 from tests.tcp.test_faults import RawClient
 

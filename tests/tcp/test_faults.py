@@ -12,7 +12,9 @@ import msgpack
 import pytest
 
 import psyq
-from psyq.backends.tcp.protocol import HEADER, PROTOCOL_VERSION, FrameBuffer, decode, frame
+from psyq.backends.tcp.codec import decode, frame
+from psyq.backends.tcp.framing import FrameBuffer
+from psyq.backends.tcp.protocol import HEADER, PROTOCOL_VERSION
 from tests.tcp.server_proc import ServerProcess, start_server
 
 FRAME_TIMEOUT = 0.5

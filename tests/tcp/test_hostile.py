@@ -18,7 +18,8 @@ import pytest
 
 import psyq
 from psyq.backends import open_backend, release_backend
-from psyq.backends.tcp.protocol import HEADER, PROTOCOL_VERSION, frame
+from psyq.backends.tcp.codec import frame
+from psyq.backends.tcp.protocol import HEADER, PROTOCOL_VERSION
 from psyq.backends.tcp.server import serve
 from tests.tcp.server_proc import ServerProcess, start_server
 from tests.tcp.test_faults import RawClient

@@ -28,18 +28,12 @@ from psyq.backends.base import (
     StalledResult,
 )
 from psyq.backends.native import MemoryBackend
+from psyq.backends.tcp.codec import decode, encode, frame
 from psyq.backends.tcp.commands import check_args, signatures
-from psyq.backends.tcp.protocol import (
-    COMMANDS,
-    HEADER,
-    PROTOCOL_VERSION,
-    FrameBuffer,
-    ProtocolError,
-    decode,
-    encode,
-    frame,
-)
-from psyq.backends.tcp.server import Server, ServerConnection, ServerLimits
+from psyq.backends.tcp.framing import FrameBuffer
+from psyq.backends.tcp.protocol import COMMANDS, HEADER, PROTOCOL_VERSION, ProtocolError
+from psyq.backends.tcp.server import Server
+from psyq.backends.tcp.server_connection import ServerConnection, ServerLimits
 from psyq.errors import InvalidOptionsError, JobNotFoundError, LockError
 
 RECORD = JobRecord(

@@ -109,17 +109,6 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 # a circle leaves it without being struck off.
 KNOWN_CIRCLES = [
     [
-        "psyq.backends.native.engine",
-        "psyq.backends.native.flows",
-        "psyq.backends.native.mutations",
-        "psyq.backends.native.queries",
-        "psyq.backends.native.schedulers",
-        "psyq.backends.native.state",
-        "psyq.backends.native.store",
-    ],
-    ["psyq.backends.postgres.connection", "psyq.backends.postgres.transaction"],
-    ["psyq.backends.redis.backend", "psyq.backends.redis.transfer"],
-    [
         "psyq.core.queue",
         "psyq.core.settle",
         "psyq.core.worker",

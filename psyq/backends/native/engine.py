@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
+from psyq.backends.native.state import StoreState
 from psyq.backends.native.store import QueueStore
 from psyq.rules.clock import Clock, system_clock
 
@@ -52,7 +53,7 @@ class Engine:
         # Set while one caller holds every lock (cross-queue transitions such as flows).
         self.all_locked = False
         # Stores a cross-queue transition made ready; their workers are woken afterwards.
-        self.touched: set[QueueStore] = set()
+        self.touched: set[StoreState] = set()
         # Called with each new store (a persisted engine gives it file-backed parts), and
         # with the key of each dropped one under its lock (its rows go with it).
         self.on_new_store: Callable[[QueueStore], object] | None = None
@@ -122,7 +123,7 @@ class Engine:
                     wake(store)
 
 
-def wake(store: QueueStore) -> None:
+def wake(store: StoreState) -> None:
     """Wake the workers and event readers blocked on `store`, in whatever thread or event
     loop they run."""
     wake_futures(store.waiters)

@@ -9,15 +9,18 @@ ignored. When nothing is pending, a parent in waiting-children moves to waiting.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from psyq.backends.base import FlowNode, JobRecord, NewJob
+from psyq.backends.native.state import StoreState
+from psyq.backends.native.view import Adding, EngineView
 from psyq.errors import JobNotFoundError
 
-if TYPE_CHECKING:
-    from psyq.backends.native.store import QueueStore
+__all__ = ["Tree", "add_tree", "child_finished", "child_removed", "get_tree", "remove_children"]
 
-__all__ = ["add_tree", "child_finished", "child_removed", "get_tree", "remove_children"]
+# A flow's added job and the trees of its children.
+Tree = tuple[JobRecord, list["Tree"]]
 
 POLICIES = (
     "failParentOnFailure",
@@ -34,10 +37,10 @@ def split_key(job_key: str) -> tuple[str, str]:
 
 
 def add_tree(
-    store_of: Any, node: FlowNode, now: int, parent: tuple[QueueStore, str] | None
-) -> tuple[JobRecord, list[Any]]:
+    store_of: Callable[[str], Adding], node: FlowNode, now: int, parent: tuple[Adding, str] | None
+) -> Tree:
     """Add `node` and its children; returns (record, [child results...])."""
-    store: QueueStore = store_of(node.queue)
+    store = store_of(node.queue)
     new = node.job
     if parent is not None:
         link = {"id": parent[1], "queue": parent[0].key}
@@ -51,14 +54,14 @@ def add_tree(
     return record, children
 
 
-def check_parent(engine: Any, parent: dict[str, Any]) -> None:
+def check_parent(engine: EngineView[StoreState], parent: dict[str, Any]) -> None:
     """A job added with `parent` needs that parent to exist (nothing is written otherwise)."""
     parent_store = engine.existing_store(parent["queue"])
     if parent_store is None or parent["id"] not in parent_store.jobs:
         raise JobNotFoundError(parent["queue"], parent["id"])
 
 
-def link_child(store: QueueStore, record: JobRecord) -> None:
+def link_child(store: StoreState, record: JobRecord) -> None:
     """Record a new child as pending in its parent."""
     parent = record.opts["parent"]
     parent_store = store.engine.existing_store(parent["queue"])
@@ -68,7 +71,7 @@ def link_child(store: QueueStore, record: JobRecord) -> None:
         parent_store.mark(parent["id"])
 
 
-def _parent_of(store: QueueStore, record: JobRecord) -> tuple[QueueStore, JobRecord] | None:
+def _parent_of(store: StoreState, record: JobRecord) -> tuple[StoreState, JobRecord] | None:
     parent = record.opts.get("parent")
     if not parent:
         return None
@@ -79,7 +82,7 @@ def _parent_of(store: QueueStore, record: JobRecord) -> tuple[QueueStore, JobRec
     return None if parent_record is None else (parent_store, parent_record)
 
 
-def child_finished(store: QueueStore, record: JobRecord, now: int) -> None:
+def child_finished(store: StoreState, record: JobRecord, now: int) -> None:
     """A child completed or failed for good: update its parent."""
     found = _parent_of(store, record)
     if found is None:
@@ -112,12 +115,12 @@ def child_finished(store: QueueStore, record: JobRecord, now: int) -> None:
         parent_store.failed_children.setdefault(parent.id, {})[child_key] = reason
 
 
-def _maybe_release(store: QueueStore, parent: JobRecord) -> None:
+def _maybe_release(store: StoreState, parent: JobRecord) -> None:
     if not store.pending.get(parent.id):
         _release(store, parent)
 
 
-def _release(store: QueueStore, parent: JobRecord) -> None:
+def _release(store: StoreState, parent: JobRecord) -> None:
     """A parent in waiting-children moves on (to waiting, or delayed if it has a delay)."""
     if parent.state != "waiting-children":
         return
@@ -129,7 +132,7 @@ def _release(store: QueueStore, parent: JobRecord) -> None:
         store.to_wait(parent, "waiting-children")
 
 
-def _fail_parent(store: QueueStore, parent: JobRecord, child_key: str, now: int) -> None:
+def _fail_parent(store: StoreState, parent: JobRecord, child_key: str, now: int) -> None:
     if parent.state != "waiting-children":
         return
     store._detach(parent)
@@ -139,7 +142,7 @@ def _fail_parent(store: QueueStore, parent: JobRecord, child_key: str, now: int)
         child_finished(store, parent, now)
 
 
-def child_removed(store: QueueStore, record: JobRecord) -> None:
+def child_removed(store: StoreState, record: JobRecord) -> None:
     """A child went away: it no longer holds its parent back."""
     found = _parent_of(store, record)
     if found is None:
@@ -153,14 +156,14 @@ def child_removed(store: QueueStore, record: JobRecord) -> None:
         _maybe_release(parent_store, parent)
 
 
-def children_keys(store: QueueStore, job_id: str) -> list[str]:
+def children_keys(store: StoreState, job_id: str) -> list[str]:
     keys: list[str] = sorted(store.pending.get(job_id, ()))
     for links in (store.processed, store.failed_children, store.ignored):
         keys.extend(links.get(job_id, {}))
     return keys
 
 
-def remove_children(store: QueueStore, job_id: str) -> None:
+def remove_children(store: StoreState, job_id: str) -> None:
     """Remove every child (and their children) that is not being processed."""
     for child_key in children_keys(store, job_id):
         queue_key, child_id = split_key(child_key)
@@ -177,7 +180,7 @@ def remove_children(store: QueueStore, job_id: str) -> None:
 
 
 def get_tree(
-    store: QueueStore, job_id: str, depth: int, max_children: int
+    store: StoreState, job_id: str, depth: int, max_children: int
 ) -> dict[str, Any] | None:
     """{"job": record, "children": [...]} down to `depth` levels (0 = unlimited)."""
     record = store.jobs.get(job_id)
@@ -196,7 +199,7 @@ def get_tree(
     return {"job": record, "children": children}
 
 
-def dependencies(store: QueueStore, job_id: str) -> dict[str, Any]:
+def dependencies(store: StoreState, job_id: str) -> dict[str, Any]:
     store.jobs.get(job_id)  # its links in memory, if it was only in the file
     return {
         "processed": dict(store.processed.get(job_id, {})),

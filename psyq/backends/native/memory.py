@@ -33,7 +33,8 @@ from psyq.backends.base import (
 from psyq.backends.native import flows, schedulers, transfer
 from psyq.backends.native.engine import Engine, named_engine, wake_futures
 from psyq.backends.native.eventlog import Position, parse_event_id
-from psyq.backends.native.store import CrossQueue, QueueStore
+from psyq.backends.native.state import CrossQueue
+from psyq.backends.native.store import QueueStore
 from psyq.errors import InvalidURLError, PsyqError
 from psyq.rules import codec
 from psyq.rules.clock import Clock
@@ -550,7 +551,7 @@ def _wake(store: QueueStore, notify: bool) -> None:
         wake_futures(events.waiters)
 
 
-def _preorder(tree: tuple[JobRecord, list[Any]]) -> list[JobRecord]:
+def _preorder(tree: flows.Tree) -> list[JobRecord]:
     record, children = tree
     return [record, *(r for child in children for r in _preorder(child))]
 

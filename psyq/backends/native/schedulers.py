@@ -8,13 +8,11 @@ replaces its pending job; removing it removes the pending job too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.native.view import Adding
 from psyq.rules.schedule import next_run, upserted_run
-
-if TYPE_CHECKING:
-    from psyq.backends.native.store import QueueStore
 
 __all__ = ["create_next", "owns_pending_run", "remove", "upsert"]
 
@@ -24,7 +22,7 @@ def job_id(scheduler_id: str, millis: int) -> str:
 
 
 def upsert(
-    store: QueueStore, scheduler_id: str, spec: Mapping[str, Any], template: NewJob, now: int
+    store: Adding, scheduler_id: str, spec: Mapping[str, Any], template: NewJob, now: int
 ) -> JobRecord | None:
     """Create or replace a scheduler; returns its pending job (None when it has no runs)."""
     old = store.schedulers.get(scheduler_id)
@@ -45,7 +43,7 @@ def upsert(
     return None if millis is None else _add_run(store, entry, millis, now)
 
 
-def _add_run(store: QueueStore, entry: dict[str, Any], millis: int, now: int) -> JobRecord:
+def _add_run(store: Adding, entry: dict[str, Any], millis: int, now: int) -> JobRecord:
     template: NewJob = entry["template"]
     opts = {
         **template.opts,
@@ -60,13 +58,13 @@ def _add_run(store: QueueStore, entry: dict[str, Any], millis: int, now: int) ->
     return record
 
 
-def _current_ms(store: QueueStore, entry: Mapping[str, Any]) -> int | None:
+def _current_ms(store: Adding, entry: Mapping[str, Any]) -> int | None:
     """The time of the scheduler's current run: its pending one, else its last."""
     pending = store.jobs.get(entry["pending"] or "")
     return entry["next"] if pending is None else int(pending.id.rsplit(":", 1)[1])
 
 
-def _drop_pending(store: QueueStore, entry: Mapping[str, Any]) -> bool:
+def _drop_pending(store: Adding, entry: Mapping[str, Any]) -> bool:
     """Remove the scheduler's run not yet taken; whether there was one."""
     pending = store.jobs.get(entry["pending"] or "")
     if pending is not None and pending.state in ("delayed", "waiting", "prioritized"):
@@ -75,7 +73,7 @@ def _drop_pending(store: QueueStore, entry: Mapping[str, Any]) -> bool:
     return False
 
 
-def create_next(store: QueueStore, record: JobRecord, now: int) -> None:
+def create_next(store: Adding, record: JobRecord, now: int) -> None:
     """The scheduler's pending job became active: create the following one."""
     entry = store.schedulers.get(record.opts["repeatJobKey"])
     if entry is None or entry["pending"] != record.id:
@@ -88,7 +86,7 @@ def create_next(store: QueueStore, record: JobRecord, now: int) -> None:
         _add_run(store, entry, millis, now)
 
 
-def owns_pending_run(store: QueueStore, job_id: str) -> bool:
+def owns_pending_run(store: Adding, job_id: str) -> bool:
     """Whether `job_id` is a scheduler's pending run, which only removing the scheduler
     removes (as in BullMQ, whose removeJob refuses it with error -8)."""
     record = store.jobs.get(job_id)
@@ -98,7 +96,7 @@ def owns_pending_run(store: QueueStore, job_id: str) -> bool:
     return entry is not None and entry["pending"] == job_id
 
 
-def remove(store: QueueStore, scheduler_id: str) -> bool:
+def remove(store: Adding, scheduler_id: str) -> bool:
     entry = store.schedulers.pop(scheduler_id, None)
     if entry is None:
         return False

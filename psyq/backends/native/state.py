@@ -19,7 +19,7 @@ import asyncio
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -31,11 +31,8 @@ from psyq.backends.native.eventlog import EventLog, Extra
 from psyq.backends.native.heap import Heap4
 from psyq.backends.native.lines import FinishedLine
 from psyq.backends.native.metrics import MinuteCounts
+from psyq.backends.native.view import EngineView
 from psyq.rules.retention import keep_jobs
-
-if TYPE_CHECKING:
-    from psyq.backends.native.engine import Engine
-
 
 __all__ = ["SKIP_LOCK_TOKEN", "STALLED_REASON", "CrossQueue", "Delayed", "StoreState"]
 
@@ -52,7 +49,7 @@ class CrossQueue(Exception):
 class StoreState:
     """One queue's structures. Not thread-safe: the engine holds a lock around calls."""
 
-    def __init__(self, name: str, key: str, engine: Engine) -> None:
+    def __init__(self, name: str, key: str, engine: EngineView[StoreState]) -> None:
         self.name = name
         self.key = key  # "<prefix>:<name>", the start of every job key of this queue
         self.engine = engine
@@ -189,6 +186,16 @@ class StoreState:
             keep = default
         if keep is not None and keep is not False:
             self._retain(record, target, keep, now)
+
+    def _fail(
+        self, record: JobRecord, reason: str, stacktrace: Sequence[str], now: int, keep: Any = None
+    ) -> None:
+        record.failed_reason = reason
+        record.stacktrace = stacktrace
+        self._finish_into(record, "failed", now, keep)
+        self.emit("failed", record.id, {"failedReason": reason, "prev": "active"})
+        if record.attempts_made >= record.opts.get("attempts", 1):
+            self.emit("retries-exhausted", record.id, {"attemptsMade": record.attempts_made})
 
     def _detach(self, record: JobRecord) -> None:
         """Take a job out of the structure of its state (it stays in `jobs`)."""

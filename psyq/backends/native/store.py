@@ -33,11 +33,10 @@ from psyq.backends.native.state import (
     SKIP_LOCK_TOKEN,
     STALLED_REASON,
     CrossQueue,
-    StoreState,
 )
 from psyq.errors import JobNotFoundError, LockError
 
-__all__ = ["NO_OPTS", "STALLED_REASON", "CrossQueue", "QueueStore", "StoreState"]
+__all__ = ["NO_OPTS", "QueueStore"]
 
 # The options of every job added without any: one dict for all (64 bytes a job less). The
 # engine replaces a record's options, never changes them in place; Job copies them.
@@ -302,16 +301,6 @@ class QueueStore(Mutations):
             self._fail(record, outcome.reason, list(outcome.stacktrace), now, outcome.keep)
         if record.parent_key is not None:
             flows.child_finished(self, record, now)
-
-    def _fail(
-        self, record: JobRecord, reason: str, stacktrace: Sequence[str], now: int, keep: Any = None
-    ) -> None:
-        record.failed_reason = reason
-        record.stacktrace = stacktrace
-        self._finish_into(record, "failed", now, keep)
-        self.emit("failed", record.id, {"failedReason": reason, "prev": "active"})
-        if record.attempts_made >= record.opts.get("attempts", 1):
-            self.emit("retries-exhausted", record.id, {"attemptsMade": record.attempts_made})
 
     def retry_job(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
         record = self.locked(job_id, token, "retry")

@@ -11,7 +11,7 @@ from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.fastpath import FastPath
 from psyq.backends.postgres.locks import entry_locks
-from psyq.backends.postgres.transaction import Row, Statements
+from psyq.backends.postgres.statements import Row, Statements
 from psyq.errors import JobNotFoundError
 
 __all__ = ["Adding", "new_record", "refuse"]

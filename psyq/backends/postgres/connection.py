@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -29,13 +29,10 @@ from psyq.backends.postgres.retry import (
     conflict_cause,
 )
 from psyq.backends.postgres.schema import Ledger, ensure_schema
-from psyq.backends.postgres.statements import load_statements
+from psyq.backends.postgres.statements import Statements, load_statements
 from psyq.errors import ConnectionError, InvalidDataError, PsyqError
 from psyq.rules.conflicts import conflicts
 from psyq.rules.reconnect import Reconnect
-
-if TYPE_CHECKING:
-    from psyq.backends.postgres.transaction import Statements
 
 __all__ = ["BullmqConnection", "LayoutCode", "to_record", "translate"]
 

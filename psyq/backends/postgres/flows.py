@@ -12,7 +12,7 @@ from psyq.backends.base import FlowNode, JobRecord, raise_for_code
 from psyq.backends.postgres.adding import Adding, new_record, refuse
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.locks import entry_locks
-from psyq.backends.postgres.transaction import Statements
+from psyq.backends.postgres.statements import Statements
 
 __all__ = ["Flows"]
 

@@ -4,15 +4,25 @@ A file holds one statement, or several under `-- name: <step>` lines; its openin
 lists parameters, effects, events and return codes. Statements are looked up as
 `"<file>"` or `"<file>.<step>"` (e.g. `"transitions.take"`). SQL is never built from
 strings at run time.
+
+`Statements` names where they run — the backend's pool (`connection.BullmqConnection`) or
+the application's transaction (`transaction.InTransaction`) — so both modules and the
+writers that take either import it from here.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib import resources
+from typing import Any, Protocol
 
-__all__ = ["Queries", "load_statements", "parse_sql_file"]
+from psyq.backends.postgres.locks import Locks, Obliterating
+
+__all__ = ["Queries", "Row", "Statements", "load_statements", "parse_sql_file"]
+
+Row = Mapping[str, Any]
 
 
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
@@ -58,3 +68,14 @@ def load_statements() -> Queries:
         if entry.name.endswith(".sql"):
             statements.update(parse_sql_file(entry.name[:-4], entry.read_text("utf-8")))
     return Queries(statements)
+
+
+class Statements(Protocol):
+    """Where the backend's named statements run: its pool (BullmqConnection) or the
+    application's transaction (InTransaction)."""
+
+    async def _rows(self, name: str, *args: Any) -> Sequence[Row]: ...
+
+    async def _rows_in_order(
+        self, locks: Locks | Obliterating, name: str, *args: Any
+    ) -> Sequence[Row]: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import re
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -24,19 +24,16 @@ import asyncpg
 
 from psyq.backends.postgres.connection import BullmqConnection, translate
 from psyq.backends.postgres.locks import Locks, Obliterating
-from psyq.backends.postgres.statements import Queries
+from psyq.backends.postgres.statements import Queries, Row
 from psyq.errors import TransactionError
 
 __all__ = [
     "Driver",
     "InTransaction",
-    "Statements",
     "Transactional",
     "driver_for",
     "psycopg_sql",
 ]
-
-Row = Mapping[str, Any]
 
 
 class Driver(Protocol):
@@ -46,17 +43,6 @@ class Driver(Protocol):
     failed: bool  # a statement raised a server error: the transaction is aborted
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
-
-
-class Statements(Protocol):
-    """Where the backend's named statements run: its pool (BullmqConnection) or the
-    application's transaction (InTransaction)."""
-
-    async def _rows(self, name: str, *args: Any) -> Sequence[Row]: ...
-
-    async def _rows_in_order(
-        self, locks: Locks | Obliterating, name: str, *args: Any
-    ) -> Sequence[Row]: ...
 
 
 class InTransaction:

@@ -1,7 +1,10 @@
 """Export / import and queue meta on Redis: what `psyq migrate` moves (see base.py for the
 contract). Export reads the live structures page by page (cursor "<state>:<offset>"), each
 page's jobs in one MULTI/EXEC of plain reads (`_read_jobs`); import is one script call per
-page with one MessagePack argument (`lua/importJobs-10.lua`), all or nothing."""
+page with one MessagePack argument (`lua/importJobs-10.lua`), all or nothing.
+
+The functions take the backend's connection layer (`RedisConnection`: client, keys, script
+calls, MULTI/EXEC), all they use of it, so this module sits below `backend.py`."""
 
 from __future__ import annotations
 
@@ -11,12 +14,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import chain, groupby
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgpack
 
 from psyq.backends.base import ExportPage, JobRecord
 from psyq.backends.meta import exported_schedulers
+from psyq.backends.redis.connection import RedisConnection
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     MANUAL_LIMIT,
@@ -30,8 +34,6 @@ from psyq.errors import PsyqError
 
 _packb = msgpack.Packer().pack
 
-if TYPE_CHECKING:
-    from psyq.backends.redis.backend import RedisBackend
 
 __all__ = [
     "QueueScan",
@@ -65,7 +67,7 @@ def _parse_cursor(cursor: str | None) -> tuple[int, int]:
 
 
 async def _slice(
-    backend: RedisBackend, queue: str, line: int, offset: int, count: int, due: dict[str, int]
+    backend: RedisConnection, queue: str, line: int, offset: int, count: int, due: dict[str, int]
 ) -> list[str]:
     """Up to `count` ids of a line from `offset`; the delayed line's due times go to `due`
     (read with the ids: the page read needs no score)."""
@@ -86,7 +88,7 @@ async def _slice(
 
 
 async def export_jobs(
-    backend: RedisBackend, queue: str, cursor: str | None, limit: int
+    backend: RedisConnection, queue: str, cursor: str | None, limit: int
 ) -> ExportPage:
     line, offset = _parse_cursor(cursor)
     chosen: list[tuple[str, list[str]]] = []  # (state, ids) per line read
@@ -124,7 +126,7 @@ _zrange = key_command("ZRANGE", 0, -1)
 
 
 async def _read_jobs(
-    backend: RedisBackend, queue: str, chosen: list[tuple[str, list[str]]], page: ExportPage
+    backend: RedisConnection, queue: str, chosen: list[tuple[str, list[str]]], page: ExportPage
 ) -> None:
     """The chosen jobs (state, ids) into `page`. A job removed since its id was read (its
     hash has no field left, or none a record is read from) is left out."""
@@ -242,7 +244,7 @@ def _runs(ids: list[bytes]) -> list[tuple[int, list[bytes]]]:
 
 
 async def _read_more(
-    backend: RedisBackend, queue: str, logged: list[str], parents: list[str], page: ExportPage
+    backend: RedisConnection, queue: str, logged: list[str], parents: list[str], page: ExportPage
 ) -> None:
     """Logs of the jobs in `logged` and children links of those in `parents` (jobs whose
     chunk has some: most have none, and are left out)."""
@@ -347,7 +349,9 @@ def _links(record: JobRecord) -> dict[str, str]:
     return links
 
 
-async def import_jobs(backend: RedisBackend, queue: str, page: ExportPage, overwrite: bool) -> int:
+async def import_jobs(
+    backend: RedisConnection, queue: str, page: ExportPage, overwrite: bool
+) -> int:
     if not page.jobs:
         return 0
     packed = _packb(_import_page(page))  # MessagePack: ~3x cheaper than JSON, both ends
@@ -409,7 +413,7 @@ class QueueScan:
     dedup: dict[str, list[str]] = field(default_factory=dict)  # queue -> dedup ids
 
 
-async def scan_queues(backend: RedisBackend) -> QueueScan:
+async def scan_queues(backend: RedisConnection) -> QueueScan:
     """Every queue of the backend's prefix and every deduplication key, in ONE walk of the
     keyspace (list_queues walks it three times, and each queue's dedup listing once more)."""
     prefix = backend.prefix + ":"
@@ -434,7 +438,7 @@ def _classify(rest: str, found: QueueScan) -> None:
 
 
 async def get_queue_meta(
-    backend: RedisBackend, queue: str, dedup_ids: list[str] | None = None
+    backend: RedisConnection, queue: str, dedup_ids: list[str] | None = None
 ) -> dict[str, Any]:
     """The queue's metadata; `dedup_ids`: its deduplication keys if known (from
     `scan_queues`), else found by a SCAN of the keyspace."""
@@ -460,7 +464,7 @@ async def get_queue_meta(
     }
 
 
-async def _scan_dedup_ids(backend: RedisBackend, queue: str) -> list[str]:
+async def _scan_dedup_ids(backend: RedisConnection, queue: str) -> list[str]:
     """One queue's deduplication ids, by a SCAN of the whole keyspace (large steps)."""
     prefix = f"{backend.queue_key(queue)}{_DEDUP}"
     pattern = glob_escape(prefix) + "*"
@@ -468,7 +472,7 @@ async def _scan_dedup_ids(backend: RedisBackend, queue: str) -> list[str]:
 
 
 async def _dedup_keys(
-    backend: RedisBackend, queue: str, dedup_ids: list[str], now: int
+    backend: RedisConnection, queue: str, dedup_ids: list[str], now: int
 ) -> dict[str, Any]:
     """{dedup id: [owner job id, expiry ms | None]}, read in one round trip."""
     if not dedup_ids:
@@ -485,7 +489,7 @@ async def _dedup_keys(
     return found
 
 
-async def set_queue_meta(backend: RedisBackend, queue: str, meta: Mapping[str, Any]) -> None:
+async def set_queue_meta(backend: RedisConnection, queue: str, meta: Mapping[str, Any]) -> None:
     key = backend.queue_key(queue)
     client = backend.client
     current = int(await client.get(key + ":id") or 0)
@@ -510,7 +514,7 @@ async def set_queue_meta(backend: RedisBackend, queue: str, meta: Mapping[str, A
 
 
 async def _set_scheduler(
-    backend: RedisBackend, queue: str, scheduler_id: str, spec: Mapping[str, Any]
+    backend: RedisConnection, queue: str, scheduler_id: str, spec: Mapping[str, Any]
 ) -> None:
     name, data, opts, _timestamp = spec["template"]
     fields: dict[str, Any] = {"name": name, "data": data, "opts": encode_opts(opts)}

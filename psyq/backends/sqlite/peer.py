@@ -33,7 +33,8 @@ from psyq.backends.sqlite.backend import (
 from psyq.backends.sqlite.database import Database, release_database
 from psyq.backends.sqlite.owner import FileInUse, file_identity
 from psyq.backends.sqlite.serve import share_address
-from psyq.backends.tcp.client import ClientConnection, TcpBackend
+from psyq.backends.tcp.client import TcpBackend
+from psyq.backends.tcp.connection import ClientConnection
 from psyq.errors import ConnectionError, PsyqError
 
 __all__ = ["CONNECT_TIMEOUT_S", "PeerBackend", "open_sqlite_backend"]

@@ -38,22 +38,12 @@ from psyq.backends.base import (
     StalledResult,
 )
 from psyq.backends.tcp.connection import ClientConnection
-from psyq.backends.tcp.protocol import (
-    BLOCKING_COMMANDS,
-    PROTOCOL_VERSION,
-    ProtocolError,
-)
-from psyq.backends.tcp.settings import PsyqSettings, parse_psyq_url
+from psyq.backends.tcp.protocol import BLOCKING_COMMANDS, PROTOCOL_VERSION, ProtocolError
+from psyq.backends.tcp.settings import PsyqSettings
 from psyq.errors import ClosedError, ConnectionError, PsyqError
 from psyq.rules.reconnect import Reconnect
 
-__all__ = [
-    "ClientConnection",
-    "PsyqSettings",
-    "TcpBackend",
-    "open_tcp_backend",
-    "parse_psyq_url",
-]
+__all__ = ["TcpBackend", "open_tcp_backend"]
 
 CLOSE_TIMEOUT_S = 2.0  # how long close() waits for its connections' closing handshakes
 

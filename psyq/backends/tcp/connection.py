@@ -11,14 +11,10 @@ from typing import Any, cast
 
 from psyq.backends.base import JobRecord, NewJob
 from psyq.backends.tcp.adding import AddBatch
-from psyq.backends.tcp.protocol import (
-    MAX_FRAME_BYTES,
-    FrameBuffer,
-    Outbox,
-    ProtocolError,
-    decode,
-    frame,
-)
+from psyq.backends.tcp.codec import decode, frame
+from psyq.backends.tcp.framing import FrameBuffer
+from psyq.backends.tcp.outbox import Outbox
+from psyq.backends.tcp.protocol import MAX_FRAME_BYTES, ProtocolError
 from psyq.errors import ConnectionError, PsyqError
 
 __all__ = ["ClientConnection"]
