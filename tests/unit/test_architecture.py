@@ -119,15 +119,6 @@ KNOWN_CIRCLES = [
     ],
     ["psyq.backends.postgres.connection", "psyq.backends.postgres.transaction"],
     ["psyq.backends.redis.backend", "psyq.backends.redis.transfer"],
-    [
-        "psyq.core.queue",
-        "psyq.core.settle",
-        "psyq.core.worker",
-        "psyq.plugins",
-        "psyq.plugins.hookspecs",
-        "psyq.plugins.host",
-        "psyq.plugins.logging",
-    ],
 ]
 
 
