@@ -24,9 +24,9 @@ from psyq.core.parts import PartContext
 from psyq.core.settle import LostTakes
 from psyq.rules.reconnect import Reconnect
 
-__all__ = ["FetchContext", "Fetching"]
+__all__ = ["FetchContext", "Fetching", "Take"]
 
-Take = Callable[[FetchRequest], Awaitable[list[JobRecord]]]
+Take = Callable[[FetchRequest], Awaitable[list[JobRecord]]]  # a store call that takes jobs
 
 
 class FetchContext(PartContext, Protocol):

@@ -32,10 +32,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from psyq.backends.base import BackendAdapter, Completed, FetchRequest, JobRecord, Limiter
+from psyq.backends.base import BackendAdapter, Completed, Limiter
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
-from psyq.core.fetching import Fetching
+from psyq.core.fetching import Fetching, Take
 from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.locks import RENEW_LOCK, Locks
 from psyq.core.options import check_keep, check_limiter
@@ -410,7 +410,8 @@ class Worker(_BackendUser, EventEmitter):
         for job in jobs:
             self._handoff.put_nowait(job)
 
-    def _riding_take(self) -> Callable[[FetchRequest], Awaitable[list[JobRecord]]] | None:
+    def _riding_take(self) -> Take | None:
+        """The take that deferred completions ride on, while there are some."""
         return self._settler.riding_take()
 
     def _fetching_next(self) -> bool:
