@@ -1,5 +1,6 @@
 """`SettleBatch`: a worker's completions of one event-loop turn, settled in one call (or a
-few, sent together: `BackendAdapter.settle_groups`).
+few, sent together: `BackendAdapter.settle_groups`). The worker's part that uses it is
+`Settling` (psyq.core.settling); here too are `LostTakes` and `completed_earlier`.
 
 On a store across the network (Redis, Postgres, psyq://) every `move_to_finished` is a round
 trip. A worker with many slots finishes many jobs in the same turn of the event loop; the
@@ -19,13 +20,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard
 
 from psyq.backends.base import (
-    CHILDREN_PENDING,
     BackendAdapter,
     Completed,
     Failed,
@@ -34,16 +32,11 @@ from psyq.backends.base import (
     Retry,
     Settlement,
 )
-from psyq.core.backoff import BackoffStrategy
-from psyq.core.events import EventEmitter
-from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
+from psyq.core.job import Job
 from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
 from psyq.rules.reconnect import Reconnect
 
-if TYPE_CHECKING:
-    from psyq.plugins import PluginHost
-
-__all__ = ["LostTakes", "Outcome", "SettleBatch", "Settled", "WorkerSettling", "completed_earlier"]
+__all__ = ["LostTakes", "Outcome", "SettleBatch", "Settled", "completed_earlier"]
 
 Outcome = Completed | Failed | Retry
 log = logging.getLogger("psyq.worker")
@@ -234,213 +227,6 @@ class SettleBatch:
                 )
             except PsyqError as exc:  # it moved on (its lock expired): the stall check has it
                 self._report(exc)
-
-
-class WorkerSettling(EventEmitter):
-    """How a Worker settles the jobs it ran (psyq.core.worker.Worker extends it): a settle
-    is tried again while the store cannot be reached; completions go in the loop turn's
-    batch, taking the slot's next job in the same call (fetch-next), or, while the last
-    take found no other job waiting, wait in the batch for a call to ride on (`defer`)
-    while the slot takes its next job."""
-
-    name: str
-    lock_duration: int
-    _plugins: PluginHost
-    _active: dict[str, Job]
-    _slot_freed: asyncio.Event
-    _closing: asyncio.Event | None
-    _forced: bool
-    _drained: bool
-    _short: bool  # the queue likely has no other job waiting (Worker._fetcher says when)
-    _batch: SettleBatch | None
-    _settling: dict[str, asyncio.Task[None]]  # job id -> its deferred completion
-    _strategies: dict[str, BackoffStrategy]
-    _counts: dict[str, int]  # see Worker.statistics()
-    remove_on_fail: bool | int | dict[str, Any] | None
-
-    if TYPE_CHECKING:  # the Worker's own
-
-        @property
-        def paused(self) -> bool: ...
-
-        def _fetch_request(self, tokens: list[str]) -> FetchRequest: ...
-
-        def _new_tokens(self, n: int) -> list[str]: ...
-
-        async def _notify(self, hook: str, **kwargs: Any) -> None: ...
-
-    def _fetching_next(self) -> bool:
-        """Whether a completion may take the slot's next job (not closing, not paused)."""
-        return self._closing is not None and not self._closing.is_set() and not self.paused
-
-    def _defers(self, ref: QueueRef, outcome: Outcome) -> bool:
-        """Whether this completion may wait for a call to ride on, its slot free at once."""
-        return (
-            isinstance(outcome, Completed)
-            and self._short
-            and ref.backend.batch_settles
-            and self._settle_batch(ref).lingers
-            and self._fetching_next()
-        )
-
-    def _settle_later(self, ref: QueueRef, job: Job, outcome: Completed) -> None:
-        """Settle a deferred completion beside the slots; the job stays active (its lock
-        renewed, close waits for it) until it is settled."""
-
-        async def settle() -> None:
-            try:
-                await self._settle(ref, job, outcome, None, defer=True)
-            finally:
-                self._settling.pop(job.id, None)
-                self._active.pop(job.id, None)
-                self._slot_freed.set()
-
-        self._settling[job.id] = asyncio.ensure_future(settle())
-
-    async def _settle(
-        self,
-        ref: QueueRef,
-        job: Job,
-        outcome: Outcome,
-        error: BaseException | None,
-        defer: bool = False,
-    ) -> Job | None:
-        """Settle the job; while the backend cannot be reached the job stays active (its
-        lock renewed) and the settle is retried with backoff, for at most one lock
-        duration, after which the stall check hands the job out again."""
-        give_up = 0.0
-        backoff: Reconnect | None = None  # made on the first failure: most settles work
-        while True:
-            try:
-                return await self._settle_once(ref, job, outcome, error, defer)
-            except ConnectionError as exc:
-                if backoff is None:
-                    give_up, backoff = time.monotonic() + self.lock_duration / 1000, Reconnect()
-                if self._forced or time.monotonic() >= give_up:
-                    self.emit("error", exc)  # given up: the stall check hands the job out
-                    return None
-                self._counts["settle_retries"] += 1  # a retry that may well succeed
-                log.debug("settle of job %r of %r retried: %s", job.id, self.name, exc)
-                backoff.failed()
-                await backoff.wait()
-            except Exception as exc:  # a refused settle, or a fault in the store's client:
-                self.emit("error", exc)  # the job stays active; the stall check recovers it
-                return None
-
-    async def _settle_once(
-        self,
-        ref: QueueRef,
-        job: Job,
-        outcome: Outcome,
-        error: BaseException | None,
-        defer: bool,
-    ) -> Job | None:
-        token = job.token or ""
-        if isinstance(outcome, Completed):
-            return await self._complete(ref, job, token, outcome, defer)
-        await settle_failure(job, token, outcome)
-        await self._report_failure(job, outcome, error)
-        return None
-
-    async def _complete(
-        self, ref: QueueRef, job: Job, token: str, outcome: Completed, defer: bool
-    ) -> Job | None:
-        """Complete the job (fetching the next one unless closing or deferred); returns
-        that next job."""
-        fetch = self._fetching_next()
-        defer = defer and fetch
-        error: PsyqError | None = None
-        if ref.backend.batch_settles:
-            batch = self._settle_batch(ref)
-            settling = Settlement(job.id, token, outcome, job.processed_on)
-            settled = await (batch.defer(settling) if defer else batch.settle(settling, fetch))
-            error, records = settled.error, [settled.next_job] if settled.next_job else []
-        else:
-            request = self._fetch_request(self._new_tokens(1)) if fetch else None
-            try:
-                records = await ref.backend.move_to_finished(
-                    self.name, job.id, token, outcome, request
-                )
-            except (LockError, JobStateError) as refused:  # as settle_many reports them
-                error, records = refused, []
-        if fetch and not defer:
-            self._short = not records
-        if await completed_earlier(ref.backend, self.name, job, outcome, error):
-            error = None  # an earlier attempt's reply was lost: that attempt completed it
-        if error is None:
-            await self._completed(job, outcome)
-        elif _children_pending(error):
-            await self._fail_refused(job, token, error)
-        else:
-            self.emit("error", error)
-        if records:
-            self._drained = False
-            return Job(ref, records[0])
-        return None
-
-    async def _fail_refused(self, job: Job, token: str, error: JobStateError) -> None:
-        """A completion refused because a flow gave the job a child while it ran fails the
-        job with that refusal, as Node BullMQ's worker does (attempts apply): the job ran,
-        and its outcome is `failed`, not a worker `error`."""
-        outcome = failure_outcome(job, error, self._strategies, self.remove_on_fail)
-        await settle_failure(job, token, outcome)
-        await self._report_failure(job, outcome, error)
-
-    async def _completed(self, job: Job, outcome: Completed) -> None:
-        job._returnvalue_json = outcome.returnvalue
-        job.attempts_made += 1
-        result = job.returnvalue
-        self.emit("completed", job, result)
-        if self._plugins.has_hook("psyq_job_completed"):
-            await self._notify("psyq_job_completed", job=job, result=result)
-
-    def _settle_batch(self, ref: QueueRef) -> SettleBatch:
-        if self._batch is None:
-            self._batch = SettleBatch(
-                ref.backend,
-                self.name,
-                lambda n: self._fetch_request(self._new_tokens(n)),
-                lambda error: self.emit("error", error),
-            )
-        return self._batch
-
-    async def _report_failure(
-        self, job: Job, outcome: Failed | Retry, error: BaseException | None
-    ) -> None:
-        error = error or PsyqError(outcome.reason)
-        self.emit("failed", job, error)
-        if isinstance(outcome, Retry):
-            await self._notify("psyq_job_retried", job=job, error=error, delay=outcome.delay)
-        else:
-            await self._notify("psyq_job_failed", job=job, error=error)
-
-    async def _after_complete_in(self, ref: QueueRef, job: Job, outcome: Completed) -> Job | None:
-        """The processor completed its job on its own transaction (Job.complete_in) and
-        returned: the job is not settled again. Still active under this worker's lock, the
-        transaction did not commit (rolled back, or left open): the attempt fails, retried
-        by the job's attempts and backoff; taken by another worker meanwhile, it is
-        theirs; gone or finished, it completed. Unreadable: the stall check recovers it."""
-        try:
-            record = await ref.backend.get_job(self.name, job.id)
-        except Exception as exc:
-            self.emit("error", exc)
-            return None
-        if record is None or record.state == "completed":
-            await self._completed(job, outcome)
-            return None
-        if record.state == "active" and record.lock_token == job.token:
-            error = PsyqError(
-                f"job {job.id!r}: the transaction given to complete_in did not commit "
-                "before the processor returned"
-            )
-            failed = failure_outcome(job, error, self._strategies, self.remove_on_fail)
-            return await self._settle(ref, job, failed, error)
-        return None
-
-
-def _children_pending(error: PsyqError) -> TypeGuard[JobStateError]:
-    """Whether a completion was refused for a child still pending (ErrorCode -4)."""
-    return isinstance(error, JobStateError) and error.state == CHILDREN_PENDING
 
 
 async def completed_earlier(

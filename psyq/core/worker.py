@@ -3,11 +3,22 @@
 Shape of the loop (each step a small method):
 - a fetcher fills idle slots: `move_to_active` for as many jobs as slots are idle, else it
   waits on the backend's wake-up (`wait_for_job`), never polling;
-- each slot runs a job through the middleware onion (`_run`), settles it (`_settle`,
-  psyq.core.settle), and when the queue has more work takes the next job in the same
-  backend call (fetch-next); when it had none, a completion may wait to ride on the next
-  take while the slot is free (a backend's settle_linger_ms);
-- one timer renews every held lock, one timer moves stalled jobs back.
+- each slot runs a job through the middleware onion (`_run`), settles it, and when the
+  queue has more work takes the next job in the same backend call (fetch-next); when it
+  had none, a completion may wait to ride on the next take while the slot is free (a
+  backend's settle_linger_ms);
+- one timer renews every held lock, one timer moves stalled jobs back, one stops the jobs
+  `queue.cancel_job` marked.
+
+The Worker holds its options, its slots (the active jobs and the tasks running their
+processors) and its lifecycle (run, pause, close), and owns three parts, each with its own
+state and a narrow view of the Worker (a Protocol of the part's module):
+- `Fetching` (psyq.core.fetching, sees a `FetchContext`): the fetcher loop, tokens, lost
+  takes, the drained and short marks;
+- `Settling` (psyq.core.settling, sees a `SettleContext`): settles with retries, the loop
+  turn's batch, deferred completions;
+- `Locks` (psyq.core.locks, sees a `LockContext`): lock renewal, lost locks, cancelled
+  and stalled jobs.
 """
 
 from __future__ import annotations
@@ -15,27 +26,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import itertools
 import os
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from psyq.backends.base import BackendAdapter, Completed, FetchRequest, Limiter
+from psyq.backends.base import BackendAdapter, Completed, Limiter
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
+from psyq.core.fetching import Fetching, Take
 from psyq.core.job import Job, QueueRef, failure_outcome
+from psyq.core.locks import RENEW_LOCK, Locks
 from psyq.core.options import check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import _BackendUser
-from psyq.core.settle import LostTakes, Outcome, SettleBatch, WorkerSettling, log
+from psyq.core.settle import Outcome
+from psyq.core.settling import Settling
 from psyq.errors import ConnectionError as Unreachable
 from psyq.errors import (
     DelayedError,
     InvalidOptionsError,
     JobCancelledError,
-    LockError,
     PsyqError,
     RateLimitError,
     UnsupportedError,
@@ -45,12 +57,9 @@ from psyq.plugins import PluginHost
 from psyq.rules import codec
 from psyq.rules.limits import check_int
 from psyq.rules.prefix import DEFAULT_PREFIX
-from psyq.rules.reconnect import Reconnect, until_done
+from psyq.rules.reconnect import until_done
 
 __all__ = ["RENEW_LOCK", "Processor", "Worker"]
-
-# LockError.operation of a lock the worker could not renew (the lock was lost)
-RENEW_LOCK = "renew the lock of"
 
 # A slot that chains jobs through fetch-next yields to the event loop this often.
 YIELD_EVERY = 32
@@ -60,7 +69,7 @@ _JSON_EXACT = frozenset({type(None), bool, int, float, str})
 CANCEL_CHECK_MS = 500
 
 
-class Worker(_BackendUser, WorkerSettling):
+class Worker(_BackendUser, EventEmitter):
     """Processes jobs of one queue.
 
     Events: active(job, prev) completed(job, result) failed(job, error) progress(job, progress)
@@ -114,37 +123,39 @@ class Worker(_BackendUser, WorkerSettling):
         self.skip_lock_renewal = skip_lock_renewal
         self._strategies = dict(backoff_strategies or {})
         self._plugins = PluginHost(plugins)
-        self._tokens = itertools.count(1)
+        self._init_slots()
+        self._init_lifecycle()
+        self._fetching = Fetching(self)
+        self._settler = Settling(self, self._fetching)
+        self._locks = Locks(self, self._active, self._in_processor)
+        if processor is not None:
+            self._is_async = is_async(processor)
+            self._wants_token = wants_token(processor)
+        if autorun and processor is not None:
+            self._start_soon()
+
+    def _init_slots(self) -> None:
+        """The slots' state: the active jobs, the tasks running their processors, the idle
+        slots and the jobs handed to them."""
         self._active: dict[str, Job] = {}
         self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
-        self._counts = dict.fromkeys(("renewals_after_settle", "settle_retries"), 0)
         self._idle = 0
         self._slot_freed = asyncio.Event()
         self._handoff: asyncio.Queue[Job] = asyncio.Queue()
+        self._run = self._plugins.wrap_processor(self._call_processor)
+
+    def _init_lifecycle(self) -> None:
+        """The state of run, pause and close."""
         self._closing: asyncio.Event | None = None
         self._running: asyncio.Task[None] | None = None
         self._run_task: asyncio.Task[Any] | None = None
         self._stopped: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ref: QueueRef | None = None
-        self._drained = True
         self._forced = False
         self._hand_back_on_close = True
         self._resumed = asyncio.Event()  # cleared while the worker is paused
         self._resumed.set()
-        self._not_fetching = asyncio.Event()  # cleared while the fetcher's call is out
-        self._not_fetching.set()
-        self._batch: SettleBatch | None = None  # completions batched per loop turn
-        self._short = False  # the queue likely has no other job waiting (see _fetcher)
-        self._settling = {}  # job id -> its deferred completion's settle
-        self._fetch_backoff = Reconnect()  # the fetcher's pace while the backend fails
-        self._lost = LostTakes()  # the tokens of the fetcher's takes whose reply was lost
-        self._run = self._plugins.wrap_processor(self._call_processor)
-        if processor is not None:
-            self._is_async = is_async(processor)
-            self._wants_token = wants_token(processor)
-        if autorun and processor is not None:
-            self._start_soon()
 
     def _start_soon(self) -> None:
         try:
@@ -239,8 +250,8 @@ class Worker(_BackendUser, WorkerSettling):
         for the active ones to finish unless `do_not_wait_active`. Emits `paused`."""
         if not self.paused:
             self._resumed.clear()
-            self._flush_deferred()
-            await self._not_fetching.wait()  # a fetch already sent may still bring a job
+            self._settler.flush()
+            await self._fetching.wait_idle()  # a fetch already sent may still bring a job
             while (self._active or not self._handoff.empty()) and not do_not_wait_active:
                 await self._slot_freed.wait()
                 self._slot_freed.clear()
@@ -255,10 +266,11 @@ class Worker(_BackendUser, WorkerSettling):
     async def get_next_job(self, token: str, block: bool = True) -> Job | None:
         """Take one job locked with `token` (manual processing); None when none came."""
         ref = await self._queue_ref()
-        jobs = await self._fetch(ref, [token])
+        fetching = self._fetching
+        jobs = await fetching.fetch(ref, fetching.request_for([token]))
         if not jobs and block:
             await ref.backend.wait_for_job(self.name, int(self.drain_delay * 1000))
-            jobs = await self._fetch(ref, [token])
+            jobs = await fetching.fetch(ref, fetching.request_for([token]))
         return jobs[0] if jobs else None
 
     async def rate_limit(self, expire_time_ms: int) -> None:
@@ -268,43 +280,25 @@ class Worker(_BackendUser, WorkerSettling):
 
     async def extend_locks(self) -> list[str]:
         """Renew the locks of every active job now; returns the ids whose lock was lost."""
-        if not self._active:
-            return []
-        ref = await self._queue_ref()
-        locks = {job.id: job.token or "" for job in self._active.values()}
-        lost = await ref.backend.extend_locks(self.name, locks, self.lock_duration)
-        for job_id in lost:
-            self._lock_lost(job_id)
-        return lost
-
-    def _lock_lost(self, job_id: str) -> None:
-        """A lock the store did not renew. Lost while the processor runs, the job may run
-        elsewhere too: an `error`. Lost after the processor returned, the renewal only
-        crossed the job's own settle (the store finished it first): no failure, counted
-        and logged at debug; if the settle itself is refused, it reports that."""
-        if job_id in self._in_processor:
-            self.emit("error", LockError(job_id, RENEW_LOCK, "the lock was lost"))
-            return
-        self._counts["renewals_after_settle"] += 1
-        log.debug("renewal of job %r of %r crossed its settle: not renewed", job_id, self.name)
+        return await self._locks.extend()
 
     def statistics(self) -> dict[str, int]:
         """Counts of what happened that is no failure, so raised no `error` event:
         `renewals_after_settle`, lock renewals that crossed their job's own settle (the
         store had finished the job); `settle_retries`, settles sent again after the store
         could not be reached (one that gives up is an `error`)."""
-        return dict(self._counts)
+        return {
+            "renewals_after_settle": self._locks.renewals_after_settle,
+            "settle_retries": self._settler.retries,
+        }
 
     async def check_stalled(self) -> list[str]:
         """Move jobs whose lock expired back to waiting (or fail them); returns the ids."""
-        ref = await self._queue_ref()
-        result = await ref.backend.move_stalled_jobs_to_wait(
-            self.name, self.max_stalled_count, self.stalled_interval
-        )
-        for job_id in result.stalled:
-            self.emit("stalled", job_id, "active")
-            await self._notify("psyq_job_stalled", queue_name=self.name, job_id=job_id)
-        return result.stalled + result.failed
+        return await self._locks.check_stalled()
+
+    async def check_cancelled(self) -> list[str]:
+        """Stop the active jobs that `queue.cancel_job` marked; returns their ids."""
+        return await self._locks.check_cancelled()
 
     # ------------------------------------------------------------------ supervision
     async def _queue_ref(self) -> QueueRef:
@@ -331,13 +325,13 @@ class Worker(_BackendUser, WorkerSettling):
         the first take, which so waits for no connection of the registry's."""
         assert self._closing is not None
         slots = [self._spawn(self._slot(ref)) for _ in range(self.concurrency)]
-        fetcher = self._spawn(self._fetcher(ref))
+        fetcher = self._spawn(self._fetching.run(ref))
         registering = self._spawn(self._register(ref, True))
         timers = self._timers(ref)
         await self._closing.wait()
-        self._flush_deferred()
+        self._settler.flush()
         if not self._forced:  # a take under way ends: its jobs run, the completions on it settle
-            await self._not_fetching.wait()
+            await self._fetching.wait_idle()
         for task in (fetcher, *timers):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
@@ -387,16 +381,13 @@ class Worker(_BackendUser, WorkerSettling):
             await self._slot_freed.wait()
             self._slot_freed.clear()
         # a deferred completion's job has run: its settle (flushed at close) is awaited
-        abandoned = [job for job in self._active.values() if job.id not in self._settling]
+        deferred = self._settler.deferred
+        abandoned = [job for job in self._active.values() if not deferred(job.id)]
         for task in slots:
             task.cancel()
         await asyncio.gather(*slots, return_exceptions=True)
-        await asyncio.gather(*self._settling.values(), return_exceptions=True)
+        await self._settler.wait_deferred()
         return abandoned
-
-    def _flush_deferred(self) -> None:
-        if self._batch is not None:
-            self._batch.flush()
 
     async def _hand_back(self, ref: QueueRef, job: Job) -> None:
         try:
@@ -404,73 +395,33 @@ class Worker(_BackendUser, WorkerSettling):
         except PsyqError as exc:
             self.emit("error", exc)
 
-    # ------------------------------------------------------------------ fetching
-    def _new_tokens(self, n: int) -> list[str]:
-        return [f"{self.id}:{next(self._tokens)}" for _ in range(n)]
+    # ------------------------------------------------------------------ the parts' view
+    async def _wait_for_slots(self) -> int:
+        """The number of idle slots, once there is one and the worker is not paused."""
+        while self._idle == 0:
+            await self._slot_freed.wait()
+            self._slot_freed.clear()
+        await self._resumed.wait()
+        return self._idle
 
-    def _fetch_request(self, tokens: list[str]) -> FetchRequest:
-        return FetchRequest(tokens, self.lock_duration, self.id, self.limiter)
+    def _hand_out(self, jobs: list[Job]) -> None:
+        """Give the fetched jobs to idle slots."""
+        self._idle -= len(jobs)
+        for job in jobs:
+            self._handoff.put_nowait(job)
 
-    async def _fetch(self, ref: QueueRef, tokens: list[str], own: bool = False) -> list[Job]:
-        """Take a job per token; `own`: the fetcher's take, with the worker's fresh tokens
-        (LostTakes), on which deferred completions ride unless the last take was short
-        (this one would find nothing: Postgres answers it from its idle mark)."""
-        request = self._fetch_request(tokens)
-        if not own:
-            records = await ref.backend.move_to_active(self.name, request)
-        elif self._batch is not None and self._batch.deferring and not self._short:
-            records = await self._lost.take(self._batch.take, request)
-        else:
-            records = await self._lost.take(partial(ref.backend.move_to_active, self.name), request)
-        return [Job(ref, record) for record in records]
+    def _riding_take(self) -> Take | None:
+        """The take that deferred completions ride on, while there are some."""
+        return self._settler.riding_take()
 
-    async def _fetcher(self, ref: QueueRef) -> None:
-        """Fill idle slots; when nothing is ready, wait for the backend to say so."""
-        woken = False  # the last take found nothing and the fetcher has waited since
-        while True:
-            while self._idle == 0:
-                await self._slot_freed.wait()
-                self._slot_freed.clear()
-            await self._resumed.wait()
-            if not self.running:
-                return
-            self._not_fetching.clear()
-            tokens = self._new_tokens(self._idle)
-            try:
-                jobs = await self._fetch(ref, tokens, own=True)
-            except Exception as exc:
-                self._not_fetching.set()
-                await self._backend_trouble(exc)
-                continue
-            self._not_fetching.set()
-            self._fetch_backoff.succeeded()
-            # the queue likely has no other job waiting: the take came back short, or it
-            # is the first after the queue ran dry (a job's arrival woke the fetcher)
-            self._short = len(jobs) < len(tokens) or woken
-            woken = not jobs
-            if jobs:
-                self._drained = False
-                self._idle -= len(jobs)
-                for job in jobs:
-                    self._handoff.put_nowait(job)
-            else:
-                await self._wait_for_work(ref)
+    def _fetching_next(self) -> bool:
+        """Whether a completion may take the slot's next job (not closing, not paused)."""
+        return self._closing is not None and not self._closing.is_set() and not self.paused
 
-    async def _wait_for_work(self, ref: QueueRef) -> None:
-        if not self._drained:
-            self._drained = True
-            self.emit("drained")
-        try:
-            await ref.backend.wait_for_job(self.name, int(self.drain_delay * 1000))
-        except Exception as exc:
-            await self._backend_trouble(exc)
-        self._short = False
-
-    async def _backend_trouble(self, exc: Exception) -> None:
-        """Report the error; wait (jittered backoff, 50 ms doubling to 2 s) and try again."""
-        self.emit("error", exc)
-        self._fetch_backoff.failed()
-        await self._fetch_backoff.wait()
+    def _slot_done(self, job: Job) -> None:
+        """The job is no longer active: its slot is free."""
+        self._active.pop(job.id, None)
+        self._slot_freed.set()
 
     # ------------------------------------------------------------------ one slot
     async def _slot(self, ref: QueueRef) -> None:
@@ -496,13 +447,14 @@ class Worker(_BackendUser, WorkerSettling):
             if ran is None:
                 return None
             outcome, error = ran
+            settler = self._settler
             if job._completed_in is not None and error is None:
-                return await self._after_complete_in(ref, job, job._completed_in)
-            if isinstance(outcome, Completed) and self._defers(ref, outcome):
+                return await settler.after_complete_in(ref, job, job._completed_in)
+            if isinstance(outcome, Completed) and settler.defers(ref, outcome):
                 deferred = True
-                self._settle_later(ref, job, outcome)
+                settler.settle_later(ref, job, outcome)
                 return None
-            return await self._settle(ref, job, outcome, error)
+            return await settler.settle(ref, job, outcome, error)
         finally:
             if not deferred:
                 self._active.pop(job.id, None)
@@ -556,22 +508,6 @@ class Worker(_BackendUser, WorkerSettling):
         if job._cancelled is not None:  # a thread that finished after being cancelled
             raise JobCancelledError(job.id, job._cancelled)
         return result
-
-    async def check_cancelled(self) -> list[str]:
-        """Stop the active jobs that `queue.cancel_job` marked; returns their ids."""
-        if not self._active:
-            return []
-        ref = await self._queue_ref()
-        marked = await ref.backend.get_cancelled(self.name, list(self._active))
-        for job_id, reason in marked.items():
-            job = self._active.get(job_id)
-            if job is None or job._cancelled is not None:
-                continue
-            job._cancelled = reason
-            task = self._in_processor.get(job_id)
-            if task is not None and self._is_async:
-                task.cancel()
-        return list(marked)
 
     async def _call_processor(self, job: Job) -> Any:
         assert self.processor is not None

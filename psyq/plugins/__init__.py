@@ -2,7 +2,8 @@
 
 Built in: `StructuredLogging` (here); in their own modules, each needing its extra:
 `prometheus.PrometheusMetrics`, `otel.TracePropagation`, `payload.Payload`,
-`validation.SchemaValidation`. See docs/plugins.md.
+`validation.SchemaValidation`. What a hook sees of a job or a worker: `views.JobView`,
+`views.WorkerView`. See docs/plugins.md.
 """
 
 from psyq.plugins.hookspecs import hookimpl
@@ -14,11 +15,14 @@ from psyq.plugins.host import (
     unregister_plugin,
 )
 from psyq.plugins.logging import StructuredLogging
+from psyq.plugins.views import JobView, WorkerView
 
 __all__ = [
     "AddSpec",
+    "JobView",
     "PluginHost",
     "StructuredLogging",
+    "WorkerView",
     "hookimpl",
     "register_plugin",
     "registered_plugins",

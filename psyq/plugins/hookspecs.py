@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from psyq.core.job import Job
-    from psyq.core.worker import Worker
-    from psyq.plugins.host import AddSpec
+    from psyq.plugins.views import AddSpec, JobView, WorkerView
 
 PROJECT = "psyq"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-CallNext = Callable[["Job"], Awaitable[Any]]
+CallNext = Callable[["JobView"], Awaitable[Any]]
 
 
 @hookspec
@@ -31,37 +29,37 @@ def psyq_before_add(spec: AddSpec) -> bool | None:
 
 
 @hookspec
-def psyq_job_added(job: Job) -> None:
+def psyq_job_added(job: JobView) -> None:
     """After a job was written."""
 
 
 @hookspec
-async def psyq_process(job: Job, call_next: CallNext) -> Any:
+async def psyq_process(job: JobView, call_next: CallNext) -> Any:
     """Middleware around the processor: return `await call_next(job)` (or your own result)."""
 
 
 @hookspec
-def psyq_before_process(job: Job) -> None:
+def psyq_before_process(job: JobView) -> None:
     """A worker is about to run `job`."""
 
 
 @hookspec
-def psyq_after_process(job: Job, result: Any, error: BaseException | None) -> None:
+def psyq_after_process(job: JobView, result: Any, error: BaseException | None) -> None:
     """The processor returned `result` or raised `error`."""
 
 
 @hookspec
-def psyq_job_completed(job: Job, result: Any) -> None:
+def psyq_job_completed(job: JobView, result: Any) -> None:
     """The job completed."""
 
 
 @hookspec
-def psyq_job_failed(job: Job, error: BaseException) -> None:
+def psyq_job_failed(job: JobView, error: BaseException) -> None:
     """The job failed for good (no attempts left, or unrecoverable)."""
 
 
 @hookspec
-def psyq_job_retried(job: Job, error: BaseException, delay: int) -> None:
+def psyq_job_retried(job: JobView, error: BaseException, delay: int) -> None:
     """An attempt failed and the job will run again after `delay` ms."""
 
 
@@ -71,10 +69,10 @@ def psyq_job_stalled(queue_name: str, job_id: str) -> None:
 
 
 @hookspec
-def psyq_worker_start(worker: Worker) -> None:
+def psyq_worker_start(worker: WorkerView) -> None:
     """A worker started."""
 
 
 @hookspec
-def psyq_worker_stop(worker: Worker) -> None:
+def psyq_worker_stop(worker: WorkerView) -> None:
     """A worker stopped."""

@@ -12,34 +12,22 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import pluggy
 
 from psyq.errors import JobVetoedError, PsyqError
 from psyq.plugins import hookspecs
-
-if TYPE_CHECKING:
-    from psyq.core.job import Job
+from psyq.plugins.views import AddSpec, JobView
 
 __all__ = ["AddSpec", "PluginHost", "register_plugin", "registered_plugins", "unregister_plugin"]
 
-Processor = Callable[["Job"], Awaitable[Any]]
+J = TypeVar("J", bound=JobView)
+Processor = Callable[[J], Awaitable[Any]]  # a job's processor, or a layer of the onion
 
 _REGISTERED: list[object] = []
 _ENTRY_POINT_PLUGINS: list[object] | None = None
-
-
-@dataclass
-class AddSpec:
-    """A job about to be added; `psyq_before_add` hooks may change it in place."""
-
-    queue_name: str
-    name: Any
-    data: Any
-    opts: dict[str, Any]
 
 
 def register_plugin(plugin: object) -> None:
@@ -153,15 +141,15 @@ class PluginHost:
                 errors.append(exc)
         return errors
 
-    def wrap_processor(self, call: Processor) -> Processor:
+    def wrap_processor(self, call: Processor[J]) -> Processor[J]:
         """The onion of `psyq_process` hooks around `call` (first plugin outermost)."""
         for _, function in reversed(self._impls.get("psyq_process", [])):
             call = _layer(function, call)
         return call
 
 
-def _layer(middleware: Callable[..., Any], inner: Processor) -> Processor:
-    async def layer(job: Job) -> Any:
+def _layer(middleware: Callable[..., Any], inner: Processor[J]) -> Processor[J]:
+    async def layer(job: J) -> Any:
         return await middleware(job=job, call_next=inner)
 
     return layer

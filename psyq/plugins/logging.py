@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 from psyq.plugins.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from psyq.core.job import Job
-    from psyq.core.worker import Worker
+    from psyq.plugins.views import JobView, WorkerView
 
 __all__ = ["StructuredLogging"]
 
@@ -33,7 +32,7 @@ class StructuredLogging:
         if self.logger.isEnabledFor(level):
             self.logger.log(level, message, extra={"psyq_event": event, **fields})
 
-    def _job_fields(self, job: Job) -> dict[str, Any]:
+    def _job_fields(self, job: JobView) -> dict[str, Any]:
         return {
             "queue": job.queue_name,
             "job_id": job.id,
@@ -42,11 +41,11 @@ class StructuredLogging:
         }
 
     @hookimpl
-    def psyq_job_added(self, job: Job) -> None:
+    def psyq_job_added(self, job: JobView) -> None:
         self._log(self.level, "added", f"job {job.id} added", **self._job_fields(job))
 
     @hookimpl
-    def psyq_job_completed(self, job: Job, result: Any) -> None:
+    def psyq_job_completed(self, job: JobView, result: Any) -> None:
         fields = self._job_fields(job)
         self._log(
             self.level,
@@ -57,7 +56,7 @@ class StructuredLogging:
         )
 
     @hookimpl
-    def psyq_job_failed(self, job: Job, error: BaseException) -> None:
+    def psyq_job_failed(self, job: JobView, error: BaseException) -> None:
         self._log(
             logging.ERROR,
             "failed",
@@ -68,7 +67,7 @@ class StructuredLogging:
         )
 
     @hookimpl
-    def psyq_job_retried(self, job: Job, error: BaseException, delay: int) -> None:
+    def psyq_job_retried(self, job: JobView, error: BaseException, delay: int) -> None:
         self._log(
             logging.WARNING,
             "retried",
@@ -86,19 +85,19 @@ class StructuredLogging:
         )
 
     @hookimpl
-    def psyq_worker_start(self, worker: Worker) -> None:
+    def psyq_worker_start(self, worker: WorkerView) -> None:
         self._log(self.level, "worker_start", f"worker {worker.id} started", **_worker(worker))
 
     @hookimpl
-    def psyq_worker_stop(self, worker: Worker) -> None:
+    def psyq_worker_stop(self, worker: WorkerView) -> None:
         self._log(self.level, "worker_stop", f"worker {worker.id} stopped", **_worker(worker))
 
-    def _duration(self, job: Job) -> int | None:
+    def _duration(self, job: JobView) -> int | None:
         """Ms since the job became active (its `processed_on`), stateless."""
         if job.processed_on is None:
             return None
         return max(0, time.time_ns() // 1_000_000 - job.processed_on)
 
 
-def _worker(worker: Worker) -> dict[str, Any]:
+def _worker(worker: WorkerView) -> dict[str, Any]:
     return {"queue": worker.name, "worker": worker.id}

@@ -24,8 +24,7 @@ if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-    from psyq.core.job import Job
-    from psyq.plugins.host import AddSpec
+    from psyq.plugins.views import AddSpec, JobView
 
 __all__ = ["TracePropagation"]
 
@@ -66,7 +65,7 @@ class TracePropagation:
         spec.opts["telemetry"] = telemetry
 
     @hookimpl
-    async def psyq_process(self, job: Job, call_next: CallNext) -> Any:
+    async def psyq_process(self, job: JobView, call_next: CallNext) -> Any:
         from opentelemetry import trace
 
         attributes = _attributes(job.queue_name, job.name, "process")
@@ -113,7 +112,7 @@ def _inject(span: Span) -> dict[str, str]:
     return carrier
 
 
-def _extract(job: Job) -> Context:
+def _extract(job: JobView) -> Context:
     """The producer's context from the job; an empty one (a new trace, whatever span was
     current where the worker started) when the job has none or asked for none. Metadata
     that is not a JSON object is ignored."""

@@ -29,8 +29,7 @@ from psyq.errors import PsyqError, UnrecoverableError
 from psyq.plugins.hookspecs import CallNext, hookimpl
 
 if TYPE_CHECKING:
-    from psyq.core.job import Job
-    from psyq.plugins.host import AddSpec
+    from psyq.plugins.views import AddSpec, JobView
 
 __all__ = ["MARKER", "Payload"]
 
@@ -106,7 +105,7 @@ class Payload:
         spec.data = self.pack(spec.data)
 
     @hookimpl
-    def psyq_before_process(self, job: Job) -> None:
+    def psyq_before_process(self, job: JobView) -> None:
         """Open the envelope before any middleware; remember why when it cannot be."""
         try:
             job.data = self.open(job.data)
@@ -114,14 +113,14 @@ class Payload:
             self._failures[_attempt(job)] = UnrecoverableError(f"job {job.id}: {exc}")
 
     @hookimpl
-    async def psyq_process(self, job: Job, call_next: CallNext) -> Any:
+    async def psyq_process(self, job: JobView, call_next: CallNext) -> Any:
         failure = self._failures.pop(_attempt(job), None)
         if failure is not None:
             raise failure
         return await call_next(job)
 
 
-def _attempt(job: Job) -> tuple[str, str, int]:
+def _attempt(job: JobView) -> tuple[str, str, int]:
     return job.queue_name, job.id, job.attempts_started
 
 

@@ -23,7 +23,7 @@ from psyq.rules.conflicts import conflicts
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-    from psyq.core.job import Job
+    from psyq.plugins.views import JobView
 
 __all__ = ["PrometheusMetrics"]
 
@@ -98,25 +98,25 @@ class PrometheusMetrics:
         self.job_name_label = job_name_label
         self._m = _metrics_for(registry, namespace, job_name_label)
 
-    def _labels(self, job: Job) -> tuple[str, ...]:
+    def _labels(self, job: JobView) -> tuple[str, ...]:
         if self.job_name_label:
             return job.queue_name, str(job.name)
         return (job.queue_name,)
 
     @hookimpl
-    def psyq_job_added(self, job: Job) -> None:
+    def psyq_job_added(self, job: JobView) -> None:
         self._m.added.labels(*self._labels(job)).inc()
 
     @hookimpl
-    def psyq_job_completed(self, job: Job, result: Any) -> None:
+    def psyq_job_completed(self, job: JobView, result: Any) -> None:
         self._m.completed.labels(*self._labels(job)).inc()
 
     @hookimpl
-    def psyq_job_failed(self, job: Job, error: BaseException) -> None:
+    def psyq_job_failed(self, job: JobView, error: BaseException) -> None:
         self._m.failed.labels(*self._labels(job)).inc()
 
     @hookimpl
-    def psyq_job_retried(self, job: Job, error: BaseException, delay: int) -> None:
+    def psyq_job_retried(self, job: JobView, error: BaseException, delay: int) -> None:
         self._m.retried.labels(*self._labels(job)).inc()
 
     @hookimpl
@@ -124,7 +124,7 @@ class PrometheusMetrics:
         self._m.stalled.labels(queue_name).inc()
 
     @hookimpl
-    async def psyq_process(self, job: Job, call_next: CallNext) -> Any:
+    async def psyq_process(self, job: JobView, call_next: CallNext) -> Any:
         """Time the run (outcome completed, failed or moved) and count it as running."""
         labels = self._labels(job)
         self._observe_wait(job, labels)
@@ -143,7 +143,7 @@ class PrometheusMetrics:
             active.dec()
             self._m.duration.labels(*labels, outcome).observe(time.perf_counter() - started)
 
-    def _observe_wait(self, job: Job, labels: tuple[str, ...]) -> None:
+    def _observe_wait(self, job: JobView, labels: tuple[str, ...]) -> None:
         """From when the job was due (added + delay) to when a worker took it."""
         if job.processed_on is None:
             return

@@ -21,8 +21,7 @@ from psyq.plugins.hookspecs import CallNext, hookimpl
 from psyq.plugins.payload import MARKER
 
 if TYPE_CHECKING:
-    from psyq.core.job import Job
-    from psyq.plugins.host import AddSpec
+    from psyq.plugins.views import AddSpec, JobView
 
 __all__ = ["SchemaValidation"]
 
@@ -68,7 +67,7 @@ class SchemaValidation:
             )
 
     @hookimpl
-    async def psyq_process(self, job: Job, call_next: CallNext) -> Any:
+    async def psyq_process(self, job: JobView, call_next: CallNext) -> Any:
         if self.on_process:
             problem = self.problem(job.name, job.data)
             if problem is not None:
