@@ -83,13 +83,61 @@ async def open_backend(connection: str | BackendAdapter | None) -> BackendAdapte
     opened = _OPEN.setdefault(asyncio.get_running_loop(), {})
     shared = opened.get(url)
     if shared is None:
-        backend = _factory_for(url)(url)
-        await backend.open()
+        backend = await _join_opening(url)
         shared = opened.setdefault(url, _Shared(backend, 0))
-        if shared.backend is not backend:  # another task opened the URL while we waited
+        if shared.backend is not backend:  # opened again by a caller that came later
             await backend.close()
     shared.users += 1
     return shared.backend
+
+
+@dataclass
+class _Opening:
+    """One open under way, shared by every caller that asks for its URL meanwhile."""
+
+    task: asyncio.Task[BackendAdapter]
+    waiters: int = 0
+
+
+# loop -> URL -> the open under way (weakly keyed, as _OPEN)
+_OPENING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Opening]] = (
+    weakref.WeakKeyDictionary()
+)
+_CLOSING: set[asyncio.Task[None]] = set()  # backends opened for callers that all left
+
+
+async def _join_opening(url: str) -> BackendAdapter:
+    """The backend of `url`, opened once for all the callers that ask while it opens (200
+    first adds at once open one connection, not 200); cancelled when they all leave."""
+    pending = _OPENING.setdefault(asyncio.get_running_loop(), {})
+    opening = pending.get(url)
+    if opening is None:
+        opening = pending[url] = _Opening(asyncio.ensure_future(_opened(url)))
+        opening.task.add_done_callback(lambda _: pending.pop(url, None))
+    opening.waiters += 1
+    try:
+        return await asyncio.shield(opening.task)
+    except asyncio.CancelledError:
+        opening.waiters -= 1
+        if opening.waiters == 0:
+            _abandon(opening.task)
+        raise
+
+
+async def _opened(url: str) -> BackendAdapter:
+    backend = _factory_for(url)(url)
+    await backend.open()
+    return backend
+
+
+def _abandon(task: asyncio.Task[BackendAdapter]) -> None:
+    """No caller waits for this open any more: stop it, or close what it opened."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled() and task.exception() is None:
+        closing = asyncio.ensure_future(task.result().close())
+        _CLOSING.add(closing)
+        closing.add_done_callback(_CLOSING.discard)
 
 
 async def release_backend(backend: BackendAdapter) -> None:
