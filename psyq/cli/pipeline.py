@@ -293,6 +293,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def print_report(out: Console, figures: list[GroupFigures]) -> None:
+    from psyq_migrate.rendering import triple
+
     table = Table(title="report")
     columns = ("queue", "name", "jobs", "per min", "wait p50/p95/p99 ms")
     for column in (*columns, "run p50/p95/p99 ms", "failed", "top failure reasons"):
@@ -304,8 +306,8 @@ def print_report(out: Console, figures: list[GroupFigures]) -> None:
             group.name,
             str(group.jobs),
             f"{group.throughput_per_minute:.1f}",
-            _triple(group.wait_ms),
-            _triple(group.run_ms),
+            triple(group.wait_ms),
+            triple(group.run_ms),
             "-" if rate is None else f"{rate:.1%}",
             "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
         )
@@ -323,10 +325,6 @@ def print_timeline(out: Console, timeline: Timeline) -> None:
             table.add_row(queue, reason, str(count))
     if table.rows:
         out.print(table)
-
-
-def _triple(values: tuple[int, int, int] | None) -> str:
-    return "-" if values is None else "/".join(str(value) for value in values)
 
 
 PIPELINE_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -1,5 +1,5 @@
 """`postgresql://`: PostgreSQL through asyncpg, queues stored in BullMQ 6's own layout, shared
-with Node BullMQ 6 and bullmq for Python (backend.py lists the modules; docs/architecture.md).
+with Node BullMQ 6 and bullmq for Python (backend.py lists the modules; design record 0002).
 
 asyncpg, and the `bullmq` package whose migration files create the schema, are needed only
 when a Postgres backend is used (`pip install 'psyq[postgres]'`).

@@ -1,5 +1,5 @@
 """`postgresql://`: queues stored in BullMQ 6's own Postgres layout, shared with Node
-BullMQ 6 and bullmq for Python (docs/architecture.md).
+BullMQ 6 and bullmq for Python (design record 0002).
 
 The schema is BullMQ's (its migrations, its ledger); every transition is one statement:
 the layout's own function, or, for plain jobs, psyq's set-based statements that write the

@@ -5,7 +5,7 @@
     schema            the Postgres schema holding the queues in BullMQ 6's layout, shared
                       with Node BullMQ 6 and bullmq for Python (created with BullMQ's own
                       migrations when missing; default `bullmq`, BullMQ's own default, as
-                      its `schema` connection option; docs/architecture.md)
+                      its `schema` connection option; design record 0002)
     layout            `bullmq`, the only layout (accepted for URLs written while psyq had a
                       private one; that layout was retired before any release)
     prefix            accepted and checked, and otherwise unused, as Node BullMQ 6 ignores

@@ -32,9 +32,9 @@ class TrimMarks:
     """Per queue, the event id up to which this process's trims deleted, so the next trim
     starts there (the statements' $10) instead of at the queue's first event: the entries
     of trimmed events stay in `event`'s index until a vacuum, and a trim from the start
-    steps over every one of them (docs/architecture.md, "Trimming from where the last trim
-    ended"). A trim that starts from nothing known runs once a minute per queue and
-    process, for any event a late commit left below a mark."""
+    steps over every one of them (design record 0003). A trim that starts from nothing
+    known runs once a minute per queue and process, for any event a late commit left below
+    a mark."""
 
     SWEEP_S = 60.0
 

@@ -1,6 +1,6 @@
 """The schema of BullMQ 6's Postgres layout: check its ledger, create or upgrade it.
 
-The schema is BullMQ's (docs/architecture.md): its migration files are read from the
+The schema is BullMQ's (design record 0002): its migration files are read from the
 installed `bullmq` PyPI package (`pip install 'psyq[postgres]'`), located without
 importing it, and applied as every BullMQ client applies them: one transaction, under the
 advisory lock all clients share, one ledger row per migration. A schema created by Node

@@ -21,7 +21,7 @@ __all__ = ["MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "body_priority", "migrate"]
 # and logs. `jobs_finished` orders the finished lines by rank (the order jobs finished in),
 # so their counts and a page of old jobs are index seeks; the other lines are read once, in
 # one pass over the queue's rows, when the file opens (an index on them cost a third more
-# per job written: docs/architecture.md).
+# per job written: design record 0005).
 # The event feed in chunks (one per flush: a JSON list of [ms, name, jobId, extra]),
 # bounded per queue like the in-memory log.
 SCHEMA_V1 = """

@@ -1,5 +1,5 @@
 -- psyq's own set-based statements for the hot transitions of plain jobs, each one round
--- trip with the server's clock (docs/architecture.md, "Postgres layout": psyq's SQL
+-- trip with the server's clock (design record 0003, psyq's own statements: psyq's SQL
 -- replaces a layout function only where a measurement shows the gain). They write the
 -- rows, the events and the NOTIFYs the layout's functions write for the same jobs, under
 -- the same advisory locks: a plain job (no parent, no children, no deduplication) takes
