@@ -41,7 +41,7 @@ from psyq.core.locks import RENEW_LOCK, Locks
 from psyq.core.options import check_keep, check_limiter
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import _BackendUser
-from psyq.core.settle import Outcome
+from psyq.core.settle import Outcome, log
 from psyq.core.settling import Settling
 from psyq.errors import ConnectionError as Unreachable
 from psyq.errors import (
@@ -166,6 +166,14 @@ class Worker(_BackendUser, EventEmitter):
                 "or pass autorun=False and await worker.run()"
             ) from None
         self._running = asyncio.ensure_future(self.run())
+        self._running.add_done_callback(self._autorun_ended)
+
+    def _autorun_ended(self, task: asyncio.Task[None]) -> None:
+        """A run started by autorun that raised (a bad URL, a store that refused): nobody
+        awaits it, so its error is the `error` event's, or logged when nobody listens."""
+        error = None if task.cancelled() else task.exception()
+        if error is not None and not self.emit("error", error):
+            log.error("worker %s stopped: %r", self.id, error)
 
     async def __aenter__(self) -> Worker:
         await self._queue_ref()
