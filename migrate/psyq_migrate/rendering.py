@@ -25,7 +25,14 @@ from psyq_migrate.figures import (
     Timeline,
 )
 
-__all__ = ["draw_timeline", "triple", "write_chart", "write_html"]
+__all__ = [
+    "GROUP_COLUMNS",
+    "draw_timeline",
+    "group_cells",
+    "triple",
+    "write_chart",
+    "write_html",
+]
 
 
 def _pyplot() -> Any:
@@ -50,20 +57,9 @@ def draw_timeline(timeline: Timeline) -> Any:
     for index, (queue, points) in enumerate(sorted(timeline.points.items())):
         color = f"C{index % 10}"
         times = [_time(point.start_ms) for point in points]
-        finished.plot(
-            times,
-            [timeline.per_minute(p.finished) for p in points],
-            color=color,
-            marker=".",
-            label=queue,
-        )
-        failed.plot(
-            times,
-            [timeline.per_minute(p.failed) for p in points],
-            color=color,
-            marker=".",
-            label=queue,
-        )
+        for axis, count in ((finished, "finished"), (failed, "failed")):
+            rates = [timeline.per_minute(getattr(point, count)) for point in points]
+            axis.plot(times, rates, color=color, marker=".", label=queue)
         for axis, pick in ((wait, "wait_ms"), (run, "run_ms")):
             for quantile, style in enumerate(("--", "-", ":")):
                 values = [_quantile(getattr(point, pick), quantile) for point in points]
@@ -219,23 +215,27 @@ def _reasons_table(timeline: Timeline) -> str:
     return _table(["queue", "reason", "count"], rows, text_columns=2)
 
 
-def _groups_table(figures: list[GroupFigures]) -> str:
-    headers = ["queue", "name", "jobs", "per min", "wait p50/p95/p99 ms"]
-    headers += ["run p50/p95/p99 ms", "failed", "top failure reasons"]
-    rows = [
-        [
-            group.queue,
-            group.name,
-            str(group.jobs),
-            f"{group.throughput_per_minute:.1f}",
-            triple(group.wait_ms),
-            triple(group.run_ms),
-            "-" if group.failure_rate is None else f"{group.failure_rate:.1%}",
-            "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
-        ]
-        for group in figures
+# The per queue and name table's columns, as the HTML page and `psyq report` show them.
+GROUP_COLUMNS = ["queue", "name", "jobs", "per min", "wait p50/p95/p99 ms"]
+GROUP_COLUMNS += ["run p50/p95/p99 ms", "failed", "top failure reasons"]
+
+
+def group_cells(group: GroupFigures) -> list[str]:
+    """One row of the per queue and name table, as text (GROUP_COLUMNS)."""
+    return [
+        group.queue,
+        group.name,
+        str(group.jobs),
+        f"{group.throughput_per_minute:.1f}",
+        triple(group.wait_ms),
+        triple(group.run_ms),
+        "-" if group.failure_rate is None else f"{group.failure_rate:.1%}",
+        "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
     ]
-    return _table(headers, rows, text_columns=2)
+
+
+def _groups_table(figures: list[GroupFigures]) -> str:
+    return _table(GROUP_COLUMNS, [group_cells(group) for group in figures], text_columns=2)
 
 
 def _timeline_table(timeline: Timeline) -> str:

@@ -293,24 +293,13 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def print_report(out: Console, figures: list[GroupFigures]) -> None:
-    from psyq_migrate.rendering import triple
+    from psyq_migrate.rendering import GROUP_COLUMNS, group_cells
 
     table = Table(title="report")
-    columns = ("queue", "name", "jobs", "per min", "wait p50/p95/p99 ms")
-    for column in (*columns, "run p50/p95/p99 ms", "failed", "top failure reasons"):
+    for column in GROUP_COLUMNS:
         table.add_column(column)
     for group in figures:
-        rate = group.failure_rate
-        table.add_row(
-            group.queue,
-            group.name,
-            str(group.jobs),
-            f"{group.throughput_per_minute:.1f}",
-            triple(group.wait_ms),
-            triple(group.run_ms),
-            "-" if rate is None else f"{rate:.1%}",
-            "; ".join(f"{reason} ({count})" for reason, count in group.top_reasons),
-        )
+        table.add_row(*group_cells(group))
     out.print(table)
 
 
