@@ -125,8 +125,8 @@ class SettleBatch:
         """Settle one job with the others of this turn; `fetch`: also take a next job."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Settled] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._send_pending)
+        if not self._pending:  # the first of this turn: the call that sends them, started
+            self._track(asyncio.ensure_future(self._send_pending()))  # next turn, as a task
         self._pending.append((settlement, fetch, future))
         return await future
 
@@ -162,15 +162,20 @@ class SettleBatch:
         deferred, self._deferred = self._deferred, []
         return deferred
 
-    def _send_pending(self) -> None:
+    async def _send_pending(self) -> None:
+        """The turn's settles, in the task started by the first: it sends the first group
+        itself (one task per batch, no callback before it), each other group in its own."""
         batch, self._pending = [*self._pending, *self._take_deferred()], []
         groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
         size = -(-len(batch) // groups)
-        for start in range(0, len(batch), size):
+        for start in range(size, len(batch), size):
             self._start(batch[start : start + size])
+        await self._send(batch[:size])
 
     def _start(self, batch: list[_Entry]) -> None:
-        task = asyncio.ensure_future(self._send(batch))
+        self._track(asyncio.ensure_future(self._send(batch)))
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 

@@ -450,6 +450,7 @@ class Worker(_BackendUser, EventEmitter):
         self.emit("active", job, "waiting")
         job._keep = self.remove_on_complete
         deferred = False
+        following: Job | None = None
         try:
             ran = await self._outcome(job)
             if ran is None:
@@ -457,16 +458,18 @@ class Worker(_BackendUser, EventEmitter):
             outcome, error = ran
             settler = self._settler
             if job._completed_in is not None and error is None:
-                return await settler.after_complete_in(ref, job, job._completed_in)
-            if isinstance(outcome, Completed) and settler.defers(ref, outcome):
+                following = await settler.after_complete_in(ref, job, job._completed_in)
+            elif isinstance(outcome, Completed) and settler.defers(ref, outcome):
                 deferred = True
                 settler.settle_later(ref, job, outcome)
-                return None
-            return await settler.settle(ref, job, outcome, error)
+            else:
+                following = await settler.settle(ref, job, outcome, error)
+            return following
         finally:
             if not deferred:
                 self._active.pop(job.id, None)
-                self._slot_freed.set()
+                if following is None:  # the slot goes idle; with a next job it stays busy,
+                    self._slot_freed.set()  # and waking the fetcher or a pause is for nothing
 
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
