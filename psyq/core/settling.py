@@ -202,7 +202,9 @@ class Settling:
                 error, records = refused, []
         if fetch and not defer:
             self._fetching.took_next(bool(records))
-        if await completed_earlier(ref.backend, ref.name, job, outcome, error):
+        if error is not None and await completed_earlier(
+            ref.backend, ref.name, job, outcome, error
+        ):
             error = None  # an earlier attempt's reply was lost: that attempt completed it
         if error is None:
             await self.completed(job, outcome)
