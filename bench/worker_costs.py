@@ -1,13 +1,14 @@
 """The Worker's Python per processed job, counted (issue 35, item 2): function calls, CPU and
 wall per job of the hot side (take -> run -> settle), with a no-op async processor.
 
-    python bench/worker_costs.py [--mode memory|psyq|sqlite] [--jobs 5000]
+    python bench/worker_costs.py [--mode memory|psyq|psyq-inproc|sqlite] [--jobs 5000]
                                  [--concurrency 1,10] [--profile FILE] [--no-profile]
 
 Modes: `memory` processes from memory:// in this process (the core's worker path and the
 native engine); `psyq` over psyq:// from a `psyq server --data memory` started here as a
 child process (this process is the worker alone, so its counts are the client's; the
-server's CPU is read from /proc); `sqlite` from a sqlite:/// file in a temporary folder.
+server's CPU is read from /proc); `psyq-inproc` runs that server in this process too (both
+ends' Python); `sqlite` from a sqlite:/// file in a temporary folder.
 
 Per concurrency: `--jobs` jobs are added in bulk first (not counted), then a Worker with
 that concurrency processes them all; cProfile's function calls per job (all of them,
@@ -57,6 +58,17 @@ async def connection(mode: str) -> AsyncIterator[str]:
         with server_process(command, port, env=env, cwd=tempfile.gettempdir()) as pid:
             SERVER["pid"] = pid
             yield f"psyq://127.0.0.1:{port}"
+    elif mode == "psyq-inproc":
+        from psyq.backends import open_backend, release_backend
+        from psyq.backends.tcp.server import serve
+
+        backend = await open_backend("memory://")
+        server, (host, port) = await serve(backend, "127.0.0.1", 0)
+        try:
+            yield f"psyq://{host}:{port}"
+        finally:
+            await server.close()
+            await release_backend(backend)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 
