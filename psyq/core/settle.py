@@ -180,7 +180,10 @@ class SettleBatch:
         task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[_Entry]) -> None:
-        wanted = sum(1 for _, fetch, _ in batch if fetch)
+        wanted = 0
+        for _, fetch, _ in batch:  # a loop, not sum() of a generator: a call per settle
+            if fetch:
+                wanted += 1
         request = self._lost.attach(self._fetch_request(wanted)) if wanted else None
         try:
             errors, fetched = await self._call(batch, request)

@@ -87,7 +87,8 @@ class Settling:
         self._worker = worker
         self._fetching = fetching
         self._emit = worker.emit
-        self._hooked = worker._plugins.has_hook
+        # a worker's plugins are fixed: whether one hears every completion, found once
+        self._on_completed = worker._plugins.has_hook("psyq_job_completed")
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._deferred: dict[str, asyncio.Task[None]] = {}  # job id -> its deferred settle
         self.retries = 0  # settles sent again after the store could not be reached
@@ -235,7 +236,7 @@ class Settling:
         job.attempts_made += 1
         result = job.returnvalue
         self._emit("completed", job, result)
-        if self._hooked("psyq_job_completed"):
+        if self._on_completed:
             await self._worker._notify("psyq_job_completed", job=job, result=result)
 
     def _settle_batch(self, ref: QueueRef) -> SettleBatch:

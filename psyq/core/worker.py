@@ -123,6 +123,8 @@ class Worker(_BackendUser, EventEmitter):
         self.skip_lock_renewal = skip_lock_renewal
         self._strategies = dict(backoff_strategies or {})
         self._plugins = PluginHost(plugins)
+        hooked = self._plugins.has_hook  # the hooks of every job, looked up once
+        self._process_hooks = (hooked("psyq_before_process"), hooked("psyq_after_process"))
         self._init_slots()
         self._init_lifecycle()
         self._fetching = Fetching(self)
@@ -473,8 +475,8 @@ class Worker(_BackendUser, EventEmitter):
 
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
-        hooked = self._plugins.has_hook  # a check per hook, not a coroutine, when none is set
-        if hooked("psyq_before_process"):
+        hooked = self._process_hooks  # found once: a worker's plugins are fixed
+        if hooked[0]:
             await self._notify("psyq_before_process", job=job)
         result: Any = None
         error: BaseException | None = None
@@ -493,7 +495,7 @@ class Worker(_BackendUser, EventEmitter):
         except Exception as exc:
             error = exc
             outcome = failure_outcome(job, exc, self._strategies, self.remove_on_fail)
-        if hooked("psyq_after_process"):
+        if hooked[1]:
             await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error
 
