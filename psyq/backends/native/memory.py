@@ -28,6 +28,7 @@ from psyq.backends.base import (
     Limiter,
     NewJob,
     Retry,
+    Settlement,
     StalledResult,
 )
 from psyq.backends.native import flows, schedulers, transfer
@@ -61,6 +62,9 @@ def parse_memory_url(url: str) -> tuple[str, str]:
     return parts.netloc + parts.path, prefix
 
 
+_SETTLE_PARTS = ("move_to_finished", "retry_job", "move_to_active", "settle_many")
+
+
 class MemoryBackend(BackendAdapter):
     """The native engine in this process. `clock=` gives a private engine on that clock."""
 
@@ -75,6 +79,10 @@ class MemoryBackend(BackendAdapter):
         self._prefix = prefix + ":"
         self._exports: OrderedDict[str, list[str]] = OrderedDict()  # token -> ids
         self._places: dict[str, tuple[str, Shard, Engine]] = {}  # queue -> key, shard
+        # settle_many in one engine call, unless a subclass changes a part of it (SQLite)
+        self._one_call_settles = all(
+            getattr(type(self), name) is getattr(MemoryBackend, name) for name in _SETTLE_PARTS
+        )
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
@@ -186,6 +194,14 @@ class MemoryBackend(BackendAdapter):
             return store.move_to_active(fetch, now) if fetch is not None else []
 
         return self._run(queue, finish, notify=True)
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        if not self._one_call_settles:
+            return await super().settle_many(queue, settlements, fetch)
+        now = self._clock.now_ms()
+        return self._run(queue, lambda s: s.settle_many(settlements, fetch, now), notify=True)
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         now = self._now()
