@@ -149,6 +149,8 @@ class Settling:
         backoff: Reconnect | None = None  # made on the first failure: most settles work
         while True:
             try:
+                if isinstance(outcome, Completed):  # the common case, without _settle_once
+                    return await self._complete(ref, job, job.token or "", outcome, defer)
                 return await self._settle_once(ref, job, outcome, error, defer)
             except ConnectionError as exc:
                 if backoff is None:
