@@ -450,7 +450,8 @@ class Worker(_BackendUser, EventEmitter):
     async def _process(self, ref: QueueRef, job: Job, task: asyncio.Task[Any] | None) -> Job | None:
         """Run one job and settle it; returns the next job when fetch-next found one."""
         self._active[job.id] = job
-        self.emit("active", job, "waiting")
+        if self._listeners.get("active"):  # emit's own first test, without its call
+            self.emit("active", job, "waiting")
         job._keep = self.remove_on_complete
         deferred = False
         following: Job | None = None
