@@ -126,7 +126,7 @@ class SettleBatch:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Settled] = loop.create_future()
         if not self._pending:  # the first of this turn: the call that sends them, started
-            self._track(asyncio.ensure_future(self._send_pending()))  # next turn, as a task
+            self._sending.add(asyncio.ensure_future(self._send_pending()))  # next turn, a task
         self._pending.append((settlement, fetch, future))
         return await future
 
@@ -165,17 +165,18 @@ class SettleBatch:
     async def _send_pending(self) -> None:
         """The turn's settles, in the task started by the first: it sends the first group
         itself (one task per batch, no callback before it), each other group in its own."""
-        batch, self._pending = [*self._pending, *self._take_deferred()], []
-        groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
-        size = -(-len(batch) // groups)
-        for start in range(size, len(batch), size):
-            self._start(batch[start : start + size])
-        await self._send(batch[:size])
+        try:
+            batch, self._pending = [*self._pending, *self._take_deferred()], []
+            groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
+            size = -(-len(batch) // groups)
+            for start in range(size, len(batch), size):
+                self._start(batch[start : start + size])
+            await self._send(batch[:size])
+        finally:  # the task lets go of itself: no done callback (a loop callback) per batch
+            self._sending.discard(asyncio.current_task())
 
     def _start(self, batch: list[_Entry]) -> None:
-        self._track(asyncio.ensure_future(self._send(batch)))
-
-    def _track(self, task: asyncio.Task[None]) -> None:
+        task = asyncio.ensure_future(self._send(batch))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
