@@ -176,6 +176,24 @@ async def test_a_path_leading_to_other_queues_writes_in_the_backends_schema(
         assert await seen_elsewhere(other) == 0
 
 
+async def test_the_layouts_functions_called_there_carry_their_own_path(
+    queue: psyq.Queue, admin: asyncpg.Connection
+) -> None:
+    """What lets psyq call the layout's functions schema-qualified under the application's
+    search_path: each is declared `SET search_path FROM CURRENT` (BullMQ's migrations;
+    Node bullmq 6.7's redefinitions keep it), so the names inside resolve in the layout."""
+    schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+    rows = await admin.fetch(
+        "SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n"
+        " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY($2::text[])",
+        schema,
+        ["add_job", "add_jobs_bulk", "add_flow", "move_to_completed"],
+    )
+    assert len({row["proname"] for row in rows}) == 4
+    for row in rows:
+        assert f"search_path={schema}" in (row["proconfig"] or []), row["proname"]
+
+
 @pytest.mark.parametrize("driver", DRIVERS)
 async def test_a_transactional_add_sends_one_statement(
     queue: psyq.Queue, pg_server: str, driver: str
