@@ -379,9 +379,15 @@ class Database:
 
     def close(self) -> None:
         """Write what is pending, checkpoint the WAL and give the file up. The file is given
-        up whatever fails on the way; a failure is then raised as a PsyqError."""
-        if self.sharer is not None:
-            self.sharer.close()  # first: no other process changes what is flushed last
+        up whatever fails on the way; a failure is then raised as a PsyqError. The peers
+        (serve.py) finish their calls first and see their connections close only once the
+        file is free, so one of them takes it over at once."""
+        sharer = self.sharer
+        if sharer is not None:
+            try:
+                sharer.drain()  # first: no other process changes what is flushed last
+            except Exception:  # the file is still flushed and given up
+                log.exception("psyq: %s: the peers' calls did not finish", self.path)
         with self._cond:
             self._closing = True
             self._cond.notify()
@@ -398,6 +404,8 @@ class Database:
             self.reader.close()
             self._conn.close()
             self.owner.release()
+            if sharer is not None:
+                sharer.close()
 
 
 # Errors of binding one row's values (not of the database): they concern that row alone.

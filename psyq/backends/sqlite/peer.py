@@ -10,9 +10,15 @@ Takeover: each time a peer connects (its first call, or after its connection dro
 first tries to own the file. While the owner lives that fails at once; once the owner exited
 or died, the OS dropped its lock and the first peer to try gets it: it recovers the file as
 a fresh open does (active jobs come back through the stalled check) and serves it from its
-own process, and the others reconnect to it. The calls in flight when the owner went fail
+own process, and the others reconnect to it. The calls in flight when the owner died fail
 with `psyq.ConnectionError` (the owner's commits decide what they did); a peer that cannot
 reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError` naming the file.
+
+A graceful close hands over without a stall or a failed call (serve.py): the owner says
+`bye` and answers every call a peer sent before the peer half-closed; new calls wait for
+that connection to close, which the owner does once it gave the file up, then try to take
+it at once; the peers that lose try the new owner's socket every HANDOVER_POLL_S while it
+opens the file, without the reconnect backoff.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from typing import Any
 
 from psyq.backends.base import BackendAdapter
@@ -42,6 +49,8 @@ __all__ = ["CONNECT_TIMEOUT_S", "PeerBackend", "open_sqlite_backend"]
 log = logging.getLogger("psyq.sqlite")
 
 CONNECT_TIMEOUT_S = 10.0  # how long a call keeps trying to reach (or become) the owner
+HANDOVER_WAIT_S = 4.0  # after a bye: for the old owner to close, then for the new to listen
+HANDOVER_POLL_S = 0.005  # after a bye: between tries of the new owner's socket
 
 
 class PeerBackend(TcpBackend):
@@ -57,6 +66,7 @@ class PeerBackend(TcpBackend):
         self.settings.safe_url = url
         self._wanted = {name: settings[name] for name in SHARED_SETTINGS}
         self._db: Database | None = None  # the file, once this process took it over
+        self._handover: ClientConnection | None = None  # a connection whose owner said bye
 
     async def close(self) -> None:
         await super().close()
@@ -64,8 +74,32 @@ class PeerBackend(TcpBackend):
         if db is not None:
             release_database(db)
 
+    def _left(self, conn: ClientConnection) -> None:
+        self._handover = conn  # the owner hands the file over
+        super()._left(conn)
+
     async def _open_connection(self) -> ClientConnection:
-        """A connection to the file's owner, this process when it could take the file."""
+        """A connection to the file's owner, this process when it could take the file. After
+        the owner said bye: once it gave the file up (it then closes the connection), tried
+        every HANDOVER_POLL_S while another peer takes the file over."""
+        handover = self._handover
+        if handover is None:
+            return await self._reach_owner()
+        await asyncio.wait([handover.lost], timeout=HANDOVER_WAIT_S)
+        deadline = time.monotonic() + HANDOVER_WAIT_S
+        while True:
+            try:
+                conn = await self._reach_owner()
+            except ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(HANDOVER_POLL_S)  # the new owner opens the file
+                continue
+            if self._handover is handover:
+                self._handover = None
+            return conn
+
+    async def _reach_owner(self) -> ClientConnection:
         self._take_over()
         identity = file_identity(self.path)
         if identity is None:

@@ -134,7 +134,13 @@ class TcpBackend(BackendAdapter):
             conn.close()
             raise
         conn.version = version
+        conn.on_leave = self._left
         return conn
+
+    def _left(self, conn: ClientConnection) -> None:
+        """`conn`'s server goes away (it said bye): adds take another connection."""
+        if self._adding is conn:
+            self._adding = None
 
     async def _open_connection(self) -> ClientConnection:
         """A new connection to the server (TCP, or TLS for psyqs://)."""
