@@ -172,6 +172,7 @@ async def main() -> None:
 asyncio.run(main())
 """
 
+VERBOSE = False  # --verbose: each peer's gap
 SETTLE_S = 1.0  # each process adds this long before the owner's exit, and after it
 
 
@@ -221,6 +222,9 @@ def handover_round(folder: Path, index: int) -> dict[str, float]:
         failed += sum(window[0] <= t <= window[1] for t in fails)
         around = [t for t in oks if window[0] <= t <= window[1]]
         gaps.append(max(b - a for a, b in itertools.pairwise(around)))
+        if VERBOSE:
+            took = "took it over" in log.with_suffix(".err").read_text()
+            print(f"  {log.name}: gap {gaps[-1] * 1000:.0f} ms, took over: {took}")
     return {
         "stall ms (longest gap between a peer's acknowledged adds)": max(gaps) * 1000,
         "failed adds (ConnectionError, both peers)": failed,
@@ -243,8 +247,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--handover", action="store_true", help="measure the owner's exit")
+    parser.add_argument("--verbose", action="store_true", help="--handover: each peer's gap")
     args = parser.parse_args()
     if args.handover:
+        global VERBOSE
+        VERBOSE = args.verbose
         handover(args.rounds)
         return
     with tempfile.TemporaryDirectory() as folder:

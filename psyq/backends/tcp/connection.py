@@ -114,7 +114,6 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         self.outbox.flush()
         self.leaving = True
-        self._reason = "the server went away (it said bye) before answering"
         transport = self.transport
         if transport is not None and not transport.is_closing() and transport.can_write_eof():
             transport.write_eof()
