@@ -5,6 +5,7 @@ acknowledged durable add must be in the file after (lost == 0)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sqlite3
@@ -173,7 +174,7 @@ def longest_gap(child: Child, count: int) -> float:
     `count`-th (the owner's exit), in seconds."""
     stamps = [float(line.split()[2]) for line in list(child.lines) if line.startswith("added ")]
     around = stamps[max(0, count - 20) :]
-    return max(later - earlier for earlier, later in zip(around, around[1:], strict=False))
+    return max(later - earlier for earlier, later in itertools.pairwise(around))
 
 
 @pytest.mark.parametrize("version", [4, 3], ids=["told", "older client"])
