@@ -3,6 +3,7 @@ owner's local socket) against a psyq:// client of `psyq server` over TCP (issue 
 
     python bench/shared_file.py [--jobs 5000] [--rounds 3]
     python bench/shared_file.py --handover [--rounds 3]
+    python bench/shared_file.py --takeover [--jobs 5000] [--rounds 3]
 
 Each side: one process holds the file (an idle app process that opened it, or `psyq server
 --data F`), and this process adds jobs through `sqlite:///F` or `psyq://127.0.0.1:PORT`.
@@ -14,6 +15,10 @@ file each add durable jobs one at a time and run them with a Worker; the owner g
 (it closes its worker and queue, as an app does) and exits. Per round: the longest gap
 between two acknowledged adds of a peer around the exit (the stall), the adds that failed
 with `psyq.ConnectionError`, and the owner's close time. Prints the median of `--rounds`.
+
+`--takeover`: single add (jobs/s) of one Queue of this process while another process owns
+the file, then after that owner exited and this process took the file over, against a
+Queue of a process that opened the file first (the embedded engine).
 """
 
 from __future__ import annotations
@@ -232,6 +237,45 @@ def handover_round(folder: Path, index: int) -> dict[str, float]:
     }
 
 
+async def takeover_round(folder: Path, index: int, jobs: int) -> dict[str, float]:
+    url = f"sqlite:///{folder / f'takeover-{index}.db'}"
+    holder = start([sys.executable, "-c", HOLD, url], "ready")
+    try:
+        async with psyq.Queue("takeover", connection=url) as queue:
+            await queue.count()
+            started = time.perf_counter()
+            await single(queue, jobs)
+            peer = jobs / (time.perf_counter() - started)
+            holder.terminate()
+            holder.wait()
+            try:
+                await queue.count()  # this process takes the file over
+            except psyq.ConnectionError:  # sent before this process saw the owner die
+                await queue.count()
+            started = time.perf_counter()
+            await single(queue, jobs)
+            taken = jobs / (time.perf_counter() - started)
+    finally:
+        holder.kill()
+        holder.wait()
+    owner = await rate(f"sqlite:///{folder / f'owner-{index}.db'}", single, jobs)
+    return {
+        "a peer (the owner is another process)": peer,
+        "the same Queue once its process took the file over": taken,
+        "the owner that opened the file (embedded)": owner,
+    }
+
+
+def takeover(rounds: int, jobs: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        runs = [asyncio.run(takeover_round(Path(folder), i, jobs)) for i in range(rounds)]
+    print(f"single add, jobs/s, median of {rounds} rounds, {jobs} jobs")
+    for name in runs[0]:
+        values = [run[name] for run in runs]
+        shown = ", ".join(f"{v:,.0f}" for v in values)
+        print(f"{name:<54}{statistics.median(values):>10,.0f}   ({shown})")
+
+
 def handover(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         runs = [handover_round(Path(folder), index) for index in range(rounds)]
@@ -247,8 +291,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--handover", action="store_true", help="measure the owner's exit")
+    parser.add_argument("--takeover", action="store_true", help="a taken-over Queue's adds")
     parser.add_argument("--verbose", action="store_true", help="--handover: each peer's gap")
     args = parser.parse_args()
+    if args.takeover:
+        takeover(args.rounds, args.jobs)
+        return
     if args.handover:
         global VERBOSE
         VERBOSE = args.verbose

@@ -23,6 +23,7 @@ from psyq.backends.base import NewJob
 from psyq.backends.native import MemoryBackend
 from psyq.backends.sqlite.serve import share_address
 from psyq.backends.tcp.client import TcpBackend
+from psyq.backends.tcp.connection import ClientConnection
 from psyq.backends.tcp.server import Server
 from tests.sqlite.test_file_owner import add_from_child
 from tests.tcp.server_proc import ROOT
@@ -224,6 +225,31 @@ def test_a_peer_that_takes_over_runs_the_jobs_the_dead_owner_held(tmp_path: Path
     finally:
         peer.end(signal.SIGTERM)
     assert "took it over" in peer.stderr()
+
+
+async def test_a_process_that_took_the_file_over_runs_its_calls_on_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    owner = Child("hold", url, "2")
+    owner.wait_for(lambda: "holding" in owner.lines, "the owner did not start its jobs")
+    async with psyq.Queue("shared", connection=url) as queue:
+        assert await queue.count() == 0  # 2 active
+        owner.end(signal.SIGKILL)
+        for _ in range(3):  # a call sent before this process saw the owner die fails
+            try:
+                await queue.count()
+                break
+            except psyq.ConnectionError:
+                continue
+
+        def through_the_socket(*args: object) -> None:
+            raise AssertionError("a call of the new owner went through its own socket")
+
+        monkeypatch.setattr(ClientConnection, "request", through_the_socket)
+        monkeypatch.setattr(ClientConnection, "add_jobs", through_the_socket)
+        await queue.add("x", {})
+        assert await queue.get_job_counts("waiting", "active") == {"waiting": 1, "active": 2}
 
 
 def test_processes_opening_at_once_agree_on_one_owner(tmp_path: Path) -> None:

@@ -10,9 +10,12 @@ Takeover: each time a peer connects (its first call, or after its connection dro
 first tries to own the file. While the owner lives that fails at once; once the owner exited
 or died, the OS dropped its lock and the first peer to try gets it: it recovers the file as
 a fresh open does (active jobs come back through the stalled check) and serves it from its
-own process, and the others reconnect to it. The calls in flight when the owner died fail
-with `psyq.ConnectionError` (the owner's commits decide what they did); a peer that cannot
-reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError` naming the file.
+own process, and the others reconnect to it. From then on the PeerBackend that took the file
+runs its own calls on the engine, as the owner that opened the file does (not through its
+own socket); the calls already sent are answered through it. The calls in flight when the
+owner died fail with `psyq.ConnectionError` (the owner's commits decide what they did); a
+peer that cannot reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError`
+naming the file.
 
 A graceful close hands over without a stall or a failed call (serve.py): the owner says
 `bye` and answers every call a peer sent before the peer half-closed; new calls wait for
@@ -27,9 +30,10 @@ import asyncio
 import logging
 import socket
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from psyq.backends.base import BackendAdapter
+from psyq.backends.base import BackendAdapter, JobRecord, NewJob
 from psyq.backends.sqlite.backend import (
     SHARED_SETTINGS,
     SqliteBackend,
@@ -67,9 +71,11 @@ class PeerBackend(TcpBackend):
         self._wanted = {name: settings[name] for name in SHARED_SETTINGS}
         self._db: Database | None = None  # the file, once this process took it over
         self._handover: ClientConnection | None = None  # a connection whose owner said bye
+        self._local: SqliteBackend | None = None  # the engine, once this process took over
 
     async def close(self) -> None:
         await super().close()
+        self._local = None
         db, self._db = self._db, None
         if db is not None:
             release_database(db)
@@ -134,6 +140,23 @@ class PeerBackend(TcpBackend):
             return
         log.warning("psyq: %s had no owner left; this process (its peer) took it over", self.path)
         start_sharing(self._db, self.url)
+        local = SqliteBackend(self.url)
+        local.attach(self._db)  # released by close(), not by `local`
+        self._local = local
+
+    async def _call(self, op: str, *args: Any) -> Any:
+        """On the engine once this process owns the file, else through the owner's socket
+        (closed: the socket path raises ClosedError)."""
+        local = self._local
+        if local is None or self._closed:
+            return await super()._call(op, *args)
+        return await getattr(local, op)(*args)
+
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        local = self._local
+        if local is None or self._closed:
+            return await super().add_jobs(queue, jobs)
+        return await local.add_jobs(queue, jobs)
 
     def _check_hello(self, answer: Any) -> None:
         theirs = {name: answer.get(name) for name in SHARED_SETTINGS}
