@@ -219,6 +219,11 @@ def handover_round(folder: Path, index: int) -> dict[str, float]:
             stamps[line.split()[0]] = float(line.split()[1])
     closing, closed = stamps["closing"], stamps["closed"]
     gaps, failed = [], 0
+    held = sum(  # the jobs in the file when the owner began to close: what a new owner opens
+        line.startswith("ok ") and float(line.split()[1]) < closing
+        for log in logs
+        for line in log.read_text().splitlines()
+    )
     for log in logs[1:]:
         lines = log.read_text().splitlines()
         oks = [float(line.split()[1]) for line in lines if line.startswith("ok ")]
@@ -234,6 +239,7 @@ def handover_round(folder: Path, index: int) -> dict[str, float]:
         "stall ms (longest gap between a peer's acknowledged adds)": max(gaps) * 1000,
         "failed adds (ConnectionError, both peers)": failed,
         "owner's close ms (SIGTERM handled to closed)": (closed - closing) * 1000,
+        "jobs in the file at the exit": held,
     }
 
 

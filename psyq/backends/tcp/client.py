@@ -135,6 +135,9 @@ class TcpBackend(BackendAdapter):
             raise
         conn.version = version
         conn.on_leave = self._left
+        if conn.leaving:  # its bye came with the hello answer: the server goes away
+            self._left(conn)
+            raise ConnectionError(s.safe_url, "the server is going away (it said bye)")
         return conn
 
     def _left(self, conn: ClientConnection) -> None:
