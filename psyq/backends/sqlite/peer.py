@@ -17,11 +17,11 @@ owner died fail with `psyq.ConnectionError` (the owner's commits decide what the
 peer that cannot reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError`
 naming the file.
 
-A graceful close hands over without a stall or a failed call (serve.py): the owner says
-`bye` and answers every call a peer sent before the peer half-closed; new calls wait for
-that connection to close, which the owner does once it gave the file up, then try to take
-it at once; the peers that lose try the new owner's socket every HANDOVER_POLL_S while it
-opens the file, without the reconnect backoff.
+A graceful close hands over without a failed call or the reconnect backoff (serve.py): the
+owner says `bye` and answers every call a peer sent before the peer half-closed; new calls
+wait for that connection to close, which the owner does once it gave the file up, then try
+to take it at once; the peers that lose try the new owner's socket every HANDOVER_POLL_S
+while it opens the file.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ On Linux it lives in the abstract namespace (no file left behind by a killed own
 Abstract sockets have no file permissions, so every connection's peer is checked with
 SO_PEERCRED: the owner's user, or root.
 
-A graceful close hands the file over without a stall (`drain`, then `close`): the server
+A graceful close hands the file over with no failed call (`drain`, then `close`): the server
 tells every peer it goes away (protocol 4's `bye`), answers every request a peer sent before
 it half-closed, and only then does the owner flush and give the file up; the connections
 close after that, which tells the waiting peers the file is free (peer.py).
