@@ -56,6 +56,33 @@ async def add_and_work(url: str) -> None:
     await queue.close()
 
 
+async def idle(url: str) -> None:
+    """Open the file, print `ready owner|peer`, wait for SIGTERM, then close."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with psyq.Queue("shared", connection=url) as queue:
+        await queue.count()
+        role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
+        print(f"ready {role}", flush=True)
+        await stop.wait()
+
+
+async def work_slowly(url: str, seconds: float) -> None:
+    """Run the queue's jobs one at a time, each taking `seconds` (`start ID`, `done ID`),
+    checking for stalled jobs every 200 ms; SIGTERM ends it."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def slow(job: psyq.Job) -> None:
+        print(f"start {job.id}", flush=True)
+        await asyncio.sleep(seconds)
+        print(f"done {job.id}", flush=True)
+
+    async with psyq.Worker("shared", slow, connection=url, stalled_interval=200):
+        print("ready", flush=True)
+        await stop.wait()
+
+
 async def add_some(url: str, count: int) -> None:
     """Add `count` durable jobs (retrying a call whose outcome the owner's exit left
     unknown), print their ids and this process's role, and exit."""
@@ -114,5 +141,9 @@ if __name__ == "__main__":
         asyncio.run(work(url))
     elif command == "busy":
         asyncio.run(add_and_work(url))
+    elif command == "idle":
+        asyncio.run(idle(url))
+    elif command == "slow":
+        asyncio.run(work_slowly(url, float(rest[0])))
     else:
         asyncio.run(add_some(url, int(rest[0])))

@@ -170,6 +170,32 @@ def test_a_graceful_exit_hands_the_file_over_without_a_failed_call(tmp_path: Pat
     assert max(gaps) < 5.0, gaps  # loose: no reconnect backoff, no connect timeout
 
 
+def test_a_graceful_handover_keeps_the_peers_jobs_locked(tmp_path: Path) -> None:
+    """A job running in a peer's worker when the owner closes is not returned by the new
+    owner's first stalled check (another peer would run it a second time)."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    owner = Child("idle", url)
+    owner.wait_for(lambda: "ready owner" in owner.lines, "the owner did not start")
+    slow = Child("slow", url, "3")  # stalled checks every 200 ms, as the other's
+    other: Child | None = None
+    try:
+        slow.wait_for(lambda: "ready" in slow.lines, "the slow peer's worker did not start")
+        adder = Child("add", url, "1")
+        assert adder.end(0) == 0, adder.err
+        [job] = adder.acked()
+        slow.wait_for(lambda: f"start {job}" in slow.lines, "the slow peer did not start it")
+        other = Child("work", url)
+        other.wait_for(lambda: "ready" in other.lines, "the other peer's worker did not start")
+        assert owner.end(signal.SIGTERM) == 0, owner.err
+        slow.wait_for(lambda: f"done {job}" in slow.lines, "the slow peer did not finish it")
+        time.sleep(0.5)  # the other peer's stalled checks ran meanwhile
+    finally:
+        for child in (slow, other):
+            if child is not None:
+                child.end(signal.SIGTERM)
+    assert f"done {job}" not in other.lines, "the job ran a second time in the other peer"
+
+
 def longest_gap(child: Child, count: int) -> float:
     """The longest time between two of the child's acknowledged adds around its
     `count`-th (the owner's exit), in seconds."""

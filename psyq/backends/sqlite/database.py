@@ -369,6 +369,20 @@ class Database:
         if self.lost is not None:
             raise PsyqError(str(self.lost))  # a new one: a raise adds to its traceback
 
+    def hold_active(self, ms: int) -> None:
+        """Give each active job loaded with an expired lock (so that the stalled check
+        returns it) `ms` more instead: after a graceful handover its worker lives on in a
+        peer, which extends or settles it with its token."""
+        engine = self.engine
+        until = engine.clock.now_ms() + ms
+        with engine.every_lock():
+            for shard in engine.shards:
+                for store in shard.stores.values():
+                    active = store.active
+                    for job_id, (token, expiry) in list(active.items()):
+                        if expiry == 0:  # as loaded (transfer.place)
+                            active[job_id] = (token, until)
+
     # ------------------------------------------------------------------ lifecycle
     def forget_queue(self, key: str) -> None:
         """A queue's store was dropped (obliterated): its rows go at the next flush. Called

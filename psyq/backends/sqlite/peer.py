@@ -55,6 +55,10 @@ log = logging.getLogger("psyq.sqlite")
 CONNECT_TIMEOUT_S = 10.0  # how long a call keeps trying to reach (or become) the owner
 HANDOVER_WAIT_S = 4.0  # after a bye: for the old owner to close, then for the new to listen
 HANDOVER_POLL_S = 0.005  # after a bye: between tries of the new owner's socket
+# After a graceful handover the jobs active in the file are the peers' (the old owner's
+# workers closed): their locks last this long (a Worker's default lock_duration) for their
+# workers to extend them, instead of being returned by the first stalled check.
+HANDOVER_LOCK_MS = 30_000
 
 
 class PeerBackend(TcpBackend):
@@ -139,6 +143,8 @@ class PeerBackend(TcpBackend):
         except FileInUse:
             return
         log.warning("psyq: %s had no owner left; this process (its peer) took it over", self.path)
+        if self._handover is not None:  # its owner closed: the active jobs are the peers'
+            self._db.hold_active(HANDOVER_LOCK_MS)
         start_sharing(self._db, self.url)
         local = SqliteBackend(self.url)
         local.attach(self._db)  # released by close(), not by `local`
