@@ -9,7 +9,8 @@ errors as the owner.
 Takeover: each time a peer connects (its first call, or after its connection dropped) it
 first tries to own the file. While the owner lives that fails at once; once the owner exited
 or died, the OS dropped its lock and the first peer to try gets it: it recovers the file as
-a fresh open does (active jobs come back through the stalled check) and serves it from its
+a fresh open does (after a kill, active jobs come back through the stalled check; after a
+graceful exit they stay locked HANDOVER_LOCK_MS for the peers' workers) and serves it from its
 own process, and the others reconnect to it. From then on the PeerBackend that took the file
 runs its own calls on the engine, as the owner that opened the file does (not through its
 own socket); the calls already sent are answered through it. The calls in flight when the
