@@ -139,8 +139,8 @@ async def test_options_and_events_behave_as_for_a_plain_add(
 
 
 async def test_the_application_search_path_is_kept(queue: psyq.Queue, conn: Any) -> None:
-    """psyq puts the queues' schema first only while its statements run: the application's
-    own path is back for its next statement, in the same transaction."""
+    """psyq's statements name the queues' schema themselves: the application's path is
+    neither changed nor needed, in the same transaction."""
     show = "SELECT current_setting('search_path')"
     async with conn.transaction():
         await conn.execute("SET LOCAL search_path TO pg_catalog, public")
@@ -152,6 +152,128 @@ async def test_the_application_search_path_is_kept(queue: psyq.Queue, conn: Any)
             path = await conn.fetchval(show)
     assert path == "pg_catalog, public"
     assert await seen_elsewhere(queue) == 2
+
+
+async def test_a_path_leading_to_other_queues_writes_in_the_backends_schema(
+    url: str, queue: psyq.Queue, conn: Any, fresh_schema: Callable[[], str], pg_server: str
+) -> None:
+    """The application's search_path leads to another schema of queues: every statement
+    psyq runs on its transaction (add, bulk add, records of custom ids, deduplication, a
+    flow and its records, a completion's locks) still reads and writes the backend's."""
+    async with psyq.Queue(queue.name, connection=url_for(pg_server, fresh_schema())) as other:
+        schema = other._backend.settings.schema  # type: ignore[attr-defined]
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL search_path TO {schema}")
+            await queue.add("a", transaction=conn)
+            await queue.add_bulk([{"name": "b"}, {"name": "c"}], transaction=conn)
+            await queue.add_bulk([{"name": "d", "opts": {"jobId": "d1"}}], transaction=conn)
+            await queue.add("e", transaction=conn, deduplication={"id": "once"})
+            async with psyq.FlowProducer(url) as flows:
+                tree = {"name": "p", "queue_name": queue.name, "children": [{"name": "k"}]}
+                tree["children"][0]["queue_name"] = queue.name  # type: ignore[index]
+                await flows.add(tree, transaction=conn)
+        assert await seen_elsewhere(queue) == 7
+        assert await seen_elsewhere(other) == 0
+
+
+async def test_the_layouts_functions_called_there_carry_their_own_path(
+    queue: psyq.Queue, admin: asyncpg.Connection
+) -> None:
+    """What lets psyq call the layout's functions schema-qualified under the application's
+    search_path: each is declared `SET search_path FROM CURRENT` (BullMQ's migrations;
+    Node bullmq 6.7's redefinitions keep it), so the names inside resolve in the layout."""
+    schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+    rows = await admin.fetch(
+        "SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n"
+        " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY($2::text[])",
+        schema,
+        ["add_job", "add_jobs_bulk", "add_flow", "move_to_completed"],
+    )
+    assert len({row["proname"] for row in rows}) == 4
+    for row in rows:
+        assert f"search_path={schema}" in (row["proconfig"] or []), row["proname"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_transactional_add_sends_one_statement(
+    queue: psyq.Queue, pg_server: str, driver: str
+) -> None:
+    """A connection is checked on its first transactional add; then an add sends the one
+    statement of a plain add (the layout's add_job) and nothing else."""
+    sent: list[str] = []
+    conn = await counting(driver, pg_server, sent)
+    try:
+        for _ in range(2):
+            async with conn.transaction():
+                first = await noted(sent)
+                await queue.add("a", {"n": 1}, transaction=conn)
+                middle = await noted(sent)
+                await queue.add("b", {"n": 2}, transaction=conn)
+                last = await noted(sent)
+                await queue.add_bulk([{"name": "c"}], transaction=conn)
+                after_bulk = await noted(sent)
+            if sent[first:middle][0].startswith("SELECT current_database()"):
+                assert middle - first == 2  # the check, then the add: once per connection
+                first += 1
+            assert (middle - first, last - middle, after_bulk - last) == (1, 1, 1)
+            assert "add_job(" in sent[last - 1]
+        assert sum("current_database()" in sql for sql in sent) == 1
+    finally:
+        await conn.close()
+    assert await seen_elsewhere(queue) == 6
+
+
+async def test_a_pool_connection_is_checked_once(queue: psyq.Queue, pg_server: str) -> None:
+    """asyncpg's pool hands a new proxy at every acquire: the check is remembered by the
+    connection behind it."""
+    pool = await asyncpg.create_pool(pg_server, min_size=1, max_size=1)
+    sent: list[str] = []
+
+    def note(record: Any) -> None:
+        sent.append(record.query)
+
+    try:
+        for _ in range(3):
+            async with pool.acquire() as conn:
+                conn.add_query_logger(note)  # on the connection behind: kept past release
+                async with conn.transaction():
+                    await queue.add("a", transaction=conn)
+                await noted(sent)
+                conn.remove_query_logger(note)
+    finally:
+        await pool.close()
+    assert sum("current_database()" in sql for sql in sent) == 1
+    assert sum("add_job(" in sql for sql in sent) == 3
+    assert await seen_elsewhere(queue) == 3
+
+
+async def noted(sent: list[str]) -> int:
+    """How many statements were noted, once asyncpg's query loggers have run (it calls
+    them soon after each statement, not in it)."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return len(sent)
+
+
+async def counting(driver: str, server: str, sent: list[str]) -> Any:
+    """A connection (autocommit on) that notes every statement sent through it in `sent`
+    (the application's BEGIN and COMMIT left out)."""
+    if driver == "asyncpg":
+        conn = await asyncpg.connect(server)
+
+        def note(record: Any) -> None:
+            if record.query.strip(" ;").upper() not in ("BEGIN", "COMMIT", "ROLLBACK"):
+                sent.append(record.query)
+
+        conn.add_query_logger(note)
+        return conn
+
+    class Counting(psycopg.AsyncCursor[Any]):
+        async def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+            sent.append(str(query))
+            return await super().execute(query, *args, **kwargs)
+
+    return await psycopg.AsyncConnection.connect(server, autocommit=True, cursor_factory=Counting)
 
 
 def test_psycopg_placeholders_are_translated_once_per_statement() -> None:
@@ -240,6 +362,78 @@ async def test_refused_on_another_database(queue: psyq.Queue, pg_server: str, dr
     finally:
         await conn.close()
     assert await seen_elsewhere(queue) == 0
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_checked_connection_lets_no_other_database_through(
+    queue: psyq.Queue, pg_server: str, driver: str
+) -> None:
+    """The check is remembered by connection object: a connection of the backend's database
+    checked, then new connections to another database, each refused, while the first one
+    goes on."""
+    home = await connect(driver, pg_server, autocommit=True)
+    try:
+        async with home.transaction():
+            await queue.add("home", transaction=home)
+        for _ in range(2):
+            other = await connect(
+                driver, pg_server.rsplit("/", 1)[0] + "/postgres", autocommit=True
+            )
+            try:
+                async with other.transaction():
+                    with pytest.raises(psyq.TransactionError, match="database 'postgres'"):
+                        await queue.add("a", transaction=other)
+            finally:
+                await other.close()
+        async with home.transaction():
+            await queue.add("home again", transaction=home)
+    finally:
+        await home.close()
+    assert sorted(j.name for j in await queue.get_jobs(["waiting"])) == ["home", "home again"]
+
+
+async def test_a_schema_without_the_layout_is_refused(queue: psyq.Queue, pg_server: str) -> None:
+    """A connection whose database has no layout in the backend's schema (dropped after
+    the backend opened it) is refused before anything is written."""
+    conn = await asyncpg.connect(pg_server)
+    try:
+        schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+        async with conn.transaction():
+            await conn.execute(f"ALTER SCHEMA {schema} RENAME TO {schema}_away")
+            with pytest.raises(psyq.TransactionError, match="no queue layout in schema"):
+                await queue.add("a", transaction=conn)
+            raise Rollback
+    except Rollback:
+        pass
+    finally:
+        await conn.close()
+
+
+async def test_a_schema_named_by_a_keyword_is_quoted(pg_server: str) -> None:
+    """A schema whose name is a reserved word (`order`) is named quoted in every
+    statement, on the pool and on the application's transaction. In a database of its
+    own, dropped after."""
+    database = f"psyq_t_{fresh_name().replace('-', '_')}"
+    admin = await asyncpg.connect(pg_server)
+    await admin.execute(f"CREATE DATABASE {database}")
+    server = pg_server.rsplit("/", 1)[0] + "/" + database
+    try:
+        async with psyq.Queue(fresh_name(), connection=url_for(server, "order")) as queue:
+            await queue.add("plain")
+            for driver in DRIVERS:
+                conn = await connect(driver, server, autocommit=True)
+                try:
+                    async with conn.transaction():
+                        await queue.add(driver, transaction=conn)
+                        await queue.add_bulk(
+                            [{"name": "b", "opts": {"jobId": driver}}], transaction=conn
+                        )
+                finally:
+                    await conn.close()
+            assert await seen_elsewhere(queue) == 5
+    finally:
+        await admin.execute(f"DROP DATABASE {database} WITH (FORCE)")
+        await admin.close()
 
 
 async def test_psycopg_failed_transaction_is_refused(queue: psyq.Queue, pg_server: str) -> None:

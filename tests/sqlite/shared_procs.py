@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
+import time
 
 import psyq
 from psyq.backends.sqlite.backend import parse_sqlite_url
@@ -27,6 +28,59 @@ async def add_until_stopped(url: str) -> None:
                 print(f"unknown {exc}", flush=True)
                 continue
             print(f"added {job.id}", flush=True)
+
+
+async def add_and_work(url: str) -> None:
+    """Add durable jobs one by one (`added ID T`, T the host's monotonic clock; `unknown
+    ...` for a call that failed with the connection) and run them with a Worker (`done
+    ID`); SIGTERM closes the worker, then the queue, as an app does."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def done(job: psyq.Job) -> None:
+        print(f"done {job.id}", flush=True)
+
+    queue = psyq.Queue("shared", connection=url)
+    worker = psyq.Worker("shared", done, connection=url, concurrency=5)
+    await queue.count()
+    role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
+    print(f"ready {role}", flush=True)
+    while not stop.is_set():
+        try:
+            job = await queue.add("x", {}, {"durable": True})
+        except psyq.ConnectionError as exc:
+            print(f"unknown {exc}", flush=True)
+            continue
+        print(f"added {job.id} {time.monotonic()}", flush=True)
+    await worker.close()
+    await queue.close()
+
+
+async def idle(url: str) -> None:
+    """Open the file, print `ready owner|peer`, wait for SIGTERM, then close."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with psyq.Queue("shared", connection=url) as queue:
+        await queue.count()
+        role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
+        print(f"ready {role}", flush=True)
+        await stop.wait()
+
+
+async def work_slowly(url: str, seconds: float) -> None:
+    """Run the queue's jobs one at a time, each taking `seconds` (`start ID`, `done ID`),
+    checking for stalled jobs every 200 ms; SIGTERM ends it."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+
+    async def slow(job: psyq.Job) -> None:
+        print(f"start {job.id}", flush=True)
+        await asyncio.sleep(seconds)
+        print(f"done {job.id}", flush=True)
+
+    async with psyq.Worker("shared", slow, connection=url, stalled_interval=200):
+        print("ready", flush=True)
+        await stop.wait()
 
 
 async def add_some(url: str, count: int) -> None:
@@ -85,5 +139,11 @@ if __name__ == "__main__":
         asyncio.run(hold_active(url, int(rest[0])))
     elif command == "work":
         asyncio.run(work(url))
+    elif command == "busy":
+        asyncio.run(add_and_work(url))
+    elif command == "idle":
+        asyncio.run(idle(url))
+    elif command == "slow":
+        asyncio.run(work_slowly(url, float(rest[0])))
     else:
         asyncio.run(add_some(url, int(rest[0])))

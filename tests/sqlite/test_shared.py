@@ -5,6 +5,7 @@ acknowledged durable add must be in the file after (lost == 0)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import sqlite3
@@ -18,7 +19,12 @@ from pathlib import Path
 import pytest
 
 import psyq
+from psyq.backends.base import NewJob
+from psyq.backends.native import MemoryBackend
 from psyq.backends.sqlite.serve import share_address
+from psyq.backends.tcp.client import TcpBackend
+from psyq.backends.tcp.connection import ClientConnection
+from psyq.backends.tcp.server import Server
 from tests.sqlite.test_file_owner import add_from_child
 from tests.tcp.server_proc import ROOT
 from tests.tcp.test_processes import runs_per_job, start_workers, stop_workers, wait_until
@@ -134,6 +140,104 @@ def test_the_owner_going_under_load_loses_no_acknowledged_add(tmp_path: Path, ho
     assert len(took_over) == 1
 
 
+def test_a_graceful_exit_hands_the_file_over_without_a_failed_call(tmp_path: Path) -> None:
+    """The owner's SIGTERM (its worker, then its queue closed): the peers' calls in flight
+    are answered, one peer takes the file at once, the other goes on through it."""
+    path = tmp_path / "jobs.db"
+    url = f"sqlite:///{path}"
+    owner = Child("busy", url)
+    owner.wait_for(lambda: "ready owner" in owner.lines, "the owner did not start")
+    peers = [Child("busy", url) for _ in range(2)]
+    try:
+        for peer in peers:
+            peer.wait_for_acks(100, "a peer's adds were not acknowledged")
+        assert owner.end(signal.SIGTERM) == 0, owner.err
+        before = [len(peer.acked()) for peer in peers]
+        for peer, count in zip(peers, before, strict=True):
+            peer.wait_for_acks(count + 100, "the peers did not go on after the owner's exit")
+        gaps = [longest_gap(peer, count) for peer, count in zip(peers, before, strict=True)]
+    finally:
+        codes = [peer.end(signal.SIGTERM) for peer in peers]  # a second graceful handover
+    unknown = [line for child in (owner, *peers) for line in child.lines if "unknown" in line]
+    assert unknown == []
+    assert codes == [0, 0], [peer.err for peer in peers]
+    acked = [job for child in (owner, *peers) for job in child.acked()]
+    assert len(acked) == len(set(acked))
+    assert set(acked) <= stored_ids(path)
+    runs = [line.split()[1] for c in (owner, *peers) for line in c.lines if line[:5] == "done "]
+    assert len(runs) == len(set(runs)), "a job ran twice"
+    assert any("took it over" in (peer.err or "") for peer in peers)
+    assert max(gaps) < 5.0, gaps  # loose: no reconnect backoff, no connect timeout
+
+
+def test_a_graceful_handover_keeps_the_peers_jobs_locked(tmp_path: Path) -> None:
+    """A job running in a peer's worker when the owner closes is not returned by the new
+    owner's first stalled check (another peer would run it a second time)."""
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    owner = Child("idle", url)
+    owner.wait_for(lambda: "ready owner" in owner.lines, "the owner did not start")
+    slow = Child("slow", url, "3")  # stalled checks every 200 ms, as the other's
+    other: Child | None = None
+    try:
+        slow.wait_for(lambda: "ready" in slow.lines, "the slow peer's worker did not start")
+        adder = Child("add", url, "1")
+        assert adder.end(0) == 0, adder.err
+        [job] = adder.acked()
+        slow.wait_for(lambda: f"start {job}" in slow.lines, "the slow peer did not start it")
+        other = Child("work", url)
+        other.wait_for(lambda: "ready" in other.lines, "the other peer's worker did not start")
+        assert owner.end(signal.SIGTERM) == 0, owner.err
+        slow.wait_for(lambda: f"done {job}" in slow.lines, "the slow peer did not finish it")
+        time.sleep(0.5)  # the other peer's stalled checks ran meanwhile
+    finally:
+        for child in (slow, other):
+            if child is not None:
+                child.end(signal.SIGTERM)
+    assert f"done {job}" not in other.lines, "the job ran a second time in the other peer"
+
+
+def longest_gap(child: Child, count: int) -> float:
+    """The longest time between two of the child's acknowledged adds around its
+    `count`-th (the owner's exit), in seconds."""
+    stamps = [float(line.split()[2]) for line in list(child.lines) if line.startswith("added ")]
+    around = stamps[max(0, count - 20) :]
+    return max(later - earlier for earlier, later in itertools.pairwise(around))
+
+
+@pytest.mark.parametrize("version", [4, 3], ids=["told", "older client"])
+async def test_a_draining_server_answers_what_it_read_and_the_blocked_calls(
+    version: int,
+) -> None:
+    """The server side of a graceful handover (Server.drain): a version 4 client is told
+    (`bye`) and every call it sent before it half-closed is answered; an older client is
+    not told, and the server does not wait for it. A blocked call is answered at once."""
+    server = Server(MemoryBackend("memory://drain"))
+    host, port = await server.start("127.0.0.1", 0)
+    client = TcpBackend(f"psyq://{host}:{port}?connect_timeout=0.2&pool=1")
+    client._version = version
+    try:
+        await client.now_ms()
+        blocked = asyncio.ensure_future(client.wait_for_job("q", 60_000))
+        await asyncio.sleep(0.05)  # the wait is blocked on the server
+        adds = [client.add_jobs("q", [NewJob("x", str(i), {})]) for i in range(50)]
+        added = asyncio.gather(*adds, return_exceptions=True)  # in flight as the drain starts
+        started = time.monotonic()
+        await server.drain(30)
+        assert time.monotonic() - started < 10  # not the 30 s timeout
+        assert await asyncio.wait_for(blocked, 5) is None
+        if version == 4:
+            outcomes = await asyncio.wait_for(added, 5)
+            assert [type(outcome) for outcome in outcomes] == [list] * 50
+            assert await server.backend.get_job_counts("q", ["waiting"]) == {"waiting": 50}
+            with pytest.raises(psyq.ConnectionError):  # no new server: a new connection
+                await client.now_ms()
+    finally:
+        await server.close()
+        outcomes = await asyncio.wait_for(added, 5)  # an older client's: unread ones fail
+        await client.close()
+    assert {type(outcome) for outcome in outcomes} <= {list, psyq.ConnectionError}
+
+
 def test_a_peer_that_takes_over_runs_the_jobs_the_dead_owner_held(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'jobs.db'}"
     owner = Child("hold", url, "20")
@@ -147,6 +251,33 @@ def test_a_peer_that_takes_over_runs_the_jobs_the_dead_owner_held(tmp_path: Path
     finally:
         peer.end(signal.SIGTERM)
     assert "took it over" in peer.stderr()
+
+
+async def test_a_process_that_took_the_file_over_runs_its_calls_on_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}"
+    owner = Child("hold", url, "2")
+    owner.wait_for(lambda: "holding" in owner.lines, "the owner did not start its jobs")
+    async with psyq.Queue("shared", connection=url) as queue:
+        first = await queue.add("x", {}, {"durable": True})  # committed by the owner
+        owner.end(signal.SIGKILL)
+        for _ in range(3):  # a call sent before this process saw the owner die fails
+            try:
+                await queue.count()
+                break
+            except psyq.ConnectionError:
+                continue
+
+        def through_the_socket(*args: object) -> None:
+            raise AssertionError("a call of the new owner went through its own socket")
+
+        monkeypatch.setattr(ClientConnection, "request", through_the_socket)
+        monkeypatch.setattr(ClientConnection, "add_jobs", through_the_socket)
+        second = await queue.add("x", {})
+        for job in (first, second):
+            found = await queue.get_job(job.id)
+            assert found is not None and await found.get_state() == "waiting"
 
 
 def test_processes_opening_at_once_agree_on_one_owner(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ class BullmqConnection(BackendAdapter):
         super().__init__(url)
         self.settings: PostgresSettings = parse_postgres_url(url)
         self.settle_linger_ms = self.settings.settle_linger_ms
-        self._q = load_statements()
+        self._q = load_statements(self.settings.schema)
         self._pool: asyncpg.Pool | None = None
         self._listener: Listener | None = None
         self._reconnect = Reconnect()

@@ -3,7 +3,12 @@
 A file holds one statement, or several under `-- name: <step>` lines; its opening comment
 lists parameters, effects, events and return codes. Statements are looked up as
 `"<file>"` or `"<file>.<step>"` (e.g. `"transitions.take"`). SQL is never built from
-strings at run time.
+strings at run time; the one substitution is the layout's schema: `{schema}.` before a
+table or function names it qualified (`"bullmq".add_job`), the schema's name quoted as an
+identifier, once per schema (`load_statements(schema)`, cached). A statement that runs on
+the application's transaction qualifies every name of the layout it reads so: it runs
+there under the application's search_path (transaction.py). On the pool the same texts
+run; its connections' search_path is the schema anyway.
 
 `Statements` names where they run — the backend's pool (`connection.BullmqConnection`) or
 the application's transaction (`transaction.InTransaction`) — so both modules and the
@@ -20,12 +25,21 @@ from typing import Any, Protocol
 
 from psyq.backends.postgres.locks import Locks, Obliterating
 
-__all__ = ["Queries", "Row", "Statements", "load_statements", "parse_sql_file"]
+__all__ = [
+    "SCHEMA_MARK",
+    "Queries",
+    "Row",
+    "Statements",
+    "load_statements",
+    "parse_sql_file",
+    "quote_identifier",
+]
 
 Row = Mapping[str, Any]
 
 
 _NAME = re.compile(r"^-- name: ([a-z_]+)\s*$", re.MULTILINE)
+SCHEMA_MARK = "{schema}."  # in a statement: the layout's schema, quoted (see the module doc)
 
 
 def _strip_comments(text: str) -> str:
@@ -61,13 +75,31 @@ class Queries:
 
 
 @cache
-def load_statements() -> Queries:
+def _files() -> dict[str, str]:
+    """Every statement as its file writes it ({schema}. marks included)."""
     statements: dict[str, str] = {}
     folder = resources.files(__package__).joinpath("sql")
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             statements.update(parse_sql_file(entry.name[:-4], entry.read_text("utf-8")))
-    return Queries(statements)
+    return statements
+
+
+def quote_identifier(name: str) -> str:
+    """`name` as a Postgres identifier in double quotes (an inner quote doubled), as the
+    server's quote_ident would quote it, always."""
+    if not name or "\x00" in name:
+        raise ValueError(f"not a Postgres identifier: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+@cache
+def load_statements(schema: str | None = None) -> Queries:
+    """The statements with the layout's names qualified by `schema`, or, with None,
+    unqualified (resolved by the session's search_path, as the schema's migrations and the
+    tests that read a statement's text use them)."""
+    mark = "" if schema is None else quote_identifier(schema) + "."
+    return Queries({name: sql.replace(SCHEMA_MARK, mark) for name, sql in _files().items()})
 
 
 class Statements(Protocol):

@@ -8,15 +8,14 @@ connection), and psycopg 3's AsyncConnection, through a shim that runs psyq's `$
 statements (placeholders translated once per statement text) and reads rows as asyncpg
 gives them (jsonb as JSON text). Every refusal names the connection and is raised before
 anything is written: a connection of another driver, not inside a transaction, or to
-another database or server than the backend's.
+another database or server than the backend's, or with no layout in the backend's schema.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
-from collections.abc import AsyncIterator
+import weakref
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -39,8 +38,6 @@ __all__ = [
 class Driver(Protocol):
     """Runs one statement on the application's connection; a server error comes out as
     psyq's (connection.translate)."""
-
-    failed: bool  # a statement raised a server error: the transaction is aborted
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]: ...
 
@@ -68,7 +65,6 @@ class _Connected:
     def __init__(self, conn: Any, url: str) -> None:
         self._conn = conn
         self._url = url
-        self.failed = False
 
 
 class _Asyncpg(_Connected):
@@ -76,7 +72,6 @@ class _Asyncpg(_Connected):
         try:
             rows: list[Row] = await self._conn.fetch(sql, *args)
         except asyncpg.PostgresError as exc:
-            self.failed = True
             raise translate(exc, self._url) from exc
         return rows
 
@@ -117,7 +112,6 @@ class _Psycopg(_Connected):
             try:
                 await cursor.execute(psycopg_sql(sql), params)
             except Error as exc:
-                self.failed = True
                 raise translate(_Fault(exc), self._url) from exc
             rows: list[Row] = await cursor.fetchall() if cursor.description else []
         return rows
@@ -148,39 +142,48 @@ def _check_psycopg(conn: Any, status: Any) -> None:
 
 
 class Transactional(BullmqConnection):
-    """The entry point: `_in_transaction(transaction)` gives the statements' runner on it."""
+    """The entry point: `_in_transaction(transaction)` gives the statements' runner on it.
+
+    A connection is checked once (transactions.check: its database, its server, the
+    layout there) and remembered while it lives (weakly, by the connection object: a
+    reconnect is a new object, and an open connection cannot move to another database or
+    server). Then a transactional add is the one statement of a plain add, on the
+    application's connection: the statements name the layout's tables and functions
+    qualified by the schema, and the layout's functions run with their own search_path
+    (`SET search_path FROM CURRENT`), so the application's search_path is never read nor
+    set."""
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self._home: Row | None = None  # the backend's database and server (identity)
+        self._checked: weakref.WeakSet[object] = weakref.WeakSet()
 
-    @contextlib.asynccontextmanager
-    async def _in_transaction(self, transaction: object) -> AsyncIterator[InTransaction]:
-        """The backend's statements on `transaction`, refused (TransactionError, nothing
-        written) when it reaches another database or server, or the layout is not there;
-        its search_path is led by the layout's schema meanwhile."""
+    def _in_transaction(self, transaction: object) -> _Entering:
+        """`async with` it: the backend's statements on `transaction`, refused
+        (TransactionError, nothing written) when it reaches another database or server,
+        or the layout is not there."""
+        return _Entering(self, transaction)
+
+    async def _enter(self, transaction: object) -> InTransaction:
         driver = driver_for(transaction, self.url)
-        here = await self._enter(driver)
-        if here["switched"] is None:
-            raise TransactionError(transaction, _elsewhere(here, await self._identity(), self))
-        done = False
-        try:
-            yield InTransaction(driver, self._q)
-            done = True
-        finally:
-            if done or not driver.failed:  # a failed statement ended the transaction
-                await driver.fetch(self._q["transactions.leave"], here["search_path"])
+        known = _underlying(transaction)
+        if known not in self._checked:
+            await self._check(driver, transaction)
+            self._checked.add(known)
+        return InTransaction(driver, self._q)
 
-    async def _enter(self, driver: Driver) -> Row:
-        """transactions.enter, asked again with the identity read anew when it differs
-        (the pool may have reconnected to a restarted server)."""
+    async def _check(self, driver: Driver, transaction: object) -> None:
+        """transactions.check on the application's connection, against the backend's
+        identity, read anew when it differs (the pool may have reconnected to a restarted
+        server)."""
+        [here] = await driver.fetch(self._q["transactions.check"], self.settings.schema)
         for fresh in (False, True):
             home = await self._identity(fresh)
-            args = (self.settings.schema, home["database"], home["started"])
-            [here] = await driver.fetch(self._q["transactions.enter"], *args)
-            if here["switched"] is not None or here["database"] != home["database"]:
+            same = (here["database"], here["started"]) == (home["database"], home["started"])
+            if same:
                 break
-        return here
+        if not (same and here["layout"]):
+            raise TransactionError(transaction, _elsewhere(here, home, self))
 
     async def _identity(self, fresh: bool = False) -> Row:
         if self._home is None or fresh:
@@ -188,8 +191,32 @@ class Transactional(BullmqConnection):
         return self._home
 
 
+class _Entering:
+    """`Transactional._in_transaction`'s context: the check on entry, nothing to undo."""
+
+    def __init__(self, backend: Transactional, transaction: object) -> None:
+        self._backend = backend
+        self._transaction = transaction
+
+    async def __aenter__(self) -> InTransaction:
+        return await self._backend._enter(self._transaction)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+
+def _underlying(transaction: object) -> object:
+    """The connection object a check is remembered by: an asyncpg pool's proxy is a new
+    object at every acquire, the connection it hands out lives on (a new one after a
+    reconnect)."""
+    if isinstance(transaction, asyncpg.pool.PoolConnectionProxy):
+        connection: object = transaction._con  # set while acquired (driver_for checked it)
+        return connection
+    return transaction
+
+
 def _elsewhere(here: Row, home: Row, backend: BullmqConnection) -> str:
-    """Why `transactions.enter` did not switch (the first difference)."""
+    """Why the connection is refused (the first difference)."""
     schema = backend.settings.schema
     if here["database"] != home["database"]:
         database, queues = here["database"], home["database"]

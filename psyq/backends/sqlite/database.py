@@ -369,6 +369,20 @@ class Database:
         if self.lost is not None:
             raise PsyqError(str(self.lost))  # a new one: a raise adds to its traceback
 
+    def hold_active(self, ms: int) -> None:
+        """Give each active job loaded with an expired lock (so that the stalled check
+        returns it) `ms` more instead: after a graceful handover its worker lives on in a
+        peer, which extends or settles it with its token."""
+        engine = self.engine
+        until = engine.clock.now_ms() + ms
+        with engine.every_lock():
+            for shard in engine.shards:
+                for store in shard.stores.values():
+                    active = store.active
+                    for job_id, (token, expiry) in list(active.items()):
+                        if expiry == 0:  # as loaded (transfer.place)
+                            active[job_id] = (token, until)
+
     # ------------------------------------------------------------------ lifecycle
     def forget_queue(self, key: str) -> None:
         """A queue's store was dropped (obliterated): its rows go at the next flush. Called
@@ -379,9 +393,15 @@ class Database:
 
     def close(self) -> None:
         """Write what is pending, checkpoint the WAL and give the file up. The file is given
-        up whatever fails on the way; a failure is then raised as a PsyqError."""
-        if self.sharer is not None:
-            self.sharer.close()  # first: no other process changes what is flushed last
+        up whatever fails on the way; a failure is then raised as a PsyqError. The peers
+        (serve.py) finish their calls first and see their connections close only once the
+        file is free, so one of them takes it over at once."""
+        sharer = self.sharer
+        if sharer is not None:
+            try:
+                sharer.drain()  # first: no other process changes what is flushed last
+            except Exception:  # the file is still flushed and given up
+                log.exception("psyq: %s: the peers' calls did not finish", self.path)
         with self._cond:
             self._closing = True
             self._cond.notify()
@@ -398,6 +418,8 @@ class Database:
             self.reader.close()
             self._conn.close()
             self.owner.release()
+            if sharer is not None:
+                sharer.close()
 
 
 # Errors of binding one row's values (not of the database): they concern that row alone.

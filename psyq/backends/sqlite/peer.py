@@ -9,10 +9,20 @@ errors as the owner.
 Takeover: each time a peer connects (its first call, or after its connection dropped) it
 first tries to own the file. While the owner lives that fails at once; once the owner exited
 or died, the OS dropped its lock and the first peer to try gets it: it recovers the file as
-a fresh open does (active jobs come back through the stalled check) and serves it from its
-own process, and the others reconnect to it. The calls in flight when the owner went fail
-with `psyq.ConnectionError` (the owner's commits decide what they did); a peer that cannot
-reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError` naming the file.
+a fresh open does (after a kill, active jobs come back through the stalled check; after a
+graceful exit they stay locked HANDOVER_LOCK_MS for the peers' workers) and serves it from its
+own process, and the others reconnect to it. From then on the PeerBackend that took the file
+runs its own calls on the engine, as the owner that opened the file does (not through its
+own socket); the calls already sent are answered through it. The calls in flight when the
+owner died fail with `psyq.ConnectionError` (the owner's commits decide what they did); a
+peer that cannot reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError`
+naming the file.
+
+A graceful close hands over without a failed call or the reconnect backoff (serve.py): the
+owner says `bye` and answers every call a peer sent before the peer half-closed; new calls
+wait for that connection to close, which the owner does once it gave the file up, then try
+to take it at once; the peers that lose try the new owner's socket every HANDOVER_POLL_S
+while it opens the file.
 """
 
 from __future__ import annotations
@@ -20,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
+from collections.abc import Sequence
 from typing import Any
 
-from psyq.backends.base import BackendAdapter
+from psyq.backends.base import BackendAdapter, JobRecord, NewJob
 from psyq.backends.sqlite.backend import (
     SHARED_SETTINGS,
     SqliteBackend,
@@ -42,6 +54,12 @@ __all__ = ["CONNECT_TIMEOUT_S", "PeerBackend", "open_sqlite_backend"]
 log = logging.getLogger("psyq.sqlite")
 
 CONNECT_TIMEOUT_S = 10.0  # how long a call keeps trying to reach (or become) the owner
+HANDOVER_WAIT_S = 4.0  # after a bye: for the old owner to close, then for the new to listen
+HANDOVER_POLL_S = 0.005  # after a bye: between tries of the new owner's socket
+# After a graceful handover the jobs active in the file are the peers' (the old owner's
+# workers closed): their locks last this long (a Worker's default lock_duration) for their
+# workers to extend them, instead of being returned by the first stalled check.
+HANDOVER_LOCK_MS = 30_000
 
 
 class PeerBackend(TcpBackend):
@@ -57,15 +75,42 @@ class PeerBackend(TcpBackend):
         self.settings.safe_url = url
         self._wanted = {name: settings[name] for name in SHARED_SETTINGS}
         self._db: Database | None = None  # the file, once this process took it over
+        self._handover: ClientConnection | None = None  # a connection whose owner said bye
+        self._local: SqliteBackend | None = None  # the engine, once this process took over
 
     async def close(self) -> None:
         await super().close()
+        self._local = None
         db, self._db = self._db, None
         if db is not None:
             release_database(db)
 
+    def _left(self, conn: ClientConnection) -> None:
+        self._handover = conn  # the owner hands the file over
+        super()._left(conn)
+
     async def _open_connection(self) -> ClientConnection:
-        """A connection to the file's owner, this process when it could take the file."""
+        """A connection to the file's owner, this process when it could take the file. After
+        the owner said bye: once it gave the file up (it then closes the connection), tried
+        every HANDOVER_POLL_S while another peer takes the file over."""
+        handover = self._handover
+        if handover is None:
+            return await self._reach_owner()
+        await asyncio.wait([handover.lost], timeout=HANDOVER_WAIT_S)
+        deadline = time.monotonic() + HANDOVER_WAIT_S
+        while True:
+            try:
+                conn = await self._reach_owner()
+            except ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(HANDOVER_POLL_S)  # the new owner opens the file
+                continue
+            if self._handover is handover:
+                self._handover = None
+            return conn
+
+    async def _reach_owner(self) -> ClientConnection:
         self._take_over()
         identity = file_identity(self.path)
         if identity is None:
@@ -99,7 +144,26 @@ class PeerBackend(TcpBackend):
         except FileInUse:
             return
         log.warning("psyq: %s had no owner left; this process (its peer) took it over", self.path)
+        if self._handover is not None:  # its owner closed: the active jobs are the peers'
+            self._db.hold_active(HANDOVER_LOCK_MS)
         start_sharing(self._db, self.url)
+        local = SqliteBackend(self.url)
+        local.attach(self._db)  # released by close(), not by `local`
+        self._local = local
+
+    async def _call(self, op: str, *args: Any) -> Any:
+        """On the engine once this process owns the file, else through the owner's socket
+        (closed: the socket path raises ClosedError)."""
+        local = self._local
+        if local is None or self._closed:
+            return await super()._call(op, *args)
+        return await getattr(local, op)(*args)
+
+    async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        local = self._local
+        if local is None or self._closed:
+            return await super().add_jobs(queue, jobs)
+        return await local.add_jobs(queue, jobs)
 
     def _check_hello(self, answer: Any) -> None:
         theirs = {name: answer.get(name) for name in SHARED_SETTINGS}

@@ -10,6 +10,11 @@ On Linux it lives in the abstract namespace (no file left behind by a killed own
 108-byte path limit); elsewhere it is a file beside the database file the path resolves to.
 Abstract sockets have no file permissions, so every connection's peer is checked with
 SO_PEERCRED: the owner's user, or root.
+
+A graceful close hands the file over with no failed call (`drain`, then `close`): the server
+tells every peer it goes away (protocol 4's `bye`), answers every request a peer sent before
+it half-closed, and only then does the owner flush and give the file up; the connections
+close after that, which tells the waiting peers the file is free (peer.py).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ log = logging.getLogger("psyq.sqlite")
 
 START_TIMEOUT_S = 10.0  # how long opening a file waits for its server to listen
 STOP_TIMEOUT_S = 5.0
+DRAIN_TIMEOUT_S = 5.0  # how long a graceful close waits for the peers' calls to finish
 
 
 def share_address(path: str, identity: Identity) -> str:
@@ -103,8 +109,18 @@ class Sharer:
         await server.start_unix(self.address)
         self._server = server
 
+    def drain(self) -> None:
+        """Stop taking connections and let the peers finish (Server.drain): every request a
+        peer sent is answered, and no more will come. Call before the owner's last flush."""
+        server = self._server
+        if server is None or not self._thread.is_alive():
+            return
+        done = asyncio.run_coroutine_threadsafe(server.drain(DRAIN_TIMEOUT_S), self._loop)
+        done.result(DRAIN_TIMEOUT_S + STOP_TIMEOUT_S)
+
     def close(self) -> None:
-        """Stop serving: every connection closes (its calls fail with ConnectionError)."""
+        """Stop serving: every connection closes; a drained one after its answers are
+        written, any other at once (its calls fail with ConnectionError)."""
         server, self._server = self._server, None
         if server is None or not self._thread.is_alive():
             return

@@ -134,7 +134,16 @@ class TcpBackend(BackendAdapter):
             conn.close()
             raise
         conn.version = version
+        conn.on_leave = self._left
+        if conn.leaving:  # its bye came with the hello answer: the server goes away
+            self._left(conn)
+            raise ConnectionError(s.safe_url, "the server is going away (it said bye)")
         return conn
+
+    def _left(self, conn: ClientConnection) -> None:
+        """`conn`'s server goes away (it said bye): adds take another connection."""
+        if self._adding is conn:
+            self._adding = None
 
     async def _open_connection(self) -> ClientConnection:
         """A new connection to the server (TCP, or TLS for psyqs://)."""

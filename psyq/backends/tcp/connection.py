@@ -1,12 +1,17 @@
 """`ClientConnection`: one connection of a psyq:// client to its server — the asyncio
 protocol that frames requests, pipelines them (ids matched to answers), batches lone adds
 (`AddBatch`) and fails what is pending when the connection drops. `TcpBackend` (client.py)
-keeps a pool of them and reconnects."""
+keeps a pool of them and reconnects.
+
+When the server says `bye` (protocol 4: it goes away cleanly) the connection sends what
+this turn queued, then nothing more: it half-closes, so the server answers every request
+sent, and `on_leave` tells its owner to take a new connection for the next calls."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any, cast
 
 from psyq.backends.base import JobRecord, NewJob
@@ -38,10 +43,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._loop = asyncio.get_running_loop()
         self._reason = closed
         self.lost: asyncio.Future[None] = self._loop.create_future()  # connection_lost ran
+        self.leaving = False  # the server said bye: no more requests on this connection
+        self.on_leave: Callable[[ClientConnection], object] | None = None  # told of a bye
 
     @property
     def alive(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
+        transport = self.transport
+        return transport is not None and not transport.is_closing() and not self.leaving
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport: uvloop's has the methods of asyncio.Transport, not the class
@@ -93,8 +101,24 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._reason = f"the server closed the connection: {error}"
             elif not future.done():
                 future.set_exception(error)
-        elif type(future) is AddBatch or (future is not None and not future.done()):
+        elif future is None:
+            if message.get("bye") is True:
+                self._leave()
+        elif type(future) is AddBatch or not future.done():
             future.set_result(message.get("ok"))  # an AddBatch answers the callers still waiting
+
+    def _leave(self) -> None:
+        """The server goes away (`bye`): send what this turn queued, then half-close; the
+        calls pending are answered before the server closes."""
+        if self.leaving:
+            return
+        self.outbox.flush()
+        self.leaving = True
+        transport = self.transport
+        if transport is not None and not transport.is_closing() and transport.can_write_eof():
+            transport.write_eof()
+        if self.on_leave is not None:
+            self.on_leave(self)
 
     def request(self, op: str, args: list[Any]) -> tuple[int, asyncio.Future[Any]]:
         if not self.alive:
@@ -125,7 +149,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         batch, self.batch = self.batch, None
         if batch is None or batch.done():
             return None  # nobody waits any more (cancelled callers)
-        if self.transport is None or self.transport.is_closing():  # not `alive`
+        if self.transport is None or self.transport.is_closing() or self.leaving:  # not `alive`
             batch.set_exception(ConnectionError(self.url, self._reason))
             return None
         request_id = next(self._ids)

@@ -9,11 +9,18 @@ Frames: a 4-byte big-endian length, then a MessagePack map of that many bytes.
 The first request of a connection is `hello` with args [version, token or None]; the server
 answers {"server": "psyq", "version": version} when it speaks that version
 (`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`, version 3
-`add`, one job without options in its shortest form (tcp/adding.py); a client that finds an
-older server tries the next older version, down to 1. Requests are
+`add`, one job without options in its shortest form (tcp/adding.py), version 4 `bye` (below);
+a client that finds an older server tries the next older version, down to 1. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
 answered. A blocked request is answered the moment the engine wakes it: nothing polls.
+
+A server that goes away cleanly (the owner of a `sqlite:///` file handing it over) first
+says so to a version 4 client with the frame {"id": 0, "bye": true}. The client then sends
+nothing more on that connection and half-closes it (EOF); the server runs and answers every
+request it read until that EOF (a blocked one at once, as on its timeout), then closes. So
+no request is left with an unknown outcome. An older client is not told: the server reads
+nothing more from it and answers what it read.
 
 Values are plain MessagePack; the contract's dataclasses and psyq errors travel as ext types
 (`fields.SPECS`) whose payload is the packed list of their fields, checked field by field
@@ -33,8 +40,10 @@ from psyq.errors import PsyqError
 
 __all__ = [
     "BLOCKING_COMMANDS",
+    "BYE",
     "COMMANDS",
     "DEFAULT_PORT",
+    "EARLY_ANSWERS",
     "HEADER",
     "MAX_FRAME_BYTES",
     "MAX_HELLO_FRAME",
@@ -43,8 +52,8 @@ __all__ = [
     "ProtocolError",
 ]
 
-PROTOCOL_VERSION = 3  # 2: add_batch, 3: add (tcp/adding.py); a server speaks every version below
-SUPPORTED_VERSIONS = (1, 2, 3)
+PROTOCOL_VERSION = 4  # 2: add_batch, 3: add (tcp/adding.py), 4: bye; a server speaks all below
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HELLO_FRAME = 16 * 1024  # the largest frame before a connection's hello is accepted
@@ -122,6 +131,9 @@ COMMANDS: frozenset[str] = frozenset(
 
 # Requests that block until the engine wakes them; a client may cancel them.
 BLOCKING_COMMANDS = frozenset({"wait_for_job", "read_events"})
+# What a blocked request is answered when the server goes away (its timeout's answer).
+EARLY_ANSWERS: dict[str, object] = {"wait_for_job": None, "read_events": []}
+BYE = {"id": 0, "bye": True}  # the server goes away (version 4)
 
 
 class ProtocolError(PsyqError, ValueError):

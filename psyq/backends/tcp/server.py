@@ -88,13 +88,35 @@ class Server:
         period = self.limits.idle_timeout / 4
         self._sweeper = asyncio.get_running_loop().call_later(period, self._sweep)
 
+    async def drain(self, timeout: float) -> None:
+        """Go away cleanly, up to `close()`: accept no more connections, and let each one
+        finish what its client sent (ServerConnection.leave: a version 4 client is told and
+        half-closes; the requests read are answered). A connection not drained within
+        `timeout` seconds is aborted, so nothing runs after this returns."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        if self._server is not None:
+            self._server.close()
+        conns = list(self.connections)
+        for conn in conns:
+            conn.leave()
+        waiting = [conn.drained for conn in conns if conn.drained is not None]
+        if waiting:
+            await asyncio.wait(waiting, timeout=timeout)
+        for conn in conns:
+            if conn.drained is None or not conn.drained.done():
+                conn.abort()
+
     async def close(self) -> None:
+        """Close every connection: one drained (`drain`) after its answers are written,
+        the others at once (their calls fail with ConnectionError)."""
         if self._sweeper is not None:
             self._sweeper.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
-            conn.abort()
+            conn.finish()
         if self._server is not None:
             await self._server.wait_closed()
 

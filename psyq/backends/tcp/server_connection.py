@@ -18,6 +18,11 @@ arguments, a value that is not valid MessagePack) are answered with an error nam
 value when the request id can be read, else the connection is closed. Other connections
 never notice.
 
+Going away cleanly (`leave`, from `Server.drain`): a version 4 client is told `bye` and the
+connection runs what it sends until its EOF; an older one is read no more. Either way the
+requests read are answered (a blocked one at once, with its timeout's answer), then
+`drained` resolves; the server closes the connection after (`Server.close`).
+
 The connection sees its `Server` (server.py) through `ServerView`, the few members it uses.
 """
 
@@ -41,6 +46,9 @@ from psyq.backends.tcp.eager import drive
 from psyq.backends.tcp.framing import FrameBuffer
 from psyq.backends.tcp.outbox import Outbox
 from psyq.backends.tcp.protocol import (
+    BLOCKING_COMMANDS,
+    BYE,
+    EARLY_ANSWERS,
     MAX_FRAME_BYTES,
     MAX_HELLO_FRAME,
     SUPPORTED_VERSIONS,
@@ -91,6 +99,10 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.greeted = False
         self.version = 0  # the protocol version the client's hello named
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.blocked: dict[int, str] = {}  # request id -> op, of the blocked requests
+        self.leaving = False  # the server goes away: see `leave`
+        self.drained: asyncio.Future[None] | None = None  # set by `leave`
+        self._deaf = False  # leaving: read nothing more (the client sent its EOF, or is old)
         self._backlog: deque[bytes] = deque()  # frames read, not started (in-flight limit)
         self._reading_paused = False
         self._writing_paused = False
@@ -126,10 +138,22 @@ class ServerConnection(asyncio.BufferedProtocol):
         self._uncount_unsent()
         for task in self.tasks.values():
             task.cancel()
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
         self.transport = None
         self.frames.release()  # a large frame buffer goes now, not at the next GC
         self.outbox.close()
         self._backlog.clear()
+
+    def eof_received(self) -> bool | None:
+        """The client sends nothing more. When the server is leaving, that is the client's
+        answer to `bye`: the connection stays open to answer what it sent. Otherwise the
+        transport closes."""
+        if not self.leaving:
+            return None
+        self._deaf = True
+        self._drain_done()
+        return True
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.frames.get_buffer(sizehint)
@@ -274,6 +298,12 @@ class ServerConnection(asyncio.BufferedProtocol):
         except BaseException as exc:
             self.reply_failure(request_id, op, exc)
         else:
+            if op in BLOCKING_COMMANDS:
+                if self.leaving:  # answered at once: the server goes away
+                    coro.close()
+                    self.answer(request_id, EARLY_ANSWERS[op])
+                    return
+                self.blocked[request_id] = op
             resume = self._resume(request_id, op, coro, waiting, shape)
             self.tasks[request_id] = asyncio.Task(resume, loop=self._loop, context=context)
 
@@ -295,6 +325,7 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.answer(request_id, result)
         finally:
             self.tasks.pop(request_id, None)
+            self.blocked.pop(request_id, None)
             self._run_backlog()
 
     def start_add(self, request_id: int, args: Any) -> None:
@@ -415,6 +446,45 @@ class ServerConnection(asyncio.BufferedProtocol):
         if self.transport is not None:
             self.transport.abort()
 
+    def leave(self) -> None:
+        """The server goes away: tell a version 4 client (`bye`) and take its requests until
+        its EOF, else read no more; answer the blocked requests now, as on their timeout.
+        `drained` resolves once every request read is answered and no more will come."""
+        self.drained = self._loop.create_future()
+        if self.transport is None:
+            self.drained.set_result(None)
+            return
+        self.leaving = True
+        for request_id, op in list(self.blocked.items()):
+            task = self.tasks.pop(request_id, None)
+            self.blocked.pop(request_id)
+            if task is not None:
+                task.cancel()
+                self.answer(request_id, EARLY_ANSWERS[op])
+        if self.greeted and self.version >= 4:
+            self.send(frame(BYE))
+        else:
+            self._deaf = True
+            self._update_reading()
+        self._drain_done()
+
+    def finish(self) -> None:
+        """Close after `leave`: what is written reaches the client first; a connection that
+        did not drain is aborted."""
+        if self.drained is not None and self.drained.done():
+            self.outbox.flush()
+            if self.transport is not None:
+                self.transport.close()
+        else:
+            self.abort()
+
+    def _drain_done(self) -> None:
+        """Resolve `drained` once the client sends no more and every request is answered."""
+        if self._deaf and not self.tasks and not self._backlog and self.drained is not None:
+            self.outbox.flush()
+            if not self.drained.done():
+                self.drained.set_result(None)
+
     def drop(self, why: str) -> None:
         """Close the connection for `why` (logged) without waiting for its answers to be
         written: a client that does not read would keep them forever."""
@@ -430,6 +500,8 @@ class ServerConnection(asyncio.BufferedProtocol):
             self.handle(backlog.popleft())
         if backlog or self._writing_paused or self._reading_paused:  # else nothing to change
             self._update_reading()
+        if self.leaving:
+            self._drain_done()
 
     def _open(self) -> bool:
         return self.transport is not None and not self.transport.is_closing()
@@ -438,7 +510,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None:
             return
-        busy = self._writing_paused or bool(self._backlog)
+        busy = self._writing_paused or bool(self._backlog) or self._deaf
         if busy and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()

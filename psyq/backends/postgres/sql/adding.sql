@@ -1,4 +1,6 @@
--- Adding jobs through the layout's own functions, with the server's clock.
+-- Adding jobs through the layout's own functions, with the server's clock. Every name of
+-- the layout is qualified ({schema}., statements.py): these run on the application's
+-- transaction too, under its search_path.
 -- bulk: $1 queue, $2 entries; flow: $1 entries. Entries: a JSON array of BullMQ's batch
 -- entries (queue, id, name, data as JSON text, opts, priority, delay, attempts, lifo,
 -- parentQueue, parentId, parentKey, dedupId); an entry without `timestamp` is stamped
@@ -18,7 +20,7 @@ WITH clock AS (
     FROM clock, jsonb_array_elements($2::jsonb) WITH ORDINALITY AS given(entry, n)
 )
 SELECT added.id, clock.now
-  FROM clock, entries, LATERAL add_jobs_bulk($1::text, entries.list) WITH ORDINALITY AS added(id, n)
+  FROM clock, entries, LATERAL {schema}.add_jobs_bulk($1::text, entries.list) WITH ORDINALITY AS added(id, n)
  ORDER BY added.n;
 
 -- name: flow
@@ -34,12 +36,12 @@ WITH clock AS (
     FROM clock, jsonb_array_elements($1::jsonb) WITH ORDINALITY AS given(entry, n)
 )
 SELECT added.id, clock.now
-  FROM clock, entries, LATERAL add_flow(entries.list) WITH ORDINALITY AS added(id, n)
+  FROM clock, entries, LATERAL {schema}.add_flow(entries.list) WITH ORDINALITY AS added(id, n)
  ORDER BY added.n;
 
 -- name: records
 -- $1 queue, $2 ids -> the rows of those jobs (for ids that already existed).
-SELECT * FROM job WHERE queue = $1 AND id = ANY($2::text[]);
+SELECT * FROM {schema}.job WHERE queue = $1 AND id = ANY($2::text[]);
 
 -- name: one
 -- One job through the layout's add_job (which also announces an existing custom id:
@@ -50,7 +52,7 @@ SELECT * FROM job WHERE queue = $1 AND id = ANY($2::text[]);
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 )
-SELECT add_job($1::text, $2::text, $3::text, $4::jsonb, $5::jsonb, $6::integer, $7::bigint,
+SELECT {schema}.add_job($1::text, $2::text, $3::text, $4::jsonb, $5::jsonb, $6::integer, $7::bigint,
                COALESCE($8::bigint, clock.now), $9::integer, $10::text, $11::text,
                $12::text, $13::text, NULL, $14::boolean) AS id,
        clock.now

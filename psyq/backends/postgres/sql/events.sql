@@ -37,18 +37,19 @@ SELECT publish_event($1::text, $2::text, $3::jsonb);
 -- $1 queue: keep its newest `opts.maxLenEvents` events (10000 when unset; 0 keeps all),
 -- under the layout's per-queue trimming lock (`bullmq:evtrim:<queue>`, tried, never
 -- waited for). The layout's publish_event trims in chunks; the events of a bulk add are
--- written in one INSERT that never trims, so psyq trims after one.
+-- written in one INSERT that never trims, so psyq trims after one. Qualified ({schema}.):
+-- it runs on the application's transaction too.
 WITH bound AS (
   SELECT COALESCE(
-    (SELECT value::integer FROM meta WHERE queue = $1 AND field = 'opts.maxLenEvents'),
+    (SELECT value::integer FROM {schema}.meta WHERE queue = $1 AND field = 'opts.maxLenEvents'),
     10000) AS max_len
 ), cutoff AS (
-  SELECT e.id FROM event e
+  SELECT e.id FROM {schema}.event e
    WHERE e.queue = $1 AND (SELECT max_len FROM bound) > 0
    ORDER BY e.id DESC
   OFFSET (SELECT max_len FROM bound) LIMIT 1
 )
-DELETE FROM event
+DELETE FROM {schema}.event
  WHERE EXISTS (SELECT 1 FROM cutoff)  -- a one-time filter: nothing read when nothing to trim
    AND pg_try_advisory_xact_lock(hashtext('bullmq:evtrim:' || $1::text))
    AND queue = $1 AND id <= (SELECT id FROM cutoff);

@@ -4,9 +4,10 @@
 
 -- name: records
 -- $1 queues, $2 ids -> the rows of those jobs, in the order asked (missing ones left out).
+-- Qualified ({schema}.): it runs on the application's transaction too (a flow's add).
 SELECT job.*
   FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS wanted(queue, id, n)
-  JOIN job ON job.queue = wanted.queue AND job.id = wanted.id
+  JOIN {schema}.job ON job.queue = wanted.queue AND job.id = wanted.id
  ORDER BY wanted.n;
 
 -- name: children

@@ -14,9 +14,9 @@
 -- jobs' parents'), shared, by key, as Node BullMQ 6.7's producers and finishers take it;
 -- then the names by kind (parent, dedup, job, retain) and, within a kind, by key,
 -- hashtext(name), the order Node BullMQ 6.7's add_flow takes its batch's deduplication
--- locks in.
+-- locks in. Qualified ({schema}.): it runs on the application's transaction too.
 WITH finishing AS (
-  SELECT queue, id, parent_queue, parent_id, dedup_id, opts FROM job
+  SELECT queue, id, parent_queue, parent_id, dedup_id, opts FROM {schema}.job
    WHERE queue = $4::text AND id = ANY($5::text[])
 ), named AS (
   SELECT given.name, given.kind FROM unnest($2::text[], $3::text[]) AS given(name, kind)
@@ -25,7 +25,7 @@ WITH finishing AS (
     FROM finishing WHERE parent_id IS NOT NULL
   UNION ALL
   SELECT 'bullmq:parent:' || queue || ':' || id, 'parent' FROM finishing
-   WHERE EXISTS (SELECT 1 FROM job_dependency AS d
+   WHERE EXISTS (SELECT 1 FROM {schema}.job_dependency AS d
                   WHERE d.parent_queue = finishing.queue AND d.parent_id = finishing.id)
   UNION ALL
   SELECT 'bullmq:dedup:' || queue || ':' || dedup_id, 'dedup'

@@ -60,16 +60,17 @@ SELECT * FROM job
 -- from the job's own removeOnComplete (true, a count, or {age, count}), else the worker's. The finish is
 -- counted for the layout's per-minute metrics (a week of points, as Node workers with the
 -- `metrics` option count): appended to psyq_finished, folded into them by `fold`.
+-- Qualified ({schema}.): it runs on the application's transaction too (complete_in).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), keep AS (
   SELECT COALESCE(opts -> 'removeOnComplete', $6::jsonb) AS k
-    FROM job WHERE queue = $1 AND id = $2
+    FROM {schema}.job WHERE queue = $1 AND id = $2
 ), counted AS (
-  INSERT INTO psyq_finished (queue, kind, at_ms, jobs)
+  INSERT INTO {schema}.psyq_finished (queue, kind, at_ms, jobs)
   SELECT $1, 'completed', clock.now, 1 FROM clock WHERE $5::boolean
 )
-SELECT move_to_completed(
+SELECT {schema}.move_to_completed(
          $1::text, $2::text, $3::text, $4::jsonb, clock.now,
          COALESCE(keep.k = 'true'::jsonb, false),
          CASE jsonb_typeof(keep.k) WHEN 'object' THEN (keep.k ->> 'age')::bigint END,
