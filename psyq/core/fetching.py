@@ -72,7 +72,10 @@ class Fetching:
         asks for one: this is on every job's path)."""
         worker, tokens = self._worker, self._tokens
         prefix = worker.id
-        fresh = [f"{prefix}:{next(tokens)}" for _ in range(n)]
+        if n == 1:  # no comprehension (a call) for the one of a fetch-next
+            fresh = [f"{prefix}:{next(tokens)}"]
+        else:
+            fresh = [f"{prefix}:{next(tokens)}" for _ in range(n)]
         return FetchRequest(fresh, worker.lock_duration, prefix, worker.limiter)
 
     def request_for(self, tokens: list[str]) -> FetchRequest:

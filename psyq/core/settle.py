@@ -125,8 +125,8 @@ class SettleBatch:
         """Settle one job with the others of this turn; `fetch`: also take a next job."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Settled] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._send_pending)
+        if not self._pending:  # the first of this turn: the call that sends them, started
+            self._sending.add(asyncio.ensure_future(self._send_pending()))  # next turn, a task
         self._pending.append((settlement, fetch, future))
         return await future
 
@@ -162,12 +162,18 @@ class SettleBatch:
         deferred, self._deferred = self._deferred, []
         return deferred
 
-    def _send_pending(self) -> None:
-        batch, self._pending = [*self._pending, *self._take_deferred()], []
-        groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
-        size = -(-len(batch) // groups)
-        for start in range(0, len(batch), size):
-            self._start(batch[start : start + size])
+    async def _send_pending(self) -> None:
+        """The turn's settles, in the task started by the first: it sends the first group
+        itself (one task per batch, no callback before it), each other group in its own."""
+        try:
+            batch, self._pending = [*self._pending, *self._take_deferred()], []
+            groups = max(1, min(self._backend.settle_groups, len(batch) // SETTLE_GROUP_MIN))
+            size = -(-len(batch) // groups)
+            for start in range(size, len(batch), size):
+                self._start(batch[start : start + size])
+            await self._send(batch[:size])
+        finally:  # the task lets go of itself: no done callback (a loop callback) per batch
+            self._sending.discard(asyncio.current_task())
 
     def _start(self, batch: list[_Entry]) -> None:
         task = asyncio.ensure_future(self._send(batch))
@@ -175,7 +181,10 @@ class SettleBatch:
         task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[_Entry]) -> None:
-        wanted = sum(1 for _, fetch, _ in batch if fetch)
+        wanted = 0
+        for _, fetch, _ in batch:  # a loop, not sum() of a generator: a call per settle
+            if fetch:
+                wanted += 1
         request = self._lost.attach(self._fetch_request(wanted)) if wanted else None
         try:
             errors, fetched = await self._call(batch, request)

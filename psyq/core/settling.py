@@ -87,7 +87,8 @@ class Settling:
         self._worker = worker
         self._fetching = fetching
         self._emit = worker.emit
-        self._hooked = worker._plugins.has_hook
+        # a worker's plugins are fixed: whether one hears every completion, found once
+        self._on_completed = worker._plugins.has_hook("psyq_job_completed")
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._deferred: dict[str, asyncio.Task[None]] = {}  # job id -> its deferred settle
         self.retries = 0  # settles sent again after the store could not be reached
@@ -148,6 +149,8 @@ class Settling:
         backoff: Reconnect | None = None  # made on the first failure: most settles work
         while True:
             try:
+                if isinstance(outcome, Completed):  # the common case, without _settle_once
+                    return await self._complete(ref, job, job.token or "", outcome, defer)
                 return await self._settle_once(ref, job, outcome, error, defer)
             except ConnectionError as exc:
                 if backoff is None:
@@ -202,7 +205,9 @@ class Settling:
                 error, records = refused, []
         if fetch and not defer:
             self._fetching.took_next(bool(records))
-        if await completed_earlier(ref.backend, ref.name, job, outcome, error):
+        if error is not None and await completed_earlier(
+            ref.backend, ref.name, job, outcome, error
+        ):
             error = None  # an earlier attempt's reply was lost: that attempt completed it
         if error is None:
             await self.completed(job, outcome)
@@ -233,7 +238,7 @@ class Settling:
         job.attempts_made += 1
         result = job.returnvalue
         self._emit("completed", job, result)
-        if self._hooked("psyq_job_completed"):
+        if self._on_completed:
             await self._worker._notify("psyq_job_completed", job=job, result=result)
 
     def _settle_batch(self, ref: QueueRef) -> SettleBatch:

@@ -123,6 +123,8 @@ class Worker(_BackendUser, EventEmitter):
         self.skip_lock_renewal = skip_lock_renewal
         self._strategies = dict(backoff_strategies or {})
         self._plugins = PluginHost(plugins)
+        hooked = self._plugins.has_hook  # the hooks of every job, looked up once
+        self._process_hooks = (hooked("psyq_before_process"), hooked("psyq_after_process"))
         self._init_slots()
         self._init_lifecycle()
         self._fetching = Fetching(self)
@@ -433,50 +435,57 @@ class Worker(_BackendUser, EventEmitter):
 
     # ------------------------------------------------------------------ one slot
     async def _slot(self, ref: QueueRef) -> None:
+        task = asyncio.current_task()  # the task each job's processor runs in, found once
         while True:
             self._idle += 1
             self._slot_freed.set()
             job: Job | None = await self._handoff.get()
             chained = 0
             while job is not None:
-                job = await self._process(ref, job)
+                job = await self._process(ref, job, task)
                 chained += 1
                 if chained % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # an in-process backend never suspends: let others run
 
-    async def _process(self, ref: QueueRef, job: Job) -> Job | None:
+    async def _process(self, ref: QueueRef, job: Job, task: asyncio.Task[Any] | None) -> Job | None:
         """Run one job and settle it; returns the next job when fetch-next found one."""
         self._active[job.id] = job
-        self.emit("active", job, "waiting")
+        if self._listeners.get("active"):  # emit's own first test, without its call
+            self.emit("active", job, "waiting")
         job._keep = self.remove_on_complete
         deferred = False
+        following: Job | None = None
         try:
-            ran = await self._outcome(job)
+            ran = await self._outcome(job, task)
             if ran is None:
                 return None
             outcome, error = ran
             settler = self._settler
             if job._completed_in is not None and error is None:
-                return await settler.after_complete_in(ref, job, job._completed_in)
-            if isinstance(outcome, Completed) and settler.defers(ref, outcome):
+                following = await settler.after_complete_in(ref, job, job._completed_in)
+            elif isinstance(outcome, Completed) and settler.defers(ref, outcome):
                 deferred = True
                 settler.settle_later(ref, job, outcome)
-                return None
-            return await settler.settle(ref, job, outcome, error)
+            else:
+                following = await settler.settle(ref, job, outcome, error)
+            return following
         finally:
             if not deferred:
                 self._active.pop(job.id, None)
-                self._slot_freed.set()
+                if following is None:  # the slot goes idle; with a next job it stays busy,
+                    self._slot_freed.set()  # and waking the fetcher or a pause is for nothing
 
-    async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
+    async def _outcome(
+        self, job: Job, task: asyncio.Task[Any] | None
+    ) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
-        hooked = self._plugins.has_hook  # a check per hook, not a coroutine, when none is set
-        if hooked("psyq_before_process"):
+        hooked = self._process_hooks  # found once: a worker's plugins are fixed
+        if hooked[0]:
             await self._notify("psyq_before_process", job=job)
         result: Any = None
         error: BaseException | None = None
         try:
-            result = await self._run_guarded(job)
+            result = await self._run_guarded(job, task)
             text = codec.dumps(result, "return value", job.id)
             outcome: Outcome = Completed(text, self.remove_on_complete)
             if type(result) in _JSON_EXACT:  # what JSON gives back is the value itself
@@ -490,14 +499,14 @@ class Worker(_BackendUser, EventEmitter):
         except Exception as exc:
             error = exc
             outcome = failure_outcome(job, exc, self._strategies, self.remove_on_fail)
-        if hooked("psyq_after_process"):
+        if hooked[1]:
             await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error
 
-    async def _run_guarded(self, job: Job) -> Any:
-        """Run the onion under the job's `timeout`, and fail it if it was cancelled."""
+    async def _run_guarded(self, job: Job, task: asyncio.Task[Any] | None) -> Any:
+        """Run the onion under the job's `timeout`, and fail it if it was cancelled. `task`:
+        the slot's, which this runs in."""
         timeout = job.option("timeout")
-        task = asyncio.current_task()
         self._in_processor[job.id] = task
         try:
             if timeout is None:

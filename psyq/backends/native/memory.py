@@ -28,10 +28,11 @@ from psyq.backends.base import (
     Limiter,
     NewJob,
     Retry,
+    Settlement,
     StalledResult,
 )
 from psyq.backends.native import flows, schedulers, transfer
-from psyq.backends.native.engine import Engine, named_engine, wake_futures
+from psyq.backends.native.engine import Engine, Shard, named_engine, wake_futures
 from psyq.backends.native.eventlog import Position, parse_event_id
 from psyq.backends.native.state import CrossQueue
 from psyq.backends.native.store import QueueStore
@@ -61,6 +62,9 @@ def parse_memory_url(url: str) -> tuple[str, str]:
     return parts.netloc + parts.path, prefix
 
 
+_SETTLE_PARTS = ("move_to_finished", "retry_job", "move_to_active", "settle_many")
+
+
 class MemoryBackend(BackendAdapter):
     """The native engine in this process. `clock=` gives a private engine on that clock."""
 
@@ -74,15 +78,25 @@ class MemoryBackend(BackendAdapter):
         self._clock = self.engine.clock
         self._prefix = prefix + ":"
         self._exports: OrderedDict[str, list[str]] = OrderedDict()  # token -> ids
+        self._places: dict[str, tuple[str, Shard, Engine]] = {}  # queue -> key, shard
+        # settle_many in one engine call, unless a subclass changes a part of it (SQLite)
+        self._one_call_settles = all(
+            getattr(type(self), name) is getattr(MemoryBackend, name) for name in _SETTLE_PARTS
+        )
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
-        key = self._prefix + queue
         engine = self.engine
-        shard = engine.shard(key)
+        place = self._places.get(queue)
+        if place is None or place[2] is not engine:  # found once per queue (and engine:
+            key = self._prefix + queue  # a SQLite backend attaches its database's)
+            place = self._places[queue] = (key, engine.shard(key), engine)
+        key, shard, _ = place
         try:
             with shard.lock:
-                store = engine.store(shard, key, queue)
+                store = shard.stores.get(key)
+                if store is None:
+                    store = engine.store(shard, key, queue)
                 result = action(store)
                 if store.waiters or store.events.waiters:
                     _wake(store, notify)
@@ -140,7 +154,7 @@ class MemoryBackend(BackendAdapter):
 
     # ------------------------------------------------------------------ fetching
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
-        now = self._now()
+        now = self._clock.now_ms()
         return self._run(queue, lambda s: s.move_to_active(request, now))
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
@@ -173,13 +187,21 @@ class MemoryBackend(BackendAdapter):
         outcome: Completed | Failed,
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
-        now = self._now()
+        now = self._clock.now_ms()
 
         def finish(store: QueueStore) -> list[JobRecord]:
             store.move_to_finished(job_id, token, outcome, now)
             return store.move_to_active(fetch, now) if fetch is not None else []
 
         return self._run(queue, finish, notify=True)
+
+    async def settle_many(
+        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        if not self._one_call_settles:
+            return await super().settle_many(queue, settlements, fetch)
+        now = self._clock.now_ms()
+        return self._run(queue, lambda s: s.settle_many(settlements, fetch, now), notify=True)
 
     async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
         now = self._now()

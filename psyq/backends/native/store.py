@@ -24,6 +24,7 @@ from psyq.backends.base import (
     Limiter,
     NewJob,
     Retry,
+    Settlement,
     StalledResult,
     raise_for_code,
 )
@@ -34,7 +35,7 @@ from psyq.backends.native.state import (
     STALLED_REASON,
     CrossQueue,
 )
-from psyq.errors import JobNotFoundError, LockError
+from psyq.errors import JobNotFoundError, LockError, PsyqError
 
 __all__ = ["NO_OPTS", "QueueStore"]
 
@@ -301,6 +302,31 @@ class QueueStore(Mutations):
             self._fail(record, outcome.reason, list(outcome.stacktrace), now, outcome.keep)
         if record.parent_key is not None:
             flows.child_finished(self, record, now)
+
+    def settle_many(
+        self, settlements: Sequence[Settlement], fetch: FetchRequest | None, now: int
+    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
+        """`BackendAdapter.settle_many` in one call: each settlement's error (or None), then
+        the jobs fetched. A job with a parent needs every lock: CrossQueue is raised before
+        anything changes, so the whole call runs again under them all."""
+        if not self.engine.all_locked:
+            jobs = self.jobs
+            for item in settlements:
+                record = jobs.get(item.job_id)
+                if record is not None and record.parent_key is not None:
+                    raise CrossQueue
+        errors: list[PsyqError | None] = []
+        for item in settlements:
+            outcome = item.outcome
+            try:
+                if isinstance(outcome, Retry):
+                    self.retry_job(item.job_id, item.token, outcome, now)
+                else:
+                    self.move_to_finished(item.job_id, item.token, outcome, now)
+                errors.append(None)
+            except PsyqError as exc:
+                errors.append(exc)
+        return errors, (self.move_to_active(fetch, now) if fetch else [])
 
     def retry_job(self, job_id: str, token: str, outcome: Retry, now: int) -> None:
         record = self.locked(job_id, token, "retry")

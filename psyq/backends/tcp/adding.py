@@ -93,7 +93,9 @@ def compact(queue: str, jobs: Sequence[NewJob], records: list[JobRecord]) -> lis
 def compact_one(queue: str, new: NewJob, records: list[JobRecord]) -> Any:
     """The answer entry of an `add` request (see `compact`)."""
     [record] = records
-    return _entry(queue, new, record)
+    if rebuildable(queue, new, record):  # _entry's work inline: one call fewer per add
+        return [record.id, record.timestamp, record.state]
+    return record
 
 
 def _entry(queue: str, new: NewJob, record: JobRecord) -> Any:
@@ -207,8 +209,13 @@ class AddBatch:
     def set_result(self, results: Any) -> None:
         """Give each caller its records or its error."""
         calls = self.calls
-        if self.one:
-            self._set_one(results)
+        if self.one:  # the answer to an `add` request: the entry of its one job
+            queue, jobs, future = calls[0]
+            if not future.done():  # else the caller was cancelled
+                try:
+                    future.set_result(rebuild_all(queue, jobs, [results]))
+                except ProtocolError as exc:
+                    future.set_exception(exc)
             return
         if type(results) is not list or len(results) != len(calls):
             bad = ProtocolError(f"add_batch: expected {len(calls)} results, got {results!r:.80}")
@@ -225,15 +232,15 @@ class AddBatch:
             except ProtocolError as exc:
                 future.set_exception(exc)
 
-    def _set_one(self, entry: Any) -> None:
-        """The answer to an `add` request: the entry of its one job."""
-        queue, jobs, future = self.calls[0]
-        if future.done():
-            return  # the caller was cancelled
-        try:
-            future.set_result(rebuild_all(queue, jobs, [entry]))
-        except ProtocolError as exc:
-            future.set_exception(exc)
+        calls = self.calls
+        if self.one:  # the answer to an `add` request: the entry of its one job
+            queue, jobs, future = calls[0]
+            if not future.done():  # else the caller was cancelled
+                try:
+                    future.set_result(rebuild_all(queue, jobs, [results]))
+                except ProtocolError as exc:
+                    future.set_exception(exc)
+            return
 
     def set_exception(self, error: BaseException) -> None:
         for _, _, future in self.calls:

@@ -188,7 +188,8 @@ class TcpBackend(BackendAdapter):
         return await conn.add_jobs(queue, jobs if type(jobs) is list else list(jobs))
 
     async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
-        return cast("list[JobRecord]", await self._call("move_to_active", queue, request))
+        records: list[JobRecord] = await self._call("move_to_active", queue, request)
+        return records
 
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
         try:
@@ -214,7 +215,7 @@ class TcpBackend(BackendAdapter):
         self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
         errors, fetched = await self._call("settle_many", queue, list(settlements), fetch)
-        return cast("list[PsyqError | None]", errors), cast("list[JobRecord]", fetched)
+        return errors, fetched  # as decoded (typing.cast is a call per request)
 
     async def move_to_delayed(
         self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None

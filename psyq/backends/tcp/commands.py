@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import inspect
+import itertools
 import types
 import typing
 from collections.abc import Callable
@@ -53,11 +54,22 @@ def _check_for(tp: Any) -> tuple[Check, str]:
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
         options = [_check_for(arg) for arg in args]
-        return (lambda v: any(c(v) for c, _ in options)), " or ".join(d for _, d in options)
+        text = " or ".join(d for _, d in options)
+        if len(args) == 2 and type(None) in args:  # X | None: no generator per request
+            other = options[1][0] if args[0] is type(None) else options[0][0]
+            return (lambda v: v is None or other(v)), text
+        return (lambda v: any(c(v) for c, _ in options)), text
     if origin is typing.Literal:
         return (lambda v: v in args), f"one of {list(args)}"
     if origin in (list, collections.abc.Sequence):
         item, text = _check_for(args[0])
+        kind = args[0]
+        if isinstance(kind, type) and kind not in (int, float, type(None)):  # as _scalar's
+            # isinstance check, item by item in C (a settle_many's settlements, tokens)
+            every = itertools.repeat(kind)
+            return (
+                lambda v: type(v) is list and all(map(isinstance, v, every))
+            ), f"a list of {text}"
         return (lambda v: type(v) is list and all(item(x) for x in v)), f"a list of {text}"
     if origin in (dict, collections.abc.Mapping):
         key, ktext = _check_for(args[0])

@@ -180,7 +180,15 @@ class ServerConnection(asyncio.BufferedProtocol):
         outbox = self.outbox
         outbox.hold()  # the answers of calls that finish at once leave together, now
         try:
-            if len(bodies) == 1 and self._idle():  # the common case: one request, room
+            # the common case, one request that may start now (nothing waits to start,
+            # reading and writing run, there is room): none of _run_backlog's bookkeeping
+            if (
+                len(bodies) == 1
+                and not self._backlog
+                and not self._reading_paused
+                and not self._writing_paused
+                and len(self.tasks) < self.limits.max_in_flight
+            ):
                 self.handle(bodies[0])
             else:
                 self._backlog.extend(bodies)
@@ -189,16 +197,6 @@ class ServerConnection(asyncio.BufferedProtocol):
             outbox.release()
         if self._stall_timer is not None or self.frames.partial:
             self._watch_partial_frame(progress=bool(bodies))
-
-    def _idle(self) -> bool:
-        """Nothing waits to start, reading and writing run, and a request may start now:
-        a frame needs none of `_run_backlog`'s bookkeeping."""
-        return (
-            not self._backlog
-            and not self._reading_paused
-            and not self._writing_paused
-            and len(self.tasks) < self.limits.max_in_flight
-        )
 
     def pause_writing(self) -> None:
         """The transport holds `max_unsent` bytes of answers: start no request and read
@@ -423,7 +421,7 @@ class ServerConnection(asyncio.BufferedProtocol):
         except (TypeError, ValueError, OverflowError) as exc:
             error = PsyqError(f"cannot encode the answer: {exc}")
             data = frame({"id": request_id, "err": error})
-        self.send(data)
+        self.outbox.add(data)  # what send does, one call fewer per answer
 
     def reply_error(self, request_id: int, exc: PsyqError) -> None:
         self.send(frame({"id": request_id, "err": exc}))

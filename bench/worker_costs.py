@@ -1,0 +1,156 @@
+"""The Worker's Python per processed job, counted (issue 35, item 2): function calls, CPU and
+wall per job of the hot side (take -> run -> settle), with a no-op async processor.
+
+    python bench/worker_costs.py [--mode memory|psyq|psyq-inproc|sqlite] [--jobs 5000]
+                                 [--concurrency 1,10] [--profile FILE] [--no-profile]
+
+Modes: `memory` processes from memory:// in this process (the core's worker path and the
+native engine); `psyq` over psyq:// from a `psyq server --data memory` started here as a
+child process (this process is the worker alone, so its counts are the client's; the
+server's CPU is read from /proc); `psyq-inproc` runs that server in this process too (both
+ends' Python); `sqlite` from a sqlite:/// file in a temporary folder.
+
+Per concurrency: `--jobs` jobs are added in bulk first (not counted), then a Worker with
+that concurrency processes them all; cProfile's function calls per job (all of them,
+`pstats.total_calls`; they do not move with the machine's load) in one pass, then a second
+pass without the profiler for the process's CPU (user + system) and wall per job. Both
+passes start the Worker after the fill, so its start-up is counted (a few hundred calls,
+nothing per job). Instruction counts: run under `valgrind --tool=callgrind` with two
+`--jobs` and `--no-profile`, and divide the difference by the difference in jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import json
+import os
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psyq
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from launch import free_port, server_process  # noqa: E402
+
+SERVER: dict[str, int] = {}  # the pid of the server process, in mode psyq
+
+
+@contextlib.asynccontextmanager
+async def connection(mode: str) -> AsyncIterator[str]:
+    if mode == "memory":
+        yield "memory://"
+    elif mode == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            yield f"sqlite:///{folder}/jobs.db"
+    elif mode == "psyq":
+        port = free_port()
+        command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the same psyq
+        with server_process(command, port, env=env, cwd=tempfile.gettempdir()) as pid:
+            SERVER["pid"] = pid
+            yield f"psyq://127.0.0.1:{port}"
+    elif mode == "psyq-inproc":
+        from psyq.backends import open_backend, release_backend
+        from psyq.backends.tcp.server import serve
+
+        backend = await open_backend("memory://")
+        server, (host, port) = await serve(backend, "127.0.0.1", 0)
+        try:
+            yield f"psyq://{host}:{port}"
+        finally:
+            await server.close()
+            await release_backend(backend)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+
+
+def server_cpu() -> float:
+    """The server process's user + system CPU seconds (/proc), or 0 without one."""
+    if "pid" not in SERVER:
+        return 0.0
+    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def noop(job: psyq.Job) -> None:
+    return None
+
+
+async def fill(queue: psyq.Queue, jobs: int) -> None:
+    for start in range(0, jobs, 1000):
+        size = min(1000, jobs - start)
+        await queue.add_bulk([{"name": "j", "data": {"i": start + i}} for i in range(size)])
+
+
+async def process(url: str, queue: psyq.Queue, jobs: int, concurrency: int) -> None:
+    """Start a Worker and return once it has completed `jobs` jobs (then close it)."""
+    done, seen = asyncio.Event(), 0
+
+    def completed(job: psyq.Job, result: Any) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == jobs:
+            done.set()
+
+    worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
+    worker.on("completed", completed)
+    await done.wait()
+    await worker.close()
+
+
+async def measure(
+    url: str, queue: psyq.Queue, jobs: int, concurrency: int, profile: bool
+) -> tuple[dict[str, Any], pstats.Stats | None]:
+    result: dict[str, Any] = {}
+    stats = None
+    if profile:
+        await fill(queue, jobs)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        await process(url, queue, jobs, concurrency)
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        result["calls"] = round(stats.total_calls / jobs, 1)  # type: ignore[attr-defined]
+    await fill(queue, jobs)
+    wall, used, served = time.perf_counter(), time.process_time(), server_cpu()
+    await process(url, queue, jobs, concurrency)
+    result["cpu_us"] = round((time.process_time() - used) / jobs * 1e6, 2)
+    if SERVER:
+        result["server_cpu_us"] = round((server_cpu() - served) / jobs * 1e6, 2)
+    result["wall_us"] = round((time.perf_counter() - wall) / jobs * 1e6, 2)
+    return result, stats
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": args.mode, "jobs": args.jobs}
+    levels = [int(c) for c in args.concurrency.split(",")]
+    async with connection(args.mode) as url, psyq.Queue("wcosts", connection=url) as queue:
+        await fill(queue, 200)  # warm-up: imports, the first connection, the first fetch
+        await process(url, queue, 200, 1)
+        for concurrency in levels:
+            result, stats = await measure(url, queue, args.jobs, concurrency, not args.no_profile)
+            out[f"c{concurrency}"] = result
+            if args.profile and stats is not None:
+                stats.dump_stats(f"{args.profile}.c{concurrency}")
+        await queue.obliterate(force=True)
+    return out
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", default="memory")
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--concurrency", default="1,10")
+    parser.add_argument("--profile", help="write each row's cProfile stats to FILE.c<N>")
+    parser.add_argument("--no-profile", action="store_true", help="time only (for callgrind)")
+    arguments = parser.parse_args()
+    print(json.dumps(asyncio.run(main(arguments))))
