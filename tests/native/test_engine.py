@@ -103,15 +103,18 @@ async def test_waiter_wakes_when_a_delayed_job_is_due() -> None:
 async def test_a_waiter_never_wakes_before_the_delayed_job_is_due() -> None:
     # the clock reads whole ms and uvloop's timers fire in whole ms, up to one early: a
     # wake-up for a due time must come when the job can be taken (about 1 in 100 did not)
+    # (a run paused for over 5 ms between the add and the first take finds the job due at
+    # once: that round proves nothing and is not counted)
     backend = MemoryBackend("memory://wake-delay-early")
-    early = 0
+    early = waited = 0
     for _ in range(200):
         await backend.add_jobs("q", [new(delay=5)])
-        assert await backend.move_to_active("q", fetch()) == []
-        await backend.wait_for_job("q", 5_000)
-        early += not await backend.move_to_active("q", fetch())
+        if not await backend.move_to_active("q", fetch()):
+            await backend.wait_for_job("q", 5_000)
+            early += not await backend.move_to_active("q", fetch())
+            waited += 1
         await backend.drain("q", True)
-    assert early == 0
+    assert early == 0 and waited >= 100
 
 
 async def test_manual_clock_advance_wakes_and_promotes() -> None:
