@@ -72,7 +72,7 @@ class LiveProgress:
     schedulers: int  # schedulers moved
     conflicts: int  # jobs B refused (a different job under the id), kept in the journal
     seconds: float  # since this run started
-    rate: float  # jobs moved per second by this run
+    rate: float  # jobs moved per second by this run, from its first move to its last
     done: bool = False
 
 
@@ -83,6 +83,7 @@ class LiveResult:
     schedulers: int = 0
     conflicts: int = 0
     seconds: float = 0.0
+    rate: float = 0.0  # as LiveProgress.rate
     floors: dict[str, int] = field(default_factory=dict)  # B's id counter raised to
     journal: str = ""
 
@@ -111,9 +112,9 @@ async def migrate_live(
         raise MigrateError(f"quiet_for must be >= 0 and batch_size >= 1: {quiet_for}, {batch_size}")
     a = await _open(source, "source")
     try:
+        names = await _queue_names(a, source, queues)
         b = await _open(destination, "destination")
         try:
-            names = await _queue_names(a, source, queues)
             book = Journal(
                 journal or default_journal_path(source, destination), source, destination
             )
@@ -174,10 +175,11 @@ class LiveMove:
         self.batch_size = batch_size
         self.progress = progress
         self.result = LiveResult(queues, journal=book.path)
-        self.started = time.monotonic()
+        self.started = self.first_try = time.monotonic()
         self.reported_at = -1e9
         self.left = self.active = 0
         self.flows_seen = False
+        self.moving: tuple[float, float] | None = None  # first and last move of this run
 
     async def run(self, quiet_for: float) -> LiveResult:
         await self.replay()
@@ -204,6 +206,7 @@ class LiveMove:
             if not moved:
                 await asyncio.sleep(PASS_IDLE)
         self.result.seconds = time.monotonic() - self.started
+        self.result.rate = self._rate()
         self.report(done=True)
         return self.result
 
@@ -306,6 +309,7 @@ class LiveMove:
 
     async def move_jobs(self, queue: str, page: ExportPage, jobs: list[JobRecord]) -> int:
         """Journal, remove from A, import into B, mark done. Returns the jobs moved."""
+        self.first_try = time.monotonic() if self.moving is None else self.moving[0]
         payloads = [job_payload(page, job) for job in jobs]
         await self._carry_dedup(queue, jobs)
         seqs = self.book.write(
@@ -337,6 +341,8 @@ class LiveMove:
             return moved
         self.book.mark(seqs, DONE)
         self.result.moved += len(seqs)
+        now = time.monotonic()
+        self.moving = (self.moving[0] if self.moving else self.first_try, now)
         return len(seqs)
 
     async def _carry_dedup(self, queue: str, jobs: list[JobRecord]) -> None:
@@ -400,6 +406,11 @@ class LiveMove:
             self.left += sum(counts.values())
             self.active += counts.get("active", 0)
 
+    def _rate(self) -> float:
+        if self.moving is None or self.moving[1] <= self.moving[0]:
+            return 0.0
+        return self.result.moved / (self.moving[1] - self.moving[0])
+
     def report(self, done: bool = False) -> None:
         now = time.monotonic()
         if self.progress is None or (not done and now - self.reported_at < REPORT_EVERY):
@@ -414,7 +425,7 @@ class LiveMove:
                 schedulers=self.book.count(DONE, "scheduler"),
                 conflicts=self.book.count(CONFLICT),
                 seconds=seconds,
-                rate=self.result.moved / seconds if seconds > 0 else 0.0,
+                rate=self._rate(),
                 done=done,
             )
         )
