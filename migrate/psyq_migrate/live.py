@@ -59,7 +59,11 @@ PAUSE_GRACE = 1.0
 PASS_IDLE = 0.2  # seconds between passes that moved nothing
 REPORT_EVERY = 1.0
 BATCH = 500
-STATES = ("waiting", "prioritized", "delayed", "active", "waiting-children", "completed", "failed")
+FINISHED = ("completed", "failed")
+STATES = (
+    "waiting", "prioritized", "delayed", "active", "waiting-children", "completed", "failed",
+)  # fmt: skip
+COUNTED = (*STATES, "paused")
 
 
 @dataclass
@@ -180,6 +184,7 @@ class LiveMove:
         self.left = self.active = 0
         self.flows_seen = False
         self.moving: tuple[float, float] | None = None  # first and last move of this run
+        self.copies: dict[str, set[str]] = {}  # finished jobs copied to B, A refused to remove
 
     async def run(self, quiet_for: float) -> LiveResult:
         await self.replay()
@@ -295,16 +300,19 @@ class LiveMove:
         while True:
             page = await self.a.export_jobs(queue, cursor, self.batch_size)
             plain = []
+            copies = self.copies.get(queue, set())
             for job in page.jobs:
                 if job.parent_key or job.id in page.deps or job.state == "waiting-children":
                     self.flows_seen = True  # moved as a unit by move_flows
-                elif job.state != "active":
+                elif job.state != "active" and job.id not in copies:
                     plain.append(job)
+            skipped = len(copies)
             count = await self.move_jobs(queue, page, plain) if plain else 0
+            skipped = len(self.copies.get(queue, set())) - skipped
             moved += count
             if page.next_cursor is None:
                 return moved
-            cursor = None if count else page.next_cursor
+            cursor = None if count > skipped else page.next_cursor
             self.report()
 
     async def move_jobs(self, queue: str, page: ExportPage, jobs: list[JobRecord]) -> int:
@@ -318,12 +326,36 @@ class LiveMove:
         removed = await asyncio.gather(
             *(self.a.remove_job(queue, job.id, remove_children=False) for job in jobs)
         )
-        kept = [seq for seq, gone in zip(seqs, removed, strict=True) if not gone]
-        self.book.mark(kept, KEPT)
-        taken = [(s, p) for s, p, gone in zip(seqs, payloads, removed, strict=True) if gone]
+        taken = []
+        for job, seq, payload, gone in zip(jobs, seqs, payloads, removed, strict=True):
+            if gone or await self._refused_finished(queue, job):
+                taken.append((seq, payload))
+            else:
+                self.book.mark([seq], KEPT)
         if not taken:
             return 0
         return await self._import(queue, [s for s, _ in taken], [p for _, p in taken])
+
+    async def _refused_finished(self, queue: str, job: JobRecord) -> bool:
+        """A finished job A would not remove (BullMQ's Postgres layout keeps a scheduler's
+        runs from `remove`): copied to B now, left on A until `clear_copies`."""
+        if job.state not in FINISHED or await self.a.get_job(queue, job.id) is None:
+            return False
+        self.copies.setdefault(queue, set()).add(job.id)
+        return True
+
+    async def clear_copies(self, queue: str, active: int) -> None:
+        """Once nothing is active on A (so no job can finish there: the queue is paused),
+        and every finished job A still holds is one already copied to B, drop them with
+        `clean` (which takes a scheduler's runs too)."""
+        copies = self.copies.get(queue)
+        if not copies or active:
+            return
+        finished = await self.a.get_jobs(queue, list(FINISHED), 0, -1, True)
+        if all(job.id in copies for job in finished):
+            for state in FINISHED:
+                await self.a.clean(queue, 0, 0, state)
+            self.copies.pop(queue)
 
     async def _import(self, queue: str, seqs: list[int], payloads: list[dict[str, Any]]) -> int:
         """Import journaled jobs into B (a page at once; one by one when B refuses the page,
@@ -402,8 +434,13 @@ class LiveMove:
     async def count_left(self) -> None:
         self.left = self.active = 0
         for queue in self.queues:
-            counts = await self.a.get_job_counts(queue, list(STATES))
-            self.left += sum(counts.values())
+            counts = await self.a.get_job_counts(queue, list(COUNTED))
+            if counts.get("completed") or counts.get("failed"):
+                await self.clear_copies(queue, counts.get("active", 0))
+                counts = await self.a.get_job_counts(queue, list(COUNTED))
+            # waiting jobs of a paused queue count as "paused" on some stores, as both on others
+            waiting = max(counts.get("waiting", 0), counts.get("paused", 0))
+            self.left += waiting + sum(counts.get(state, 0) for state in STATES[1:])
             self.active += counts.get("active", 0)
 
     def _rate(self) -> float:

@@ -121,7 +121,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     migrate.add_argument(
         "--batch-size",
         type=positive_int,
-        help="jobs per batch (default: 4000 into Postgres, else 1000)",
+        help="jobs per batch (default: 4000 into Postgres, else 1000; with --live 500)",
     )
     migrate.add_argument(
         "--read",
@@ -209,7 +209,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-LIVE_ONLY_SPARK = ("dry_run", "verify", "overwrite", "partitions", "batch_size", "wave_pages")
+LIVE_ONLY_SPARK = ("dry_run", "verify", "overwrite", "partitions", "wave_pages")
 
 
 def run_live(args: argparse.Namespace) -> int:
@@ -217,7 +217,7 @@ def run_live(args: argparse.Namespace) -> int:
     import asyncio
 
     from psyq_migrate.errors import MigrateError
-    from psyq_migrate.live import LiveProgress, migrate_live
+    from psyq_migrate.live import BATCH, LiveProgress, migrate_live
 
     given = [name for name in LIVE_ONLY_SPARK if getattr(args, name)]
     if given:
@@ -237,7 +237,13 @@ def run_live(args: argparse.Namespace) -> int:
     try:
         result = asyncio.run(
             migrate_live(
-                args.source, args.destination, args.queues, args.quiet_for, args.journal, show
+                args.source,
+                args.destination,
+                args.queues,
+                args.quiet_for,
+                args.journal,
+                show,
+                args.batch_size or BATCH,
             )
         )
     except KeyboardInterrupt:

@@ -7,12 +7,15 @@ with the mover killed with SIGKILL mid-run and started again with its journal.""
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
+import sqlite3
 import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,9 @@ from typing import Any
 import pytest
 
 import psyq
+from psyq.backends import open_backend, release_backend
 from psyq_migrate import MigrateError
+from psyq_migrate.journal import Journal, entry_page, job_payload
 from psyq_migrate.live import LiveProgress
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
@@ -29,6 +34,7 @@ PSYQ = str(Path(sys.executable).with_name("psyq"))
 PREFILL = 400  # jobs on A before the mover starts
 PRODUCE_SECONDS = 1.5  # on each side
 QUIET = 2.0
+KILL_AFTER = 0.05  # seconds after the first progress line
 DONE = frozenset({"completed", "failed"})
 
 LIVE_PAIRS = {
@@ -203,11 +209,19 @@ async def run_cli(world: World, journal: Path, kill_after_moved: int | None = No
     argv += ["--queues", world.queue, "--quiet-for", str(QUIET), "--journal", str(journal)]
     if kill_after_moved is not None:
         process = await asyncio.create_subprocess_exec(
-            *argv, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
+            *argv,
+            "--batch-size",
+            "10",
+            stderr=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
         )
-        await read_progress(process, kill_after_moved)
+        await read_progress(process, kill_after_moved, world)
+        await asyncio.sleep(KILL_AFTER)  # amid the batches that follow
         process.send_signal(signal.SIGKILL)
         assert await process.wait() == -signal.SIGKILL
+        with closing(sqlite3.connect(journal)) as book:
+            cut = book.execute("SELECT count(*) FROM moves WHERE status = 'pending'").fetchone()
+        print(f"\nkilled with {cut[0]} moves under way in the journal")
     process = await asyncio.create_subprocess_exec(
         *argv, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
     )
@@ -235,6 +249,8 @@ async def read_progress(
             assert moved is None, f"the mover ended: {lines[-5:]}"
             return lines
         line = raw.decode().strip()
+        if os.environ.get("PSYQ_TEST_LIVE_ECHO"):
+            print(line, flush=True)
         lines.append(line)
         if world is not None and line.startswith("moved "):
             world.switched.set()
@@ -263,8 +279,7 @@ async def test_a_mover_killed_mid_way_finishes_when_started_again(
     request: pytest.FixtureRequest, tmp_path: Path, pair: str
 ) -> None:
     world = live_world(request, pair)
-    world.switched.set()  # the producer moves to B after PRODUCE_SECONDS, mover or not
-    await run_scenario(world, lambda w: run_cli(w, tmp_path / "live.journal", 50))
+    await run_scenario(world, lambda w: run_cli(w, tmp_path / "live.journal", 10))
 
 
 # ---------------------------------------------------------------------- in the app's process
@@ -299,3 +314,38 @@ async def test_bad_input_is_refused_naming_the_value_and_writes_nothing(tmp_path
         await psyq.migrate_live(a, "redis://127.0.0.1:1/0", journal=str(journal))
     assert not journal.exists()
     assert not (tmp_path / "b.db").exists()
+
+
+async def test_a_rerun_settles_each_point_a_run_can_be_killed_at(tmp_path: Path) -> None:
+    """Three journaled moves, cut where kill -9 can cut them: only written; written and
+    removed from A; written, removed and imported into B (not marked). The next run leaves
+    exactly one copy of each, on B."""
+    a, b, path = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db", tmp_path / "j"
+    async with psyq.Queue("cut", connection=a) as queue:
+        jobs = await queue.add_bulk([{"name": "n", "data": {"n": n}} for n in range(3)])
+    source, destination = await open_backend(a), await open_backend(b)
+    try:
+        page = await source.export_jobs("cut", None, 10)
+        payloads = [job_payload(page, job) for job in page.jobs]
+        book = Journal(str(path), a, b)
+        book.write("cut", "job", [(p["job"]["id"], p) for p in payloads])
+        book.close()
+        for job in jobs[1:]:
+            assert await source.remove_job("cut", job.id, remove_children=False)
+        await destination.import_jobs("cut", entry_page(payloads[2:]))
+    finally:
+        await release_backend(destination)
+        await release_backend(source)
+    result = await psyq.migrate_live(a, b, ["cut"], 0.2, str(path))
+    assert result.conflicts == 0
+    async with (
+        psyq.Queue("cut", connection=a) as on_a,
+        psyq.Queue("cut", connection=b) as on_b,
+    ):
+        assert sum((await on_a.get_job_counts()).values()) == 0
+        assert (await on_b.get_job_counts())["waiting"] == 3
+        for n, job in enumerate(jobs):
+            moved = await on_b.get_job(job.id)
+            assert moved is not None and moved.data == {"n": n}
+        waiting = await on_b.get_jobs(["waiting"], 0, -1, asc=True)
+        assert len(waiting) == 3
