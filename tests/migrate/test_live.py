@@ -112,10 +112,15 @@ async def produce(world: World) -> None:
     ):
         started = time.monotonic()
         side, queue = "A", on_a
+        mid_move = False
         while True:
             elapsed = time.monotonic() - started
+            if side == "A" and world.switched.is_set() and not mid_move:
+                mid_move = True  # A is paused now: these wait there and move
+                await add_mid_move(world, on_a)
             if side == "A" and world.switched.is_set() and elapsed >= PRODUCE_SECONDS:
                 side, queue, started = "B", on_b, time.monotonic()
+                await add_deduplicated_on_b(world, on_b)
                 continue
             if side == "B" and elapsed >= PRODUCE_SECONDS:
                 return
@@ -124,6 +129,39 @@ async def produce(world: World) -> None:
             world.added[f"p{n}"] = (side, job.id)
             n += 1
             await asyncio.sleep(0.005)
+
+
+async def add_mid_move(world: World, on_a: psyq.Queue) -> None:
+    """While the move runs: a flow and a deduplicated delayed job added to A."""
+    job = await on_a.add("live", {"n": "dedup"}, deduplication={"id": "once"}, delay=2500)
+    world.added["dedup"] = ("A", job.id)
+    async with psyq.FlowProducer(connection=world.a) as flows:
+        node = await flows.add(
+            {
+                "name": "parent",
+                "queue_name": world.queue,
+                "data": {"n": "flow2"},
+                "children": [
+                    {"name": "child", "queue_name": world.queue, "data": {"n": f"flow2-{i}"}}
+                    for i in range(2)
+                ],
+            }
+        )
+    world.added["flow2"] = ("A", node.job.id)
+    for child in node.children:
+        world.added[str(child.job.data["n"])] = ("A", child.job.id)
+
+
+async def add_deduplicated_on_b(world: World, on_b: psyq.Queue) -> None:
+    """Once the deduplicated job reached B (its key goes first), an add of the same
+    deduplication id on B is deduplicated against it."""
+    job_id = world.added["dedup"][1]
+    deadline = time.monotonic() + 20
+    while await on_b.get_job(job_id) is None:
+        assert time.monotonic() < deadline, "the deduplicated job did not reach B"
+        await asyncio.sleep(0.05)
+    again = await on_b.add("live", {"n": "dedup"}, deduplication={"id": "once"})
+    assert again.id == job_id, "B took a deduplicated add"
 
 
 async def run_scenario(world: World, mover: Callable[[World], Awaitable[None]]) -> None:
@@ -185,6 +223,9 @@ async def check(world: World) -> None:
         parent = await on_b.get_job(world.added["parent"][1])
         assert parent is not None
         assert len(await parent.get_children_values()) == 3
+        parent = await on_b.get_job(world.added["flow2"][1])
+        assert parent is not None
+        assert len(await parent.get_children_values()) == 2
 
 
 def on_progress(world: World, lines: list[LiveProgress]) -> Callable[[LiveProgress], None]:
