@@ -316,6 +316,8 @@ class LiveMove:
         export starts again (a cursor may count positions the removed jobs held)."""
         moved = 0
         cursor: str | None = None
+        if await self.pause(queue):  # someone resumed it: A's workers may take again
+            await asyncio.sleep(PAUSE_GRACE)
         while True:
             page = await self.a.export_jobs(queue, cursor, self.batch_size)
             plain = []
