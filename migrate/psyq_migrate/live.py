@@ -4,12 +4,12 @@ for a store only that process reaches: a sqlite:/// file, memory://).
 
 The steps (docs/migrate.md, "Live move"):
 
-1. Before anything is written to B, B's id counter of every queue is raised to A's plus a
-   headroom (`headroom`), so ids A still hands out never reach those B hands out.
-2. Each queue is paused on A (unless it already was): A's workers take nothing more, the
+1. Each queue is paused on A (unless it already was): A's workers take nothing more, the
    jobs they hold finish there as usual (settling is not refused while paused), and a job
    added to A waits there. A job is then either taken by an A worker before the pause or
-   moved, never both. The first pause waits `PAUSE_GRACE` for takes already in flight.
+   moved, never both. The first read waits `PAUSE_GRACE` for takes already in flight.
+2. Before anything is written to B, B's id counter of every queue is raised to A's plus a
+   headroom (`headroom`), so ids A still hands out never reach those B hands out.
 3. Schedulers move: journaled, removed from A (with their pending run), upserted on B.
 4. Passes over A, in line order: each job that is not active (and no member of a flow with
    an active member) is written to the journal (committed), removed from A (`remove_job`,
@@ -55,7 +55,8 @@ HEADROOM_FLOOR = 1_000_000
 HEADROOM_SECONDS = 86_400
 RATE_SAMPLE = 1.0  # seconds A's counter is watched to measure its adds per second
 # Seconds after pausing a queue on A before its jobs are read: a take that started before
-# the pause (a Postgres transaction that read the flag first) commits within it.
+# the pause (a Postgres transaction that read the flag first) commits within it. The first
+# run spends them measuring A's pace (RATE_SAMPLE, no shorter).
 PAUSE_GRACE = 1.0
 PASS_IDLE = 0.2  # seconds between passes that moved nothing
 REPORT_EVERY = 1.0
@@ -207,9 +208,9 @@ class LiveMove:
 
     async def run(self, quiet_for: float) -> LiveResult:
         await self.replay()
-        await self.raise_counters()
         paused_now = [queue for queue in self.queues if await self.pause(queue)]
-        if paused_now:
+        sampled = await self.raise_counters()  # its sample of A's pace outlasts the grace
+        if paused_now and not sampled:
             await asyncio.sleep(PAUSE_GRACE)
         for queue in self.queues:
             await self.move_schedulers(queue)
@@ -251,8 +252,9 @@ class LiveMove:
             else:
                 await self._import(entry.queue, [entry.seq], [entry.payload])
 
-    async def raise_counters(self) -> None:
-        """B's id counter of each queue to A's + headroom, once per move (journaled)."""
+    async def raise_counters(self) -> bool:
+        """B's id counter of each queue to A's + headroom, once per move (journaled);
+        True when it watched A's counter for RATE_SAMPLE seconds to measure A's pace."""
         first = {q: await self._last_id(q) for q in self.queues if self._floor(q) is None}
         if first:
             await asyncio.sleep(RATE_SAMPLE)
@@ -266,6 +268,7 @@ class LiveMove:
             )
             self.book.set_setting(f"floor:{queue}", str(floor))
         self.result.floors = {q: self._floor(q) or 0 for q in self.queues}
+        return bool(first)
 
     def _floor(self, queue: str) -> int | None:
         value = self.book.setting(f"floor:{queue}")
