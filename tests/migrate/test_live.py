@@ -388,5 +388,38 @@ async def test_a_rerun_settles_each_point_a_run_can_be_killed_at(tmp_path: Path)
         for n, job in enumerate(jobs):
             moved = await on_b.get_job(job.id)
             assert moved is not None and moved.data == {"n": n}
-        waiting = await on_b.get_jobs(["waiting"], 0, -1, asc=True)
+        waiting = await on_b.get_jobs(["paused"], 0, -1, asc=True)  # waiting, paused
         assert len(waiting) == 3
+
+
+def test_the_command_line_refuses_bad_input_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from psyq.cli.main import main
+
+    a = f"sqlite:///{tmp_path}/a.db"
+    assert main(["migrate", "--from", a, "--to", a, "--live"]) == 2
+    assert "same backend" in capsys.readouterr().err
+    assert main(["migrate", "--from", a, "--to", f"{a}x", "--live", "--dry-run"]) == 2
+    assert "--dry-run is an option of the Spark migration" in capsys.readouterr().err
+    assert main(["migrate", "--from", a, "--to", f"{a}x", "--live", "--quiet-for", "-1"]) == 2
+    assert "--quiet-for must be 0 or more seconds, got -1" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+async def test_a_queue_paused_before_the_move_stays_paused_on_both_sides_in_order(
+    tmp_path: Path,
+) -> None:
+    a, b = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+    async with psyq.Queue("held", connection=a) as queue:
+        await queue.add_bulk([{"name": "n", "data": {"n": n}} for n in range(5)])
+        await queue.pause()
+    result = await psyq.migrate_live(a, b, ["held"], 0.2, str(tmp_path / "j"))
+    assert result.moved == 5
+    async with (
+        psyq.Queue("held", connection=a) as on_a,
+        psyq.Queue("held", connection=b) as on_b,
+    ):
+        assert await on_a.is_paused() and await on_b.is_paused()
+        waiting = await on_b.get_jobs(["paused"], 0, -1, asc=True)  # waiting, paused
+        assert [job.data["n"] for job in waiting] == [0, 1, 2, 3, 4]  # in their order
