@@ -32,7 +32,7 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter, ExportPage, JobRecord, NewJob
 from psyq.backends.keys import convert_key
 from psyq.errors import PsyqError, redact_url
-from psyq_migrate.endpoints import scheme, sqlite_path
+from psyq_migrate.endpoints import check_source, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
 from psyq_migrate.journal import (
     CONFLICT,
@@ -140,6 +140,7 @@ def check_live_pair(source: str, destination: str) -> None:
     same_file = sqlite_path(source) is not None and sqlite_path(source) == sqlite_path(destination)
     if source == destination or same_file:
         raise MigrateError(f"source and destination are the same backend: {redact_url(source)!r}")
+    check_source(source)  # a SQLite file that is not there is not created
 
 
 async def _open(url: str, side: str) -> BackendAdapter:
@@ -237,8 +238,11 @@ class LiveMove:
 
     # ------------------------------------------------------------------ setup
     async def replay(self) -> None:
-        """Settle the entries a killed run left: moved again when A still holds the job
-        (it was never removed), imported into B when A does not."""
+        """Settle the entries a killed run left, in their order: one A no longer holds is
+        imported into B; one A still holds was never removed, and is moved now while its
+        queue is still paused on A (so no worker took it since it was journaled), else left
+        to the next pass (read again)."""
+        paused: dict[str, bool] = {}
         for entry in self.book.pending():
             if entry.kind == "scheduler":
                 if await self.a.get_job_scheduler(entry.queue, entry.item) is not None:
@@ -248,9 +252,14 @@ class LiveMove:
                     self.book.mark([entry.seq], DONE)
                 continue
             if await self.a.get_job(entry.queue, entry.item) is not None:
-                self.book.mark([entry.seq], KEPT)
-            else:
-                await self._import(entry.queue, [entry.seq], [entry.payload])
+                if entry.queue not in paused:
+                    paused[entry.queue] = await self.a.is_paused(entry.queue)
+                if not paused[entry.queue] or not await self.a.remove_job(
+                    entry.queue, entry.item, remove_children=False
+                ):
+                    self.book.mark([entry.seq], KEPT)
+                    continue
+            await self._import(entry.queue, [entry.seq], [entry.payload])
 
     async def raise_counters(self) -> bool:
         """B's id counter of each queue to A's + headroom, once per move (journaled);

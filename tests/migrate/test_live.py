@@ -41,6 +41,8 @@ LIVE_PAIRS = {
     "tcp->redis": ("tcp", "redis"),
     "redis->postgres": ("redis", "postgres"),
     "postgres->tcp": ("postgres", "tcp"),
+    # the test's process owns the file; the mover reaches it through the owner (share=on)
+    "sqlite->redis": ("sqlite", "redis"),
 }
 
 
@@ -353,43 +355,56 @@ async def test_bad_input_is_refused_naming_the_value_and_writes_nothing(tmp_path
         MigrateError, match=r"cannot (open|reach) the destination 'redis://127\.0\.0\.1:1/0'"
     ):
         await psyq.migrate_live(a, "redis://127.0.0.1:1/0", journal=str(journal))
+    with pytest.raises(MigrateError, match="no such SQLite file"):
+        await psyq.migrate_live(f"sqlite:///{tmp_path}/none.db", b, journal=str(journal))
     assert not journal.exists()
     assert not (tmp_path / "b.db").exists()
+    assert not (tmp_path / "none.db").exists()
 
 
-async def test_a_rerun_settles_each_point_a_run_can_be_killed_at(tmp_path: Path) -> None:
-    """Three journaled moves, cut where kill -9 can cut them: only written; written and
-    removed from A; written, removed and imported into B (not marked). The next run leaves
-    exactly one copy of each, on B."""
-    a, b, path = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db", tmp_path / "j"
-    async with psyq.Queue("cut", connection=a) as queue:
-        jobs = await queue.add_bulk([{"name": "n", "data": {"n": n}} for n in range(3)])
+async def cut_move(
+    a: str, b: str, path: Path, queue: str, removed: set[int], imported: bool
+) -> None:
+    """A batch of four jobs journaled as the mover does (A paused first), then cut: the
+    jobs `removed` taken off A, and with `imported` those imported into B, unmarked."""
+    async with psyq.Queue(queue, connection=a) as on_a:
+        await on_a.add_bulk([{"name": "n", "data": {"n": n}} for n in range(4)])
     source, destination = await open_backend(a), await open_backend(b)
     try:
-        page = await source.export_jobs("cut", None, 10)
+        page = await source.export_jobs(queue, None, 10)
         payloads = [job_payload(page, job) for job in page.jobs]
         book = Journal(str(path), a, b)
-        book.write("cut", "job", [(p["job"]["id"], p) for p in payloads])
+        book.set_setting(f"paused_before:{queue}", "false")
+        await source.pause(queue)
+        book.write(queue, "job", [(p["job"]["id"], p) for p in payloads])
         book.close()
-        for job in jobs[1:]:
-            assert await source.remove_job("cut", job.id, remove_children=False)
-        await destination.import_jobs("cut", entry_page(payloads[2:]))
+        for n in sorted(removed):
+            assert await source.remove_job(queue, page.jobs[n].id, remove_children=False)
+        if imported:
+            await destination.import_jobs(queue, entry_page([payloads[n] for n in removed]))
     finally:
         await release_backend(destination)
         await release_backend(source)
-    result = await psyq.migrate_live(a, b, ["cut"], 0.2, str(path))
+
+
+async def test_a_rerun_settles_each_point_a_run_can_be_killed_at(tmp_path: Path) -> None:
+    """A batch cut where kill -9 can cut it: journaled, some jobs removed from A, none in B
+    yet; or journaled, removed and imported, not marked done. The next run leaves exactly
+    one copy of each job, on B, in their order."""
+    a, b, path = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db", tmp_path / "j"
+    await cut_move(a, b, path, "removed", {1, 3}, imported=False)
+    await cut_move(a, b, path, "imported", {0, 1, 2, 3}, imported=True)
+    result = await psyq.migrate_live(a, b, ["removed", "imported"], 0.2, str(path))
     assert result.conflicts == 0
-    async with (
-        psyq.Queue("cut", connection=a) as on_a,
-        psyq.Queue("cut", connection=b) as on_b,
-    ):
-        assert sum((await on_a.get_job_counts()).values()) == 0
-        assert (await on_b.get_job_counts())["waiting"] == 3
-        for n, job in enumerate(jobs):
-            moved = await on_b.get_job(job.id)
-            assert moved is not None and moved.data == {"n": n}
-        waiting = await on_b.get_jobs(["paused"], 0, -1, asc=True)  # waiting, paused
-        assert len(waiting) == 3
+    for queue in ("removed", "imported"):
+        async with (
+            psyq.Queue(queue, connection=a) as on_a,
+            psyq.Queue(queue, connection=b) as on_b,
+        ):
+            assert sum((await on_a.get_job_counts()).values()) == 0
+            assert (await on_b.get_job_counts())["waiting"] == 4
+            waiting = await on_b.get_jobs(["waiting"], 0, -1, asc=True)
+            assert [job.data["n"] for job in waiting] == [0, 1, 2, 3], queue
 
 
 def test_the_command_line_refuses_bad_input_naming_it(
