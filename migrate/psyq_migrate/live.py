@@ -213,8 +213,6 @@ class LiveMove:
         sampled = await self.raise_counters()  # its sample of A's pace outlasts the grace
         if paused_now and not sampled:
             await asyncio.sleep(PAUSE_GRACE)
-        for queue in self.queues:
-            await self.move_schedulers(queue)
         quiet_since = time.monotonic()
         while True:
             moved = 0
@@ -303,6 +301,8 @@ class LiveMove:
     async def move_schedulers(self, queue: str) -> None:
         """Each scheduler: journaled, removed from A (its pending run with it), upserted on
         B, which makes its next run there: only one side produces runs."""
+        if not await self.a.get_job_schedulers(queue, 0, 0, True):
+            return  # (the queue's metadata may walk a Redis keyspace: only when needed)
         found = (await self.a.get_queue_meta(queue)).get("schedulers") or {}
         for scheduler_id, spec in found.items():
             (seq,) = self.book.write(queue, "scheduler", [(scheduler_id, spec)])
@@ -312,6 +312,15 @@ class LiveMove:
             await self._upsert_scheduler(queue, scheduler_id, spec)
             self.book.mark([seq], DONE)
             self.result.schedulers += 1
+
+    async def _scheduled_on_a(self, queue: str, job: JobRecord) -> bool:
+        """A scheduler's pending run ("repeat:<id>:<ms>", delayed) whose scheduler is still
+        on A (upserted after this pass moved schedulers): it moves with its scheduler, at
+        the next pass, so that B makes the runs after it."""
+        if job.state != "delayed" or not job.id.startswith("repeat:"):
+            return False
+        scheduler_id = job.id[len("repeat:") :].rpartition(":")[0]
+        return await self.a.get_job_scheduler(queue, scheduler_id) is not None
 
     async def _upsert_scheduler(
         self, queue: str, scheduler_id: str, spec: Mapping[str, Any]
@@ -330,6 +339,7 @@ class LiveMove:
         cursor: str | None = None
         if await self.pause(queue):  # someone resumed it: A's workers may take again
             await asyncio.sleep(PAUSE_GRACE)
+        await self.move_schedulers(queue)  # those upserted on A meanwhile too
         while True:
             page = await self.a.export_jobs(queue, cursor, self.batch_size)
             plain = []
@@ -337,7 +347,11 @@ class LiveMove:
             for job in page.jobs:
                 if job.parent_key or job.id in page.deps or job.state == "waiting-children":
                     self.flows_seen = True  # moved as a unit by move_flows
-                elif job.state != "active" and job.id not in copies:
+                elif (
+                    job.state != "active"
+                    and job.id not in copies
+                    and not await self._scheduled_on_a(queue, job)
+                ):
                     plain.append(job)
             skipped = len(copies)
             count = await self.move_jobs(queue, page, plain) if plain else 0

@@ -134,7 +134,8 @@ async def produce(world: World) -> None:
 
 
 async def add_mid_move(world: World, on_a: psyq.Queue) -> None:
-    """While the move runs: a flow and a deduplicated delayed job added to A."""
+    """While the move runs: a flow, a deduplicated delayed job and a scheduler added to A."""
+    await on_a.upsert_job_scheduler("tock", {"every": 900}, {"name": "tock", "data": {}})
     job = await on_a.add("live", {"n": "dedup"}, deduplication={"id": "once"}, delay=2500)
     world.added["dedup"] = ("A", job.id)
     async with psyq.FlowProducer(connection=world.a) as flows:
@@ -188,6 +189,7 @@ async def drain_b(world: World, timeout: float = 60) -> None:
     """Stop the scheduler (now on B) and wait for B to finish every job."""
     async with psyq.Queue(world.queue, connection=world.b) as queue:
         assert await queue.remove_job_scheduler("tick")
+        assert await queue.remove_job_scheduler("tock")  # upserted on A mid-move
         deadline = time.monotonic() + timeout
         while True:
             counts = await queue.get_job_counts()
@@ -334,7 +336,7 @@ async def test_a_sqlite_file_moves_through_the_api_in_its_own_process(tmp_path: 
         result = await psyq.migrate_live(
             w.a, w.b, [w.queue], QUIET, str(tmp_path / "j.journal"), on_progress(w, lines)
         )
-        assert result.moved > 0 and result.schedulers == 1 and result.conflicts == 0
+        assert result.moved > 0 and result.schedulers == 2 and result.conflicts == 0
         assert result.floors[w.queue] >= 1_000_000
 
     await run_scenario(world, mover)
