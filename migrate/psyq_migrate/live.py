@@ -166,6 +166,13 @@ async def _queue_names(a: BackendAdapter, url: str, queues: Sequence[str] | None
     return list(queues)
 
 
+def is_conflict(error: PsyqError) -> bool:
+    """B refused an import because it holds a different job under one of its ids (each
+    store says so in these words; the contract has no error class of its own for it)."""
+    text = str(error)
+    return "a different job" in text or "exists with other contents" in text  # Postgres
+
+
 def parents_in(page: ExportPage, target: str | None) -> ExportPage:
     """The page with each child's `parent` option ({id, queue}) naming its parent in the
     form of prefix `target`, made from its `parent_key` when the source keeps no such
@@ -409,7 +416,10 @@ class LiveMove:
         so only the job B holds differently is refused) and mark them."""
         try:
             await self.b.import_jobs(queue, parents_in(entry_page(payloads), self.b.key_prefix))
-        except PsyqError:
+        except PsyqError as exc:
+            if not is_conflict(exc):
+                raise  # B cannot be reached, or refused for another reason: the entries stay
+                # pending in the journal, and a rerun imports them
             if len(payloads) == 1:
                 self.book.mark(seqs, CONFLICT)
                 self.result.conflicts += 1

@@ -440,3 +440,25 @@ async def test_a_queue_paused_before_the_move_stays_paused_on_both_sides_in_orde
         assert await on_a.is_paused() and await on_b.is_paused()
         waiting = await on_b.get_jobs(["paused"], 0, -1, asc=True)  # waiting, paused
         assert [job.data["n"] for job in waiting] == [0, 1, 2, 3, 4]  # in their order
+
+
+@pytest.mark.parametrize("destination", ["sqlite", "postgres"])
+async def test_a_job_b_holds_differently_is_refused_kept_and_counted(
+    request: pytest.FixtureRequest, tmp_path: Path, destination: str
+) -> None:
+    a = f"sqlite:///{tmp_path}/a.db"
+    b = f"sqlite:///{tmp_path}/b.db" if destination == "sqlite" else BACKENDS["postgres"](request)
+    queue = fresh_name("clash")
+    async with psyq.Queue(queue, connection=b) as on_b:
+        await on_b.add("theirs", {"side": "B"}, job_id="same")
+    async with psyq.Queue(queue, connection=a) as on_a:
+        await on_a.add("ours", {"side": "A"}, job_id="same")
+        await on_a.add("other", {"side": "A"})
+    result = await psyq.migrate_live(a, b, [queue], 0.2, str(tmp_path / "j"))
+    assert (result.moved, result.conflicts) == (1, 1)
+    with closing(sqlite3.connect(tmp_path / "j")) as book:
+        kept = book.execute("SELECT item FROM moves WHERE status = 'conflict'").fetchall()
+    assert kept == [("same",)]  # the only copy of A's job: in the journal, reported
+    async with psyq.Queue(queue, connection=b) as on_b:
+        job = await on_b.get_job("same")
+        assert job is not None and job.data == {"side": "B"}
