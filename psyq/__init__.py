@@ -100,7 +100,8 @@ async def migrate_live(
     progress: Callable[[LiveProgress], None] | None = None,
 ) -> LiveResult:
     """Move queues from `source` to `destination` while producers and workers use both
-    (docs/migrate.md, "Live move"); the mover lives in psyq_migrate, loaded on first use."""
+    (docs/migrate.md, "psyq migrate --live"); the mover lives in psyq_migrate, loaded on
+    first use."""
     from psyq_migrate.live import migrate_live as run
 
     return await run(source, destination, queues, quiet_for, journal, progress)
