@@ -5,6 +5,9 @@ The public surface is listed in `__all__` (and in docs/api.md; a test keeps them
 `import psyq`), so asyncio programs never load it.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -43,6 +46,7 @@ from psyq.rules.version import VERSION
 
 if TYPE_CHECKING:
     from psyq import sync as sync
+    from psyq_migrate.live import LiveProgress, LiveResult
 
 __version__ = VERSION
 
@@ -79,11 +83,28 @@ __all__ = [
     "Worker",
     "__version__",
     "hookimpl",
+    "migrate_live",
     "register_backend",
     "register_backoff_strategy",
     "register_plugin",
     "unregister_plugin",
 ]
+
+
+async def migrate_live(
+    source: str,
+    destination: str,
+    queues: Sequence[str] | None = None,
+    quiet_for: float = 10.0,
+    journal: str | None = None,
+    progress: Callable[[LiveProgress], None] | None = None,
+) -> LiveResult:
+    """Move queues from `source` to `destination` while producers and workers use both
+    (docs/migrate.md, "psyq migrate --live"); the mover lives in psyq_migrate, loaded on
+    first use."""
+    from psyq_migrate.live import migrate_live as run
+
+    return await run(source, destination, queues, quiet_for, journal, progress)
 
 
 if not TYPE_CHECKING:  # type checkers see `sync` imported above, and no catch-all

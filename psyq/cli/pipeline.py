@@ -37,6 +37,7 @@ __all__ = [
     "add_pipeline_commands",
     "run_enqueue",
     "run_export",
+    "run_live",
     "run_migrate",
     "run_report",
 ]
@@ -120,7 +121,7 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     migrate.add_argument(
         "--batch-size",
         type=positive_int,
-        help="jobs per batch (default: 4000 into Postgres, else 1000)",
+        help="jobs per batch (default: 4000 into Postgres, else 1000; with --live 500)",
     )
     migrate.add_argument(
         "--read",
@@ -130,6 +131,20 @@ def add_pipeline_commands(commands: argparse._SubParsersAction[argparse.Argument
     )
     migrate.add_argument(
         "--wave-pages", type=positive_int, help="batches per task per wave (10; 50 into SQLite)"
+    )
+    migrate.add_argument(
+        "--live",
+        action="store_true",
+        help="move while producers and workers run on both sides (no Spark; docs/migrate.md)",
+    )
+    migrate.add_argument(
+        "--quiet-for",
+        type=float,
+        default=10.0,
+        help="with --live: end once the source is empty and quiet this long (10 s)",
+    )
+    migrate.add_argument(
+        "--journal", help="with --live: the journal file (default: named from the two URLs)"
     )
 
     export = commands.add_parser("export", help="write job history to Parquet (Spark)")
@@ -161,6 +176,8 @@ INTERRUPTED = (
 
 
 def run_migrate(args: argparse.Namespace) -> int:
+    if args.live:
+        return run_live(args)
     from psyq_migrate import MigrateOptions, migrate
 
     options = MigrateOptions(
@@ -190,6 +207,62 @@ def run_migrate(args: argparse.Namespace) -> int:
         print_verify(out, result.verify)
         return 0 if result.verify.ok else 1
     return 0
+
+
+LIVE_ONLY_SPARK = ("dry_run", "verify", "overwrite", "partitions", "wave_pages")
+
+
+def run_live(args: argparse.Namespace) -> int:
+    """`psyq migrate --live`: psyq_migrate.live, a progress line a second on stderr."""
+    import asyncio
+
+    from psyq_migrate.errors import MigrateError
+    from psyq_migrate.live import BATCH, LiveProgress, migrate_live
+
+    given = [name for name in LIVE_ONLY_SPARK if getattr(args, name)]
+    if given:
+        option = "--" + given[0].replace("_", "-")
+        raise MigrateError(f"{option} is an option of the Spark migration, not of --live")
+    if args.quiet_for < 0:
+        raise MigrateError(f"--quiet-for must be 0 or more seconds, got {args.quiet_for}")
+
+    def show(step: LiveProgress) -> None:
+        line = (
+            f"moved {step.moved}, left on A {step.left} (active {step.active}), "
+            f"schedulers {step.schedulers}, conflicts {step.conflicts}, "
+            f"{step.rate:,.0f} jobs/s, {step.seconds:.0f} s"
+        )
+        print(("done: " if step.done else "") + line, file=sys.stderr, flush=True)
+
+    try:
+        result = asyncio.run(
+            migrate_live(
+                args.source,
+                args.destination,
+                args.queues,
+                args.quiet_for,
+                args.journal,
+                show,
+                args.batch_size or BATCH,
+            )
+        )
+    except KeyboardInterrupt:
+        print(INTERRUPTED_LIVE, file=sys.stderr)
+        return 130
+    floors = ", ".join(f"{queue} >= {floor}" for queue, floor in result.floors.items())
+    print(
+        f"moved {result.moved} jobs and {result.schedulers} schedulers of {len(result.queues)} "
+        f"queues into {redact_url(args.destination)} in {result.seconds:.1f} s; "
+        f"{result.conflicts} refused (kept in the journal {result.journal}); "
+        f"new ids there: {floors or 'none'}"
+    )
+    return 1 if result.conflicts else 0
+
+
+INTERRUPTED_LIVE = (
+    "psyq migrate --live: interrupted; run the same command again to finish (the journal "
+    "settles the moves under way first)"
+)
 
 
 def print_plan(out: Console, plans: list[QueuePlan], destination: str) -> None:
