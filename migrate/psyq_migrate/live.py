@@ -30,7 +30,6 @@ from typing import Any
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter, ExportPage, JobRecord, NewJob
-from psyq.backends.keys import convert_key
 from psyq.errors import PsyqError, redact_url
 from psyq_migrate.endpoints import check_source, scheme, sqlite_path
 from psyq_migrate.errors import MigrateError
@@ -171,24 +170,6 @@ def is_conflict(error: PsyqError) -> bool:
     store says so in these words; the contract has no error class of its own for it)."""
     text = str(error)
     return "a different job" in text or "exists with other contents" in text  # Postgres
-
-
-def parents_in(page: ExportPage, target: str | None) -> ExportPage:
-    """The page with each child's `parent` option ({id, queue}) naming its parent in the
-    form of prefix `target`, made from its `parent_key` when the source keeps no such
-    option (BullMQ's Postgres layout keeps the parent in columns): the native engine
-    follows the option when a child finishes, and `rekey_page` converts only `parent_key`
-    and `deps`."""
-    for job in page.jobs:
-        if job.parent_key is None:
-            continue
-        key = convert_key(job.parent_key, page.key_prefix, target)
-        parts = key.split(":", 1 if target is None else 2)  # prefixes and queues hold no ":"
-        queue, job_id = ":".join(parts[:-1]), parts[-1]
-        parent = job.opts.get("parent")
-        if not isinstance(parent, Mapping) or parent.get("queue") != queue:
-            job.opts = {**job.opts, "parent": {**(parent or {}), "id": job_id, "queue": queue}}
-    return page
 
 
 class LiveMove:
@@ -415,7 +396,7 @@ class LiveMove:
         """Import journaled jobs into B (a page at once; one by one when B refuses the page,
         so only the job B holds differently is refused) and mark them."""
         try:
-            await self.b.import_jobs(queue, parents_in(entry_page(payloads), self.b.key_prefix))
+            await self.b.import_jobs(queue, entry_page(payloads))
         except PsyqError as exc:
             if not is_conflict(exc):
                 raise  # B cannot be reached, or refused for another reason: the entries stay

@@ -3,12 +3,16 @@ arrive; a second import writes nothing; auto ids continue after the imported one
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import psyq
+from psyq.backends import open_backend, release_backend
 from psyq.backends.base import ExportPage, JobRecord, NewJob
 from psyq.backends.postgres import PostgresBackend
 
@@ -270,3 +274,50 @@ async def test_a_page_holding_an_id_twice_fails_whole(
         assert await admin.fetchval(f"SELECT count(*) FROM {schema}.job") == 0
     finally:
         await backend.close()
+
+
+@pytest.mark.parametrize("store", ["memory", "sqlite"])
+async def test_a_flow_waiting_on_its_child_moves_to_a_prefixed_store_and_ends_there(
+    pg_server: str, fresh_schema: Callable[[], str], store: str, tmp_path: Path
+) -> None:
+    """BullMQ's Postgres layout keeps a child's parent in columns, so its pages carry no
+    `parent` option; the native engine (memory://, sqlite:///) follows that option when a
+    child ends. Imported there, the child's completion must still release its parent (it
+    did not: the parent waited for its children for ever)."""
+    source_url = url_for(pg_server, fresh_schema())
+    target_url = f"sqlite:///{tmp_path}/moved.db" if store == "sqlite" else "memory://moved"
+    name = "flowing"
+    flow = psyq.FlowProducer(connection=source_url)
+    try:
+        kid = {"name": "kid", "queue_name": name}
+        node = await flow.add({"name": "parent", "queue_name": name, "children": [kid]})
+    finally:
+        await flow.close()
+    source = PostgresBackend(source_url)
+    await source.open()
+    try:
+        pages = await export_all(source, name, 10)
+    finally:
+        await source.close()
+    target = await open_backend(target_url)
+    ran: list[str] = []
+
+    async def run(job: psyq.Job) -> str:
+        ran.append(job.name)
+        return job.name
+
+    try:
+        for page in pages:
+            await target.import_jobs(name, page)
+        async with psyq.Queue(name, connection=target_url) as moved:
+            worker = psyq.Worker(name, run, connection=target_url)
+            try:
+                deadline = time.monotonic() + 10
+                while (state := await moved.get_job_state(node.job.id)) != "completed":
+                    assert time.monotonic() < deadline, f"the parent is {state}; ran {ran}"
+                    await asyncio.sleep(0.05)
+            finally:
+                await worker.close()
+    finally:
+        await release_backend(target)
+    assert ran == ["kid", "parent"]
