@@ -20,8 +20,8 @@ database per round (bench/pgdb.py). Rows, microseconds per operation (median of 
 - pgqueuer's enqueue statement bare: the statement its `Queries.enqueue` sends (read from
   pgqueuer at run time, in its own virtualenv), replayed the same way;
 - pgqueuer `Queries.enqueue`: the whole call, on `AsyncpgDriver` (its fastest single add);
-- the same four for calls of 1,000 jobs (`add_bulk`; pgqueuer's `enqueue` of lists), per
-  job.
+- the same for calls of 1,000 jobs (`add_bulk`; the layout's `add_jobs_bulk`, which psyq
+  calls for a bulk through the layout; pgqueuer's `enqueue` of lists), per job.
 
 The difference between a whole call and its bare statement is the client's own work; the
 difference between the bare statements is what each layout costs the server.
@@ -110,6 +110,16 @@ async def psyq_rows(url: str, adds: int) -> dict[str, float]:
             return conn.fetch(add, "floor", names, data, opts, zeros, zeros, nones, ones, no, None)
 
         rows["psyq fast.add bare, per job of 1,000"] = await per_op(bulk, BULK_CALLS) / BULK
+        layout_bulk = load_statements()["adding.bulk"]
+        entry = {"queue": "floor", "id": "", "name": "x", "opts": {"attempts": 1}}
+        entry.update(priority=0, delay=0, attempts=1, lifo=False)
+
+        def add_jobs_bulk(n: int) -> Any:
+            given = [{**entry, "data": json.dumps({"i": i})} for i in range(BULK)]
+            return conn.fetch(layout_bulk, "floor", json.dumps(given))
+
+        per_job = await per_op(add_jobs_bulk, BULK_CALLS) / BULK
+        rows["the layout's add_jobs_bulk bare, per job of 1,000"] = per_job
     finally:
         await conn.close()
     return rows
