@@ -435,19 +435,18 @@ class Worker(_BackendUser, EventEmitter):
 
     # ------------------------------------------------------------------ one slot
     async def _slot(self, ref: QueueRef) -> None:
-        task = asyncio.current_task()  # the task each job's processor runs in, found once
         while True:
             self._idle += 1
             self._slot_freed.set()
             job: Job | None = await self._handoff.get()
             chained = 0
             while job is not None:
-                job = await self._process(ref, job, task)
+                job = await self._process(ref, job)
                 chained += 1
                 if chained % YIELD_EVERY == 0:
                     await asyncio.sleep(0)  # an in-process backend never suspends: let others run
 
-    async def _process(self, ref: QueueRef, job: Job, task: asyncio.Task[Any] | None) -> Job | None:
+    async def _process(self, ref: QueueRef, job: Job) -> Job | None:
         """Run one job and settle it; returns the next job when fetch-next found one."""
         self._active[job.id] = job
         if self._listeners.get("active"):  # emit's own first test, without its call
@@ -456,7 +455,7 @@ class Worker(_BackendUser, EventEmitter):
         deferred = False
         following: Job | None = None
         try:
-            ran = await self._outcome(job, task)
+            ran = await self._outcome(job)
             if ran is None:
                 return None
             outcome, error = ran
@@ -475,9 +474,7 @@ class Worker(_BackendUser, EventEmitter):
                 if following is None:  # the slot goes idle; with a next job it stays busy,
                     self._slot_freed.set()  # and waking the fetcher or a pause is for nothing
 
-    async def _outcome(
-        self, job: Job, task: asyncio.Task[Any] | None
-    ) -> tuple[Outcome, BaseException | None] | None:
+    async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
         hooked = self._process_hooks  # found once: a worker's plugins are fixed
         if hooked[0]:
@@ -485,7 +482,7 @@ class Worker(_BackendUser, EventEmitter):
         result: Any = None
         error: BaseException | None = None
         try:
-            result = await self._run_guarded(job, task)
+            result = await self._run_guarded(job)
             text = codec.dumps(result, "return value", job.id)
             outcome: Outcome = Completed(text, self.remove_on_complete)
             if type(result) in _JSON_EXACT:  # what JSON gives back is the value itself
@@ -503,10 +500,10 @@ class Worker(_BackendUser, EventEmitter):
             await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error
 
-    async def _run_guarded(self, job: Job, task: asyncio.Task[Any] | None) -> Any:
-        """Run the onion under the job's `timeout`, and fail it if it was cancelled. `task`:
-        the slot's, which this runs in."""
+    async def _run_guarded(self, job: Job) -> Any:
+        """Run the onion under the job's `timeout`, and fail it if it was cancelled."""
         timeout = job.option("timeout")
+        task = asyncio.current_task()
         self._in_processor[job.id] = task
         try:
             if timeout is None:
