@@ -19,6 +19,7 @@ import asyncpg
 
 from psyq.backends.base import BackendAdapter, ErrorCode, JobRecord, raise_for_code
 from psyq.backends.postgres.config import PostgresSettings, parse_postgres_url
+from psyq.backends.postgres.held import HeldConnection
 from psyq.backends.postgres.listen import Listener
 from psyq.backends.postgres.locks import Locks, Obliterating, finishing_locks
 from psyq.backends.postgres.presence import Presence
@@ -100,6 +101,7 @@ class BullmqConnection(BackendAdapter):
         self.settle_linger_ms = self.settings.settle_linger_ms
         self._q = load_statements(self.settings.schema)
         self._pool: asyncpg.Pool | None = None
+        self._held = HeldConnection(self._connect_held)  # for calls one after another
         self._listener: Listener | None = None
         self._reconnect = Reconnect()
         self.ledger: Ledger | None = None
@@ -151,7 +153,18 @@ class BullmqConnection(BackendAdapter):
                 "job_state", schema=self.settings.schema, encoder=str, decoder=str, format="text"
             )
 
+    async def _connect_held(self) -> asyncpg.Connection:
+        """The held connection (held.py), set up as the pool's are."""
+        conn: asyncpg.Connection = await asyncpg.connect(
+            self.settings.dsn,
+            command_timeout=self.settings.command_timeout,
+            server_settings=self._server_settings(),
+        )
+        await self._init_connection(conn)
+        return conn
+
     async def close(self) -> None:
+        await self._held.close()
         presence, self._presence = self._presence, None
         if presence is not None:
             await presence.close()
@@ -223,8 +236,9 @@ class BullmqConnection(BackendAdapter):
         run: Callable[[asyncpg.Connection], Awaitable[T]],
         after_loss: Callable[[asyncpg.Connection], Awaitable[object]] | None = None,
     ) -> T:
-        """`run(conn)` on a pool connection, run again whole after a lost connection or a
-        deadlock (it must be one statement or one transaction). A fault of the call itself
+        """`run(conn)` on the held connection when free, else on a pool connection
+        (held.py), run again whole after a lost connection or a deadlock (it must be one
+        statement or one transaction). A fault of the call itself
         (asyncpg's InterfaceError on a connection that is still up) is raised at once.
         An attempt lost with its connection may have committed (only its reply lost):
         before running again, `after_loss(conn)` looks at what it left."""
@@ -233,7 +247,7 @@ class BullmqConnection(BackendAdapter):
         for attempt in range(tries):
             await self._reconnect.wait()
             try:
-                async with self.pool.acquire(timeout=self.settings.command_timeout) as conn:
+                async with self._held.lease(self.pool, self.settings.command_timeout) as conn:
                     try:
                         if lost and after_loss is not None:
                             await after_loss(conn)
