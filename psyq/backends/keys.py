@@ -63,10 +63,7 @@ def convert_key(key: str, source: str | None, target: str | None) -> str:
 
 def rekey_page(page: P, target: str | None) -> P:
     """An export page (`ExportPage`) with its job keys (records' `parent_key`, the keys of
-    `deps`) in the form of prefix `target`. Into a store with a prefix (BullMQ's Redis
-    form, the native engine), a child's `parent` option ({id, queue}, which those stores
-    follow when the child ends) is made from its parent key too: BullMQ's Postgres layout
-    keeps the parent in columns, and its pages carry no such option."""
+    `deps`) in the form of prefix `target`."""
     source: str | None = getattr(page, "key_prefix")  # noqa: B009 - a generic page
     if source == target:
         return page
@@ -75,25 +72,11 @@ def rekey_page(page: P, target: str | None) -> P:
         return convert_key(text, source, target)
 
     jobs = [
-        _with_parent(job, key(job.parent_key), target) if job.parent_key else job
+        replace(job, parent_key=key(job.parent_key)) if job.parent_key else job
         for job in getattr(page, "jobs")  # noqa: B009
     ]
     deps = {job_id: _rekey_links(links, key) for job_id, links in getattr(page, "deps").items()}  # noqa: B009
     return replace(page, jobs=jobs, deps=deps, key_prefix=target)  # type: ignore[type-var]
-
-
-def _with_parent(job: Any, parent_key: str, target: str | None) -> Any:
-    """`job` with `parent_key` and, into a store with a prefix, the `parent` option that
-    names the same parent ({"id", "queue": "<prefix>:<queue>"})."""
-    if target is None:
-        return replace(job, parent_key=parent_key)
-    prefix, queue, parent_id = parent_key.split(":", 2)  # a prefix and a queue hold no ':'
-    link = {"id": parent_id, "queue": f"{prefix}:{queue}"}
-    given = job.opts.get("parent")
-    if isinstance(given, Mapping) and {k: given.get(k) for k in link} == link:
-        return replace(job, parent_key=parent_key)
-    opts = {**job.opts, "parent": {**(given if isinstance(given, Mapping) else {}), **link}}
-    return replace(job, parent_key=parent_key, opts=opts)
 
 
 def _rekey_links(links: Mapping[str, Any], key: Callable[[str], str]) -> dict[str, Any]:

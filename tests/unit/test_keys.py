@@ -42,18 +42,6 @@ def test_a_page_is_rekeyed_whole() -> None:
     assert rekey_page(moved, None) is moved
 
 
-def test_a_child_moved_into_a_prefixed_store_names_its_parent_by_option_too() -> None:
-    # BullMQ's Postgres layout keeps the parent in columns: its pages carry no option
-    child = JobRecord(id="c", queue="kids", name="n", data="1", opts={"attempts": 2}, timestamp=1)
-    child.parent_key = "tops:p:1"  # an id may hold ':'
-    moved = rekey_page(ExportPage([child], {}, None, key_prefix=None), "app")
-    assert moved.jobs[0].parent_key == "app:tops:p:1"
-    assert moved.jobs[0].opts == {"attempts": 2, "parent": {"id": "p:1", "queue": "app:tops"}}
-    assert child.opts == {"attempts": 2}  # the given page is left as it was
-    back = rekey_page(moved, None)  # into the Postgres layout: the columns say it
-    assert back.jobs[0].parent_key == "tops:p:1"
-
-
 def test_a_backend_names_jobs_in_one_form() -> None:
     backend = MemoryBackend("memory://?prefix=app")
     assert backend.key_prefix == "app"

@@ -72,13 +72,21 @@ def link_child(store: StoreState, record: JobRecord) -> None:
 
 
 def _parent_of(store: StoreState, record: JobRecord) -> tuple[StoreState, JobRecord] | None:
+    """The parent's store and record; from the `parent` option, else from the parent key
+    (a child imported from BullMQ's Postgres layout, which keeps its parent in columns,
+    comes with the key alone: an import writes keys in this engine's form)."""
     parent = record.opts.get("parent")
-    if not parent:
+    if parent:
+        queue_key, parent_id = parent["queue"], parent["id"]
+    elif record.parent_key:
+        prefix, name, parent_id = record.parent_key.split(":", 2)  # no ':' in prefix, name
+        queue_key = f"{prefix}:{name}"
+    else:
         return None
-    parent_store = store.engine.existing_store(parent["queue"])
+    parent_store = store.engine.existing_store(queue_key)
     if parent_store is None:
         return None
-    parent_record = parent_store.jobs.get(parent["id"])
+    parent_record = parent_store.jobs.get(parent_id)
     return None if parent_record is None else (parent_store, parent_record)
 
 
