@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -14,7 +14,7 @@ import asyncpg
 from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import BullmqConnection, LayoutCode
 from psyq.rules import codec
-from psyq.rules.schedule import first_run, next_run
+from psyq.rules.schedule import next_run, upserted_run
 
 __all__ = ["SPEC_COLUMNS", "Schedulers"]
 
@@ -39,37 +39,59 @@ class Schedulers(BullmqConnection):
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
     ) -> JobRecord | None:
-        millis = first_run(repeat, await self.now_ms())
-        if millis is None:
-            return None
-        spec = {"name": template.name, **repeat}
-        pending = _run_opts(template.opts, repeat, scheduler_id, millis, 1)
-        rows = await self._upsert(
-            queue,
-            scheduler_id,
-            millis,
-            template.data,
-            json.dumps(template.opts),
-            json.dumps(spec),
-            json.dumps(pending),
-        )
-        return await self.get_job(queue, rows[0]["job_id"])
+        """In one transaction, after psyq's lock on the scheduler (schedulers.lock): the
+        first run by BullMQ's rule (`upserted_run`, as psyq's other backends choose it) from
+        the scheduler as it is, then the layout's add_job_scheduler. An unchanged `every`
+        keeps its pending run's time, or takes the slot after a run already taken; three
+        processes upserting a new scheduler at once no longer make two runs a few ms apart
+        (each was handed its own `now`)."""
 
-    async def _upsert(self, queue: str, scheduler_id: str, *args: Any) -> list[asyncpg.Record]:
-        """schedulers.upsert. Both of the scheduler's slots busy (error -11: a worker is
+        async def run(conn: asyncpg.Connection) -> list[asyncpg.Record] | None:
+            async with conn.transaction():
+                await conn.execute(self._q["schedulers.lock"], queue, scheduler_id)
+                now = int(await conn.fetchval(self._q["queries.now"]))
+                found = await conn.fetch(self._q["schedulers.one"], queue, scheduler_id)
+                current = _describe(found[0]) if found else None
+                current_ms = None if current is None else current["next"]
+                state = None
+                if current_ms is not None:
+                    run_id = f"repeat:{scheduler_id}:{current_ms}"
+                    rows = await conn.fetch(self._q["queries.state"], queue, run_id)
+                    state = rows[0]["state"] if rows else None
+                replaced = state in ("delayed", "waiting")
+                millis = upserted_run(repeat, now, current, current_ms, replaced)
+                if millis is None:
+                    return None
+                pending = _run_opts(template.opts, repeat, scheduler_id, millis, 1)
+                args = (template.data, json.dumps(template.opts), json.dumps(spec))
+                sql = self._q["schedulers.upsert"]
+                added: list[asyncpg.Record] = await conn.fetch(
+                    sql, queue, scheduler_id, millis, *args, json.dumps(pending)
+                )
+                return added
+
+        spec = {"name": template.name, **repeat}
+        rows = await self._upsert(queue, scheduler_id, run)
+        return None if rows is None else await self.get_job(queue, rows[0]["job_id"])
+
+    async def _upsert(
+        self,
+        queue: str,
+        scheduler_id: str,
+        run: Callable[[asyncpg.Connection], Awaitable[list[asyncpg.Record] | None]],
+    ) -> list[asyncpg.Record] | None:
+        """`run` on a connection. Both of the scheduler's slots busy (error -11: a worker is
         taking its run while the next is added) is a race that passes in milliseconds, and
         an unchanged upsert must not fail for it: asked again, BUSY_TRIES times at most."""
-        for _ in range(BUSY_TRIES - 1):
+        for attempt in range(BUSY_TRIES):
             try:
-                return await self._rows("schedulers.upsert", queue, scheduler_id, *args)
+                return await self._on_connection(run)
             except LayoutCode as exc:
-                if exc.code != ErrorCode.SCHEDULER_SLOTS_BUSY:
+                if exc.code != ErrorCode.SCHEDULER_SLOTS_BUSY or attempt == BUSY_TRIES - 1:
                     raise_for_code(exc.code, queue, scheduler_id, "schedule")
                     raise
             await asyncio.sleep(BUSY_PAUSE_S)
-        return await self._transition(
-            "schedulers.upsert", queue, scheduler_id, "schedule", queue, scheduler_id, *args
-        )
+        raise AssertionError("unreachable")
 
     async def schedule_next_run(self, queue: str, scheduler_id: str, job_id: str) -> None:
         record = await self.get_job(queue, job_id)

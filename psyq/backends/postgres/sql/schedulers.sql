@@ -12,6 +12,12 @@ SELECT added.job_id, added.delay
                          $7::jsonb, (extract(epoch FROM clock_timestamp()) * 1000)::bigint,
                          NULL) AS added;
 
+-- name: lock
+-- $1 queue, $2 scheduler id: psyq's upserts of one scheduler run one after another (the
+-- lock is held to the end of the transaction, taken before any of the layout's), so each
+-- reads the scheduler as the one before left it.
+SELECT pg_advisory_xact_lock(hashtext('psyq:scheduler:' || $1::text || ':' || $2::text));
+
 -- name: next
 -- $1 queue, $2 scheduler id, $3 next run (ms), $4 the pending job's options, $5 the job
 -- that ran (the layout adds the next only while that one is the scheduler's current job)
