@@ -232,16 +232,6 @@ class AddBatch:
             except ProtocolError as exc:
                 future.set_exception(exc)
 
-        calls = self.calls
-        if self.one:  # the answer to an `add` request: the entry of its one job
-            queue, jobs, future = calls[0]
-            if not future.done():  # else the caller was cancelled
-                try:
-                    future.set_result(rebuild_all(queue, jobs, [results]))
-                except ProtocolError as exc:
-                    future.set_exception(exc)
-            return
-
     def set_exception(self, error: BaseException) -> None:
         for _, _, future in self.calls:
             if not future.done():
