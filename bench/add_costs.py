@@ -48,8 +48,12 @@ BULK_SIZE = 1000
 
 @contextlib.asynccontextmanager
 async def connection(mode: str) -> AsyncIterator[str]:
+    """The URL of a store of `mode` for the run (a server started for it, in mode psyq)."""
     if mode == "memory":
         yield "memory://"
+    elif mode == "sqlite":
+        with tempfile.TemporaryDirectory() as folder:
+            yield f"sqlite:///{folder}/jobs.db"
     elif mode == "psyq":
         port = free_port()
         command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]

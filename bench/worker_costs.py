@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import json
-import os
 import pstats
 import sys
-import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -39,46 +35,7 @@ import psyq
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from launch import free_port, server_process  # noqa: E402
-
-SERVER: dict[str, int] = {}  # the pid of the server process, in mode psyq
-
-
-@contextlib.asynccontextmanager
-async def connection(mode: str) -> AsyncIterator[str]:
-    if mode == "memory":
-        yield "memory://"
-    elif mode == "sqlite":
-        with tempfile.TemporaryDirectory() as folder:
-            yield f"sqlite:///{folder}/jobs.db"
-    elif mode == "psyq":
-        port = free_port()
-        command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the same psyq
-        with server_process(command, port, env=env, cwd=tempfile.gettempdir()) as pid:
-            SERVER["pid"] = pid
-            yield f"psyq://127.0.0.1:{port}"
-    elif mode == "psyq-inproc":
-        from psyq.backends import open_backend, release_backend
-        from psyq.backends.tcp.server import serve
-
-        backend = await open_backend("memory://")
-        server, (host, port) = await serve(backend, "127.0.0.1", 0)
-        try:
-            yield f"psyq://{host}:{port}"
-        finally:
-            await server.close()
-            await release_backend(backend)
-    else:
-        raise SystemExit(f"unknown mode {mode!r}")
-
-
-def server_cpu() -> float:
-    """The server process's user + system CPU seconds (/proc), or 0 without one."""
-    if "pid" not in SERVER:
-        return 0.0
-    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from add_costs import SERVER, connection, server_cpu  # noqa: E402 - one way to start a store
 
 
 async def noop(job: psyq.Job) -> None:
