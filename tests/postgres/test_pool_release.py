@@ -5,7 +5,11 @@ does that before it calls the pool's reset)."""
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from collections.abc import Callable
+
+import asyncpg
 
 from psyq.backends.base import NewJob
 from psyq.backends.postgres import PostgresBackend
@@ -54,3 +58,29 @@ async def test_a_cancelled_transaction_never_goes_back_open(
         await backend.close()
         loop.set_exception_handler(None)
     assert [m for m in reported if "active transaction" in m] == []
+
+
+async def test_a_call_cancelled_while_the_held_connection_opens_leaves_none_open(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    """A worker closing cancels its fetcher's call, which may be opening the backend's held
+    connection (held.py) at that moment: at every point of the opening (connect, the type
+    lookup after it), the connection is closed, none is left for the garbage collector
+    (CI's uvloop run saw two, 2026-11-28)."""
+    name = f"psyq_held_{uuid.uuid4().hex[:8]}"
+    backend = PostgresBackend(url_for(pg_server, fresh_schema(), application_name=name))
+    await backend.open()
+    try:
+        for turns in range(0, 120, 3):
+            call = asyncio.ensure_future(backend.get_job("q", "none"))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+    finally:
+        await backend.close()
+    count = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
+    deadline = time.monotonic() + 5
+    while (left := await admin.fetchval(count, name)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert left == 0

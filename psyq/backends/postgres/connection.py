@@ -160,7 +160,11 @@ class BullmqConnection(BackendAdapter):
             command_timeout=self.settings.command_timeout,
             server_settings=self._server_settings(),
         )
-        await self._init_connection(conn)
+        try:
+            await self._init_connection(conn)
+        except BaseException:  # cancelled (a closing worker) or failed: not left open
+            conn.terminate()
+            raise
         return conn
 
     async def close(self) -> None:
