@@ -10,11 +10,13 @@
 --@include base jobkeys settle
 local jobId = ARGV[2]
 
--- Did a child of this job finish since the job became active?
+-- Did a child of this job finish since the job became active? Strictly after: a child
+-- that moved its parent to waiting in the millisecond the parent was taken again finished
+-- before this run.
 local function childFinishedWhileActive()
   local since = tonumber(rcall("HGET", P .. jobId, "processedOn")) or 0
   for _, childKey in ipairs(rcall("HKEYS", P .. jobId .. ":processed")) do
-    if (tonumber(rcall("HGET", childKey, "finishedOn")) or 0) >= since then return true end
+    if (tonumber(rcall("HGET", childKey, "finishedOn")) or 0) > since then return true end
   end
   return false
 end
