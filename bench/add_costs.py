@@ -1,14 +1,15 @@
 """The client's Python per add, counted (issue 24): function calls, CPU and wall per job.
 
-    python bench/add_costs.py [--mode memory|psyq|psyq-inproc|core] [--adds 2000]
-                              [--bulk 20] [--profile FILE] [--no-profile]
+    python bench/add_costs.py [--mode memory|psyq|psyq-inproc|core|postgresql://...]
+                              [--adds 2000] [--bulk 20] [--profile FILE] [--no-profile]
 
 Modes: `memory` adds to memory:// in this process (the core path alone: Queue, gate, options,
 codec, Job, the native engine); `psyq` adds over psyq:// to a `psyq server --data memory`
 started here as a child process (this process is the client alone, so its counts are the
 client's; the server's CPU is read from /proc); `psyq-inproc` runs that server in this
 process too (both ends' Python); `core` adds through a stub backend that answers at once,
-with no event loop (the core's own work alone).
+with no event loop (the core's own work alone); a `postgresql://` URL adds to a fresh
+database of that server (created and dropped here).
 
 Per single add (after 200 warm-up adds, `--adds` of `queue.add("x", {"i": i})`) and per
 job of add_bulk (`--bulk` calls of 1,000 entries built in the timed loop, as bench/run.py
@@ -72,6 +73,15 @@ async def connection(mode: str) -> AsyncIterator[str]:
         finally:
             await server.close()
             await release_backend(backend)
+    elif mode.startswith(("postgres://", "postgresql://")):
+        from pgdb import fresh_database
+
+        database = fresh_database(mode, "costs")  # its own database, as bench/run.py gives
+        url = await asyncio.to_thread(database.__enter__)
+        try:
+            yield url
+        finally:
+            await asyncio.to_thread(database.__exit__, None, None, None)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -1,14 +1,16 @@
 """The Worker's Python per processed job, counted (issue 35, item 2): function calls, CPU and
 wall per job of the hot side (take -> run -> settle), with a no-op async processor.
 
-    python bench/worker_costs.py [--mode memory|psyq|psyq-inproc|sqlite] [--jobs 5000]
-                                 [--concurrency 1,10] [--profile FILE] [--no-profile]
+    python bench/worker_costs.py [--mode memory|psyq|psyq-inproc|sqlite|postgresql://...]
+                                 [--jobs 5000] [--concurrency 1,10] [--profile FILE]
+                                 [--no-profile]
 
 Modes: `memory` processes from memory:// in this process (the core's worker path and the
 native engine); `psyq` over psyq:// from a `psyq server --data memory` started here as a
 child process (this process is the worker alone, so its counts are the client's; the
 server's CPU is read from /proc); `psyq-inproc` runs that server in this process too (both
-ends' Python); `sqlite` from a sqlite:/// file in a temporary folder.
+ends' Python); `sqlite` from a sqlite:/// file in a temporary folder; a `postgresql://`
+URL from a fresh database of that server (its CPU is not counted: see bench/pg_floor.py).
 
 Per concurrency: `--jobs` jobs are added in bulk first (not counted), then a Worker with
 that concurrency processes them all; cProfile's function calls per job (all of them,

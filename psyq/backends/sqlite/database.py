@@ -416,7 +416,8 @@ class Database:
             ) from None
         finally:
             self.reader.close()
-            self._conn.close()
+            with self._flush_lock:  # a flush begun on another thread ends first
+                self._conn.close()
             self.owner.release()
             if sharer is not None:
                 sharer.close()

@@ -86,7 +86,10 @@ class Reader:
         self.lock = threading.Lock()  # one statement at a time on this connection
 
     def close(self) -> None:
-        self.conn.close()
+        """After the statement under way on another thread, if any: closing a connection
+        under a running statement crashes the interpreter (a NULL handle in sqlite3)."""
+        with self.lock:
+            self.conn.close()
 
     def all(self, statement: str, params: Sequence[Any]) -> list[Any]:
         with self.lock:

@@ -49,6 +49,7 @@ class Server:
         self.unsent = 0  # bytes waiting to be written on connections paused for writing
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.TimerHandle | None = None
+        self.leaving = False  # drain() began: a connection accepted from now on is refused
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (0 = a free port); returns the bound address."""
@@ -93,6 +94,7 @@ class Server:
         finish what its client sent (ServerConnection.leave: a version 4 client is told and
         half-closes; the requests read are answered). A connection not drained within
         `timeout` seconds is aborted, so nothing runs after this returns."""
+        self.leaving = True
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
@@ -104,7 +106,7 @@ class Server:
         waiting = [conn.drained for conn in conns if conn.drained is not None]
         if waiting:
             await asyncio.wait(waiting, timeout=timeout)
-        for conn in conns:
+        for conn in list(self.connections):  # with any the listener accepted as it closed
             if conn.drained is None or not conn.drained.done():
                 conn.abort()
 

@@ -83,6 +83,7 @@ class ServerView(Protocol):
     unsent: int  # bytes waiting to be written on connections paused for writing
     hello_info: dict[str, Any]
     peer_check: Callable[[socket.socket], str | None] | None
+    leaving: bool  # drain() began: new connections are refused
 
     def check_token(self, given: Any) -> bool: ...
 
@@ -125,6 +126,9 @@ class ServerConnection(asyncio.BufferedProtocol):
         self.server.connections.add(self)
         self._quiet_since = self._loop.time()
         self._hello_timer = self._loop.call_later(self.limits.hello_timeout, self._no_hello)
+        if self.server.leaving:  # accepted as the listener closed: drain() has begun
+            self.abort()
+            return
         check = self.server.peer_check
         refused = check(transport.get_extra_info("socket")) if check is not None else None
         if refused is not None:
