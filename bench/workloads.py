@@ -11,6 +11,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,30 +64,47 @@ async def noop(job: psyq.Job) -> None:
 async def processing(url: str, count: int, concurrency: int) -> float:
     async with psyq.Queue(fresh(f"c{concurrency}"), connection=url) as queue:
         await fill(queue, count)
-        done = asyncio.Event()
-        seen = 0
-
-        def on_completed(job: psyq.Job, result: Any) -> None:
-            nonlocal seen
-            seen += 1
-            if seen == count:
-                done.set()
-
-        started = time.perf_counter()
-        worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
-        worker.on("completed", on_completed)
-        try:
-            await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 100))
-        except TimeoutError:  # say what the store holds rather than hang the whole run
-            counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
-            raise RuntimeError(
-                f"c{concurrency}: the worker reported {seen} of {count} completions; the queue "
-                f"holds {counts}"
-            ) from None
-        rate = count / (time.perf_counter() - started)
-        await worker.close()
+        seconds = await drain(url, queue, count, concurrency)
         await queue.obliterate()
-    return rate
+    return count / seconds
+
+
+async def drain(
+    url: str,
+    queue: psyq.Queue,
+    count: int,
+    concurrency: int,
+    probe: Callable[[], Awaitable[object]] | None = None,
+) -> float:
+    """Seconds a Worker of `concurrency` takes to complete the `count` jobs of `queue`;
+    `probe()` is awaited just before it starts and just after the last completion."""
+    done = asyncio.Event()
+    seen = 0
+
+    def on_completed(job: psyq.Job, result: Any) -> None:
+        nonlocal seen
+        seen += 1
+        if seen == count:
+            done.set()
+
+    if probe is not None:
+        await probe()
+    started = time.perf_counter()
+    worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
+    worker.on("completed", on_completed)
+    try:
+        await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 100))
+    except TimeoutError:  # say what the store holds rather than hang the whole run
+        counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
+        raise RuntimeError(
+            f"c{concurrency}: the worker reported {seen} of {count} completions; the queue "
+            f"holds {counts}"
+        ) from None
+    seconds = time.perf_counter() - started
+    if probe is not None:
+        await probe()
+    await worker.close()
+    return seconds
 
 
 async def latency(url: str, rate: int, seconds: float, concurrency: int = 10) -> dict[str, float]:

@@ -10,6 +10,7 @@ import {
   setDefaultBackendFactory,
 } from "bullmq";
 import pg from "pg";
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -58,18 +59,54 @@ async function addBulk() {
   return fill(queue(fresh("bulk")), JOBS);
 }
 
-async function processing(concurrency) {
+// `probe()` runs just before the Worker starts and just after its last completion.
+async function processing(concurrency, probe = async () => {}) {
   const name = fresh(`c${concurrency}`);
   await fill(queue(name), JOBS);
   let done = 0;
+  await probe();
   const t = now();
   await new Promise((resolve) => {
     const w = new Worker(name, async () => null, { connection, concurrency });
     w.on("completed", () => {
-      if (++done === JOBS) w.close().then(resolve);
+      if (++done === JOBS) probe().then(() => w.close()).then(resolve);
     });
   });
   return JOBS / ((now() - t) / 1000);
+}
+
+// bench/pg_costs.py's counters (bench/pg_counters.py says what each one is), per job.
+async function counters(client) {
+  const sql = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid, " +
+    "(pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal";
+  const { xid, wal } = (await client.query(sql)).rows[0];
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0].split(/\s+/).slice(1, 9).map(Number);
+  const ticks = 100; // USER_HZ on Linux
+  const { user, system } = process.cpuUsage();
+  return {
+    xid: Number(xid), wal: Number(wal), wall: now() / 1000,
+    host: (cpu.reduce((a, b) => a + b, 0) - cpu[3] - cpu[4]) / ticks, own: (user + system) / 1e6,
+  };
+}
+
+async function costs(client, levels) {
+  const rows = {};
+  for (const concurrency of levels) {
+    const marks = [];
+    await processing(concurrency, async () => marks.push(await counters(client)));
+    const [a, b] = marks;
+    const host = ((b.host - a.host) / JOBS) * 1e6;
+    const own = ((b.own - a.own) / JOBS) * 1e6;
+    rows[`Node BullMQ 6 c${concurrency}`] = {
+      jobs_per_s: Math.round(JOBS / (b.wall - a.wall)),
+      write_tx_per_job: Math.round(((b.xid - a.xid) / JOBS) * 1000) / 1000,
+      wal_bytes_per_job: Math.round((b.wal - a.wal) / JOBS),
+      host_cpu_us_per_job: Math.round(host * 10) / 10,
+      client_cpu_us_per_job: Math.round(own * 10) / 10,
+      rest_cpu_us_per_job: Math.round((host - own) * 10) / 10,
+    };
+  }
+  return rows;
 }
 
 async function latency() {
@@ -139,11 +176,9 @@ async function memory(client) {
   return ((await size()) - before) / MEMORY_JOBS;
 }
 
-const client = new pg.Client({ connectionString: DSN });
-await client.connect();
-try {
+async function allRows(client) {
   const version = createRequire(import.meta.url)("bullmq/package.json").version;
-  const result = {
+  return {
     peer: "bullmq-pg",
     version,
     add_single: await addOne(),
@@ -154,6 +189,13 @@ try {
     flows: await flows(),
     bytes_per_waiting_job: await memory(client),
   };
+}
+
+const client = new pg.Client({ connectionString: DSN });
+await client.connect();
+try {
+  // {"costs": [10, 100]}: bench/pg_costs.py's processing rows alone, with their counters
+  const result = cfg.costs ? await costs(client, cfg.costs) : await allRows(client);
   for (const q of queues) await q.close();
   console.log(JSON.stringify(result));
 } finally {
