@@ -18,10 +18,11 @@ from psyq.backends.sqlite.resident import Reader
 reader = Reader(sys.argv[1])
 slow = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000) "
         "SELECT count(*) FROM c")
-got = []
-thread = threading.Thread(target=lambda: got.append(reader.one(slow, ())))
+got, reading = [], threading.Event()
+thread = threading.Thread(target=lambda: (reading.set(), got.append(reader.one(slow, ()))))
 thread.start()
-time.sleep(0.1)  # the statement is under way
+reading.wait()
+time.sleep(0.1)  # the statement is under way (it runs for about a second)
 reader.close()
 thread.join()
 print(got)
