@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,15 +31,13 @@ import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from launch import peer_python, run_node_peer
+from launch import peer_python, run_node_peer, run_peer_command
 from pg_counters import per_job, snapshot
 from pgdb import fresh_database, peer_dsn
 from workloads import drain, fill, fresh
 
 import psyq
 from psyq.backends.postgres import parse_postgres_url
-
-PEER = Path(__file__).resolve().parent / "peers" / "pgqueuer" / "costs.py"
 
 
 async def psyq_rows(url: str, jobs: int, levels: list[int]) -> dict[str, dict[str, float]]:
@@ -65,17 +61,13 @@ async def psyq_level(url: str, admin: Any, jobs: int, concurrency: int) -> dict[
     return per_job(marks[0], marks[1], jobs)
 
 
-def pgqueuer_rows(url: str, jobs: int, levels: list[int]) -> dict[str, dict[str, float]] | str:
+def pgqueuer_rows(url: str, jobs: int, levels: list[int]) -> dict[str, Any] | str:
+    """pgqueuer in its virtualenv (bench/peers/pgqueuer/costs.py)."""
     python = peer_python("pgqueuer")
     if isinstance(python, str):
         return python
-    env = {**os.environ, **peer_dsn(url)}
-    args = [str(python), str(PEER), json.dumps({"jobs": jobs, "levels": levels})]
-    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900)
-    if done.returncode != 0:
-        return f"pgqueuer failed: {done.stderr.strip()[-400:]}"
-    result: dict[str, dict[str, float]] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    command = [str(python), "costs.py", json.dumps({"jobs": jobs, "levels": levels})]
+    return run_peer_command("pgqueuer", command, peer_dsn(url))
 
 
 def node_rows(url: str, jobs: int, levels: list[int]) -> dict[str, Any] | str:

@@ -79,8 +79,7 @@ def _parent_of(store: StoreState, record: JobRecord) -> tuple[StoreState, JobRec
     if parent:
         queue_key, parent_id = parent["queue"], parent["id"]
     elif record.parent_key:
-        prefix, name, parent_id = record.parent_key.split(":", 2)  # no ':' in prefix, name
-        queue_key = f"{prefix}:{name}"
+        queue_key, parent_id = split_key(record.parent_key)
     else:
         return None
     parent_store = store.engine.existing_store(queue_key)
