@@ -7,7 +7,9 @@
                 [--hello-timeout S] [--idle-timeout S] [--max-unsent B] [--max-unsent-total B]
 
 Prints `psyq server listening on HOST:PORT` once it accepts connections (with --port 0 the
-port is a free one), and runs until SIGTERM/SIGINT; then it closes every connection and
+port is a free one), and runs until SIGTERM/SIGINT; then it accepts no more connections,
+answers every call its clients already sent (up to DRAIN_TIMEOUT_S; clients of protocol 4
+are told it goes away, so a call is never lost between the two), closes the connections and
 flushes the SQLite write buffer.
 """
 
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.tcp.server import serve
+from psyq.backends.tcp.server import DRAIN_TIMEOUT_S, serve
 from psyq.backends.tcp.server_connection import ServerLimits
 from psyq.cli.common import CliError, cannot_listen
 from psyq.cli.health import HealthOptions, health_options, serving_health
@@ -124,7 +126,8 @@ async def _serve(options: ServerOptions, url: str, context: ssl.SSLContext | Non
         log.info("serving %s on %s:%d%s%s, %s loop", redact_url(url), host, port, tls, auth, loop)
         async with serving_health(options.health, backend.now_ms, lambda: not stop.is_set()):
             await stop.wait()
-        log.info("shutting down")
+        log.info("shutting down: answering the calls already sent (up to %ss)", DRAIN_TIMEOUT_S)
+        await server.drain(DRAIN_TIMEOUT_S)
         await server.close()
     finally:
         await release_backend(backend)

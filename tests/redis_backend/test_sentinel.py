@@ -17,13 +17,14 @@ wait for, and lost must be 0."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 import psyq
@@ -83,12 +84,6 @@ async def _exists(queue: psyq.Queue, job_id: str) -> bool:
 async def test_a_sentinel_failover_under_load(
     sentinel_group: SentinelGroup, queue_name: str, mode: str
 ) -> None:
-    if os.environ.get("PSYQ_TEST_LOOP") == "uvloop":
-        pytest.skip(
-            "known leak, to fix: under uvloop, after the failover two connections of redis-py's "
-            "Sentinel client are still open when the loop closes (asyncio's loop: none); the "
-            "test runs on asyncio's loop"
-        )
     url = sentinel_group.url("" if mode == "async" else "?wait_replicas=1&wait_timeout=200")
     runs: Counter[int] = Counter()
 
@@ -149,6 +144,82 @@ async def test_the_bullmq_layer_takes_ioredis_sentinel_options(
         assert found is not None and found.data == {"n": 1}
     finally:
         await queue.close()
+
+
+async def _ping_until_refused(client: Any) -> None:
+    """Ping again and again, as a call retrying after a failover does, until refused."""
+    for _ in range(1000):
+        try:
+            await client.ping()
+        except RedisConnectionError:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("a closed Sentinel client still answered")
+
+
+def _connected(client: Any) -> list[Any]:
+    """The connections of a Sentinel client still open: to the primary and the Sentinels."""
+    pools = [client.connection_pool]
+    pools += [
+        watcher.connection_pool for watcher in client.connection_pool.sentinel_manager.sentinels
+    ]
+    every = [c for p in pools for c in (*p._available_connections, *p._in_use_connections)]
+    return [c for c in every if c.is_connected]
+
+
+async def test_a_closed_sentinel_client_connects_no_more(sentinel_group: SentinelGroup) -> None:
+    """Calls still running when the client closes (the retries of a failover) and calls made
+    afterwards are refused; none leaves a connection open to the primary or a Sentinel."""
+    from psyq.backends.redis.sentinel import close_sentinel_client, new_sentinel_client
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    settings = parse_redis_settings(sentinel_group.url()).sentinel
+    assert settings is not None
+    client = new_sentinel_client(settings, retry=None)
+    assert await client.ping()
+    running = [asyncio.ensure_future(_ping_until_refused(client)) for _ in range(8)]
+    await asyncio.sleep(0.05)
+    await close_sentinel_client(client)
+    await asyncio.gather(*running)
+    with pytest.raises(RedisConnectionError, match="closed"):
+        await client.ping()
+    assert _connected(client) == []
+
+
+async def test_a_sentinel_client_close_cancelled_half_way_leaves_no_connection(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """A close cancelled at its first step (a worker's close cut short) still closes every
+    connection, to the primary and to the Sentinels."""
+    from psyq.backends.redis.sentinel import close_sentinel_client, new_sentinel_client
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    settings = parse_redis_settings(sentinel_group.url()).sentinel
+    assert settings is not None
+    client = new_sentinel_client(settings)
+    await asyncio.gather(*(client.ping() for _ in range(4)))  # a few connections of each
+    writers = [conn._writer for conn in _connected(client)]
+    assert len(writers) >= 2
+    closing = asyncio.ensure_future(close_sentinel_client(client))
+    await asyncio.sleep(0)
+    closing.cancel()
+    await asyncio.gather(closing, return_exceptions=True)
+    assert all(writer.transport.is_closing() for writer in writers)
+    assert _connected(client) == []
+
+
+def test_a_sentinel_client_over_tls_keeps_tls_to_the_primary_and_the_sentinels() -> None:
+    from redis.asyncio.connection import SSLConnection
+
+    from psyq.backends.redis.sentinel import new_sentinel_client
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    settings = parse_redis_settings("rediss+sentinel://h1:26379,h2/mymaster/0").sentinel
+    assert settings is not None
+    client = new_sentinel_client(settings)
+    watchers = client.connection_pool.sentinel_manager.sentinels
+    assert issubclass(client.connection_pool.connection_class, SSLConnection)
+    assert all(issubclass(w.connection_pool.connection_class, SSLConnection) for w in watchers)
 
 
 def test_a_sentinel_url_names_its_sentinels_service_and_credentials() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -82,3 +83,46 @@ def test_a_read_only_folder_is_one_line_and_exit_2(read_only_folder: Path) -> No
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"psyq server: cannot open {path}: "), done.stderr
     assert "listening" not in done.stdout
+
+
+async def test_a_stopped_server_answers_every_call_it_was_sent(
+    tmp_path: Path, queue_name: str
+) -> None:
+    """SIGTERM under 40 producers adding durably over two connections: every acknowledged
+    add is stored and every add that failed is not (the server answers the calls it read
+    before it closes; a call sent after its bye goes to no one and fails)."""
+    db = tmp_path / "jobs.db"
+    server = start_server(tmp_path / "server.log", "--data", str(db), "--durability", "durable")
+    url = f"{server.url}?connect_timeout=0.5"
+    acknowledged: set[str] = set()
+    failed: set[str] = set()
+
+    async def produce(queue: psyq.Queue, name: str) -> None:
+        for n in range(1_000_000):
+            job_id = f"{name}-{n}"
+            try:
+                await queue.add("x", None, {"jobId": job_id})
+            except psyq.errors.ConnectionError:
+                failed.add(job_id)
+                return
+            acknowledged.add(job_id)
+
+    queues = [psyq.Queue(queue_name, connection=url) for _ in range(2)]
+    try:
+        producers = [
+            asyncio.ensure_future(produce(queue, f"q{q}p{p}"))
+            for q, queue in enumerate(queues)
+            for p in range(20)
+        ]
+        await asyncio.sleep(0.5)
+        assert await asyncio.to_thread(server.stop) == 0
+        await asyncio.wait_for(asyncio.gather(*producers), 30)
+    finally:
+        for queue in queues:
+            await queue.close()
+        server.stop()
+    async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
+        stored = {job.id for job in await queue.get_jobs(["waiting"], 0, -1)}
+    assert len(failed) == 40 and acknowledged  # every producer ran until the server left
+    assert acknowledged <= stored
+    assert failed.isdisjoint(stored), f"{len(failed & stored)} adds failed but were stored"

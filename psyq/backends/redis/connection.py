@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry as RedisRetry
-from redis.asyncio.sentinel import Sentinel
+from redis.asyncio.sentinel import SentinelConnectionPool
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -32,6 +32,7 @@ from psyq.backends.base import (
 )
 from psyq.backends.redis.cluster import check_tagged
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts, pooled_connection
+from psyq.backends.redis.sentinel import close_sentinel_client, new_sentinel_client
 from psyq.backends.redis.settings import parse_redis_settings
 from psyq.backends.redis.wire import EXEC, MULTI, WireScripts, wire_address
 from psyq.errors import ConnectionError, PsyqError
@@ -67,7 +68,6 @@ CONNECTION_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
 # (a URL's socket_timeout is not applied to them), so an idle read is no error; TCP
 # keepalive finds a peer that is gone.
 _BLOCKING: dict[str, Any] = {"socket_timeout": None, "socket_keepalive": True}
-_SENTINEL: Any = Sentinel
 
 
 def _scripts() -> dict[str, Script]:
@@ -137,20 +137,13 @@ class RedisConnection(BackendAdapter):
         return RedisCluster.from_url(self._redis_url, max_connections=CLUSTER_POOL_SIZE, **options)
 
     def _new_sentinel_client(self, blocking: bool, name: str | None) -> Any:
-        """A client of the primary the Sentinels name: each new connection asks them where
-        it is, so after a failover the next call reaches the promoted replica (a
-        connection to a demoted primary fails on READONLY and is opened again). Its pool
-        raises when full rather than making callers wait: the bound is high."""
+        """A client of the primary the Sentinels name (see sentinel.py): a connection to
+        a demoted primary fails on READONLY and is opened again. Its pool raises when full
+        rather than making callers wait: the bound is high."""
         assert self._sentinel is not None
-        sentinel = _SENTINEL(  # redis-py's Sentinel is untyped
-            self._sentinel.sentinels,
-            sentinel_kwargs={"decode_responses": True, **self._sentinel.sentinel_options},
-            decode_responses=True,
-            **self._sentinel.node_options,
-        )
         options: dict[str, Any] = {"retry": None, "client_name": name}
         options.update(_BLOCKING if blocking else {}, max_connections=2**16 if blocking else 1024)
-        return sentinel.master_for(self._sentinel.service, **options)
+        return new_sentinel_client(self._sentinel, **options)
 
     async def open(self) -> None:
         client = self._new_client()
@@ -223,12 +216,10 @@ class RedisConnection(BackendAdapter):
             task.cancel()
         if reads:
             await asyncio.wait(reads, timeout=0.2)
-        for client in clients:
-            await _close_client(client)
+        await _close_clients(clients)
         if reads:
             await asyncio.gather(*reads, return_exceptions=True)
-            for client in clients:
-                await _close_client(client)
+            await _close_clients(clients)
 
     def _keep_trying(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
         """Run `call` in a task of its own again and again while the server does not
@@ -401,11 +392,19 @@ async def _exec_on(conn: Any, framed: bytes, count: int) -> list[Any]:
         raise
 
 
+async def _close_clients(clients: list[Any]) -> None:
+    """Close every client, even when closing one fails (the first failure is raised after)."""
+    failures = await asyncio.gather(*(_close_client(c) for c in clients), return_exceptions=True)
+    for failure in failures:
+        if isinstance(failure, BaseException):
+            raise failure
+
+
 async def _close_client(client: Any) -> None:
+    if isinstance(getattr(client, "connection_pool", None), SentinelConnectionPool):
+        await close_sentinel_client(client)  # its connections to the Sentinels too
+        return
     await client.aclose()
-    sentinels = getattr(getattr(client, "connection_pool", None), "sentinel_manager", None)
-    for sentinel in sentinels.sentinels if sentinels is not None else ():
-        await sentinel.aclose()  # the connections that asked the Sentinels for the primary
     if isinstance(client, RedisCluster):
         # aclose() skips a cluster client that a lost connection marked for a new slot map
         # (its nodes still hold connections): disconnect its nodes anyway.

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from psyq.backends.base import BackendAdapter
 from psyq.backends.sqlite.owner import Identity
-from psyq.backends.tcp.server import Server
+from psyq.backends.tcp.server import DRAIN_TIMEOUT_S, Server
 
 __all__ = ["Sharer", "peer_refusal", "share_address"]
 
@@ -39,7 +39,6 @@ log = logging.getLogger("psyq.sqlite")
 
 START_TIMEOUT_S = 10.0  # how long opening a file waits for its server to listen
 STOP_TIMEOUT_S = 5.0
-DRAIN_TIMEOUT_S = 5.0  # how long a graceful close waits for the peers' calls to finish
 
 
 def share_address(path: str, identity: Identity) -> str:

@@ -20,7 +20,9 @@ from psyq.backends.base import BackendAdapter
 from psyq.backends.tcp.commands import signatures
 from psyq.backends.tcp.server_connection import ServerConnection, ServerLimits
 
-__all__ = ["Server", "serve"]
+__all__ = ["DRAIN_TIMEOUT_S", "Server", "serve"]
+
+DRAIN_TIMEOUT_S = 5.0  # how long a graceful stop waits for the clients' calls to finish
 
 
 class Server:
