@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import gc
 import resource
+import signal
 import time
 import weakref
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.tcp.codec import frame
 from psyq.backends.tcp.protocol import HEADER, PROTOCOL_VERSION
-from psyq.backends.tcp.server import serve
+from psyq.backends.tcp.server import DRAIN_TIMEOUT_S, serve
 from tests.tcp.server_proc import ServerProcess, start_server
 from tests.tcp.test_faults import RawClient
 
@@ -246,3 +247,20 @@ async def test_a_closed_connection_leaves_no_cycle() -> None:
         gc.enable()
         await server.close()
         await release_backend(backend)
+
+
+async def test_a_client_that_never_reads_holds_a_stopping_server_only_for_its_drain(
+    server: ServerProcess, queue_name: str
+) -> None:
+    """SIGTERM answers what the clients sent before the server closes, for at most
+    DRAIN_TIMEOUT_S: a client whose answers can never be written does not keep it up."""
+    await fill(server, queue_name, 100, 4000)
+    client = await never_read(server, queue_name, 100)
+    await asyncio.sleep(0.3)  # its requests read, its answers stuck
+    started = time.monotonic()
+    code = await asyncio.to_thread(server.stop, signal.SIGTERM, DRAIN_TIMEOUT_S + 10)
+    took = time.monotonic() - started
+    await client.close()
+    print(f"\nSIGTERM with a client that never reads: the server exited after {took:.2f}s")
+    assert code == 0
+    assert took < DRAIN_TIMEOUT_S + 3
