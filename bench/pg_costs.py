@@ -71,8 +71,12 @@ def pgqueuer_rows(url: str, jobs: int, levels: list[int]) -> dict[str, Any] | st
 
 
 def node_rows(url: str, jobs: int, levels: list[int]) -> dict[str, Any] | str:
-    """Node BullMQ 6 on its Postgres backend (bench/peers/bullmq-pg, `costs` mode)."""
-    return run_node_peer("bullmq-pg", {"jobs": jobs, "costs": levels}, peer_dsn(url))
+    """Node BullMQ 6 on its Postgres backend (bench/peers/bullmq-pg, `costs` mode: it
+    returns the counters around each drain)."""
+    marks = run_node_peer("bullmq-pg", {"jobs": jobs, "costs": levels}, peer_dsn(url))
+    if isinstance(marks, str):
+        return marks
+    return {row: per_job(mark["before"], mark["after"], jobs) for row, mark in marks.items()}
 
 
 def one_round(url: str, jobs: int, levels: list[int]) -> dict[str, dict[str, float]]:

@@ -39,6 +39,7 @@ import psyq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from launch import free_port, server_process  # noqa: E402
+from workloads import Countdown, noop  # noqa: E402
 
 NODE = HERE / "peers" / "bullmq"
 
@@ -85,10 +86,6 @@ def per_job(before: dict[str, Any], after: dict[str, Any], jobs: int) -> dict[st
     }
 
 
-async def noop(job: psyq.Job) -> None:
-    return None
-
-
 async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
     """Run one row; `measured` is a context manager around the measured part."""
     async with psyq.Queue(f"costs-{row}-{os.getpid()}", connection=url) as queue:
@@ -99,15 +96,7 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
                 )
         else:
             await queue.add("warm", {})  # scripts loaded, connection open
-        done = asyncio.Event()
-        seen = 0
-
-        def completed(job: psyq.Job, result: Any) -> None:
-            nonlocal seen
-            seen += 1
-            if seen == jobs:
-                done.set()
-
+        completions = Countdown(jobs)
         with measured:
             started = time.perf_counter()
             if row == "add":
@@ -129,8 +118,8 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
                 await asyncio.gather(*(produce(jobs // producers) for _ in range(producers)))
             else:
                 worker = psyq.Worker(queue.name, noop, connection=url, concurrency=int(row[1:]))
-                worker.on("completed", completed)
-                await done.wait()
+                worker.on("completed", completions)
+                await completions.done.wait()
             wall = time.perf_counter() - started
         if row.startswith("c"):
             await worker.close()

@@ -38,10 +38,7 @@ import psyq
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from add_costs import SERVER, connection, server_cpu  # noqa: E402 - one way to start a store
-
-
-async def noop(job: psyq.Job) -> None:
-    return None
+from workloads import Countdown, noop  # noqa: E402
 
 
 async def fill(queue: psyq.Queue, jobs: int) -> None:
@@ -52,17 +49,10 @@ async def fill(queue: psyq.Queue, jobs: int) -> None:
 
 async def process(url: str, queue: psyq.Queue, jobs: int, concurrency: int) -> None:
     """Start a Worker and return once it has completed `jobs` jobs (then close it)."""
-    done, seen = asyncio.Event(), 0
-
-    def completed(job: psyq.Job, result: Any) -> None:
-        nonlocal seen
-        seen += 1
-        if seen == jobs:
-            done.set()
-
+    completions = Countdown(jobs)
     worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
-    worker.on("completed", completed)
-    await done.wait()
+    worker.on("completed", completions)
+    await completions.done.wait()
     await worker.close()
 
 

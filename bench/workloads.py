@@ -61,6 +61,19 @@ async def noop(job: psyq.Job) -> None:
     return None
 
 
+class Countdown:
+    """A Worker's `completed` listener: `done` is set at the `count`th completion."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.seen = count, 0
+        self.done = asyncio.Event()
+
+    def __call__(self, job: psyq.Job, result: Any) -> None:
+        self.seen += 1
+        if self.seen == self.count:
+            self.done.set()
+
+
 async def processing(url: str, count: int, concurrency: int) -> float:
     async with psyq.Queue(fresh(f"c{concurrency}"), connection=url) as queue:
         await fill(queue, count)
@@ -78,27 +91,19 @@ async def drain(
 ) -> float:
     """Seconds a Worker of `concurrency` takes to complete the `count` jobs of `queue`;
     `probe()` is awaited just before it starts and just after the last completion."""
-    done = asyncio.Event()
-    seen = 0
-
-    def on_completed(job: psyq.Job, result: Any) -> None:
-        nonlocal seen
-        seen += 1
-        if seen == count:
-            done.set()
-
+    completions = Countdown(count)
     if probe is not None:
         await probe()
     started = time.perf_counter()
     worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
-    worker.on("completed", on_completed)
+    worker.on("completed", completions)
     try:
-        await asyncio.wait_for(done.wait(), timeout=max(120.0, count / 100))
+        await asyncio.wait_for(completions.done.wait(), timeout=max(120.0, count / 100))
     except TimeoutError:  # say what the store holds rather than hang the whole run
         counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
         raise RuntimeError(
-            f"c{concurrency}: the worker reported {seen} of {count} completions; the queue "
-            f"holds {counts}"
+            f"c{concurrency}: the worker reported {completions.seen} of {count} completions; "
+            f"the queue holds {counts}"
         ) from None
     seconds = time.perf_counter() - started
     if probe is not None:
@@ -153,20 +158,12 @@ async def flows(url: str, trees: int) -> dict[str, float]:
             size = min(100, trees - start)
             await producer.add_bulk([flow_tree(parents, children, start + i) for i in range(size)])
         added = trees / (time.perf_counter() - started)
-    done = asyncio.Event()
-    finished = 0
-
-    def on_parent(job: psyq.Job, result: Any) -> None:
-        nonlocal finished
-        finished += 1
-        if finished == trees:
-            done.set()
-
+    finished = Countdown(trees)
     started = time.perf_counter()
     kids = psyq.Worker(children, noop, connection=url, concurrency=100)
     tops = psyq.Worker(parents, noop, connection=url, concurrency=100)
-    tops.on("completed", on_parent)
-    await done.wait()
+    tops.on("completed", finished)
+    await finished.done.wait()
     processed = trees / (time.perf_counter() - started)
     await kids.close()
     await tops.close()

@@ -75,7 +75,8 @@ async function processing(concurrency, probe = async () => {}) {
   return JOBS / ((now() - t) / 1000);
 }
 
-// bench/pg_costs.py's counters (bench/pg_counters.py says what each one is), per job.
+// bench/pg_costs.py's counters, named as bench/pg_counters.py's snapshot() names them (it
+// says what each one is); pg_costs.py turns two of them into the figures per job.
 async function counters(client) {
   const sql = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid, " +
     "(pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint AS wal";
@@ -85,26 +86,18 @@ async function counters(client) {
   const { user, system } = process.cpuUsage();
   return {
     xid: Number(xid), wal: Number(wal), wall: now() / 1000,
-    host: (cpu.reduce((a, b) => a + b, 0) - cpu[3] - cpu[4]) / ticks, own: (user + system) / 1e6,
+    host_cpu: (cpu.reduce((a, b) => a + b, 0) - cpu[3] - cpu[4]) / ticks,
+    own_cpu: (user + system) / 1e6,
   };
 }
 
+// Per concurrency, the counters just before the Worker starts and after its last completion.
 async function costs(client, levels) {
   const rows = {};
   for (const concurrency of levels) {
     const marks = [];
     await processing(concurrency, async () => marks.push(await counters(client)));
-    const [a, b] = marks;
-    const host = ((b.host - a.host) / JOBS) * 1e6;
-    const own = ((b.own - a.own) / JOBS) * 1e6;
-    rows[`Node BullMQ 6 c${concurrency}`] = {
-      jobs_per_s: Math.round(JOBS / (b.wall - a.wall)),
-      write_tx_per_job: Math.round(((b.xid - a.xid) / JOBS) * 1000) / 1000,
-      wal_bytes_per_job: Math.round((b.wal - a.wal) / JOBS),
-      host_cpu_us_per_job: Math.round(host * 10) / 10,
-      client_cpu_us_per_job: Math.round(own * 10) / 10,
-      rest_cpu_us_per_job: Math.round((host - own) * 10) / 10,
-    };
+    rows[`Node BullMQ 6 c${concurrency}`] = { before: marks[0], after: marks[1] };
   }
   return rows;
 }
