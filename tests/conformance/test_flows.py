@@ -285,3 +285,36 @@ async def test_a_child_added_to_a_running_parent_does_not_run_it_again(
     assert runs == ["shared"]
     assert await queue.get_job_state("shared") == "failed"
     assert rec.events["error"] == []
+
+
+@pytest.mark.parametrize(
+    ("child_opts", "worker_options"),
+    [
+        ({"removeOnComplete": True}, {}),
+        ({"removeOnComplete": {"count": 0}}, {}),
+        ({}, {"remove_on_complete": True}),
+    ],
+    ids=["removeOnComplete-true", "removeOnComplete-count-0", "worker-remove_on_complete"],
+)
+async def test_a_child_removed_when_it_completes_still_releases_its_parent(
+    queue: psyq.Queue,
+    flow_producer: psyq.FlowProducer,
+    make_worker: WorkerFactory,
+    child_opts: dict[str, Any],
+    worker_options: dict[str, Any],
+) -> None:
+    """As BullMQ's moveToFinished: the child's value goes to its parent before the child is
+    removed, so the parent runs and reads it (BullMQ's serial chain with removeOnComplete)."""
+    children_queue = fresh_name("children")
+    node = await flow_producer.add(tree(queue.name, children_queue, child_opts))
+    seen: dict[str, Any] = {}
+
+    async def parent(job: psyq.Job) -> str:
+        seen.update(await job.get_children_values())
+        return "parent done"
+
+    make_worker(parent)
+    make_worker(lambda job: "child value", name=children_queue, **worker_options)
+    await wait_state(queue, node.job.id, "completed")
+    assert seen == {await job_key(queue, children_queue, node.children[0].job.id): "child value"}
+    assert await node.children[0].job.get_state() == "unknown"

@@ -89,8 +89,10 @@ def _parent_of(store: StoreState, record: JobRecord) -> tuple[StoreState, JobRec
     return None if parent_record is None else (parent_store, parent_record)
 
 
-def child_finished(store: StoreState, record: JobRecord, now: int) -> None:
-    """A child completed or failed for good: update its parent."""
+def child_finished(store: StoreState, record: JobRecord, now: int, completed: bool) -> None:
+    """A child completed (`completed`) or failed for good: update its parent. The outcome is
+    passed in, not read from the record: a child removed when it finished (removeOnComplete)
+    has no state left, and its value still goes to its parent, as in BullMQ."""
     found = _parent_of(store, record)
     if found is None:
         return
@@ -98,7 +100,7 @@ def child_finished(store: StoreState, record: JobRecord, now: int) -> None:
     parent_store.mark(parent.id)
     child_key = store.job_key(record.id)
     pending = parent_store.pending.setdefault(parent.id, set())
-    if record.state == "completed":
+    if completed:
         pending.discard(child_key)
         parent_store.processed.setdefault(parent.id, {})[child_key] = record.returnvalue or "null"
         _maybe_release(parent_store, parent)
@@ -146,7 +148,7 @@ def _fail_parent(store: StoreState, parent: JobRecord, child_key: str, now: int)
     parent.finished_on = now
     store._fail(parent, f"child {child_key} failed", parent.stacktrace, now)
     if parent.parent_key is not None:
-        child_finished(store, parent, now)
+        child_finished(store, parent, now, completed=False)
 
 
 def child_removed(store: StoreState, record: JobRecord) -> None:

@@ -301,7 +301,7 @@ class QueueStore(Mutations):
         else:
             self._fail(record, outcome.reason, list(outcome.stacktrace), now, outcome.keep)
         if record.parent_key is not None:
-            flows.child_finished(self, record, now)
+            flows.child_finished(self, record, now, completed)
 
     def settle_many(
         self, settlements: Sequence[Settlement], fetch: FetchRequest | None, now: int
@@ -380,7 +380,7 @@ class QueueStore(Mutations):
                 record.finished_on = now
                 self._fail(record, STALLED_REASON, record.stacktrace, now)
                 if record.parent_key is not None:
-                    flows.child_finished(self, record, now)
+                    flows.child_finished(self, record, now, completed=False)
                 result.failed.append(job_id)
             else:
                 self._enqueue(record, front=True)
