@@ -212,8 +212,8 @@ class BackendAdapter(JobKeys, ABC):
 
     @abstractmethod
     async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
-        """Hand an active job back to waiting without counting an attempt (rate limit,
-        forced close)."""
+        """Hand an active job back to waiting without counting an attempt made (rate limit,
+        forced close); its start stays counted in `attempts_started`, as in BullMQ."""
 
     @abstractmethod
     async def extend_locks(

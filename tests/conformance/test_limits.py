@@ -110,3 +110,29 @@ async def test_bad_limits_are_refused(queue: psyq.Queue, call: object, named: st
 async def test_bad_worker_limiter_is_refused(backend_url: str, queue_name: str) -> None:
     with pytest.raises(psyq.InvalidOptionsError, match="limiter"):
         psyq.Worker(queue_name, lambda job: None, connection=backend_url, limiter={"max": -1})
+
+
+async def test_attempts_started_counts_every_start_after_a_rate_limit(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """BullMQ increases attemptsStarted every time a job is moved to active, a run ended by
+    RateLimitError included; so its "stop retrying on a manual rate limit" pattern fails
+    the job once it has started `attempts` times."""
+    starts: list[int] = []
+
+    async def process(job: psyq.Job) -> str:
+        starts.append(job.attempts_started)
+        if job.attempts_started >= job.opts["attempts"]:
+            raise psyq.UnrecoverableError("rate limited too often")
+        await worker.rate_limit(10)
+        raise psyq.RateLimitError()
+
+    job = await queue.add("x", None, attempts=2)
+    worker = make_worker(process)
+    rec = Recorder(worker, "failed")
+    await rec.wait("failed")
+    assert starts == [1, 2]
+    failed = await queue.get_job(job.id)
+    assert failed is not None
+    assert failed.attempts_started == 2
+    assert failed.failed_reason == "rate limited too often"

@@ -347,10 +347,10 @@ class QueueStore(Mutations):
         self._delay(record, due)
 
     def move_job_from_active_to_wait(self, job_id: str, token: str) -> None:
-        """Active -> next in line, without counting an attempt."""
+        """Active -> next in line, without counting an attempt made (its start stays
+        counted: BullMQ counts every move to active in attemptsStarted)."""
         record = self.locked(job_id, token, "hand back")
         self._detach(record)
-        record.attempts_started = max(0, record.attempts_started - 1)
         self._enqueue(record, front=True)
         self.emit("waiting", job_id, {"prev": "active"})
 

@@ -1,5 +1,5 @@
 -- moveJobFromActiveToWait: hand an active job back, next in line, without counting an
--- attempt (rate limit, forced close).
+-- attempt made (rate limit, forced close); its start (ats) stays counted, as in BullMQ.
 -- KEYS: active wait paused prioritized marker meta events
 -- ARGV: [1] queue key prefix; [2] job id; [3] token
 -- Events: waiting (prev=active)
@@ -9,8 +9,5 @@ local jobId = ARGV[2]
 local code = checkLock(jobId, ARGV[3])
 if code == 0 then code = leaveActive(jobId) end
 if code ~= 0 then return code end
-if (tonumber(rcall("HGET", P .. jobId, "ats")) or 0) > 0 then
-  rcall("HINCRBY", P .. jobId, "ats", -1)
-end
 toWait(jobId, "active", true)
 return 0

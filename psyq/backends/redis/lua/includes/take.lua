@@ -67,7 +67,8 @@ local function lockJob(jobId, token, lockDuration, worker, now)
 end
 
 -- An active job under a lock of the caller's goes back in line, next to be taken, its
--- start uncounted (as moveJobFromActiveToWait hands a job back).
+-- start uncounted: the take that started it was lost with its reply, so no worker saw it
+-- (moveJobFromActiveToWait, a hand back of a job a worker took, keeps the start counted).
 local function handBack(jobId)
   local jobKey = P .. jobId
   rcall("LREM", P .. "active", -1, jobId)
