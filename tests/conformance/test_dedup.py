@@ -6,7 +6,7 @@ import asyncio
 
 import psyq
 
-from .conftest import Recorder, WorkerFactory, wait_state
+from .conftest import Recorder, WorkerFactory, wait_for, wait_state
 
 
 async def test_simple_mode_until_the_job_finishes(
@@ -46,6 +46,22 @@ async def test_debounce_mode_replaces_the_delayed_job(queue: psyq.Queue) -> None
     delayed = await queue.get_delayed()
     assert [job.data for job in delayed] == [{"v": 2}]
     assert await queue.get_deduplication_job_id("d") == second.id
+
+
+async def test_each_debounce_replacement_emits_deduplicated(
+    queue: psyq.Queue, queue_events: psyq.QueueEvents
+) -> None:
+    """As BullMQ's deduplicateJob: one `deduplicated` per replaced add, with the new job's id
+    (`jobId`) and the id of the delayed job it replaced (`deduplicatedJobId`)."""
+    rec = Recorder(queue_events, "deduplicated", "removed")
+    opts = {"id": "deb", "ttl": 1000, "extend": True, "replace": True}
+    added = [await queue.add("x", {"v": n}, delay=1000, deduplication=opts) for n in range(3)]
+    await wait_for(lambda: len(rec.events["deduplicated"]) >= 2 and len(rec.events["removed"]) >= 2)
+    assert [args[0] for args in rec.events["deduplicated"]] == [
+        {"jobId": added[1].id, "deduplicationId": "deb", "deduplicatedJobId": added[0].id},
+        {"jobId": added[2].id, "deduplicationId": "deb", "deduplicatedJobId": added[1].id},
+    ]
+    assert [args[0]["jobId"] for args in rec.events["removed"]] == [added[0].id, added[1].id]
 
 
 async def test_remove_deduplication_key(queue: psyq.Queue) -> None:

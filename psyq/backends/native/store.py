@@ -87,8 +87,9 @@ class QueueStore(Mutations):
             self.emit("duplicated", custom)
             return self.jobs[custom]
         dedup = opts.get("deduplication")
+        replaced: str | None = None
         if dedup is not None:
-            existing = self._deduplicated(dedup, now, custom)
+            existing, replaced = self._deduplicated(dedup, now, custom)
             if existing is not None:
                 return existing
         if custom is None:
@@ -96,6 +97,9 @@ class QueueStore(Mutations):
             job_id = str(self.last_id)
         else:
             job_id = custom
+        if replaced is not None:  # as BullMQ: jobId the new job, deduplicatedJobId the old
+            extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": replaced}
+            self.emit("deduplicated", job_id, extra, now)
         parent = opts.get("parent")
         record = JobRecord(
             job_id,
@@ -146,20 +150,21 @@ class QueueStore(Mutations):
 
     def _deduplicated(
         self, dedup: dict[str, Any], now: int, opts_job_id: str | None
-    ) -> JobRecord | None:
-        """The job that makes this add a duplicate, or None (after a debounce replace)."""
+    ) -> tuple[JobRecord | None, str | None]:
+        """(the job that makes this add a duplicate, None) or, when the add goes on, (None,
+        the id of the delayed job a debounce replace removed, if any)."""
         entry = self.dedup.get(dedup["id"])
         if entry is None:
-            return None
+            return None, None
         job_id, expiry = entry
         record = self.jobs.get(job_id)
         if record is None or (expiry is not None and expiry <= now):
             del self.dedup[dedup["id"]]
-            return None
+            return None, None
         if dedup.get("replace") and record.state == "delayed":
             self._drop(record)
             self.emit("removed", job_id, {"prev": "delayed"})
-            return None
+            return None, job_id
         if dedup.get("extend") and expiry is not None:
             self.dedup[dedup["id"]] = (job_id, now + dedup["ttl"])
         self.emit(
@@ -167,7 +172,7 @@ class QueueStore(Mutations):
             job_id,
             {"deduplicationId": dedup["id"], "deduplicatedJobId": str(opts_job_id or "")},
         )
-        return record
+        return record, None
 
     # ------------------------------------------------------------------ fetching
     def ready_in(self, now: int) -> int | None:

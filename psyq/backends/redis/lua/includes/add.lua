@@ -1,7 +1,8 @@
 -- Adding one job (standard, delayed, prioritized, held for children). Needs base.lua,
 -- jobkeys.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
 
--- The job that makes this add a duplicate under meta.dedup, or nil.
+-- The job that makes this add a duplicate under meta.dedup, or nil and, when a debounce
+-- replace removed the delayed job that held the key, that job's id.
 local function deduplicated(dedup, customId, now)
   local key = P .. "de:" .. dedup.id
   local owner = rcall("GET", key)
@@ -14,7 +15,7 @@ local function deduplicated(dedup, customId, now)
     rcall("ZREM", P .. "delayed", owner)
     removeJobKeys(owner)
     emit("removed", "jobId", owner, "prev", "delayed")
-    return nil
+    return nil, owner
   end
   if dedup.extend and dedup.ttl then rcall("PEXPIRE", key, dedup.ttl) end
   emit("deduplicated", "jobId", owner, "deduplicationId", dedup.id,
@@ -79,11 +80,17 @@ local function addJob(meta, data, opts, now)
     emit("duplicated", "jobId", jobId)
     return jobId, 0
   end
+  local replaced = nil
   if meta.dedup then
-    local owner = deduplicated(meta.dedup, jobId, now)
+    local owner
+    owner, replaced = deduplicated(meta.dedup, jobId, now)
     if owner then return owner, 2 end
   end
   if not jobId then jobId = newJobId() end
+  if replaced then -- as BullMQ's deduplicateJob: the new job, and the one it replaced
+    emit("deduplicated", "jobId", jobId, "deduplicationId", meta.dedup.id,
+      "deduplicatedJobId", replaced)
+  end
   local ts = meta.ts or now
   storeJob(jobId, meta, data, opts, meta.ts or nowAsText(now))
   emit("added", "jobId", jobId, "name", meta.name)
