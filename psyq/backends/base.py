@@ -389,6 +389,11 @@ class BackendAdapter(JobKeys, ABC):
     async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
         raise self._unsupported("rate limits")
 
+    async def remove_rate_limit_key(self, queue: str) -> bool:
+        """End the queue's rate limit now (BullMQ's removeRateLimitKey: the limiter key
+        goes, with the window's count); True when the queue was rate-limited."""
+        raise self._unsupported("rate limits")
+
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         raise self._unsupported("global rate limits")
 

@@ -414,6 +414,22 @@ class Queue(_BackendUser, EventEmitter):
         )
         await (await self._open()).set_global_rate_limit(self.name, limiter)
 
+    async def rate_limit(self, expire_time_ms: int) -> None:
+        """Hold the whole queue for `expire_time_ms` (as a worker's rate limit does)."""
+        check_int("expire_time_ms", expire_time_ms)
+        await (await self._open()).rate_limit(self.name, expire_time_ms)
+
+    async def get_rate_limit_ttl(self, max_jobs: int | None = None) -> int:
+        """Milliseconds until the queue's rate limit ends, 0 when it is not limited (with
+        `max_jobs`: 0 while fewer than that many jobs started in the limiter's window)."""
+        if max_jobs is not None:
+            check_int("max_jobs", max_jobs, minimum=1)
+        return max(0, await (await self._open()).get_rate_limit_ttl(self.name, max_jobs))
+
+    async def remove_rate_limit_key(self) -> bool:
+        """End the queue's rate limit now; True when the queue was rate-limited."""
+        return await (await self._open()).remove_rate_limit_key(self.name)
+
 
 def _decoded_template(entry: dict[str, Any]) -> dict[str, Any]:
     """A scheduler entry with its template's data as a value, as a job's data is (stores

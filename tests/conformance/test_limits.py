@@ -9,7 +9,7 @@ import pytest
 
 import psyq
 
-from .conftest import Recorder, WorkerFactory
+from .conftest import Recorder, WorkerFactory, wait_state
 
 
 async def finish_times(queue: psyq.Queue) -> list[int]:
@@ -136,3 +136,28 @@ async def test_attempts_started_counts_every_start_after_a_rate_limit(
     assert failed is not None
     assert failed.attempts_started == 2
     assert failed.failed_reason == "rate limited too often"
+
+
+async def test_remove_rate_limit_key_ends_the_limit(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """BullMQ's removeRateLimitKey deletes the limiter key: the ttl is gone at once and the
+    queue's jobs run again."""
+    await queue.rate_limit(60_000)
+    assert await queue.get_rate_limit_ttl() > 0
+    assert await queue.remove_rate_limit_key() is True
+    assert await queue.get_rate_limit_ttl() == 0
+    job = await queue.add("x")
+    make_worker(lambda job: "ran")
+    await wait_state(queue, job.id, "completed")
+
+
+async def test_a_worker_rate_limit_is_removed_by_remove_rate_limit_key(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    manual = make_worker(None)
+    await manual.rate_limit(60_000)
+    assert await queue.remove_rate_limit_key() is True
+    assert await queue.get_rate_limit_ttl() == 0
+    await queue.add("x")
+    assert await manual.get_next_job("after-removal", block=False) is not None

@@ -441,6 +441,10 @@ class MemoryBackend(BackendAdapter):
         now = self._now()
         return self._run(queue, lambda s: max(0, s.limited_until - now))
 
+    async def remove_rate_limit_key(self, queue: str) -> bool:
+        now = self._now()
+        return self._run(queue, lambda s: s.remove_rate_limit(now), notify=True)
+
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         def limit(store: QueueStore) -> None:
             store.global_limiter = limiter

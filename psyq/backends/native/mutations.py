@@ -98,6 +98,14 @@ class Mutations(Queries):
             self.changed()
             self.emit("paused" if paused else "resumed")
 
+    def remove_rate_limit(self, now: int) -> bool:
+        """BullMQ's removeRateLimitKey: the limit and the limiter window's count go; True
+        when the queue was rate-limited."""
+        limited = self.limited_until > now
+        self.limited_until = self.window_start = self.window_count = 0
+        self.changed()
+        return limited
+
     def drain(self, delayed: bool) -> None:
         doomed = list(self.wait) + [entry[2] for entry in self.prio.ordered()]
         self.wait.clear()  # the lines at once, not job by job (a deque's remove is O(n))

@@ -97,7 +97,7 @@ class QueueStore(Mutations):
             job_id = str(self.last_id)
         else:
             job_id = custom
-        if replaced is not None:  # as BullMQ: jobId the new job, deduplicatedJobId the old
+        if dedup is not None and replaced is not None:  # as BullMQ: the new job and the old
             extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": replaced}
             self.emit("deduplicated", job_id, extra, now)
         parent = opts.get("parent")

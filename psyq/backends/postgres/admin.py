@@ -61,6 +61,9 @@ class Admin(BullmqConnection):
     async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
         return int(await self._value("admin.rate_limit_ttl", queue, max_jobs or 0))
 
+    async def remove_rate_limit_key(self, queue: str) -> bool:
+        return bool(await self._value("admin.remove_rate_limit", queue))
+
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         if limiter is None:
             await self._rows("admin.remove_meta", queue, ["max", "duration"])

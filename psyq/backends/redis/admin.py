@@ -73,6 +73,9 @@ class Admin(RedisConnection):
             return 0
         return max(0, int(ttl))
 
+    async def remove_rate_limit_key(self, queue: str) -> bool:
+        return int(await self.client.delete(self.queue_key(queue) + ":limiter")) > 0
+
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         meta = self.queue_key(queue) + ":meta"
         if limiter is None:

@@ -210,6 +210,7 @@ _MUTATIONS = (
     "upsert_job_scheduler",
     "remove_job_scheduler",
     "rate_limit",
+    "remove_rate_limit_key",
     "set_global_rate_limit",
     "set_global_concurrency",
     "remove_deduplication_key",

@@ -385,6 +385,9 @@ class TcpBackend(BackendAdapter):
     async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
         return cast(int, await self._call("get_rate_limit_ttl", queue, max_jobs))
 
+    async def remove_rate_limit_key(self, queue: str) -> bool:
+        return cast(bool, await self._call("remove_rate_limit_key", queue))
+
     async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
         await self._call("set_global_rate_limit", queue, limiter)
 

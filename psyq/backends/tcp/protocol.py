@@ -111,6 +111,7 @@ COMMANDS: frozenset[str] = frozenset(
         "remove_job_scheduler",
         "rate_limit",
         "get_rate_limit_ttl",
+        "remove_rate_limit_key",
         "set_global_rate_limit",
         "set_global_concurrency",
         "get_deduplication_job_id",

@@ -296,9 +296,7 @@ class Queue(EventEmitter):
         client = self.client
         if client is not None:
             return int(await client.delete(self.keys["limiter"]))
-        active = await adapter.get_rate_limit_ttl(self.name, None) > 0
-        await adapter.rate_limit(self.name, 0)
-        return int(active)
+        return int(await adapter.remove_rate_limit_key(self.name))
 
     async def _meta(self) -> dict[str, Any]:
         adapter = await self.backend.adapter()

@@ -39,6 +39,16 @@ SELECT set_rate_limit($1::text, $2::bigint,
 SELECT rate_limit_ttl($1::text, $2::integer,
                       (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 
+-- name: remove_rate_limit
+-- $1 queue -> true when a limit in force was removed: the layout's limiter row goes (its
+-- window and its count), as BullMQ's removeRateLimitKey deletes the limiter key.
+WITH removed AS (
+  DELETE FROM rate_limit WHERE queue = $1::text RETURNING expire_at_ms
+)
+SELECT coalesce(bool_or(expire_at_ms > (extract(epoch FROM clock_timestamp()) * 1000)::bigint),
+                false)
+  FROM removed;
+
 -- name: set_meta
 -- $1 queue, $2 fields, $3 values: settings in the queue's meta rows (max, duration,
 -- concurrency: read by every client's move_to_active).
