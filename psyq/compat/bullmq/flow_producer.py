@@ -9,8 +9,10 @@ import copy
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from psyq.compat.bullmq.backend import Backend
+from psyq.compat.bullmq._core import CoreFlowProducer
+from psyq.compat.bullmq.backend import Backend, redis_keys
 from psyq.compat.bullmq.job import Job
+from psyq.core.events import EventEmitter
 from psyq.core.flow import JobNode
 from psyq.core.options import merge_job_options, normalize_job_options
 from psyq.errors import JobNotFoundError
@@ -26,11 +28,12 @@ def create_backend(name: str, opts: Mapping[str, Any] | None = None) -> Backend:
     return Backend(name, opts or {})
 
 
-class FlowProducer:
+class FlowProducer(EventEmitter):
     """Adds flows, with the `bullmq` package's names. `FlowProducer(opts)` or
     `FlowProducer(connection, opts)`."""
 
     def __init__(self, redisOpts: Any = None, opts: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
         if (
             opts is None
             and isinstance(redisOpts, Mapping)
@@ -123,6 +126,47 @@ class FlowProducer:
 
     async def disconnect(self) -> None:
         await self.close()
+
+    # ------------------------------------------------------------------ Node BullMQ's own
+    # (calls of Node BullMQ 6 that the Python package lacks: psyq.compat.bullmq.node_surface)
+    @property
+    def keys(self) -> dict[str, str]:
+        """Redis's key names with no queue (Node: `toKey(queue, type)` names a queue's)."""
+        return redis_keys(str(self.prefix), "")
+
+    def toKey(self, name: str, type: str) -> str:
+        return f"{self.prefix}:{name}:{type}"
+
+    def getBackend(self) -> Backend:
+        return self.backend
+
+    async def waitUntilReady(self) -> None:
+        await self.backend.open()
+
+    async def getFlow(self, opts: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The tree under job `opts["id"]` of queue `opts["queueName"]`: `{"job": Job,
+        "children": [...]}` (`children` left out of a node without), `depth` levels deep
+        (default 10), at most `maxChildren` children a node (default all); None when the
+        job does not exist."""
+        for key in ("id", "queueName"):
+            if not opts.get(key):
+                raise ValueError(f"getFlow needs opts[{key!r}], got {opts.get(key)!r}")
+        producer = CoreFlowProducer(await self.backend.adapter(), prefix=self.prefix)
+        node = await producer.get_flow(
+            str(opts["id"]),
+            str(opts["queueName"]),
+            depth=int(opts.get("depth", 10)),
+            max_children=int(opts.get("maxChildren", 0)),
+        )
+        prefix = str(opts.get("prefix") or self.prefix)
+        return None if node is None else self._tree_of(node, prefix)
+
+    def _tree_of(self, node: JobNode, prefix: str) -> dict[str, Any]:
+        view = self.backend.forQueue(node.job.queue_name, prefix)
+        tree: dict[str, Any] = {"job": Job.wrap(view, node.job)}
+        if node.children:
+            tree["children"] = [self._tree_of(child, prefix) for child in node.children]
+        return tree
 
 
 def _pairs(tree: Mapping[str, Any], node: Any) -> Iterator[tuple[Job, Any]]:

@@ -339,6 +339,154 @@ class Job:
         job.repeatJobKey = raw.get("rjk") or _scheduler_key(job.id)
         return job
 
+    # ------------------------------------------------------------------ Node BullMQ's own
+    # (calls of Node BullMQ 6 that the Python package lacks: psyq.compat.bullmq.node_surface)
+    @property
+    def deduplicationId(self) -> str | None:
+        return self.deduplication_id
+
+    @property
+    def queueName(self) -> str:
+        return str(getattr(self.queue, "name", ""))
+
+    @property
+    def prefix(self) -> str:
+        return str(getattr(self.queue, "prefix", None) or "bull")
+
+    @property
+    def processedBy(self) -> str | None:
+        return None if self._core is None else self._core.processed_by
+
+    @staticmethod
+    async def create(
+        queue: Any, name: str, data: Any = None, opts: Mapping[str, Any] | None = None
+    ) -> Job:
+        """Add a job to `queue` (as `queue.add`)."""
+        job: Job = await queue.add(name, data, opts)
+        return job
+
+    @staticmethod
+    async def createBulk(queue: Any, jobs: list[Mapping[str, Any]]) -> list[Job]:
+        added: list[Job] = await queue.addBulk(jobs)
+        return added
+
+    @staticmethod
+    def optsFromJSON(
+        rawOpts: str | None = None, optsDecode: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Job options from their stored JSON, BullMQ's short names made long."""
+        opts = json.loads(rawOpts or "{}")
+        names = {**_OPTS_DECODE, **(optsDecode or {})}
+        return {names.get(key, key): value for key, value in opts.items()}
+
+    def asJSON(self) -> dict[str, Any]:
+        """The job as BullMQ stores it: JSON-encoded `data`, `opts`, `returnvalue`,
+        `stacktrace`, as Node's `asJSON` gives it."""
+        fields = {
+            "id": self.id,
+            "name": self.name,
+            "data": json.dumps(self.data, separators=(",", ":")),
+            "opts": json.dumps(self.opts, separators=(",", ":")),
+            "progress": self.progress,
+            "attemptsMade": self.attemptsMade,
+            "attemptsStarted": self.attemptsStarted,
+            "finishedOn": self.finishedOn,
+            "processedOn": self.processedOn,
+            "timestamp": self.timestamp,
+            "failedReason": json.dumps(self.failedReason),
+            "stacktrace": json.dumps(self.stacktrace),
+            "returnvalue": json.dumps(self.returnvalue),
+            "parentKey": self.parentKey,
+            "repeatJobKey": self.repeatJobKey,
+            "deduplicationId": self.deduplicationId,
+            "processedBy": self.processedBy,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
+
+    def toJSON(self) -> dict[str, Any]:
+        """The job's fields (Node's `toJSON`: every field, none of the methods)."""
+        return {name: getattr(self, name) for name in _JSON_FIELDS}
+
+    async def clearLogs(self, keepLogs: int | None = None) -> None:
+        """Remove the job's logs, keeping the newest `keepLogs`."""
+        await self.core.clear_logs(keepLogs or 0)
+
+    async def getIgnoredChildrenFailures(self) -> dict[str, str]:
+        """{child key: failed reason} of the children that failed with
+        `ignoreDependencyOnFailure`."""
+        dependencies = await self.core.get_dependencies()
+        return dict(dependencies.get("ignored") or {})
+
+    async def getDependenciesCount(self, opts: Mapping[str, bool] | None = None) -> dict[str, int]:
+        """How many children are processed / unprocessed / failed / ignored: the types
+        `opts` sets true, else all four (as Node)."""
+        kinds = [kind for kind, wanted in (opts or {}).items() if wanted]
+        dependencies = await self.core.get_dependencies()
+        chosen = kinds or ["processed", "unprocessed", "ignored", "failed"]
+        return {kind: len(dependencies.get(kind) or ()) for kind in chosen}
+
+    async def removeUnprocessedChildren(self) -> None:
+        """Remove the children (and their own children) not processed yet; a child being
+        processed stays, as in Node."""
+        dependencies = await self.core.get_dependencies()
+        adapter = self.core._backend
+        for key in dependencies.get("unprocessed") or ():
+            queue, job_id = self._child_of(str(key))
+            await adapter.remove_job(queue, job_id, True)
+
+    def _child_of(self, key: str) -> tuple[str, str]:
+        """(queue, id) of a child's job key (`<prefix>:<queue>:<id>`, or `<queue>:<id>`
+        on a store without key prefixes)."""
+        queue_key, _, job_id = key.rpartition(":")
+        prefix = f"{self.prefix}:"
+        prefixed = self.queueQualifiedName.startswith(prefix)
+        return (queue_key[len(prefix) :] if prefixed else queue_key), job_id
+
+    async def removeDeduplicationKey(self) -> bool:
+        """Remove the job's deduplication key if it still names this job."""
+        if not self.deduplicationId:
+            return False
+        adapter = self.core._backend
+        removed = await adapter.remove_deduplication_key(
+            self.core.queue_name, self.deduplicationId, self.id
+        )
+        return bool(removed)
+
+    async def moveToWait(self, token: str | None = None) -> int:
+        """Hand this active job back to waiting without using an attempt (after a manual
+        rate limit); returns the queue's rate-limit ttl in ms (0 when none), as Node."""
+        adapter = self.core._backend
+        queue = self.core.queue_name
+        await adapter.move_job_from_active_to_wait(queue, str(self.id), token or self.token or "0")
+        return max(0, int(await adapter.get_rate_limit_ttl(queue, None)))
+
+
+# Node's `job.toJSON()`: every field, none of the methods.
+_JSON_FIELDS = (
+    "id",
+    "name",
+    "data",
+    "opts",
+    "progress",
+    "delay",
+    "priority",
+    "timestamp",
+    "attemptsMade",
+    "attemptsStarted",
+    "stalledCounter",
+    "failedReason",
+    "stacktrace",
+    "returnvalue",
+    "finishedOn",
+    "processedOn",
+    "parentKey",
+    "parent",
+    "repeatJobKey",
+    "deduplicationId",
+    "token",
+    "processedBy",
+    "queueQualifiedName",
+)
 
 # `bullmq`'s key names for states (`wait` is the waiting list).
 _STATES_OF = {"wait": ("waiting", "paused"), "waiting": ("waiting", "paused")}

@@ -120,6 +120,47 @@ class JobScheduler:
     async def getSchedulersCount(self) -> int:
         return int(await self._core.get_job_schedulers_count())
 
+    # ------------------------------------------------------------------ Node BullMQ's own
+    # (Node's JobScheduler is a queue of its own; this one answers for the queue it was
+    # made from: psyq.compat.bullmq.node_surface)
+    @property
+    def name(self) -> str:
+        return str(self.queue.name)
+
+    @property
+    def qualifiedName(self) -> str:
+        return str(self.queue.qualifiedName)
+
+    @property
+    def opts(self) -> dict[str, Any]:
+        return dict(self.queue.opts)
+
+    @property
+    def keys(self) -> Any:
+        return self.queue.keys
+
+    @property
+    def closing(self) -> bool:
+        return bool(getattr(self.queue, "closing", False))
+
+    def toKey(self, type: str) -> str:
+        return f"{self.qualifiedName}:{type}"
+
+    def getBackend(self) -> Any:
+        return self.backend
+
+    async def waitUntilReady(self) -> None:
+        await self.backend.open()
+
+    def emit(self, event: str, *args: Any) -> bool:
+        return bool(self.queue.emit(event, *args))
+
+    async def close(self) -> None:
+        """Nothing to close: the Queue or Worker this was made from owns the store."""
+
+    async def disconnect(self) -> None:
+        await self.close()
+
 
 def _public(entry: Mapping[str, Any]) -> dict[str, Any]:
     """A core scheduler entry with `bullmq`'s names (`id`, decoded template)."""

@@ -3,12 +3,15 @@ Queue (`opts`: `connection`, `prefix`, `defaultJobOptions`)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from psyq.compat.bullmq.backend import Backend, create_backend
 from psyq.compat.bullmq.job import Job
 from psyq.core.events import EventEmitter
+from psyq.core.job import Job as CoreJob
+from psyq.core.job import QueueRef
 from psyq.errors import JobNotFoundError, PsyqError
 from psyq.rules.prefix import DEFAULT_PREFIX
 
@@ -96,6 +99,7 @@ class Queue(EventEmitter):
         return await self.backend.open()
 
     async def close(self) -> None:
+        self._closing = True
         await self.backend.close()
 
     # ------------------------------------------------------------------ adding
@@ -385,3 +389,98 @@ class Queue(EventEmitter):
 
     async def getJobSchedulersCount(self) -> int:
         return await self.jobScheduler.getSchedulersCount()
+
+    # ------------------------------------------------------------------ Node BullMQ's own
+    # (calls of Node BullMQ 6 that the Python package lacks: psyq.compat.bullmq.node_surface)
+    @property
+    def token(self) -> str:
+        """A random id of this Queue object (Node's `queue.token`)."""
+        if "_token" not in self.__dict__:
+            self.__dict__["_token"] = str(uuid.uuid4())
+        return str(self.__dict__["_token"])
+
+    @property
+    def defaultJobOptions(self) -> dict[str, Any]:
+        return dict(self.jobsOpts)
+
+    @property
+    def closing(self) -> bool:
+        """True once close() began (Node: the closing promise)."""
+        return bool(getattr(self, "_closing", False))
+
+    async def disconnect(self) -> None:
+        await self.close()
+
+    def getBackend(self) -> Any:
+        return self.backend
+
+    async def addJobLog(self, jobId: str, logRow: str, keepLogs: int = 0) -> int:
+        return await Job.addJobLog(self, jobId, logRow, keepLogs)
+
+    async def updateJobProgress(self, jobId: str, progress: Any) -> None:
+        """Set job `jobId`'s progress (emits `progress`, as the job's own call does)."""
+        job = await self._core.get_job(str(jobId))
+        if job is None:
+            raise JobNotFoundError(self.name, str(jobId))
+        await job.update_progress(progress)
+
+    async def removeDebounceKey(self, id: str) -> int:
+        return await self.removeDeduplicationKey(id)
+
+    async def getRanges(
+        self, types: Iterable[str] | str, start: int = 0, end: int = -1, asc: bool = False
+    ) -> list[str]:
+        """The ids of the jobs `getJobs` would return."""
+        return [str(job.id) for job in await self.getJobs(types, start, end, asc)]
+
+    async def isMaxed(self) -> bool:
+        """True when the queue's global concurrency is reached by its active jobs."""
+        concurrency = await self.getGlobalConcurrency()
+        return concurrency is not None and await self.getActiveCount() >= concurrency
+
+    async def getMeta(self) -> dict[str, Any]:
+        """The queue's settings: `paused`, and when set `concurrency`, `max` and
+        `duration` (the global limits) and `maxLenEvents`."""
+        meta = await self._meta()
+        result: dict[str, Any] = {"paused": bool(meta.get("paused"))}
+        if meta.get("global_concurrency") is not None:
+            result["concurrency"] = int(meta["global_concurrency"])
+        if meta.get("global_limiter"):
+            result["max"], result["duration"] = (int(n) for n in meta["global_limiter"])
+        if meta.get("max_len_events") is not None:
+            result["maxLenEvents"] = int(meta["max_len_events"])
+        return result
+
+    async def getDependencies(
+        self, parentId: str, type: str, start: int = 0, end: int = -1
+    ) -> dict[str, Any]:
+        """A page of parent `parentId`'s children: `type` 'processed' (items `{id, v}`) or
+        'pending' (items `{id}`), `jobs` the children themselves, `total` of that type."""
+        if type not in ("processed", "pending"):
+            raise ValueError(f"type must be 'processed' or 'pending', got {type!r}")
+        parent = await self.getJob(parentId)
+        if parent is None:
+            return {"items": [], "jobs": [], "total": 0}
+        dependencies = await parent.core.get_dependencies()
+        keys = sorted(dependencies.get("processed" if type == "processed" else "unprocessed") or ())
+        page = keys[start : None if end < 0 else end + 1]
+        values = dependencies.get("processed") or {}
+        items = [
+            {"id": key.rpartition(":")[2], **({"v": values[key]} if type == "processed" else {})}
+            for key in page
+        ]
+        jobs = [await _job_of(parent, key) for key in page]
+        return {
+            "items": items,
+            "jobs": [job for job in jobs if job is not None],
+            "total": len(keys),
+        }
+
+
+async def _job_of(parent: Job, key: str) -> Job | None:
+    """The child job named by job key `key` (of any queue of the parent's store)."""
+    queue, job_id = parent._child_of(key)
+    record = await parent.core._backend.get_job(queue, job_id)
+    if record is None:
+        return None
+    return Job.wrap(parent.queue, CoreJob(QueueRef(queue, parent.core._backend), record))

@@ -96,6 +96,22 @@ class QueueEvents(CoreQueueEvents):
             self._task = None
         await super().close()
 
+    # ------------------------------------------------------------------ Node BullMQ's own
+    # (calls of Node BullMQ 6 that the Python package lacks: psyq.compat.bullmq.node_surface)
+    @property
+    def backend(self) -> Any:
+        """The store's adapter once reading (None before)."""
+        return self._backend
+
+    def getBackend(self) -> Any:
+        return self.backend
+
+    def toKey(self, type: str) -> str:
+        return f"{self.qualifiedName}:{type}"
+
+    async def disconnect(self) -> None:
+        await self.close()
+
 
 def _store(name: str, opts: Mapping[str, Any]) -> str:
     """The store of queue `name`'s events: the one a Queue of the same options opens

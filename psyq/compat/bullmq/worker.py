@@ -26,8 +26,8 @@ from psyq.compat.bullmq.abort_controller import AbortController
 from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, store_of
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
+from psyq.compat.bullmq.node_worker import NodeWorkerCalls
 from psyq.core.backoff import BackoffStrategy
-from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
@@ -128,7 +128,7 @@ def _limiter(value: Any) -> Limiter | None:
     return Limiter(int(value["max"]), int(value["duration"]))
 
 
-class Worker(EventEmitter):
+class Worker(NodeWorkerCalls):
     """Processes the jobs of queue `name`, with the `bullmq` package's names."""
 
     RateLimitError = RateLimitError  # raised after worker.rateLimit(ms), as in Node BullMQ
