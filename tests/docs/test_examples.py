@@ -1,26 +1,70 @@
-"""Every ```python block of the documentation runs: README.md and docs/**/*.md.
+"""Every ```python block of the documentation runs as a saved script: README.md and docs/**/*.md.
 
-The blocks of one page run in order in one namespace (a page may define a processor once
-and use it below), in a fresh working folder (so the embedded default, ./psyq.db, is new),
-on one event loop: top-level `await` works, as in `python -m asyncio`. A block that cannot
-run here says why on the line before its fence: `<!-- not run: <reason> -->`; the test
-lists those, and fails on a marker without a reason.
+Each block is compiled as a module (top-level `await` is a SyntaxError there, as in a file)
+and run with `__name__ == "__main__"`, in a fresh working folder (so the embedded default,
+./psyq.db, is new) and with no running event loop: a block that awaits says
+`asyncio.run(main())`. Each block runs in a namespace of its own, so it stands alone when
+copied, except on the pages of `ONE_SCRIPT_PAGES`, whose blocks read top to bottom as one
+script (they run in order in one namespace). A block that cannot run here says why on the
+line before its fence: `<!-- not run: <reason> -->`; the test lists those, and fails on a
+marker without a reason.
+
+The cookbook (docs/cookbook/) runs on every backend: each block once per store, the store's
+URL in `PSYQ_URL`, which psyq's objects and the compat layer's use when no connection is
+given. `COOKBOOK_XFAIL` names the blocks a known defect still breaks on some stores.
 """
 
 from __future__ import annotations
 
-import ast
-import asyncio
-import inspect
+import os
 import re
 from pathlib import Path
 
 import pytest
 
+from tests.conformance.conftest import BACKENDS
+
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+COOKBOOK = ROOT / "docs" / "cookbook"
+PAGES = [
+    ROOT / "README.md",
+    *sorted(p for p in (ROOT / "docs").rglob("*.md") if COOKBOOK not in p.parents),
+]
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.S | re.M)
 NOT_RUN = re.compile(r"<!-- not run: *(.*?) *-->\s*$")
+
+# page (relative to the root) -> why its blocks form one script
+ONE_SCRIPT_PAGES = {
+    "docs/porting.md": "its later blocks use the STORE its first block names",
+}
+
+# the stores the cookbook runs on: one of each kind (the conformance suite's ids)
+COOKBOOK_BACKENDS = ("memory", "sqlite", "tcp", "redis", "postgres")
+NATIVE = ("memory", "sqlite", "tcp")  # the native engine: embedded, or behind psyq server
+NOT_PG = (*NATIVE, "redis")
+
+# (page stem, block number from 1, backend) -> the defect that breaks it there; strict, so
+# the mark must go when the fix lands
+DEFECTS = {
+    "concurrency": "issue 48 (4): compat worker.concurrency set at run time is ignored",
+    "queue-waiting": "issue 48 (7): the compat Queue emits no 'waiting' on add",
+    "flow-removal": "issue 48 (1): a flow child removed on completion never releases its "
+    "parent on the native engine",
+    "get-flow": "issue 48 (2): the compat FlowProducer has no getFlow (Node's name)",
+    "attempts-started": "issue 48 (2): attempts_started does not grow when a job runs again "
+    "after RateLimitError",
+    "remove-rate-limit": "issue 48 (10): remove_rate_limit_key does nothing on the native engine",
+    "listener-prev": "issue 48 (12): compat completed/failed listeners get no prev argument",
+}
+COOKBOOK_XFAIL: dict[tuple[str, int, str], str] = {
+    **{("workers", 2, b): DEFECTS["concurrency"] for b in COOKBOOK_BACKENDS},
+    **{("events", 3, b): DEFECTS["queue-waiting"] for b in COOKBOOK_BACKENDS},
+    **{("flows", n, b): DEFECTS["flow-removal"] for n in (3, 4) for b in NATIVE},
+    **{("get-flow-tree", 2, b): DEFECTS["get-flow"] for b in COOKBOOK_BACKENDS},
+    **{("rate-limiting", n, b): DEFECTS["attempts-started"] for n in (3, 4) for b in NOT_PG},
+    **{("rate-limiting", 5, b): DEFECTS["remove-rate-limit"] for b in NATIVE},
+    **{("events", 4, b): DEFECTS["listener-prev"] for b in COOKBOOK_BACKENDS},
+}
 
 
 def blocks(page: Path) -> list[tuple[int, str, str | None]]:
@@ -35,25 +79,26 @@ def blocks(page: Path) -> list[tuple[int, str, str | None]]:
     return found
 
 
+def run_script(code: str, filename: str, namespace: dict[str, object] | None = None) -> None:
+    """Run `code` as the script `filename`: compiled as a module, `__name__ == "__main__"`."""
+    compiled = compile(code, filename, "exec", dont_inherit=True)
+    if namespace is None:
+        namespace = {}
+    namespace.update({"__name__": "__main__", "__file__": filename})
+    exec(compiled, namespace)  # the block's own code, from our docs
+
+
 def run_page(page: Path) -> list[str]:
     """Run the page's blocks; return the 'line: reason' of those not run."""
-    namespace: dict[str, object] = {"__name__": "__docs__"}
+    relative = str(page.relative_to(ROOT))
+    shared: dict[str, object] | None = {} if relative in ONE_SCRIPT_PAGES else None
     skipped = []
-    loop = asyncio.new_event_loop()
-    try:
-        for line, code, reason in blocks(page):
-            if reason is not None:
-                assert reason, f"{page.name}:{line}: a 'not run' marker must say why"
-                skipped.append(f"{line}: {reason}")
-                continue
-            name = f"{page.relative_to(ROOT)}:{line}"
-            compiled = compile(code, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-            result = eval(compiled, namespace)  # the block's own code, from our docs
-            if inspect.iscoroutine(result):
-                loop.run_until_complete(asyncio.wait_for(result, 30))
-        loop.run_until_complete(asyncio.sleep(0))
-    finally:
-        loop.close()
+    for line, code, reason in blocks(page):
+        if reason is not None:
+            assert reason, f"{page.name}:{line}: a 'not run' marker must say why"
+            skipped.append(f"{line}: {reason}")
+            continue
+        run_script(code, f"{relative}:{line}", shared)
     return skipped
 
 
@@ -69,3 +114,57 @@ def test_every_example_of_the_page_runs(
     skipped = run_page(page)
     if skipped:
         print(f"{page.name}: not run: {skipped}")
+
+
+def test_a_block_with_top_level_await_is_refused() -> None:
+    """What a saved script does with top-level `await`, the test does too."""
+    with pytest.raises(SyntaxError):
+        run_script("import asyncio\nawait asyncio.sleep(0)\n", "top-level-await.py")
+
+
+# ------------------------------------------------------------------------------ the cookbook
+COOKBOOK_PAGES = sorted(COOKBOOK.glob("*.md"))
+
+
+def cookbook_cases() -> list[object]:
+    """One case per (cookbook block, backend), marked xfail where `COOKBOOK_XFAIL` says."""
+    cases = []
+    for page in COOKBOOK_PAGES:
+        for number, (line, code, reason) in enumerate(blocks(page), start=1):
+            assert reason is None, f"{page.name}:{line}: every cookbook block runs"
+            for backend in COOKBOOK_BACKENDS:
+                defect = COOKBOOK_XFAIL.get((page.stem, number, backend))
+                marks = [] if defect is None else [pytest.mark.xfail(reason=defect, strict=True)]
+                case_id = f"{page.stem}-{number}-{backend}"
+                cases.append(pytest.param(page, line, code, backend, marks=marks, id=case_id))
+    return cases
+
+
+def test_every_xfail_names_a_cookbook_block() -> None:
+    known = {(p.stem, n) for p in COOKBOOK_PAGES for n in range(1, len(blocks(p)) + 1)}
+    assert {(stem, number) for stem, number, _ in COOKBOOK_XFAIL} <= known
+    assert {backend for *_, backend in COOKBOOK_XFAIL} <= set(COOKBOOK_BACKENDS)
+
+
+def test_the_cookbook_pages_are_in_the_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text()
+    assert COOKBOOK_PAGES
+    for page in COOKBOOK_PAGES:
+        assert f"cookbook/{page.name}" in nav, f"{page.name} is missing from mkdocs.yml's nav"
+
+
+@pytest.mark.parametrize(("page", "line", "code", "backend"), cookbook_cases())
+def test_the_cookbook_example_runs_on_every_backend(
+    page: Path,
+    line: int,
+    code: str,
+    backend: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = BACKENDS[backend](request)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PSYQ_URL", url)
+    assert os.environ["PSYQ_URL"] == url
+    run_script(code, f"{page.relative_to(ROOT)}:{line}")
