@@ -80,6 +80,7 @@ class Database:
             self.owner.release()
             raise
         self.lost: PsyqError | None = None  # why changes are no longer written (Owner)
+        self.write_failure: str | None = None  # why the last flush failed (None: it wrote)
         self.engine.on_new_store = lambda store: adopt(store, self.reader, cache)
         self.engine.on_drop = self.forget_queue
         self._versions: dict[str, int] = {}  # store key -> version last flushed
@@ -182,11 +183,12 @@ class Database:
             pending = [self._retry, batch] if self._retry is not None else [batch]
             try:
                 self._write_batches([b for b in pending if b])
-            except sqlite3.Error:
+            except sqlite3.Error as exc:
                 log.exception("psyq: flushing %s failed; keeping the changes to retry", self.path)
                 self._retry = _merge(pending)
+                self.write_failure = f"{type(exc).__name__}: {exc}"
                 return False
-            self._retry = None
+            self._retry, self.write_failure = None, None
             self._written(pending)
             self._release(taken, batch.ticket)
             return True
@@ -233,8 +235,9 @@ class Database:
         """`flush()` for the timer thread, which must outlive any fault to keep flushing."""
         try:
             return self.flush()
-        except Exception:
+        except Exception as exc:
             log.exception("psyq: flushing %s failed; retrying", self.path)
+            self.write_failure = f"{type(exc).__name__}: {exc}"
             return False
 
     def _collect(self) -> Batch:
@@ -368,6 +371,19 @@ class Database:
         """Raise when changes can no longer be written (the file was deleted or replaced)."""
         if self.lost is not None:
             raise PsyqError(str(self.lost))  # a new one: a raise adds to its traceback
+
+    def check_storing(self) -> None:
+        """Raise when changes cannot be stored now (a readiness probe's question): the path
+        no longer names the file opened (one `stat`), or the last flush failed."""
+        self.check()
+        lost = self.owner.check()
+        if lost is not None:
+            raise lost
+        if self.write_failure is not None:
+            raise PsyqError(
+                f"{self.path}: the last write failed ({self.write_failure}); the changes are "
+                "kept and written again"
+            )
 
     def hold_active(self, ms: int) -> None:
         """Give each active job loaded with an expired lock (so that the stalled check
