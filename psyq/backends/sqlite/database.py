@@ -12,16 +12,20 @@
   event-loop callback for durable callers (so every durable call of one loop turn shares
   one commit), or the timer thread `flush_ms` after the first pending change. Flushing in
   the caller's thread, not a writer thread, keeps the two from trading the GIL per call.
-- A failed flush keeps its rows and is retried by the timer thread. `close()` flushes.
+- A failed flush keeps its rows and is retried by the timer thread. `close()` flushes, and
+  so does a normal interpreter exit for every file still open (`_flush_at_exit`: the timer
+  thread is a daemon, which dies with the interpreter).
 - Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -68,6 +72,7 @@ class Batch:
 class Database:
     def __init__(self, path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> None:
         self.path = path
+        self.pid = os.getpid()  # the process that opened it (a forked child did not)
         self.flush_changes = flush_changes
         self.flush_ms = flush_ms
         self.engine = Engine(persistent=True)
@@ -559,3 +564,17 @@ def release_database(database: Database) -> None:
             return
         del _OPEN[identity]
     database.close()
+
+
+def _flush_at_exit() -> None:
+    """At a normal interpreter exit, write what every file this process opened still
+    buffers: an application that returns from `asyncio.run` without closing its queues
+    loses nothing. The files stay open (a later exit hook may still close them)."""
+    with _OPEN_LOCK:
+        databases = [db for db, _ in _OPEN.values() if db.pid == os.getpid()]
+    for db in databases:
+        if not db._flush_reporting():
+            log.error("psyq: exiting with changes to %s that could not be written", db.path)
+
+
+atexit.register(_flush_at_exit)
