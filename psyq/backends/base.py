@@ -121,6 +121,12 @@ class BackendAdapter(JobKeys, ABC):
     async def now_ms(self) -> int:
         """The backend's clock (the store's clock where processes share it)."""
 
+    async def check_ready(self) -> None:
+        """Raise (a PsyqError naming why) when the store cannot take changes now; the
+        readiness probes and `psyq check` ask it. By default: the store answers (its
+        clock); an embedded file also checks it is still the file opened and written."""
+        await self.now_ms()
+
     # ------------------------------------------------------------------ adding
     @abstractmethod
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:

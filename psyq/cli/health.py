@@ -7,9 +7,11 @@ loop, so a loop that does not turn does not answer at all.
   bound callback). A loop blocked outright answers nothing: the probe's own timeout fails.
 - `GET /readyz` (ready): 200 once the command is taking work (a worker running and not
   paused, a server listening) and its store answered within the unreachable limit; 503
-  with the reason otherwise (not started yet, closing, the store unreachable since ...).
+  with the reason otherwise (not started yet, closing, the store unreachable or unable to
+  take changes since ...).
 
-The store is asked every `every_s` seconds (`probe`, a cheap call: the store's clock)."""
+The store is asked every `every_s` seconds (`probe`, a cheap call: a worker's queue counts,
+the server's `check_ready`: its file is still the one opened and its last write wrote)."""
 
 from __future__ import annotations
 
@@ -84,7 +86,7 @@ class Health:
             return False, f"the store has not answered yet: {self._store_error}"
         silent = time.monotonic() - self._store_ok
         if silent > self.limits.unreachable_s:
-            return False, f"the store has not answered for {silent:.1f}s: {self._store_error}"
+            return False, f"the store has failed for {silent:.1f}s: {self._store_error}"
         return True, "ok"
 
     # ------------------------------------------------------------------ tasks
@@ -101,7 +103,7 @@ class Health:
     async def _ask(self) -> None:
         try:
             await asyncio.wait_for(self._probe(), self.limits.unreachable_s)
-        except Exception as exc:  # any failure means "not answering": say which
+        except Exception as exc:  # any failure means "not ready": say which
             self._store_error = f"{type(exc).__name__}: {exc}"
             return
         self._store_ok, self._store_error = time.monotonic(), ""

@@ -124,7 +124,7 @@ async def _serve(options: ServerOptions, url: str, context: ssl.SSLContext | Non
         print(f"psyq server listening on {host}:{port}{tls}", flush=True)
         loop = loop_factory()[0]
         log.info("serving %s on %s:%d%s%s, %s loop", redact_url(url), host, port, tls, auth, loop)
-        async with serving_health(options.health, backend.now_ms, lambda: not stop.is_set()):
+        async with serving_health(options.health, backend.check_ready, lambda: not stop.is_set()):
             await stop.wait()
         log.info("shutting down: answering the calls already sent (up to %ss)", DRAIN_TIMEOUT_S)
         await server.drain(DRAIN_TIMEOUT_S)

@@ -20,6 +20,7 @@ import pytest
 from psyq.cli.health import Health, HealthLimits
 from psyq.cli.main import main
 from tests.redis_service import RedisProcess, free_ports
+from tests.tcp.server_proc import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT_S = 30  # a deadline, not a figure asserted
@@ -77,7 +78,7 @@ def test_a_worker_is_ready_only_while_its_store_answers(redis_process: RedisProc
     try:
         assert _wait_status(port, "/readyz", 200) == "ok\n"
         redis_process.stop(signal.SIGKILL)
-        assert "the store has not answered" in _wait_status(port, "/readyz", 503)
+        assert "the store has failed" in _wait_status(port, "/readyz", 503)
         assert _get(port, "/healthz") == (200, "ok\n")
         redis_process.start()
         _wait_status(port, "/readyz", 200)
@@ -93,6 +94,32 @@ def test_a_server_serves_its_probes() -> None:
         assert _get(port, "/healthz") == (200, "ok\n")
     finally:
         assert _stop(proc) == 0
+
+
+def test_a_server_whose_file_is_deleted_is_not_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`psyq server --data F`: once F (with its -wal and -shm) is deleted nothing can be
+    stored; /readyz and `psyq check psyq://...` must say so, naming why (issue 49)."""
+    data = tmp_path / "jobs.db"
+    port = free_ports(1)[0]
+    probes = ("--health-port", str(port), "--health-host", "127.0.0.1")
+    server = start_server(
+        tmp_path / "server.log", "--data", str(data), *probes, "--health-unreachable", "1"
+    )
+    try:
+        _wait_status(port, "/readyz", 200)
+        assert main(["check", server.url]) == 0
+        assert "(psyq) answers" in capsys.readouterr().out
+        for path in (data, Path(f"{data}-wal"), Path(f"{data}-shm")):
+            path.unlink(missing_ok=True)
+        reason = _wait_status(port, "/readyz", 503)
+        assert "the store has failed" in reason and f"{data} was deleted" in reason
+        assert _get(port, "/healthz") == (200, "ok\n")
+        assert main(["check", server.url]) == 1
+        assert f"{data} was deleted" in capsys.readouterr().err
+    finally:
+        assert server.stop() == 0
 
 
 def test_the_dashboard_serves_its_probes() -> None:
@@ -135,8 +162,24 @@ def test_check_says_why_a_store_cannot_be_used(
         conn.execute("PRAGMA user_version = 999")
     assert main(["check", f"sqlite:///{newer}"]) == 1
     assert "newer than this psyq" in capsys.readouterr().err
-    assert main(["check", f"sqlite:///{tmp_path / 'fine.db'}"]) == 0
+    fine = tmp_path / "fine.db"
+    sqlite3.connect(fine).close()  # an existing (empty) SQLite file: psyq can use it
+    assert main(["check", f"sqlite:///{fine}"]) == 0
     assert "answers" in capsys.readouterr().out
+
+
+def test_check_refuses_a_missing_sqlite_file_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo or an unmounted volume must fail an init container's check, not leave an
+    empty database behind (issue 49)."""
+    missing = tmp_path / "volume" / "missing.db"
+    missing.parent.mkdir()
+    for url in (f"sqlite:///{missing}", f"sqlite:///{missing}?durability=durable"):
+        assert main(["check", url]) == 1
+        err = capsys.readouterr().err
+        assert str(missing) in err and "no such file" in err
+    assert list(missing.parent.iterdir()) == []
 
 
 def test_check_passes_on_a_running_redis(

@@ -113,6 +113,11 @@ class SqliteBackend(MemoryBackend):
             db, self._db = self._db, None
             release_database(db)
 
+    async def check_ready(self) -> None:
+        """The file is still the one opened, and its last flush wrote."""
+        if self._db is not None:
+            self._db.check_storing()
+
     def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
         if self._db is not None:
             self._db.check()  # the file is gone: nothing more is acknowledged

@@ -12,16 +12,20 @@
   event-loop callback for durable callers (so every durable call of one loop turn shares
   one commit), or the timer thread `flush_ms` after the first pending change. Flushing in
   the caller's thread, not a writer thread, keeps the two from trading the GIL per call.
-- A failed flush keeps its rows and is retried by the timer thread. `close()` flushes.
+- A failed flush keeps its rows and is retried by the timer thread. `close()` flushes, and
+  so does a normal interpreter exit for every file still open (`_flush_at_exit`: the timer
+  thread is a daemon, which dies with the interpreter).
 - Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -68,6 +72,7 @@ class Batch:
 class Database:
     def __init__(self, path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> None:
         self.path = path
+        self.pid = os.getpid()  # the process that opened it (a forked child did not)
         self.flush_changes = flush_changes
         self.flush_ms = flush_ms
         self.engine = Engine(persistent=True)
@@ -80,6 +85,7 @@ class Database:
             self.owner.release()
             raise
         self.lost: PsyqError | None = None  # why changes are no longer written (Owner)
+        self.write_failure: str | None = None  # why the last flush failed (None: it wrote)
         self.engine.on_new_store = lambda store: adopt(store, self.reader, cache)
         self.engine.on_drop = self.forget_queue
         self._versions: dict[str, int] = {}  # store key -> version last flushed
@@ -182,11 +188,12 @@ class Database:
             pending = [self._retry, batch] if self._retry is not None else [batch]
             try:
                 self._write_batches([b for b in pending if b])
-            except sqlite3.Error:
+            except sqlite3.Error as exc:
                 log.exception("psyq: flushing %s failed; keeping the changes to retry", self.path)
                 self._retry = _merge(pending)
+                self.write_failure = f"{type(exc).__name__}: {exc}"
                 return False
-            self._retry = None
+            self._retry, self.write_failure = None, None
             self._written(pending)
             self._release(taken, batch.ticket)
             return True
@@ -233,8 +240,9 @@ class Database:
         """`flush()` for the timer thread, which must outlive any fault to keep flushing."""
         try:
             return self.flush()
-        except Exception:
+        except Exception as exc:
             log.exception("psyq: flushing %s failed; retrying", self.path)
+            self.write_failure = f"{type(exc).__name__}: {exc}"
             return False
 
     def _collect(self) -> Batch:
@@ -368,6 +376,19 @@ class Database:
         """Raise when changes can no longer be written (the file was deleted or replaced)."""
         if self.lost is not None:
             raise PsyqError(str(self.lost))  # a new one: a raise adds to its traceback
+
+    def check_storing(self) -> None:
+        """Raise when changes cannot be stored now (a readiness probe's question): the path
+        no longer names the file opened (one `stat`), or the last flush failed."""
+        self.check()
+        lost = self.owner.check()
+        if lost is not None:
+            raise lost
+        if self.write_failure is not None:
+            raise PsyqError(
+                f"{self.path}: the last write failed ({self.write_failure}); the changes are "
+                "kept and written again"
+            )
 
     def hold_active(self, ms: int) -> None:
         """Give each active job loaded with an expired lock (so that the stalled check
@@ -543,3 +564,17 @@ def release_database(database: Database) -> None:
             return
         del _OPEN[identity]
     database.close()
+
+
+def _flush_at_exit() -> None:
+    """At a normal interpreter exit, write what every file this process opened still
+    buffers: an application that returns from `asyncio.run` without closing its queues
+    loses nothing. The files stay open (a later exit hook may still close them)."""
+    with _OPEN_LOCK:
+        databases = [db for db, _ in _OPEN.values() if db.pid == os.getpid()]
+    for db in databases:
+        if not db._flush_reporting():
+            log.error("psyq: exiting with changes to %s that could not be written", db.path)
+
+
+atexit.register(_flush_at_exit)

@@ -173,6 +173,11 @@ class TcpBackend(BackendAdapter):
     async def now_ms(self) -> int:
         return cast(int, await self._call("now_ms"))
 
+    async def check_ready(self) -> None:
+        """The server's store can take changes (protocol 5; an older server: it answers)."""
+        conn = await self._connection()
+        await self._call("check_ready" if conn.version >= 5 else "now_ms")
+
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Joined with the other adds of this event-loop turn into one request (protocol 2;
         tcp/adding.py): each caller still gets its own records or its own error. Adds keep

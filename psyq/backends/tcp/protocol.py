@@ -9,7 +9,8 @@ Frames: a 4-byte big-endian length, then a MessagePack map of that many bytes.
 The first request of a connection is `hello` with args [version, token or None]; the server
 answers {"server": "psyq", "version": version} when it speaks that version
 (`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`, version 3
-`add`, one job without options in its shortest form (tcp/adding.py), version 4 `bye` (below);
+`add`, one job without options in its shortest form (tcp/adding.py), version 4 `bye` (below),
+version 5 `check_ready` (whether the server's store can take changes: its readiness);
 a client that finds an older server tries the next older version, down to 1. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
@@ -52,8 +53,9 @@ __all__ = [
     "ProtocolError",
 ]
 
-PROTOCOL_VERSION = 4  # 2: add_batch, 3: add (tcp/adding.py), 4: bye; a server speaks all below
-SUPPORTED_VERSIONS = (1, 2, 3, 4)
+# 2: add_batch, 3: add (tcp/adding.py), 4: bye, 5: check_ready; a server speaks all below
+PROTOCOL_VERSION = 5
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HELLO_FRAME = 16 * 1024  # the largest frame before a connection's hello is accepted
@@ -63,6 +65,7 @@ HEADER = struct.Struct(">I")  # a frame's length, before its body
 COMMANDS: frozenset[str] = frozenset(
     {
         "now_ms",
+        "check_ready",
         "add_jobs",
         "move_to_active",
         "wait_for_job",
