@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from psyq.core.job import Job, QueueRef
 from psyq.core.parts import PartContext
 from psyq.core.settle import log
-from psyq.errors import LockError
+from psyq.errors import LockError, UnrecoverableError
 
 __all__ = ["RENEW_LOCK", "LockContext", "Locks"]
 
@@ -87,10 +87,24 @@ class Locks:
         result = await ref.backend.move_stalled_jobs_to_wait(
             worker.name, worker.max_stalled_count, worker.stalled_interval
         )
-        for job_id in result.stalled:
+        for job_id in result.stalled + result.failed:
             worker.emit("stalled", job_id, "active")
             await worker._notify("psyq_job_stalled", queue_name=worker.name, job_id=job_id)
+        for job_id in result.failed:
+            await self._stalled_too_often(ref, job_id)
         return result.stalled + result.failed
+
+    async def _stalled_too_often(self, ref: QueueRef, job_id: str) -> None:
+        """A job the check failed for stalling more than max_stalled_count: `failed` with
+        the job and an UnrecoverableError of its failed reason, as Node BullMQ's worker
+        emits it (a job its removeOnFail removed at once cannot be read: no event)."""
+        record = await ref.backend.get_job(ref.name, job_id)
+        if record is None:
+            return
+        job = Job(ref, record)
+        error = UnrecoverableError(record.failed_reason or "")
+        self._worker.emit("failed", job, error)
+        await self._worker._notify("psyq_job_failed", job=job, error=error)
 
     async def check_cancelled(self) -> list[str]:
         """Stop the active jobs that `queue.cancel_job` marked; returns their ids."""

@@ -55,7 +55,7 @@ def psyq_job_completed(job: JobView, result: Any) -> None:
 
 @hookspec
 def psyq_job_failed(job: JobView, error: BaseException) -> None:
-    """The job failed for good (no attempts left, or unrecoverable)."""
+    """The job failed for good (no attempts left, unrecoverable, or stalled too often)."""
 
 
 @hookspec
@@ -65,7 +65,8 @@ def psyq_job_retried(job: JobView, error: BaseException, delay: int) -> None:
 
 @hookspec
 def psyq_job_stalled(queue_name: str, job_id: str) -> None:
-    """A job's lock expired and it went back to waiting."""
+    """A job's lock expired: it went back to waiting, or failed past max_stalled_count
+    (`psyq_job_failed` follows)."""
 
 
 @hookspec

@@ -64,6 +64,22 @@ async def test_each_debounce_replacement_emits_deduplicated(
     assert [args[0]["jobId"] for args in rec.events["removed"]] == [added[0].id, added[1].id]
 
 
+async def test_a_refused_add_names_its_own_id_in_deduplicated(
+    queue: psyq.Queue, queue_events: psyq.QueueEvents
+) -> None:
+    """As BullMQ: the add takes its id before it is deduplicated, and the event names the
+    job holding the key (`jobId`) and the refused add's id (`deduplicatedJobId`)."""
+    rec = Recorder(queue_events, "deduplicated")
+    first = await queue.add("x", deduplication={"id": "once"})
+    again = await queue.add("x", deduplication={"id": "once"})
+    assert again.id == first.id
+    [(args, _)] = await rec.wait("deduplicated")
+    assert args["jobId"] == first.id and args["deduplicationId"] == "once"
+    assert args["deduplicatedJobId"] not in ("", first.id)
+    later = await queue.add("y")
+    assert later.id not in (first.id, args["deduplicatedJobId"])
+
+
 async def test_remove_deduplication_key(queue: psyq.Queue) -> None:
     first = await queue.add("x", deduplication={"id": "r"})
     assert await queue.remove_deduplication_key("r")

@@ -91,6 +91,50 @@ async def test_max_stalled_count_exceeded_fails_the_job(
     assert ran == []
 
 
+async def test_a_job_failed_for_stalling_emits_stalled_and_failed_on_the_worker(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    """As Node BullMQ's worker: `stalled` (job id, "active") for the stalled job, then
+    `failed` with the job and an UnrecoverableError saying it stalled too often."""
+    job = await queue.add("orphan")
+    lost = make_worker(None, lock_duration=LOCK_MS)
+    assert await lost.get_next_job("lost-token", block=False) is not None
+    checker = make_worker(None, max_stalled_count=0)
+    rec = Recorder(checker, "stalled", "failed")
+
+    async def check() -> bool:
+        return job.id in await checker.check_stalled()
+
+    await wait_for(check)
+    assert rec.events["stalled"] == [(job.id, "active")]
+    [(failed, error)] = rec.events["failed"]
+    assert failed.id == job.id and failed.failed_reason == "job stalled more than allowable limit"
+    assert isinstance(error, psyq.UnrecoverableError)
+    assert str(error) == "job stalled more than allowable limit"
+
+
+async def test_every_stall_is_counted_the_last_one_too(
+    queue: psyq.Queue, queue_events: psyq.QueueEvents, make_worker: WorkerFactory
+) -> None:
+    """max_stalled_count=1: the first stall sends the job back, the second fails it; each
+    counts in stalled_counter and gives a `stalled` event, as in BullMQ (stc + 1 each)."""
+    events = Recorder(queue_events, "stalled")
+    job = await queue.add("orphan")
+    lost = make_worker(None, lock_duration=LOCK_MS)
+    checker = make_worker(None, max_stalled_count=1)
+    for token in ("first-token", "second-token"):
+        assert await lost.get_next_job(token) is not None
+
+        async def check() -> bool:
+            return job.id in await checker.check_stalled()
+
+        await wait_for(check)
+    await wait_state(queue, job.id, "failed")
+    failed = await queue.get_job(job.id)
+    assert failed is not None and failed.stalled_counter == 2
+    assert [args[0] for args in await events.wait("stalled", 2)] == [{"jobId": job.id}] * 2
+
+
 async def test_check_stalled_returns_the_moved_ids(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:

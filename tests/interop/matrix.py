@@ -366,12 +366,23 @@ async def dedup_replace(m: Matrix) -> None:
         "delay": 60_000,
         "deduplication": {"id": "r", "ttl": 60_000, "extend": True, "replace": True},
     }
+    listeners = [(side, await side.start_events(m.queue)) for side in m.sides]
     old = await m.producer.add(m.queue, "old", {"v": 1}, opts)
     new = await m.consumer.add(m.queue, "new", {"v": 2}, opts)
     m.expect(new != old, "replace keeps the delayed job")
     m.expect(await m.producer.job(m.queue, old) is None, "the replaced job is not removed")
     owner = await m.producer.deduplication_job_id(m.queue, "r")
     m.expect(owner == new, "the deduplication key does not name the replacing job")
+    wanted = {"jobId": new, "deduplicationId": "r", "deduplicatedJobId": old}
+    for side, handle in listeners:
+        deadline = time.monotonic() + 5
+        while True:
+            seen = [e["args"] for e in await side.events(handle) if e["event"] == "deduplicated"]
+            if seen or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
+        m.expect(seen == [wanted], f"{side.name}'s QueueEvents `deduplicated` is {seen}")
+        await side.stop_events(handle)
 
 
 # ---------------------------------------------------------------------------- flows

@@ -86,17 +86,17 @@ class QueueStore(Mutations):
         if custom is not None and custom in self.jobs:
             self.emit("duplicated", custom)
             return self.jobs[custom]
-        dedup = opts.get("deduplication")
-        replaced: str | None = None
-        if dedup is not None:
-            existing, replaced = self._deduplicated(dedup, now, custom)
-            if existing is not None:
-                return existing
-        if custom is None:
-            self.last_id += 1
+        if custom is None:  # taken before deduplication, as BullMQ does: a deduplicated
+            self.last_id += 1  # add's event names the id it would have had
             job_id = str(self.last_id)
         else:
             job_id = custom
+        dedup = opts.get("deduplication")
+        replaced: str | None = None
+        if dedup is not None:
+            existing, replaced = self._deduplicated(dedup, now, job_id)
+            if existing is not None:
+                return existing
         if dedup is not None and replaced is not None:  # as BullMQ: the new job and the old
             extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": replaced}
             self.emit("deduplicated", job_id, extra, now)
@@ -149,7 +149,7 @@ class QueueStore(Mutations):
             self.emit("waiting", record.id)
 
     def _deduplicated(
-        self, dedup: dict[str, Any], now: int, opts_job_id: str | None
+        self, dedup: dict[str, Any], now: int, new_id: str
     ) -> tuple[JobRecord | None, str | None]:
         """(the job that makes this add a duplicate, None) or, when the add goes on, (None,
         the id of the delayed job a debounce replace removed, if any)."""
@@ -170,7 +170,7 @@ class QueueStore(Mutations):
         self.emit(
             "deduplicated",
             job_id,
-            {"deduplicationId": dedup["id"], "deduplicatedJobId": str(opts_job_id or "")},
+            {"deduplicationId": dedup["id"], "deduplicatedJobId": new_id},
         )
         return record, None
 

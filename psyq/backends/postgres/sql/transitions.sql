@@ -294,11 +294,12 @@ SELECT held.id FROM held
                      AND job.lock_token = held.token);
 
 -- name: stalled
--- $1 queue, $2 most stalls allowed -> (id, over): active jobs whose lock expired. Those
--- within the limit go back to waiting now (stalled count + 1, at the end of the line;
--- events: stalled); those over it stay active for the caller to fail (over = true). psyq
--- reclaims on the lease's expiry instead of the layout's mark-then-sweep over two passes:
--- a live worker of any client renews its lease long before it expires.
+-- $1 queue, $2 most stalls allowed -> (id, over): active jobs whose lock expired, each
+-- stall counted (stalled count + 1) and announced (events: stalled), as every store and
+-- BullMQ count it. Those within the limit go back to waiting now (at the end of the line);
+-- those over it stay active for the caller to fail (over = true). psyq reclaims on the
+-- lease's expiry instead of the layout's mark-then-sweep over two passes: a live worker
+-- of any client renews its lease long before it expires.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), expired AS (
@@ -308,18 +309,21 @@ WITH clock AS (
      FOR UPDATE OF job SKIP LOCKED
 ), moved AS (
   UPDATE job
-     SET state = 'waiting', lock_token = NULL, locked_until_ms = NULL,
+     SET state = CASE WHEN expired.over THEN job.state ELSE 'waiting' END,
+         lock_token = CASE WHEN expired.over THEN job.lock_token END,
+         locked_until_ms = CASE WHEN expired.over THEN job.locked_until_ms END,
          stalled_marked = false, stalled_count = job.stalled_count + 1,
-         seq = nextval('job_seq')
+         seq = CASE WHEN expired.over THEN job.seq ELSE nextval('job_seq') END
     FROM expired
-   WHERE job.queue = $1 AND job.id = expired.id AND NOT expired.over
-  RETURNING job.id
+   WHERE job.queue = $1 AND job.id = expired.id
+  RETURNING job.id, expired.over
 ), announced AS (
   SELECT publish_event($1::text, 'stalled', jsonb_build_object('jobId', moved.id)) FROM moved
 )
 SELECT expired.id, expired.over,
        (SELECT count(*) FROM announced) AS events,
-       CASE WHEN EXISTS (SELECT 1 FROM moved) THEN pg_notify('bullmq_jobs', $1) END AS woken
+       CASE WHEN EXISTS (SELECT 1 FROM moved WHERE NOT moved.over) THEN
+         pg_notify('bullmq_jobs', $1) END AS woken
   FROM expired;
 
 -- name: ready_in

@@ -23,20 +23,19 @@ if count == 1 then -- a single add (the functions below are made only for a bulk
   return {now, jobId, status}
 end
 
-local newIds, dedups = 0, false
+local newIds = 0
 for n = 1, count do
   local meta = args[3 * n - 2]
   if type(meta) == "string" then
     newIds = newIds + 1
   else
     if not parentExists(meta) then return {-5, n} end
-    if meta.dedup then dedups = true end
     if meta.id == nil then newIds = newIds + 1 end
   end
 end
--- Without deduplication (which may skip one) each job without an id of its own takes a new
--- one in turn: they are set aside with one INCRBY.
-if not dedups and newIds > 0 then
+-- Each job without an id of its own takes a new one in turn (a deduplicated one too, as in
+-- BullMQ): they are set aside with one INCRBY.
+if newIds > 0 then
   reservedLast = rcall("INCRBY", P .. "id", newIds)
   reservedNext = reservedLast - newIds + 1
 end

@@ -3,7 +3,7 @@
 
 -- The job that makes this add a duplicate under meta.dedup, or nil and, when a debounce
 -- replace removed the delayed job that held the key, that job's id.
-local function deduplicated(dedup, customId, now)
+local function deduplicated(dedup, newId, now)
   local key = P .. "de:" .. dedup.id
   local owner = rcall("GET", key)
   if not owner then return nil end
@@ -19,7 +19,7 @@ local function deduplicated(dedup, customId, now)
   end
   if dedup.extend and dedup.ttl then rcall("PEXPIRE", key, dedup.ttl) end
   emit("deduplicated", "jobId", owner, "deduplicationId", dedup.id,
-    "deduplicatedJobId", customId or "")
+    "deduplicatedJobId", newId)
   return owner
 end
 
@@ -80,13 +80,13 @@ local function addJob(meta, data, opts, now)
     emit("duplicated", "jobId", jobId)
     return jobId, 0
   end
-  local replaced = nil
+  if not jobId then jobId = newJobId() end -- before deduplication, as BullMQ takes it: a
+  local replaced = nil -- deduplicated add's event names the id it would have had
   if meta.dedup then
     local owner
     owner, replaced = deduplicated(meta.dedup, jobId, now)
     if owner then return owner, 2 end
   end
-  if not jobId then jobId = newJobId() end
   if replaced then -- as BullMQ's deduplicateJob: the new job, and the one it replaced
     emit("deduplicated", "jobId", jobId, "deduplicationId", meta.dedup.id,
       "deduplicatedJobId", replaced)
