@@ -46,13 +46,13 @@ def core_states(states: list[str]) -> list[str]:
     return states
 
 
-def node_counts(counts: Mapping[str, int], paused_list: bool) -> dict[str, int]:
-    """Core counts as BullMQ 6 counts: where `paused` is not a list of its own (every store
-    but Redis, where it is BullMQ's old layout's), a paused queue's jobs are waiting."""
+def node_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Core counts as BullMQ 6 counts them: a paused queue's jobs are waiting (BullMQ 6
+    keeps them in `wait`; psyq's stores keep them apart, Redis in BullMQ's older `paused`
+    list), and `paused` counts none."""
     result = dict(counts)
-    if not paused_list:
-        result["waiting"] = result.get("waiting", 0) + result.pop("paused", 0)
-        result["paused"] = 0
+    result["waiting"] = result.get("waiting", 0) + result.pop("paused", 0)
+    result["paused"] = 0
     return result
 
 
@@ -158,15 +158,15 @@ class Queue(EventEmitter):
 
     async def getJobCounts(self, *types: str) -> dict[str, int]:
         """{type: count}, under the names asked (as BullMQ): `wait` and `waiting` both
-        count the waiting jobs, a paused queue's included (BullMQ 6 keeps them in `wait`);
-        `paused` counts BullMQ's old paused list (0 but on a Redis queue that still has
-        one); `repeat` counts the job schedulers."""
+        count the waiting jobs, a paused queue's included, and `paused` none, as BullMQ 6
+        counts (it keeps a paused queue's jobs in `wait`); `repeat` counts the job
+        schedulers."""
         asked = list(dict.fromkeys(types)) or list(ALL_TYPES)
         states = [s for s in sanitize_job_types(asked) if s != "repeat"]
         counts: dict[str, int] = {}
         if states:
             stored = await self._core.get_job_counts(*dict.fromkeys([*states, "paused"]))
-            counts = node_counts(stored, paused_list=self.backend.is_redis)
+            counts = node_counts(stored)
         if "repeat" in asked:
             counts["repeat"] = await self.getJobSchedulersCount()
         return {kind: counts.get(_ALIASES.get(kind, kind), 0) for kind in asked}
