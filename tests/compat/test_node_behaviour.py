@@ -304,16 +304,18 @@ async def test_completed_and_failed_listeners_take_two_or_three_arguments(
     worker.on("failed", lambda job, err: seen.append(("failed", str(err))))
     worker.on("failed", lambda job, err, prev: seen.append(("failed", str(err), prev)))
     worker.on("completed", lambda job: seen.append(("completed", job.name)))
+    worker.once("failed", lambda job, err, prev: seen.append(("once", str(err), prev)))
     errors = Recorder(worker, "error")
     run = asyncio.ensure_future(worker.run())
     try:
-        await wait_for(lambda: len(seen) == 5)
+        await wait_for(lambda: len(seen) == 6)
         assert sorted(seen) == [
             ("completed", "fine"),
             ("completed", "fine", "active"),
             ("completed", "ok"),
             ("failed", "bad job"),
             ("failed", "bad job", "active"),
+            ("once", "bad job", "active"),
         ]
         assert errors.events["error"] == []
     finally:
