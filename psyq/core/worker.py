@@ -429,11 +429,14 @@ class Worker(_BackendUser, EventEmitter):
     async def _wait_for_slots(self) -> int:
         """The number of idle slots within `concurrency`, once there is one and the worker
         is not paused."""
-        while self._available() <= 0:
-            await self._slot_freed.wait()
-            self._slot_freed.clear()
-        await self._resumed.wait()
-        return self._available()
+        while True:
+            while self._available() <= 0:
+                await self._slot_freed.wait()
+                self._slot_freed.clear()
+            await self._resumed.wait()
+            available = self._available()  # concurrency may have been lowered meanwhile
+            if available > 0:
+                return available
 
     def _available(self) -> int:
         """Idle slots that may take a job: none while `concurrency` or more are busy (it
@@ -454,7 +457,8 @@ class Worker(_BackendUser, EventEmitter):
         return self._settler.riding_take()
 
     def _fetching_next(self) -> bool:
-        """Whether a completion may take the slot's next job (not closing, not paused)."""
+        """Whether a completion may take the slot's next job (not closing, not paused, not
+        more jobs running than `concurrency`)."""
         return (
             self._closing is not None
             and not self._closing.is_set()

@@ -553,15 +553,19 @@ class Worker(EventEmitter):
         await self._core.close(force, hand_back=False)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
-        try:
-            await self.backend.close()
-            if self._own_sandbox is not None:
-                await self._own_sandbox.close()
-        except Exception as exc:
-            self.emit("error", exc)
+        for release in (self.backend.close, self._close_own_sandbox):
+            try:
+                await release()
+            except Exception as exc:
+                self.emit("error", exc)
         self.closed = True
 
     disconnect = close
+
+    async def _close_own_sandbox(self) -> None:
+        """Stop the child processes of a processor file (once the jobs are done)."""
+        if self._own_sandbox is not None:
+            await self._own_sandbox.close()
 
 
 async def getCompleted(tasks: set[Any], emit: Callable[..., Any]) -> tuple[list[Any], set[Any]]:
