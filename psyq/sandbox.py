@@ -5,10 +5,11 @@
 
 CPU-bound work then runs beside the event loop instead of on it (or on a thread under the
 GIL), and a processor that crashes its process — a segfault, `os._exit`, the OOM killer —
-fails its job instead of the worker. Each child imports `module:function` once and runs one
-job at a time; the function gets a `SandboxJob` (id, name, data, opts, attempts_made,
-queue_name, timestamp; `update_progress` and `log` travel back to the real job) and may be a
-plain or an async function. Its return value must be JSON.
+fails its job instead of the worker. Each child imports `module:function` (or runs the file
+of a `path/to/file.py:function` target) once and runs one job at a time; the function gets
+a `SandboxJob` (id, name, data, opts, attempts_made, queue_name, timestamp;
+`update_progress` and `log` travel back to the real job) and may be a plain or an async
+function. Its return value must be JSON.
 
 Parent and children speak JSON over pipes (never pickle). A job the worker cancels (its
 `timeout`, `cancel_job`, a forced close) has its child killed and replaced.
@@ -181,10 +182,17 @@ def _error(spec: dict[str, Any]) -> BaseException:
 
 
 def _check_target(target: Any) -> None:
-    """A "module:function" whose module can be found (it is imported in the children)."""
-    module, sep, function = str(target).partition(":")
+    """A "module:function" whose module can be found (it is imported in the children), or
+    a "path/to/file.py:function" whose file exists (the children run it)."""
+    module, sep, function = str(target).rpartition(":")
     if not isinstance(target, str) or not sep or not module or not function:
-        raise PsyqError(f"a sandbox target looks like module:function, got {target!r}")
+        raise PsyqError(
+            f"a sandbox target looks like module:function or file.py:function, got {target!r}"
+        )
+    if _is_file(module):
+        if not os.path.isfile(module):
+            raise PsyqError(f"the file of sandbox target {target!r} does not exist")
+        return
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -264,14 +272,32 @@ def _describe(exc: Exception) -> dict[str, Any]:
     }
 
 
+def _is_file(module: str) -> bool:
+    return module.endswith(".py")
+
+
 def _load(target: str) -> Callable[..., Any]:
-    module_name, _, attribute = target.partition(":")
-    found: Any = importlib.import_module(module_name)
+    module_name, _, attribute = target.rpartition(":")
+    if _is_file(module_name):
+        found: Any = _run_file(module_name)
+    else:
+        found = importlib.import_module(module_name)
     for part in attribute.split("."):
         found = getattr(found, part)
     if not callable(found):
         raise PsyqError(f"{target!r} is not callable")
     return found  # type: ignore[no-any-return]
+
+
+def _run_file(path: str) -> Any:
+    """The module a processor file makes (run as `__sandboxed__`, not as `__main__`)."""
+    spec = importlib.util.spec_from_file_location("__sandboxed__", path)
+    if spec is None or spec.loader is None:
+        raise PsyqError(f"{path} cannot be loaded as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":  # a child: python -m psyq.sandbox FD TARGET

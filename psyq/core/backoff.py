@@ -19,6 +19,7 @@ __all__ = [
     "BackoffStrategy",
     "backoff_delay",
     "register_backoff_strategy",
+    "registered_backoff_strategy",
 ]
 
 # (attempts_made, backoff type, error, job) -> delay ms, or -1 / None for "no retry"
@@ -32,6 +33,11 @@ def register_backoff_strategy(name: str, strategy: BackoffStrategy) -> None:
     if name in ("fixed", "exponential"):
         raise InvalidOptionsError(f"backoff strategy name {name!r} is built in", option="backoff")
     _STRATEGIES[name] = strategy
+
+
+def registered_backoff_strategy(name: str) -> BackoffStrategy | None:
+    """The strategy `register_backoff_strategy` gave `name`, else None."""
+    return _STRATEGIES.get(name)
 
 
 def _jittered(delay: float, jitter: float, rng: random.Random) -> int:

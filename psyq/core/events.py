@@ -8,6 +8,7 @@ emitter keeps until it ends. A callback that raises is reported through the `err
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -33,8 +34,9 @@ class EventEmitter:
     def once(self, event: str, listener: Listener) -> EventEmitter:
         def wrapper(*args: Any) -> Any:
             self.off(event, wrapper)
-            return listener(*args)
+            return self._call_listener(event, listener, args)
 
+        functools.update_wrapper(wrapper, listener)  # its signature is the listener's
         return self.on(event, wrapper)
 
     def off(self, event: str, listener: Listener) -> EventEmitter:
@@ -53,13 +55,17 @@ class EventEmitter:
             return False
         for listener in list(listeners):
             try:
-                result = listener(*args)
+                result = self._call_listener(event, listener, args)
             except Exception as exc:
                 self._listener_failed(event, exc)
                 continue
             if result is not None and inspect.isawaitable(result):
                 self._track(event, result)
         return True
+
+    def _call_listener(self, event: str, listener: Listener, args: tuple[Any, ...]) -> Any:
+        """Call one listener of `event` (a subclass may give it fewer arguments)."""
+        return listener(*args)
 
     def _track(self, event: str, awaitable: Any) -> None:
         task = asyncio.ensure_future(awaitable)

@@ -104,7 +104,7 @@ class Worker(_BackendUser, EventEmitter):
         if processor is not None and not callable(processor):
             raise InvalidOptionsError(f"processor must be callable, got {processor!r}")
         self.processor = processor
-        self.concurrency = check_int("concurrency", concurrency, minimum=1)
+        self._concurrency = check_int("concurrency", concurrency, minimum=1)
         self.limiter = check_limiter(limiter)
         # BullMQ's worker options: retention for jobs without their own removeOn* option
         self.remove_on_complete = check_keep("remove_on_complete", remove_on_complete)
@@ -140,6 +140,7 @@ class Worker(_BackendUser, EventEmitter):
         """The slots' state: the active jobs, the tasks running their processors, the idle
         slots and the jobs handed to them."""
         self._active: dict[str, Job] = {}
+        self._slots: list[asyncio.Task[Any]] = []  # one task per slot, made as the worker runs
         self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
         self._idle = 0
         self._slot_freed = asyncio.Event()
@@ -188,6 +189,19 @@ class Worker(_BackendUser, EventEmitter):
     @property
     def running(self) -> bool:
         return self._closing is not None and not self._closing.is_set()
+
+    @property
+    def concurrency(self) -> int:
+        """How many jobs the worker runs at once. Set while it runs, it takes effect at
+        once: more slots start, or slots beyond it take no job until enough are done."""
+        return self._concurrency
+
+    @concurrency.setter
+    def concurrency(self, value: int) -> None:
+        self._concurrency = check_int("concurrency", value, minimum=1)
+        if self.running and self._ref is not None and self._slots:
+            self._add_slots(self._ref)
+        self._slot_freed.set()  # the fetcher counts again
 
     def is_running(self) -> bool:
         return self.running
@@ -334,7 +348,7 @@ class Worker(_BackendUser, EventEmitter):
         """Run the slots, the fetcher and the timers until close; registering runs beside
         the first take, which so waits for no connection of the registry's."""
         assert self._closing is not None
-        slots = [self._spawn(self._slot(ref)) for _ in range(self.concurrency)]
+        self._add_slots(ref)
         fetcher = self._spawn(self._fetching.run(ref))
         registering = self._spawn(self._register(ref, True))
         timers = self._timers(ref)
@@ -346,11 +360,17 @@ class Worker(_BackendUser, EventEmitter):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
         await _ended(registering)  # still retrying: the store did not answer all along
-        abandoned = await self._stop_slots(slots)
+        abandoned = await self._stop_slots(self._slots)
         for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)
         while not self._handoff.empty():
             await self._hand_back(ref, self._handoff.get_nowait())
+
+    def _add_slots(self, ref: QueueRef) -> None:
+        """Start slots until there are `concurrency` (a lower value leaves the extra ones
+        idle: `_available` does not count them)."""
+        while len(self._slots) < self._concurrency:
+            self._slots.append(self._spawn(self._slot(ref)))
 
     def _timers(self, ref: QueueRef) -> list[asyncio.Task[None]]:
         timers = []
@@ -407,12 +427,24 @@ class Worker(_BackendUser, EventEmitter):
 
     # ------------------------------------------------------------------ the parts' view
     async def _wait_for_slots(self) -> int:
-        """The number of idle slots, once there is one and the worker is not paused."""
-        while self._idle == 0:
-            await self._slot_freed.wait()
-            self._slot_freed.clear()
-        await self._resumed.wait()
-        return self._idle
+        """The number of idle slots within `concurrency`, once there is one and the worker
+        is not paused."""
+        while True:
+            while self._available() <= 0:
+                await self._slot_freed.wait()
+                self._slot_freed.clear()
+            await self._resumed.wait()
+            available = self._available()  # concurrency may have been lowered meanwhile
+            if available > 0:
+                return available
+
+    def _available(self) -> int:
+        """Idle slots that may take a job: none while `concurrency` or more are busy (it
+        was lowered while they ran)."""
+        return min(self._idle, self._concurrency - self._busy())
+
+    def _busy(self) -> int:
+        return len(self._slots) - self._idle
 
     def _hand_out(self, jobs: list[Job]) -> None:
         """Give the fetched jobs to idle slots."""
@@ -425,8 +457,14 @@ class Worker(_BackendUser, EventEmitter):
         return self._settler.riding_take()
 
     def _fetching_next(self) -> bool:
-        """Whether a completion may take the slot's next job (not closing, not paused)."""
-        return self._closing is not None and not self._closing.is_set() and not self.paused
+        """Whether a completion may take the slot's next job (not closing, not paused, not
+        more jobs running than `concurrency`)."""
+        return (
+            self._closing is not None
+            and not self._closing.is_set()
+            and not self.paused
+            and self._busy() <= self._concurrency
+        )
 
     def _slot_done(self, job: Job) -> None:
         """The job is no longer active: its slot is free."""

@@ -92,7 +92,7 @@ async def test_counts_types_and_getters(opts: dict[str, str], queue_name: str) -
         await queue.add("p", {}, {"priority": 2})
         assert first.attempts == 4 and first.id is not None
         counts = await queue.getJobCounts("wait", "delayed", "prioritized")
-        assert counts == {"waiting": 3, "delayed": 1, "prioritized": 1}
+        assert counts == {"wait": 3, "delayed": 1, "prioritized": 1}  # the names asked
         assert await queue.getJobCountByTypes("waiting", "delayed") == 4
         waiting = await queue.getWaiting()
         assert [job.data["i"] for job in waiting] == [1, 2, 3]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,3 +109,17 @@ async def test_bad_targets_are_named() -> None:
         (job,), _ = await run("memory://", box, ({}, {}))
     assert "cannot load sandbox target" in (job.failed_reason or "")
     assert "missing" in (job.failed_reason or "")
+
+
+async def test_a_file_target_runs_that_file(tmp_path: Path) -> None:
+    tasks = tmp_path / "file_tasks.py"
+    tasks.write_text(
+        "import os\n\n"
+        "def triple(job):\n    return {'tripled': job.data['n'] * 3, 'pid': os.getpid()}\n\n"
+        "if __name__ == '__main__':\n    raise SystemExit('run as a script')\n"
+    )
+    async with Sandbox(f"{tasks}:triple") as box:
+        (job,), _ = await run("memory://", box, ({"n": 5}, {}))
+    assert job.returnvalue["tripled"] == 15 and job.returnvalue["pid"] != os.getpid()
+    with pytest.raises(psyq.PsyqError, match="does not exist"):
+        Sandbox(f"{tmp_path / 'absent.py'}:triple")

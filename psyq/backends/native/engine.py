@@ -58,6 +58,9 @@ class Engine:
         # with the key of each dropped one under its lock (its rows go with it).
         self.on_new_store: Callable[[QueueStore], object] | None = None
         self.on_drop: Callable[[str], object] | None = None
+        # The next event number of each obliterated queue: its new log numbers on from
+        # there, so a reader does not take the numbers going back for a restart.
+        self._next_event_seq: dict[str, int] = {}
         clock.subscribe(self.wake_all)
 
     def shard(self, key: str) -> Shard:
@@ -76,6 +79,9 @@ class Engine:
                 store.dirty = set()
             if self.on_new_store is not None:
                 self.on_new_store(store)
+            next_seq = self._next_event_seq.pop(key, None)
+            if next_seq is not None:
+                store.events.number_from(next_seq)
         return store
 
     def existing_store(self, key: str) -> QueueStore | None:
@@ -105,8 +111,10 @@ class Engine:
         shard = self.shard(key)
         with shard.lock:
             store = shard.stores.pop(key, None)
-            if store is not None and self.on_drop is not None:
-                self.on_drop(key)
+            if store is not None:
+                self._next_event_seq[key] = store.events.next_seq
+                if self.on_drop is not None:
+                    self.on_drop(key)
             return store
 
     def queue_keys(self) -> Iterator[str]:

@@ -90,6 +90,12 @@ class EventLog:
         """The position of the newest event (a reader at "$")."""
         return (self._ms[-1] if self._ms else 0), self.last_seq
 
+    def number_from(self, seq: int) -> None:
+        """Give the next event number `seq` (a log with no events yet, such as the one of
+        a queue made again after `obliterate`)."""
+        if not self._ms:
+            self._first_seq = max(self._first_seq, seq)
+
     def add(self, ms: int, event: str, job_id: str | None, extra: Extra) -> None:
         """Record an event; `extra` is its other fields, or for added/completed/progress
         the bare name/returnvalue/data string (no dict is built on the hot path)."""

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from psyq.backends.base import FetchRequest, JobRecord
+from psyq.backends.redis.jobs import record_from_hash
 from psyq.core.job import Job as CoreJob
+from psyq.core.job import QueueRef
 from psyq.errors import JobNotFoundError, JobStateError, PsyqError
 from psyq.rules import codec
 
@@ -318,10 +320,16 @@ class Job:
 
     @staticmethod
     def fromJSON(queue: Any, rawData: Any, jobId: str | None = None) -> Job:
-        """A Job from a stored record (or the raw hash fields of one)."""
+        """A Job from a stored record, or the raw hash fields of one (the `jobData` of a
+        fetch-next). Once `queue` (a Queue or a Worker) has its store open, the job is
+        bound to it, so it can be settled (moveToCompleted, moveToFailed, ...)."""
         if isinstance(rawData, JobRecord):
             return Job.wrap(queue, CoreJob(queue.backend.ref(), rawData))
         raw = {_text(k): _text(v) for k, v in dict(rawData).items()}
+        ref = _ref_of(queue)
+        if ref is not None:
+            job_id = str(jobId or raw.get("id") or "")
+            return Job.wrap(queue, CoreJob(ref, record_from_hash(ref.name, job_id, raw)))
         opts = decode_opts(json.loads(raw.get("opts") or "{}"))
         job = Job(queue, raw.get("name", ""), json.loads(raw.get("data") or "null"), opts)
         job.id = jobId or raw.get("id")
@@ -490,6 +498,19 @@ _JSON_FIELDS = (
 
 # `bullmq`'s key names for states (`wait` is the waiting list).
 _STATES_OF = {"wait": ("waiting", "paused"), "waiting": ("waiting", "paused")}
+
+
+def _ref_of(queue: Any) -> QueueRef | None:
+    """What a core job of `queue` settles through: a Worker's own (with its backoff
+    strategies and events), else its open store; None while that is not open."""
+    worker_ref = getattr(getattr(queue, "_core", None), "_ref", None)
+    if isinstance(worker_ref, QueueRef):
+        return worker_ref
+    backend = getattr(queue, "backend", None)
+    try:
+        return None if backend is None else backend.ref()
+    except PsyqError:
+        return None
 
 
 def _text(value: Any) -> Any:

@@ -90,6 +90,7 @@ class JobScheduler:
         """Create or replace a scheduler; returns its pending job, or None when its
         options allow no further run. Without `override`, an existing scheduler is kept:
         psyq's store adds each next run itself when the previous one starts."""
+        _check_job_name(job_name)
         repeat_opts = dict(repeat_opts or {})
         spec = _repeat_spec(repeat_opts)
         if _exhausted(repeat_opts):
@@ -160,6 +161,19 @@ class JobScheduler:
 
     async def disconnect(self) -> None:
         await self.close()
+
+
+def _check_job_name(job_name: Any) -> None:
+    """Node BullMQ's third argument is a template `{name, data, opts}`; the `bullmq`
+    package's (and the layer's) is the job's name, the rest given by keyword."""
+    if isinstance(job_name, Mapping):
+        raise TypeError(
+            f"upsertJobScheduler takes the job template as keyword arguments "
+            f"job_name=..., job_data=..., opts=... (the bullmq package's form), got "
+            f"{dict(job_name)!r} as job_name (Node BullMQ's template form)"
+        )
+    if job_name is not None and not isinstance(job_name, str):
+        raise TypeError(f"upsertJobScheduler's job_name must be a string, got {job_name!r}")
 
 
 def _public(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,16 @@ def core_states(states: list[str]) -> list[str]:
     return states
 
 
+def node_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Core counts as BullMQ 6 counts them: a paused queue's jobs are waiting (BullMQ 6
+    keeps them in `wait`; psyq's stores keep them apart, Redis in BullMQ's older `paused`
+    list), and `paused` counts none."""
+    result = dict(counts)
+    result["waiting"] = result.get("waiting", 0) + result.pop("paused", 0)
+    result["paused"] = 0
+    return result
+
+
 def public_state(state: str) -> str:
     return "waiting" if state == "paused" else state
 
@@ -104,11 +114,14 @@ class Queue(EventEmitter):
 
     # ------------------------------------------------------------------ adding
     async def add(self, name: str, data: Any = None, opts: Mapping[str, Any] | None = None) -> Job:
+        """Add a job; emits `waiting` with it (as Node BullMQ's `add`, not its `addBulk`)."""
         try:
             core = await self._core.add(name, data, dict(opts or {}))
         except PsyqError as exc:
             raise add_error(exc, opts) from None
-        return Job.wrap(self, core)
+        job = Job.wrap(self, core)
+        self.emit("waiting", job)
+        return job
 
     async def addBulk(self, jobs: Sequence[Mapping[str, Any]]) -> list[Job]:
         entries = [
@@ -148,12 +161,19 @@ class Queue(EventEmitter):
         return public_state(str(await self._core.get_job_state(str(job_id))))
 
     async def getJobCounts(self, *types: str) -> dict[str, int]:
-        states = sanitize_job_types(types)
-        counts: dict[str, int] = await self._core.get_job_counts(*core_states(states))
-        result = {state: counts.get(state, 0) for state in states}
-        if "waiting" in result and "paused" not in states:
-            result["waiting"] += counts.get("paused", 0)
-        return result
+        """{type: count}, under the names asked (as BullMQ): `wait` and `waiting` both
+        count the waiting jobs, a paused queue's included, and `paused` none, as BullMQ 6
+        counts (it keeps a paused queue's jobs in `wait`); `repeat` counts the job
+        schedulers."""
+        asked = list(dict.fromkeys(types)) or list(ALL_TYPES)
+        states = [s for s in sanitize_job_types(asked) if s != "repeat"]
+        counts: dict[str, int] = {}
+        if states:
+            stored = await self._core.get_job_counts(*dict.fromkeys([*states, "paused"]))
+            counts = node_counts(stored)
+        if "repeat" in asked:
+            counts["repeat"] = await self.getJobSchedulersCount()
+        return {kind: counts.get(_ALIASES.get(kind, kind), 0) for kind in asked}
 
     async def getJobCountByTypes(self, *types: str) -> int:
         return sum((await self.getJobCounts(*types)).values())

@@ -1,9 +1,11 @@
 """`Worker(name, processor, opts)`: the `bullmq` package's Worker over psyq's core Worker.
 
 The processor is called as `processor(job, token)`, or `processor(job, token, signal)` when
-it takes a third parameter (an AbortSignal that `worker.cancelJob` aborts). Events and their
-arguments are `bullmq`'s: active(job, prev), completed(job, result), failed(job, error),
-progress(job, progress), stalled(jobId), drained(), error(error), closed().
+it takes a third parameter (an AbortSignal that `worker.cancelJob` aborts), or it runs in a
+sandbox when it is a processor file's path (sandboxed.py). Events and their arguments are
+`bullmq`'s: active(job, prev), completed(job, result), failed(job, error), progress(job,
+progress), stalled(jobId), drained(), error(error), closed(); `completed` and `failed` give
+Node's third argument, prev, to a listener that takes three (listeners.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import errno
 import functools
 import inspect
+import os
 import re
 import time
 import uuid
@@ -26,13 +29,17 @@ from psyq.compat.bullmq.abort_controller import AbortController
 from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, store_of
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
+from psyq.compat.bullmq.listeners import ListenerArguments
 from psyq.compat.bullmq.node_worker import NodeWorkerCalls
-from psyq.core.backoff import BackoffStrategy
+from psyq.compat.bullmq.sandboxed import sandbox_for
+from psyq.core.backoff import BackoffStrategy, registered_backoff_strategy
+from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
-from psyq.errors import LockError, RateLimitError
+from psyq.errors import InvalidOptionsError, LockError, RateLimitError
 from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.sandbox import Sandbox
 
 __all__ = ["Worker", "getCompleted"]
 
@@ -122,6 +129,31 @@ class _AnyBackoff(Mapping[str, BackoffStrategy]):
         return True
 
 
+class _NoBackoffStrategy(Mapping[str, BackoffStrategy]):
+    """A Worker without `settings.backoffStrategy`: a custom backoff type it meets is
+    refused naming that option (psyq's registry, when it has the type, still answers)."""
+
+    def __getitem__(self, kind: str) -> BackoffStrategy:
+        strategy = registered_backoff_strategy(kind)
+        if strategy is not None:
+            return strategy
+        raise InvalidOptionsError(
+            f"unknown backoff strategy {kind!r}; give the Worker "
+            "settings={'backoffStrategy': fn}, fn(attemptsMade, type, err, job) returning "
+            "the delay in ms",
+            option="backoff",
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:  # asked, not skipped as an empty mapping would be
+        return True
+
+
 def _limiter(value: Any) -> Limiter | None:
     if not value:
         return None
@@ -136,10 +168,11 @@ class Worker(NodeWorkerCalls):
     def __init__(
         self,
         name: str,
-        processor: Callable[..., Any] | None = None,
+        processor: Callable[..., Any] | str | os.PathLike[str] | None = None,
         opts: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self._listener_arguments = ListenerArguments()
         given = dict(opts or {})
         for option in NOT_APPLIED.keys() & given.keys():
             warnings.warn(
@@ -148,8 +181,12 @@ class Worker(NodeWorkerCalls):
                 stacklevel=2,
             )
         self.name = name
-        self.processor = processor
         self.opts: dict[str, Any] = {**DEFAULT_OPTS, **given}
+        # Node's sandboxed form, a processor file: run in child processes the worker owns
+        self._own_sandbox: Sandbox | None = None
+        if isinstance(processor, str | os.PathLike):
+            processor = self._own_sandbox = sandbox_for(processor, int(self.opts["concurrency"]))
+        self.processor: Callable[..., Any] | None = processor
         self.opts.setdefault("lockRenewTime", self.opts["lockDuration"] // 2)
         self.backend = create_backend(name, self.opts, with_blocking_connection=True)
         self.keys = getattr(self.backend, "keys", None)
@@ -196,6 +233,8 @@ class Worker(NodeWorkerCalls):
         if strategy is not None:
             # every custom backoff type goes to the one function bullmq takes
             worker._strategies = _AnyBackoff(self._backoff(strategy))  # type: ignore[assignment]
+        else:
+            worker._strategies = _NoBackoffStrategy()  # type: ignore[assignment]
         return worker
 
     def _backoff(self, strategy: Callable[..., Any]) -> BackoffStrategy:
@@ -205,6 +244,17 @@ class Worker(NodeWorkerCalls):
         return call
 
     # ------------------------------------------------------------------ compat handles
+    @property
+    def concurrency(self) -> int:
+        """How many jobs this worker runs at once; set while it runs, it takes effect at
+        once (as in Node BullMQ). A value that is not a whole number >= 1 is refused."""
+        return self._core.concurrency
+
+    @concurrency.setter
+    def concurrency(self, value: int) -> None:
+        self._core.concurrency = value
+        self.opts["concurrency"] = value
+
     @property
     def qualifiedName(self) -> str:
         return str(self.backend.qualifiedName)
@@ -275,11 +325,23 @@ class Worker(NodeWorkerCalls):
         self._jobs.pop(core.id, None)
         return job
 
+    def _call_listener(
+        self, event: str, listener: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any:
+        """A listener gets the event's arguments it declares: Node's `prev` of `completed`
+        and `failed` only when it names a third parameter (listeners.py)."""
+        return listener(*self._listener_arguments.fit(event, listener, args))
+
     def _forward_events(self) -> None:
         core = self._core
         core.on("active", lambda job, prev: self.emit("active", self._wrap(job), prev))
-        core.on("completed", lambda job, result: self.emit("completed", self._forget(job), result))
-        core.on("failed", lambda job, error: self.emit("failed", self._forget(job), error))
+        core.on(
+            "completed",
+            lambda job, result: self.emit("completed", self._forget(job), result, "active"),
+        )
+        core.on(
+            "failed", lambda job, error: self.emit("failed", self._forget(job), error, "active")
+        )
         core.on("progress", lambda job, value: self.emit("progress", self._wrap(job), value))
         core.on("stalled", lambda job_id, prev: self.emit("stalled", job_id))
         core.on("drained", lambda: self.emit("drained"))
@@ -297,6 +359,8 @@ class Worker(NodeWorkerCalls):
 
     async def _process(self, core: CoreJob, token: str) -> Any:
         assert self.processor is not None
+        if isinstance(self.processor, Sandbox):  # its children read psyq's job fields
+            return await self.processor(core)
         job = self._wrap(core)
         job.token = token
         args: tuple[Any, ...] = (job, token)
@@ -490,13 +554,19 @@ class Worker(NodeWorkerCalls):
         await self._core.close(force, hand_back=False)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
-        try:
-            await self.backend.close()
-        except Exception as exc:
-            self.emit("error", exc)
+        for release in (self.backend.close, self._close_own_sandbox):
+            try:
+                await release()
+            except Exception as exc:
+                self.emit("error", exc)
         self.closed = True
 
     disconnect = close
+
+    async def _close_own_sandbox(self) -> None:
+        """Stop the child processes of a processor file (once the jobs are done)."""
+        if self._own_sandbox is not None:
+            await self._own_sandbox.close()
 
 
 async def getCompleted(tasks: set[Any], emit: Callable[..., Any]) -> tuple[list[Any], set[Any]]:
