@@ -54,6 +54,7 @@ DEFECTS = {
     "attempts-started": "issue 48 (2): attempts_started does not grow when a job runs again "
     "after RateLimitError",
     "remove-rate-limit": "issue 48 (10): remove_rate_limit_key does nothing on the native engine",
+    "deduplicated-event": "issue 48 (3): no 'deduplicated' event for a debounce replacement",
     "listener-prev": "issue 48 (12): compat completed/failed listeners get no prev argument",
 }
 COOKBOOK_XFAIL: dict[tuple[str, int, str], str] = {
@@ -63,6 +64,7 @@ COOKBOOK_XFAIL: dict[tuple[str, int, str], str] = {
     **{("get-flow-tree", 2, b): DEFECTS["get-flow"] for b in COOKBOOK_BACKENDS},
     **{("rate-limiting", n, b): DEFECTS["attempts-started"] for n in (3, 4) for b in NOT_PG},
     **{("rate-limiting", 5, b): DEFECTS["remove-rate-limit"] for b in NATIVE},
+    **{("deduplication", n, b): DEFECTS["deduplicated-event"] for n in (3, 4) for b in NOT_PG},
     **{("events", 4, b): DEFECTS["listener-prev"] for b in COOKBOOK_BACKENDS},
 }
 
