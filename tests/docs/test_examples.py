@@ -6,8 +6,8 @@ and run with `__name__ == "__main__"`, in a fresh working folder (so the embedde
 `asyncio.run(main())`. Each block runs in a namespace of its own, so it stands alone when
 copied, except on the pages of `ONE_SCRIPT_PAGES`, whose blocks read top to bottom as one
 script (they run in order in one namespace). A block that cannot run here says why on the
-line before its fence: `<!-- not run: <reason> -->`; the test lists those, and fails on a
-marker without a reason.
+line before its fence: `<!-- not run: <reason> -->`; the test still compiles it as a
+script, lists those, and fails on a marker without a reason.
 
 The cookbook (docs/cookbook/) runs on every backend: each block once per store, the store's
 URL in `PSYQ_URL`, which psyq's objects and the compat layer's use when no connection is
@@ -111,6 +111,7 @@ def run_page(page: Path) -> list[str]:
     for line, code, reason in blocks(page):
         if reason is not None:
             assert reason, f"{page.name}:{line}: a 'not run' marker must say why"
+            compile(code, f"{relative}:{line}", "exec", dont_inherit=True)  # still a script
             skipped.append(f"{line}: {reason}")
             continue
         run_script(code, f"{relative}:{line}", shared)
