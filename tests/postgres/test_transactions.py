@@ -4,9 +4,7 @@ psycopg 3 connections to the test server."""
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import inspect
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 import psyq
 from psyq.backends.postgres.transaction import psycopg_sql
 from tests.conftest import fresh_name
-from tests.docs.test_examples import ROOT, blocks
+from tests.docs.test_examples import ROOT, blocks, run_script
 
 from .conftest import url_for
 
@@ -588,21 +586,22 @@ async def test_complete_in_refuses_a_job_no_worker_holds(queue: psyq.Queue, conn
 async def test_the_documentation_page_runs(
     pg_server: str, fresh_schema: Callable[[], str], tmp_path: Path
 ) -> None:
-    """docs/transactions.md's blocks, in order in one namespace, against the test server:
+    """docs/transactions.md's blocks, in order as one script, against the test server:
     its DSN, a fresh schema for its queues and a table of its own for its orders."""
     table = fresh_name("shop_orders").replace("-", "_")
     page = (ROOT / "docs" / "transactions.md").read_text()
     page = page.replace('"postgresql://postgres@127.0.0.1:5432/test"', repr(pg_server))
     page = page.replace("schema=bullmq", f"schema={fresh_schema()}").replace("shop_orders", table)
     (tmp_path / "transactions.md").write_text(page)
-    namespace: dict[str, object] = {"__name__": "__docs__"}
+    namespace: dict[str, object] = {}
+
+    def run_the_page() -> None:  # one script, its asyncio.run on a loop of its own
+        for line, code, _reason in blocks(tmp_path / "transactions.md"):
+            run_script(code, f"transactions.md:{line}", namespace)
+
     conn = await asyncpg.connect(pg_server)
     try:
-        for line, code, _reason in blocks(tmp_path / "transactions.md"):
-            flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-            result = eval(compile(code, f"transactions.md:{line}", "exec", flags=flags), namespace)
-            if inspect.iscoroutine(result):
-                await asyncio.wait_for(result, 30)
+        await asyncio.wait_for(asyncio.to_thread(run_the_page), 60)
         rows = await conn.fetch(f"SELECT item, confirmed FROM {table} ORDER BY id")
     finally:
         await conn.execute(f"DROP TABLE IF EXISTS {table}")
