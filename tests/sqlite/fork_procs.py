@@ -1,0 +1,70 @@
+"""A process that opens a `sqlite:///` file and then forks (run with `python -m`).
+
+    python -m tests.sqlite.fork_procs URL CHILDREN ADDS
+
+The parent opens the file and adds one job, then forks CHILDREN children. Each child first
+tries the Queue it inherited (`inherited ok` or `inherited <error type>: <message>`), then
+opens the file again after the fork and adds ADDS jobs one by one, printing `added ID` for
+each acknowledged one (`error <type>: <message>` for a call that failed). The parent waits
+for every child, prints `parent added ID` for its own adds, adds one more and closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+import psyq
+
+
+async def child(url: str, inherited: psyq.Queue, adds: int) -> None:
+    try:
+        await inherited.add("inherited", {})
+        say("inherited ok")
+    except psyq.PsyqError as exc:
+        say(f"inherited {type(exc).__name__}: {exc}")
+    async with psyq.Queue("forked", connection=url) as queue:
+        for _ in range(adds):
+            try:
+                job = await queue.add("child", {})
+            except psyq.PsyqError as exc:
+                say(f"error {type(exc).__name__}: {exc}")
+                continue
+            say(f"added {job.id}")
+
+
+def say(line: str) -> None:
+    """One write per line: lines of processes writing at once never interleave."""
+    os.write(1, f"{line}\n".encode())
+
+
+def fork_child(url: str, inherited: psyq.Queue, adds: int) -> int:
+    """Fork a child that runs `child` and exits; its pid (in the parent)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        asyncio.run(child(url, inherited, adds))
+    except BaseException as exc:
+        say(f"child failed {type(exc).__name__}: {exc}")
+        code = 1
+    os._exit(code)
+
+
+def wait_for(pids: list[int]) -> list[int]:
+    return [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
+
+
+async def main(url: str, children: int, adds: int) -> None:
+    async with psyq.Queue("forked", connection=url) as queue:
+        say(f"parent added {(await queue.add('parent', {})).id}")
+        pids = [fork_child(url, queue, adds) for _ in range(children)]
+        codes = await asyncio.to_thread(wait_for, pids)  # the parent serves them meanwhile
+        say(f"children exited {codes}")
+        say(f"parent added {(await queue.add('parent', {})).id}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
