@@ -1,17 +1,19 @@
 """A process that opens a `sqlite:///` file and then forks (run with `python -m`).
 
-    python -m tests.sqlite.fork_procs URL CHILDREN ADDS
+    python -m tests.sqlite.fork_procs URL CHILDREN ADDS [fork|pool]
 
 The parent opens the file and adds one job, then forks CHILDREN children. Each child first
 tries the Queue it inherited (`inherited ok` or `inherited <error type>: <message>`), then
 opens the file again after the fork and adds ADDS jobs one by one, printing `added ID` for
 each acknowledged one (`error <type>: <message>` for a call that failed). The parent waits
 for every child, prints `parent added ID` for its own adds, adds one more and closes.
+`pool`: the children are a multiprocessing pool's (the fork start method), one task each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import sys
 
@@ -57,14 +59,32 @@ def wait_for(pids: list[int]) -> list[int]:
     return [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in pids]
 
 
-async def main(url: str, children: int, adds: int) -> None:
+_INHERITED: list[psyq.Queue] = []  # what a pool's children inherit
+
+
+def pool_task(url: str, adds: int) -> int:
+    asyncio.run(child(url, _INHERITED[0], adds))
+    return 0
+
+
+def run_pool(url: str, children: int, adds: int) -> list[int]:
+    with multiprocessing.get_context("fork").Pool(children) as pool:
+        return pool.starmap(pool_task, [(url, adds)] * children, chunksize=1)
+
+
+async def main(url: str, children: int, adds: int, how: str) -> None:
     async with psyq.Queue("forked", connection=url) as queue:
         say(f"parent added {(await queue.add('parent', {})).id}")
-        pids = [fork_child(url, queue, adds) for _ in range(children)]
-        codes = await asyncio.to_thread(wait_for, pids)  # the parent serves them meanwhile
+        if how == "pool":
+            _INHERITED.append(queue)
+            codes = await asyncio.to_thread(run_pool, url, children, adds)
+        else:
+            pids = [fork_child(url, queue, adds) for _ in range(children)]
+            codes = await asyncio.to_thread(wait_for, pids)  # the parent serves them
         say(f"children exited {codes}")
         say(f"parent added {(await queue.add('parent', {})).id}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    how = sys.argv[4] if len(sys.argv) > 4 else "fork"
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), how))

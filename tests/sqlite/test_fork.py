@@ -28,14 +28,16 @@ def stored_ids(path: Path) -> list[str]:
         conn.close()
 
 
+@pytest.mark.parametrize("how", ["fork", "pool"], ids=["os.fork", "multiprocessing-fork-pool"])
 @pytest.mark.parametrize("durability", ["durable", "buffered"])
 def test_children_forked_after_open_never_share_the_parent_s_engine(
-    tmp_path: Path, durability: str
+    tmp_path: Path, durability: str, how: str
 ) -> None:
     path = tmp_path / "jobs.db"
     url = f"sqlite:///{path}?durability={durability}"
+    argv = [url, str(CHILDREN), str(ADDS), how]
     done = subprocess.run(
-        [sys.executable, "-m", "tests.sqlite.fork_procs", url, str(CHILDREN), str(ADDS)],
+        [sys.executable, "-m", "tests.sqlite.fork_procs", *argv],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -48,7 +50,7 @@ def test_children_forked_after_open_never_share_the_parent_s_engine(
         assert str(path) in line and "fork" in line and "after" in line, line
     assert [line for line in lines if line.startswith(("error", "child failed"))] == []
     acked = [line.split()[-1] for line in lines if "added " in line]
-    print(f"{durability}: acknowledged {len(acked)}, distinct {len(set(acked))}")
+    print(f"{how}, {durability}: acknowledged {len(acked)}, distinct {len(set(acked))}")
     assert len(acked) == CHILDREN * ADDS + 2
     twice = {job_id for job_id, count in Counter(acked).items() if count > 1}
     assert twice == set(), f"{len(twice)} ids handed out twice"

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.sqlite.test_file_owner import ALIASES, add_from_child
+import psyq
+from psyq.errors import PsyqError
+from tests.sqlite.test_file_owner import ALIASES, add_from_child, hard_link
 from tests.sqlite.test_shared import Child, stored_ids
 from tests.tcp.server_proc import ROOT
 
@@ -154,3 +156,44 @@ def test_an_id_acknowledged_before_a_buffered_crash_is_never_handed_out_again(
     print(f"buffered crash: acknowledged {len(acked)}, lost {len(lost)}, ids reused {len(reused)}")
     assert len(later.acked()) == 300
     assert reused == set()
+
+
+def forget_the_name(path: Path) -> Path:
+    """A file whose name psyq has no record of (as an older psyq left it), hard-linked."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DELETE FROM file")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return hard_link(path)
+
+
+def rename_the_recorded(path: Path) -> Path:
+    """A hard-linked file whose recorded name was renamed away."""
+    link = hard_link(path)
+    path.rename(path.with_name("renamed.db"))
+    return link
+
+
+UNNAMED: dict[str, tuple[Callable[[Path], Path], str]] = {
+    "no record": (forget_the_name, "psyq recorded none of them"),
+    "record renamed": (rename_the_recorded, "no longer names it"),
+}
+
+
+@pytest.mark.parametrize("case", UNNAMED.values(), ids=UNNAMED.keys())
+async def test_a_hard_link_psyq_has_no_name_for_is_refused_saying_why(
+    tmp_path: Path, case: tuple[Callable[[Path], Path], str]
+) -> None:
+    make, said = case
+    path = tmp_path / "jobs.db"
+    async with psyq.Queue("q", connection=f"sqlite:///{path}") as queue:
+        await queue.add("n", {})
+    link = make(path)
+    for url in (f"sqlite:///{link}", f"sqlite:///{link}?share=off"):
+        with pytest.raises(PsyqError, match="names \\(hard links\\)") as raised:
+            async with psyq.Queue("q", connection=url) as queue:
+                await queue.count()
+        assert str(link) in str(raised.value) and said in str(raised.value)
+        if said == "no longer names it":
+            assert str(path) in str(raised.value)  # the name recorded
+    assert not Path(f"{link}-wal").exists()  # nothing opened by the second name

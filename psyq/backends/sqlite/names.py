@@ -36,7 +36,10 @@ def journal_name(path: str) -> str:
     """The name to open the database file at `path` by (call holding its lock: no process
     writes the file meanwhile); PsyqError when it has several names and none recorded."""
     real = os.path.realpath(path)
-    found = os.stat(real)
+    try:
+        found = os.stat(real)
+    except OSError:  # nothing there (yet): the opener says so
+        return real
     if found.st_nlink <= 1 or found.st_size == 0:  # an empty file has no journal yet
         return real
     recorded = _recorded(real)
