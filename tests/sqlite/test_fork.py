@@ -57,3 +57,27 @@ def test_children_forked_after_open_never_share_the_parent_s_engine(
     stored = stored_ids(path)
     assert set(acked) - set(stored) == set()
     assert len(stored) == len(acked)
+
+
+def test_a_child_forked_after_open_takes_the_file_over_when_its_parent_dies(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    url = f"sqlite:///{path}?durability=durable"
+    argv = [sys.executable, "-m", "tests.sqlite.fork_procs", url, "1", str(ADDS), "outlive"]
+    lines: list[str] = []
+    with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True) as parent:
+        assert parent.stdout is not None
+        for line in parent.stdout:  # the child inherited the pipe: read until it closes
+            lines.append(line.strip())
+            if line.startswith(("waiting for the parent", "child failed")):
+                parent.kill()  # kill -9: the parent's lock and sockets go with it
+    acked = [line.split()[-1] for line in lines if "added " in line]
+    unknown = [line for line in lines if line.startswith("error ConnectionError")]
+    print(f"after the parent's kill -9: {lines[-1]!r}, acknowledged {len(acked)}, "
+          f"unknown {len(unknown)}")  # fmt: skip
+    assert lines[-1] == "role owner", lines[-5:]
+    assert [line for line in lines if line.startswith(("error", "child failed"))] == unknown
+    assert len(unknown) <= 1  # the call in flight at the kill: its outcome is unknown
+    assert len(acked) == 2 * ADDS + 1 - len(unknown) and len(set(acked)) == len(acked)
+    assert set(acked) <= set(stored_ids(path))

@@ -87,6 +87,7 @@ class Database:
             self._conn = _connect(self.path)
             record_name(self._conn, self.path)
             self._ids = Reader(self.path)  # reserves job ids (reserve_ids), in autocommit
+            self._ids.all("PRAGMA synchronous=NORMAL", ())  # as the writer: no fsync a commit
             self.reader = Reader(self.path)
         except BaseException:
             self.owner.release()
