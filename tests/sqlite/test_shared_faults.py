@@ -85,10 +85,16 @@ def delete(path: Path) -> None:
     path.unlink()
 
 
+def replace_by_an_empty_file(path: Path) -> None:
+    move_away(path)
+    path.touch()
+
+
 GONE: dict[str, Callable[[Path], None]] = {"moved": move_away, "deleted": delete}
+GONE_OR_EMPTIED = {**GONE, "moved, an empty file put in its place": replace_by_an_empty_file}
 
 
-@pytest.mark.parametrize("lose", GONE.values(), ids=GONE.keys())
+@pytest.mark.parametrize("lose", GONE_OR_EMPTIED.values(), ids=GONE_OR_EMPTIED.keys())
 def test_a_file_gone_under_its_journal_is_refused_saying_so(
     tmp_path: Path, lose: Callable[[Path], None]
 ) -> None:
@@ -106,7 +112,9 @@ def test_a_file_gone_under_its_journal_is_refused_saying_so(
     assert answer.startswith("PsyqError: "), answer
     assert f"{path}-wal" in answer and "moved or deleted" in answer, answer
     assert "a corrupted file must be restored" not in answer, answer
-    assert not path.exists()  # nothing created beside the journal
+    emptied = lose is replace_by_an_empty_file
+    assert path.exists() == emptied and not (emptied and path.stat().st_size)  # nothing made
+    assert Path(f"{path}-wal").exists()  # nor the other file's journal removed
 
 
 @pytest.mark.parametrize("lose", GONE.values(), ids=GONE.keys())

@@ -36,7 +36,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
-from psyq.backends.sqlite.names import journal_left, journal_name, record_name, refuse_stale_journal
+from psyq.backends.sqlite.names import journal_name, record_name, refuse_stale_journal
 from psyq.backends.sqlite.owner import Identity, Owner, file_identity
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
@@ -79,9 +79,11 @@ class Database:
         self.flush_ms = flush_ms
         self.engine = Engine(persistent=True)
         self.tickets = itertools.count(1)
-        refuse_stale_journal(path)
+        if not os.path.exists(path):
+            refuse_stale_journal(path)  # before a file is made beside another's journal
         self.owner = Owner(path, create=create)
         try:
+            refuse_stale_journal(path)  # again under the lock: no process makes it now
             self.path = journal_name(path)  # every process opens the file by this name
             self.owner.watch(self.path)
             self._conn = _connect(self.path)
@@ -569,9 +571,13 @@ def _connect(path: str) -> sqlite3.Connection:
         conn.execute("SELECT count(*) FROM jobs").fetchone()
     except sqlite3.DatabaseError as exc:
         conn.close()
-        stale = journal_left(path)
-        if stale is not None:  # it became empty since the check (Database.__init__)
-            raise PsyqError(f"cannot open {path}: {exc}: {stale}") from None
+        if os.path.exists(f"{path}-wal"):
+            raise PsyqError(
+                f"cannot open {path}: {exc}. If the file was moved, deleted or replaced while "
+                f"a process had it open, {path}-wal is that file's journal, maybe still in "
+                "use: move the file back or stop that process. Else the file is corrupted: "
+                "restore it from a backup or move it away"
+            ) from None
         raise PsyqError(
             f"cannot open {path} as a psyq database: {exc} (is it a psyq SQLite file? a "
             "corrupted file must be restored from a backup or moved away)"

@@ -85,9 +85,9 @@ def record_name(conn: sqlite3.Connection, name: str) -> None:
 
 
 def journal_left(path: str) -> str | None:
-    """What is wrong when the journal of `path` is left without its file (the file moved
-    or deleted while a process had it open, or an empty file put in its place), else
-    None."""
+    """What is wrong when a journal lies beside `path` without its file, else None: `path`
+    names no file, or an empty one (call holding the file's lock, so that no process is
+    making the file meanwhile)."""
     left = [f"{path}{suffix}" for suffix in ("-wal", "-shm") if os.path.exists(path + suffix)]
     if not left:
         return None
@@ -97,17 +97,25 @@ def journal_left(path: str) -> str | None:
         size = None
     if size:
         return None
-    state = "does not exist" if size is None else "is empty"
+    journal = " and ".join(left)
+    if size is None:
+        return (
+            f"{path} does not exist, but its journal ({journal}) does: the file was moved or "
+            "deleted while a process had it open, and that process may still use the "
+            "journal (the file is not corrupted). Move the file back, or stop that process "
+            f"and remove what is left of the journal, to open {path} again"
+        )
     return (
-        f"{path} {state}, but its journal ({' and '.join(left)}) does: the file was moved "
-        "or deleted while a process had it open, and that process may still use the "
-        "journal (the file is not corrupted). Move the file back, or stop that process "
-        f"and remove what is left of the journal, to open {path} again"
+        f"{path} is empty, but a journal ({journal}) lies beside it: the file was moved or "
+        "deleted while a process had it open (the journal is that file's, and the process "
+        "may still use it), or a process was killed while it made the file. Move the file "
+        "back, or stop that process; once no process uses the journal and the file was "
+        f"new, remove {journal}"
     )
 
 
 def refuse_stale_journal(path: str) -> None:
-    """PsyqError when the journal of `path` is left without its file (`journal_left`)."""
+    """PsyqError when a journal lies beside `path` without its file (`journal_left`)."""
     problem = journal_left(os.path.realpath(path))
     if problem is not None:
         raise PsyqError(problem)
