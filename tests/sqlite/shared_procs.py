@@ -30,6 +30,39 @@ async def add_until_stopped(url: str) -> None:
             print(f"added {job.id}", flush=True)
 
 
+async def add_reporting(url: str) -> None:
+    """Add durable jobs one by one, printing `added ID` for each acknowledged one and
+    `error TYPE: MESSAGE` for each call that failed (then a pause of 20 ms); SIGTERM ends
+    it."""
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    queue = psyq.Queue("shared", connection=url)
+    await queue.count()
+    role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
+    print(f"ready {role}", flush=True)
+    while not stop.is_set():
+        try:
+            job = await queue.add("x", {}, {"durable": True})
+        except psyq.PsyqError as exc:
+            print(f"error {type(exc).__name__}: {exc}", flush=True)
+            await asyncio.wait([asyncio.ensure_future(stop.wait())], timeout=0.02)
+            continue
+        print(f"added {job.id}", flush=True)
+    try:
+        await queue.close()
+    except psyq.PsyqError as exc:
+        print(f"close {type(exc).__name__}: {exc}", flush=True)
+
+
+async def add_buffered(url: str) -> None:
+    """Add jobs one by one with the URL's durability, printing `added ID` for each (the
+    parent kills us)."""
+    async with psyq.Queue("shared", connection=url) as queue:
+        while True:
+            job = await queue.add("x", {})
+            print(f"added {job.id}", flush=True)
+
+
 async def add_and_work(url: str) -> None:
     """Add durable jobs one by one (`added ID T`, T the host's monotonic clock; `unknown
     ...` for a call that failed with the connection) and run them with a Worker (`done
@@ -139,6 +172,10 @@ if __name__ == "__main__":
         asyncio.run(hold_active(url, int(rest[0])))
     elif command == "work":
         asyncio.run(work(url))
+    elif command == "each":
+        asyncio.run(add_reporting(url))
+    elif command == "fast":
+        asyncio.run(add_buffered(url))
     elif command == "busy":
         asyncio.run(add_and_work(url))
     elif command == "idle":

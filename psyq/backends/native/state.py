@@ -42,6 +42,9 @@ SKIP_LOCK_TOKEN = "0"  # BullMQ's token that skips the lock check
 Delayed = tuple[int, int, str]
 
 
+NO_ID_LIMIT = 2**63 - 1
+
+
 class CrossQueue(Exception):
     """This transition touches another queue: run it again holding every lock."""
 
@@ -76,7 +79,12 @@ class StoreState:
         self.cancelled: dict[str, str] = {}
         self.paused = False
         self.drained = True
-        self.last_id = 0
+        self.last_id = 0  # the last job id handed out
+        # Ids past `id_limit` are handed out only once `id_reserver(count)` raised it (a
+        # persisted engine commits a block ahead, so no id is handed out twice across a
+        # crash: sqlite/database.py); memory:// has no limit.
+        self.id_limit = NO_ID_LIMIT
+        self.id_reserver: Callable[[int], None] | None = None
         self.seq = itertools.count(1)
         self.limited_until = 0
         self.window_start = 0
@@ -106,6 +114,14 @@ class StoreState:
     ) -> None:
         """Write an event to the queue's feed (see EventLog.add for `extra`)."""
         self.events.add(self.clock.now_ms() if now is None else now, event, job_id, extra)
+
+    def reserve_ids(self, count: int) -> None:
+        """Make room for `count` more ids past `last_id` (raises, changing nothing, when a
+        persisted engine cannot)."""
+        if self.id_reserver is None:
+            self.id_limit = NO_ID_LIMIT
+        else:
+            self.id_reserver(count)
 
     def mark(self, job_id: str) -> None:
         """Note a changed job for the next flush (persistent stores only)."""

@@ -53,6 +53,8 @@ class QueueStore(Mutations):
             if new.opts and "parent" in new.opts:
                 self._check_parents(jobs)
                 break
+        if self.last_id + len(jobs) > self.id_limit:  # before any job: all or none
+            self.reserve_ids(len(jobs))
         return [self.add(new, now) for new in jobs]
 
     def _check_parents(self, jobs: Sequence[NewJob]) -> None:
@@ -68,6 +70,8 @@ class QueueStore(Mutations):
         opts = new.opts
         timestamp = now if new.timestamp is None else new.timestamp
         if not opts and not hold:  # the common case: a plain job
+            if self.last_id >= self.id_limit:
+                self.reserve_ids(1)
             self.last_id += 1
             job_id = str(self.last_id)
             record = JobRecord(job_id, self.name, new.name, new.data, NO_OPTS, timestamp)
@@ -87,7 +91,9 @@ class QueueStore(Mutations):
             self.emit("duplicated", custom)
             return self.jobs[custom]
         if custom is None:  # taken before deduplication, as BullMQ does: a deduplicated
-            self.last_id += 1  # add's event names the id it would have had
+            if self.last_id >= self.id_limit:  # add's event names the id it would have had
+                self.reserve_ids(1)
+            self.last_id += 1
             job_id = str(self.last_id)
         else:
             job_id = custom

@@ -227,12 +227,12 @@ for _name in _MUTATIONS:
     setattr(SqliteBackend, _name, _durable(getattr(MemoryBackend, _name)))
 
 
-def open_sqlite_file(url: str) -> Database:
+def open_sqlite_file(url: str, create: bool = True) -> Database:
     """The process's Database for the file `url` names (FileInUse: another process owns
-    it)."""
+    it; `create`: make the file when the path names none)."""
     path, settings = parse_sqlite_url(url)
     flush_changes, flush_ms = int(settings["flush_changes"]), int(settings["flush_ms"])
-    return open_database(path, flush_changes, flush_ms, int(settings["cache"]))
+    return open_database(path, flush_changes, flush_ms, int(settings["cache"]), create)
 
 
 def start_sharing(db: Database, url: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import itertools
 import json
 import logging
@@ -38,6 +39,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
+from psyq.backends.sqlite.names import journal_name, record_name, refuse_stale_journal
 from psyq.backends.sqlite.owner import Identity, Owner, file_identity
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
@@ -49,6 +51,8 @@ __all__ = ["Database", "is_open_here", "open_database", "release_database"]
 log = logging.getLogger("psyq.sqlite")
 
 RETRY_PAUSE_S = 0.5
+ID_BLOCK = 1000  # job ids a queue reserves at a time (reserve_ids)
+_RESERVE = "INSERT OR REPLACE INTO id_blocks VALUES (?, ?)"
 CACHE = 50_000  # clean records a queue keeps in memory (resident.ResidentJobs)
 
 
@@ -70,23 +74,34 @@ class Batch:
 
 
 class Database:
-    def __init__(self, path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> None:
-        self.path = path
+    def __init__(
+        self, path: str, flush_changes: int, flush_ms: int, cache: int = CACHE, create: bool = True
+    ) -> None:
+        """`create`: make the file when `path` names none (a takeover does not)."""
         self.pid = os.getpid()  # the process that opened it (a forked child did not)
         self.flush_changes = flush_changes
         self.flush_ms = flush_ms
         self.engine = Engine(persistent=True)
         self.tickets = itertools.count(1)
-        self.owner = Owner(path)
+        if not os.path.exists(path):
+            refuse_stale_journal(path)  # before a file is made beside another's journal
+        self.owner = Owner(path, create=create)
         try:
-            self._conn = _connect(path)
-            self.reader = Reader(path)
+            refuse_stale_journal(path)  # again under the lock: no process makes it now
+            self.path = journal_name(path)  # every process opens the file by this name
+            self.owner.watch(self.path)
+            self._conn = _connect(self.path)
+            record_name(self._conn, self.path)
+            self._ids = Reader(self.path)  # reserves job ids (reserve_ids), in autocommit
+            self._ids.all("PRAGMA synchronous=NORMAL", ())  # as the writer: no fsync a commit
+            self.reader = Reader(self.path)
         except BaseException:
             self.owner.release()
             raise
         self.lost: PsyqError | None = None  # why changes are no longer written (Owner)
         self.write_failure: str | None = None  # why the last flush failed (None: it wrote)
-        self.engine.on_new_store = lambda store: adopt(store, self.reader, cache)
+        self.forked = False  # a copy in a process forked after the open (never used)
+        self.engine.on_new_store = lambda store: self._adopt(store, cache)
         self.engine.on_drop = self.forget_queue
         self._versions: dict[str, int] = {}  # store key -> version last flushed
         self._metas: dict[str, str] = {}  # store key -> meta JSON last written
@@ -106,7 +121,7 @@ class Database:
         self._closing = False
         self.sharer: Sharer | None = None  # the server of other processes (serve.py)
         self._load()
-        self._timer = threading.Thread(target=self._timer_loop, name=f"psyq-sqlite {path}")
+        self._timer = threading.Thread(target=self._timer_loop, name=f"psyq-sqlite {self.path}")
         self._timer.daemon = True
         self._timer.start()
 
@@ -115,11 +130,14 @@ class Database:
         """Every queue's settings, lines and held jobs; other records stay in the file."""
         engine = self.engine
         metas = dict(self._conn.execute("SELECT key, meta FROM queues").fetchall())
-        for key in sorted({*metas, *self.reader.queue_keys()}):
+        reserved = dict(self._conn.execute("SELECT queue, reserved FROM id_blocks").fetchall())
+        for key in sorted({*metas, *reserved, *self.reader.queue_keys()}):
             store = engine.store_for_key(key)
             if key in metas:
                 rows.restore_meta(store, json.loads(metas[key]))
             load_lines(store, self.reader)
+            # ids up to the reserved mark may have been handed out before a crash
+            store.last_id = max(store.last_id, reserved.get(key, 0))
             self._load_events(store)
             assert store.dirty is not None
             store.dirty.clear()
@@ -137,6 +155,29 @@ class Database:
             (store.key, last - store.events.max_len),
         ).fetchall()
         rows.restore_events(store, chunks, last + 1)
+
+    def _adopt(self, store: QueueStore, cache: int) -> None:
+        """A new store: its records and lines in the file, its ids reserved in blocks."""
+        adopt(store, self.reader, cache)
+        store.id_limit = 0  # its first new id reserves a block
+        store.id_reserver = functools.partial(self.reserve_ids, store)
+
+    # ------------------------------------------------------------------ job ids
+    def reserve_ids(self, store: QueueStore, count: int) -> None:
+        """Let `store` hand out `count` ids past its last (at least ID_BLOCK): the new
+        mark is committed first (one small transaction of its own, called under the
+        store's lock), so an id acknowledged before a crash (a buffered add the crash
+        lost) is never handed out again; a file opened after reads the mark."""
+        self.check()
+        upto = store.last_id + max(count, ID_BLOCK)
+        try:
+            self._ids.all(_RESERVE, (store.key, upto))
+        except sqlite3.Error as exc:
+            raise PsyqError(
+                f"{self.path}: cannot reserve job ids for queue {store.name!r} ({exc}); "
+                "nothing was added"
+            ) from None
+        store.id_limit = upto
 
     # ------------------------------------------------------------------ changes
     def note_change(self, jobs: int = 1) -> int:
@@ -405,6 +446,26 @@ class Database:
                             active[job_id] = (token, until)
 
     # ------------------------------------------------------------------ lifecycle
+    def let_go_in_child(self) -> None:
+        """In a process forked after the open: refuse every call, naming the file and what
+        to do; let go of the parent's lock and sockets (so they end with the parent, and a
+        peer can take the file over then). The SQLite connections are left alone: SQLite
+        forbids using one in a child, closing it included."""
+        self.forked = True
+        self.lost = PsyqError(
+            f"{self.path} was opened before this process forked (by its parent): a forked "
+            "child cannot use its parent's open database (its engine, connections and job "
+            "ids are the parent's); open the Queue or Worker after the fork, in the child, "
+            "and it reaches the file through its owner"
+        )
+        self._cond = threading.Condition()  # another thread may have held them at the fork
+        self._flush_lock = threading.Lock()
+        self._waiters = []
+        self._closing = True
+        self.owner.let_go_in_child()
+        if self.sharer is not None:
+            self.sharer.let_go_in_child()
+
     def forget_queue(self, key: str) -> None:
         """A queue's store was dropped (obliterated): its rows go at the next flush. Called
         under the store's lock, so no flush sees the store gone and its rows kept, or a new
@@ -428,7 +489,9 @@ class Database:
             self._cond.notify()
         self._timer.join()
         try:
-            if not self.flush():
+            if self.flush():  # every id handed out is in the queues' settings now
+                self._conn.execute("DELETE FROM id_blocks")
+            else:
                 log.error("psyq: closing %s with changes that could not be written", self.path)
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:
@@ -437,6 +500,7 @@ class Database:
             ) from None
         finally:
             self.reader.close()
+            self._ids.close()
             with self._flush_lock:  # a flush begun on another thread ends first
                 self._conn.close()
             self.owner.release()
@@ -519,13 +583,21 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None = None) -
 
 
 def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     try:
-        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         migrate(conn, path)
         conn.execute("SELECT count(*) FROM jobs").fetchone()
     except sqlite3.DatabaseError as exc:
+        conn.close()
+        if os.path.exists(f"{path}-wal"):
+            raise PsyqError(
+                f"cannot open {path}: {exc}. If the file was moved, deleted or replaced while "
+                f"a process had it open, {path}-wal is that file's journal, maybe still in "
+                "use: move the file back or stop that process. Else the file is corrupted: "
+                "restore it from a backup or move it away"
+            ) from None
         raise PsyqError(
             f"cannot open {path} as a psyq database: {exc} (is it a psyq SQLite file? a "
             "corrupted file must be restored from a backup or moved away)"
@@ -537,13 +609,16 @@ _OPEN: dict[Identity, tuple[Database, int]] = {}  # by the file, whatever path n
 _OPEN_LOCK = threading.Lock()
 
 
-def open_database(path: str, flush_changes: int, flush_ms: int, cache: int = CACHE) -> Database:
+def open_database(
+    path: str, flush_changes: int, flush_ms: int, cache: int = CACHE, create: bool = True
+) -> Database:
     """The process's Database for the file at `path` (opened on first use, shared after,
-    through any path to it: the first opener's settings hold)."""
+    through any path to it: the first opener's settings hold; `create`: make the file
+    when `path` names none)."""
     with _OPEN_LOCK:
         entry = _OPEN.get(file_identity(path) or (-1, -1))
         if entry is None:
-            entry = (Database(path, flush_changes, flush_ms, cache), 0)
+            entry = (Database(path, flush_changes, flush_ms, cache, create), 0)
         db = entry[0]
         _OPEN[db.owner.identity] = (db, entry[1] + 1)
         return db
@@ -556,6 +631,8 @@ def is_open_here(path: str) -> bool:
 
 
 def release_database(database: Database) -> None:
+    if database.forked:
+        return  # the parent's: never closed here (Database.let_go_in_child)
     identity = database.owner.identity
     with _OPEN_LOCK:
         db, users = _OPEN[identity]
@@ -578,3 +655,22 @@ def _flush_at_exit() -> None:
 
 
 atexit.register(_flush_at_exit)
+
+
+_FORKED_AWAY: list[Database] = []  # the parent's, kept so that no collection closes them
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with no open database: those it inherited are the parent's
+    (the parent's engine, connections and id counters, without its threads), so each is
+    let go of and refuses every call, and an open after the fork reaches the file as any
+    other process does (through its owner, the parent while it lives)."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()  # another thread may have held it at the fork
+    for db, _users in _OPEN.values():
+        db.let_go_in_child()
+        _FORKED_AWAY.append(db)
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

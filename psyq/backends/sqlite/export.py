@@ -35,6 +35,7 @@ from psyq.backends.native import transfer
 from psyq.backends.native.engine import Engine
 from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.backend import parse_sqlite_url
+from psyq.backends.sqlite.names import journal_name
 from psyq.backends.sqlite.owner import Owner
 from psyq.backends.sqlite.schema import SCHEMA_VERSION
 from psyq.errors import PsyqError
@@ -90,7 +91,7 @@ class SqliteExport:
         if self.own:
             self._owner = Owner(self.path, write=False)
         try:
-            self._conn = _connect_read_only(self.path)
+            self._conn = _connect_read_only(journal_name(self.path))
         except BaseException:
             self._let_go()
             raise
@@ -130,6 +131,11 @@ class SqliteExport:
         ).fetchone()
         if row is not None:
             rows.restore_meta(store, json.loads(row[0]))
+        reserved = self.conn.execute(
+            "SELECT reserved FROM id_blocks WHERE queue = ?", (self._prefix + queue,)
+        ).fetchone()
+        if reserved is not None:  # ids up to it may have been handed out (Database)
+            store.last_id = max(store.last_id, reserved[0])
         return transfer.queue_meta(store)
 
     async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:

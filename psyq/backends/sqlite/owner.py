@@ -21,7 +21,7 @@ import socket
 
 from psyq.errors import PsyqError
 
-__all__ = ["FileInUse", "Identity", "Owner", "file_identity"]
+__all__ = ["FileInUse", "Identity", "Owner", "blank_descriptor", "file_identity"]
 
 Identity = tuple[int, int]  # (device, inode)
 
@@ -43,11 +43,11 @@ def file_identity(path: str) -> Identity | None:
 class Owner:
     """This process's exclusive hold on one database file."""
 
-    def __init__(self, path: str, write: bool = True) -> None:
-        """`write`: the owner writes the file (created when missing); else it only reads
-        it, and keeps writers out meanwhile."""
+    def __init__(self, path: str, write: bool = True, create: bool = True) -> None:
+        """`write`: the owner writes the file (created when missing, unless not `create`);
+        else it only reads it, and keeps writers out meanwhile."""
         self.path = os.path.abspath(path)  # a later chdir changes nothing
-        self._fd = _open(path, write)
+        self._fd = _open(path, write, create)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -73,6 +73,16 @@ class Owner:
             f"{self.path} was {what} while psyq had it open: changes are no longer written "
             "or acknowledged; restore the file or restart the process to open a new one"
         )
+
+    def watch(self, path: str) -> None:
+        """Check `path` from now on (the name the file is opened by: sqlite/names.py)."""
+        self.path = path
+
+    def let_go_in_child(self) -> None:
+        """In a process forked from the owner: drop the inherited descriptor without
+        unlocking (the lock is the parent's), so the lock ends with the parent's; the
+        number stays taken (by /dev/null), so nothing closes another file by it later."""
+        blank_descriptor(self._fd)
 
     def release(self) -> None:
         """Give the file up (call after closing every SQLite connection to it)."""
@@ -118,9 +128,20 @@ def _lock_holder(opened: os.stat_result) -> str:
     return ""
 
 
-def _open(path: str, write: bool) -> int:
-    """A descriptor of the database file (created when missing), or a clear error."""
-    flags = os.O_RDWR | os.O_CREAT if write else os.O_RDONLY
+def blank_descriptor(fd: int) -> None:
+    """Point descriptor `fd` at /dev/null: what it referred to is let go of, and the
+    number is not free for another file that a later close of `fd` would close."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
+
+
+def _open(path: str, write: bool, create: bool) -> int:
+    """A descriptor of the database file (created when missing if `create`), or a clear
+    error."""
+    flags = (os.O_RDWR | (os.O_CREAT if create else 0)) if write else os.O_RDONLY
     try:
         return os.open(path, flags | os.O_CLOEXEC, 0o644)
     except OSError as exc:

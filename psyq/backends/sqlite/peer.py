@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +45,7 @@ from psyq.backends.sqlite.backend import (
     start_sharing,
 )
 from psyq.backends.sqlite.database import Database, release_database
-from psyq.backends.sqlite.owner import FileInUse, file_identity
+from psyq.backends.sqlite.owner import FileInUse, Identity, file_identity
 from psyq.backends.sqlite.serve import share_address
 from psyq.backends.tcp.client import TcpBackend
 from psyq.backends.tcp.connection import ClientConnection
@@ -77,8 +79,13 @@ class PeerBackend(TcpBackend):
         self._db: Database | None = None  # the file, once this process took it over
         self._handover: ClientConnection | None = None  # a connection whose owner said bye
         self._local: SqliteBackend | None = None  # the engine, once this process took over
+        self._identity = file_identity(path)  # the file this process reaches, for good
+        self._forked: PsyqError | None = None  # why not: opened before this process forked
+        _PEERS.add(self)
 
     async def close(self) -> None:
+        if self._forked is not None:
+            return  # the connection and the file are the parent's
         await super().close()
         self._local = None
         db, self._db = self._db, None
@@ -111,10 +118,8 @@ class PeerBackend(TcpBackend):
             return conn
 
     async def _reach_owner(self) -> ClientConnection:
+        identity = self._same_file()
         self._take_over()
-        identity = file_identity(self.path)
-        if identity is None:
-            raise ConnectionError(self.url, f"{self.path} does not exist any more")
         loop = asyncio.get_running_loop()
         address = share_address(self.path, identity)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -135,14 +140,32 @@ class PeerBackend(TcpBackend):
         )
         return conn
 
+    def _same_file(self) -> Identity:
+        """The file's identity, while the path names the file this process reached first;
+        else the error saying it does not (a file moved, deleted or replaced under its
+        processes is never taken over as a new one)."""
+        identity = file_identity(self.path)
+        if identity is not None and identity == self._identity:
+            return identity
+        what = "moved or deleted" if identity is None else "replaced by another file"
+        raise PsyqError(
+            f"{self.path} was {what} while this process used it: nothing more is "
+            "acknowledged until the file is restored or the process restarts (it then "
+            "opens the file the path names)"
+        )
+
     def _take_over(self) -> None:
         """Own the file when no process does any more (its owner exited or died)."""
         if self._db is not None:
             return
         try:
-            self._db = open_sqlite_file(self.url)
+            db = open_sqlite_file(self.url, create=False)
         except FileInUse:
             return
+        if db.owner.identity != self._identity:  # replaced since _same_file
+            release_database(db)
+            self._same_file()
+        self._db = db
         log.warning("psyq: %s had no owner left; this process (its peer) took it over", self.path)
         if self._handover is not None:  # its owner closed: the active jobs are the peers'
             self._db.hold_active(HANDOVER_LOCK_MS)
@@ -154,12 +177,16 @@ class PeerBackend(TcpBackend):
     async def _call(self, op: str, *args: Any) -> Any:
         """On the engine once this process owns the file, else through the owner's socket
         (closed: the socket path raises ClosedError)."""
+        if self._forked is not None:
+            raise PsyqError(str(self._forked))
         local = self._local
         if local is None or self._closed:
             return await super()._call(op, *args)
         return await getattr(local, op)(*args)
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
+        if self._forked is not None:
+            raise PsyqError(str(self._forked))
         local = self._local
         if local is None or self._closed:
             return await super().add_jobs(queue, jobs)
@@ -172,6 +199,23 @@ class PeerBackend(TcpBackend):
                 f"{self.path} is owned by another process with {_shown(theirs)}; this URL "
                 f"asks for {_shown(self._wanted)}: give every process the same settings"
             )
+
+
+_PEERS: weakref.WeakSet[PeerBackend] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """Every peer a forked child inherited is its parent's: each refuses its calls."""
+    for peer in list(_PEERS):
+        peer._forked = PsyqError(
+            f"{peer.path} was opened before this process forked (by its parent): a forked "
+            "child cannot use its parent's connection to the file; open the Queue or "
+            "Worker after the fork, in the child"
+        )
+    _PEERS.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _shown(settings: dict[str, Any]) -> str:

@@ -69,15 +69,30 @@ UPDATE jobs SET rank = numbered.place FROM (
 {_FINISHED_INDEX}
 """
 
+# Version 3: the name the file's journal is kept by (`file`, key 'name': sqlite/names.py) and
+# each queue's reserved job ids (`id_blocks`: every id up to `reserved` may have been handed
+# out, so a new id starts above it; sqlite/database.py).
+FILE_AND_IDS = """
+CREATE TABLE file (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE id_blocks (
+    queue TEXT PRIMARY KEY,
+    reserved INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+
 # The schema every migration gives: SQLite keeps an added column where ALTER put it, on the
 # line of the last column.
 SCHEMA = (
     SCHEMA_V1.replace("    logs TEXT,\n", f"    logs TEXT, {_PRIORITY_COLUMN},\n")
     + _FINISHED_INDEX
     + "\n"
+    + FILE_AND_IDS
 )
 
-MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX]
+MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX, FILE_AND_IDS]
 SCHEMA_VERSION = len(MIGRATIONS)
 _PRIORITY = 5  # the priority's place in a job row's body (rows.BODY)
 

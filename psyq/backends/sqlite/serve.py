@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 
 from psyq.backends.base import BackendAdapter
-from psyq.backends.sqlite.owner import Identity
+from psyq.backends.sqlite.owner import Identity, blank_descriptor
 from psyq.backends.tcp.server import DRAIN_TIMEOUT_S, Server
 
 __all__ = ["Sharer", "peer_refusal", "share_address"]
@@ -107,6 +107,15 @@ class Sharer:
                 os.unlink(self.address)  # a killed owner's; this process holds the file now
         await server.start_unix(self.address)
         self._server = server
+
+    def let_go_in_child(self) -> None:
+        """In a process forked from the owner: let go of the inherited sockets (a listener
+        kept open here would keep the address taken after the parent's exit, and a
+        connection would not close when the parent closes it), and serve nothing. The
+        thread serving them is the parent's: it does not run here."""
+        server, self._server = self._server, None
+        for fd in server.descriptors() if server is not None else ():
+            blank_descriptor(fd)
 
     def drain(self) -> None:
         """Stop taking connections and let the peers finish (Server.drain): every request a

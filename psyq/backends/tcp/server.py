@@ -124,6 +124,17 @@ class Server:
         if self._server is not None:
             await self._server.wait_closed()
 
+    def descriptors(self) -> list[int]:
+        """The file descriptors of its listening sockets and connections (what a process
+        forked from this one lets go of: sqlite/serve.py)."""
+        found = [sock.fileno() for sock in self._server.sockets] if self._server else []
+        for conn in self.connections:
+            transport = conn.transport
+            sock = None if transport is None else transport.get_extra_info("socket")
+            if sock is not None:
+                found.append(sock.fileno())
+        return found
+
     def check_token(self, given: Any) -> bool:
         if self.token is None:
             return True
