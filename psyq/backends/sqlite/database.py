@@ -5,7 +5,7 @@
   writer. A file deleted or replaced while open stops every change with an error.
 - Recovery: on open each queue's lines load from the file (ids in order, no bodies
   decoded), with the records of active jobs (their locks expired, so the stalled check
-  returns them to waiting; after a clean close, their locks as they were: `_keep_locks`)
+  returns them to waiting; after a clean close, their locks as they were: `locks.py`)
   and of parents; every other record is read when a call needs it and leaves memory again
   once written (`resident.py`: the memory model).
 - Write buffer: `flush()` writes every change since the last flush in one transaction. It
@@ -39,6 +39,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
+from psyq.backends.sqlite.locks import keep_locks
 from psyq.backends.sqlite.owner import Identity, Owner, file_identity
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
@@ -405,33 +406,6 @@ class Database:
                         if expiry == 0:  # as loaded (transfer.place)
                             active[job_id] = (token, until)
 
-    def _keep_locks(self) -> None:
-        """At a clean close, after the last flush: write each active job's lock expiry in
-        its row (the `due` column, which an active job does not use otherwise), so the
-        next open loads the lock as it was (resident.load_lines) instead of expired. The
-        workers still running those jobs elsewhere (a `psyq server`'s clients, a shared
-        file's peers) then renew and finish them; a crash writes none, and its active jobs
-        come back through the stalled check at once."""
-        engine = self.engine
-        with engine.every_lock():
-            locks = [
-                (expiry, key, job_id)
-                for shard in engine.shards
-                for key, store in shard.stores.items()
-                for job_id, (_, expiry) in store.active.items()
-                if expiry
-            ]
-        if not locks:
-            return
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.executemany(_KEEP_LOCK, locks)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
     # ------------------------------------------------------------------ lifecycle
     def forget_queue(self, key: str) -> None:
         """A queue's store was dropped (obliterated): its rows go at the next flush. Called
@@ -457,7 +431,7 @@ class Database:
         self._timer.join()
         try:
             if self.flush():
-                self._keep_locks()
+                keep_locks(self.engine, self._conn)  # for the workers still running them
             else:
                 log.error("psyq: closing %s with changes that could not be written", self.path)
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -479,9 +453,6 @@ _BIND_ERRORS = (
     UnicodeError, OverflowError, ValueError, TypeError, sqlite3.InterfaceError,
     sqlite3.ProgrammingError,
 )  # fmt: skip
-
-
-_KEEP_LOCK = "UPDATE jobs SET due = ? WHERE queue = ? AND id = ? AND state = 'active'"
 
 
 def _write_all(conn: sqlite3.Connection, statement: str, params: Any) -> None:
