@@ -50,5 +50,6 @@ async def test_a_loop_of_awaited_calls_lets_the_event_loop_turn(queue: psyq.Queu
             await queue.get_job(job.id)
             read += 1
         assert ticks >= TICKS, f"{read} reads, the side task ticked {ticks} times"
+        print(f"{TICKS} ticks of the side task: after {added} adds, then after {read} reads")
     finally:
         task.cancel()
