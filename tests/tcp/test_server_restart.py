@@ -4,22 +4,29 @@ Before issue 49 a clean stop wrote the active jobs as a kill leaves them: the ne
 loaded them with expired locks, so the first stalled check (here every 300 ms, faster than
 the workers renew) sent them back to waiting while their workers still ran them, and they
 ran twice (59 over 3 restarts in the report). Now the stop writes each active job's lock
-expiry and the new server loads it, so the reconnecting workers renew and finish them."""
+expiry and the new server loads it, so the reconnecting workers renew and finish them.
+
+`PSYQ_SOAK_SCALE` (`make soak`: 10) multiplies the jobs and the restarts."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import psyq
 from tests.tcp.server_proc import start_server
 from tests.tcp.test_processes import wait_until
 
-TOTAL = 60
-RESTARTS = 3
+SCALE = float(os.environ.get("PSYQ_SOAK_SCALE", "1"))
+TOTAL = round(60 * SCALE)
+RESTARTS = round(3 * SCALE)
+pytestmark = pytest.mark.timeout(60 + 30 * SCALE)
 
 
 async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
@@ -53,6 +60,7 @@ async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
     worker.on("error", errors.append)
     worker.on("completed", lambda job, result: done.add(job.id))
     restarted_at: list[float] = []
+    began_all = time.monotonic()
     try:
         for _ in range(RESTARTS):
             await wait_until(_busy(running, runs, len(runs)), 30, "no jobs running")
@@ -60,7 +68,7 @@ async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
             assert await asyncio.to_thread(server.stop) == 0
             server = await asyncio.to_thread(start_server, log, *data, port=server.port)
             restarted_at.append(time.monotonic() - began)
-        await wait_until(_true(lambda: len(done) == TOTAL), 60, f"{TOTAL} jobs not completed")
+        await wait_until(_true(lambda: len(done) == TOTAL), 60 * SCALE, f"{TOTAL} not completed")
         counts = await queue.get_job_counts("completed", "active", "waiting")
     finally:
         await worker.close(force=True)
@@ -68,8 +76,10 @@ async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
         server.stop()
     twice = sorted(job_id for job_id, count in runs.items() if count > 1)
     lock_errors = [e for e in errors if isinstance(e, psyq.LockError)]
+    took = time.monotonic() - began_all
     print(
-        f"jobs={TOTAL} restarts={RESTARTS} (each {max(restarted_at):.2f}s at most) "
+        f"server restarts: jobs={TOTAL} restarts={RESTARTS} in {took:.1f}s "
+        f"(each {max(restarted_at):.2f}s at most) "
         f"ran={len(runs)} ran twice={len(twice)} lock errors={len(lock_errors)} "
         f"worker errors={len(errors)}"
     )
