@@ -52,4 +52,4 @@ fuzz: $(VENV)/.installed
 # docs/reliability.md shows. PSYQ_SOAK_SCALE sets another size.
 PSYQ_SOAK_SCALE ?= 10
 soak: $(VENV)/.installed
-	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s tests/concurrency
+	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s tests/concurrency tests/tcp/test_server_restart.py

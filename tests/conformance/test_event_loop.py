@@ -18,3 +18,38 @@ async def test_the_suite_runs_on_the_chosen_loop(queue: psyq.Queue) -> None:
         assert type(loop).__module__.startswith("asyncio"), loop
     job = await queue.add("x", {"on": type(loop).__name__})
     assert (await queue.get_job(job.id)).data == {"on": type(loop).__name__}
+
+
+LIMIT = 20_000  # calls a loop makes at most while it waits for the side task's ticks
+TICKS = 3
+
+
+async def test_a_loop_of_awaited_calls_lets_the_event_loop_turn(queue: psyq.Queue) -> None:
+    """A loop of `await queue.add(...)` (or of reads) must give the event loop turns: the
+    embedded stores answer without awaiting anything, and a loop of them starved every
+    other task (a side task sleeping 10 ms ticked 0 times in 2.5 s, a Worker's lock renewal
+    stalled and a peer took its job over: issue 49)."""
+    ticks = 0
+
+    async def side() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.ensure_future(side())
+    try:
+        added, job = 0, None
+        while ticks < TICKS and added < LIMIT:
+            job = await queue.add("x", {"i": added})
+            added += 1
+        assert ticks >= TICKS, f"{added} adds, the side task ticked {ticks} times"
+        assert job is not None
+        ticks, read = 0, 0
+        while ticks < TICKS and read < LIMIT:
+            await queue.get_job(job.id)
+            read += 1
+        assert ticks >= TICKS, f"{read} reads, the side task ticked {ticks} times"
+        print(f"{TICKS} ticks of the side task: after {added} adds, then after {read} reads")
+    finally:
+        task.cancel()

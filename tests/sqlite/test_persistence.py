@@ -54,7 +54,8 @@ async def test_a_restart_brings_everything_back(tmp_path: Path) -> None:
         bad = await queue.add("bad")
         await queue.upsert_job_scheduler("tick", {"every": 3_600_000}, {"name": "tick"})
         await queue.add("dedup", deduplication={"id": "key"})
-        worker = psyq.Worker("q", autorun=False, connection=db)
+        # a clean close keeps the taken jobs' locks: they come back once these expire
+        worker = psyq.Worker("q", autorun=False, connection=db, lock_duration=1000)
         # take the two finishing jobs by moving the others out of the way first
         taken = [await worker.get_next_job(f"t{i}") for i in range(5)]
         await worker.close()
@@ -81,7 +82,7 @@ async def test_a_restart_brings_everything_back(tmp_path: Path) -> None:
         await queue.resume()
         worker = psyq.Worker("q", lambda job: job.name, connection=db, stalled_interval=50)
         rec = Recorder(worker, "completed")
-        await rec.wait("completed", 9, timeout=10)  # the 5 stalled ones came back too
+        await rec.wait("completed", 9, timeout=10)  # the 5 taken ones came back too
         await worker.close()
         kids = psyq.Queue("k", connection=db)
         kid_worker = psyq.Worker("k", lambda job: "kid", connection=db)

@@ -102,11 +102,14 @@ async def test_a_full_disk_holds_the_changes_until_there_is_room(tmp_path: Path)
         db._conn.execute(f"PRAGMA max_page_count = {pages}")
         ids = [(await queue.add("ok", {"pad": "x" * 2000, "i": i})).id for i in range(50)]
         assert not db.flush()  # the disk is full: the changes are kept for the next try
+        with pytest.raises(psyq.PsyqError, match="the last write failed"):
+            await backend.check_ready()  # what /readyz and psyq check report
         waiting = asyncio.ensure_future(durable.add("durable", {}))
         await asyncio.sleep(0.3)
         assert not waiting.done()  # not acknowledged before a commit holds it
         db._conn.execute("PRAGMA max_page_count = 1073741823")
         ids.append((await asyncio.wait_for(waiting, 10)).id)
+        await backend.check_ready()  # written again: ready
     finally:
         await durable.close()
         await queue.close()

@@ -3,7 +3,8 @@
 Each method is one atomic store call under its shard's lock (or, when it reaches into other
 queues, under every lock). Workers blocked on an empty queue wait on a future that the next
 add, promotion, resume or settle resolves (and on a timer for the next delayed job), never
-by polling; event readers wait the same way for the next event.
+by polling; event readers wait the same way for the next event. A loop of calls gives the
+event loop a turn every few ms (pacing.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from psyq.backends.base import (
 from psyq.backends.native import flows, schedulers, transfer
 from psyq.backends.native.engine import Engine, Shard, named_engine, wake_futures
 from psyq.backends.native.eventlog import Position, parse_event_id
+from psyq.backends.native.pacing import pace
 from psyq.backends.native.state import CrossQueue
 from psyq.backends.native.store import QueueStore
 from psyq.errors import InvalidURLError, PsyqError
@@ -585,6 +587,9 @@ def _preorder(tree: flows.Tree) -> list[JobRecord]:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+pace(MemoryBackend)  # its calls give the event loop turns (pacing.py)
 
 
 def open_memory_backend(url: str) -> MemoryBackend:

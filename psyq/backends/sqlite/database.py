@@ -5,8 +5,9 @@
   writer. A file deleted or replaced while open stops every change with an error.
 - Recovery: on open each queue's lines load from the file (ids in order, no bodies
   decoded), with the records of active jobs (their locks expired, so the stalled check
-  returns them to waiting) and of parents; every other record is read when a call needs it
-  and leaves memory again once written (`resident.py`: the memory model).
+  returns them to waiting; after a clean close, their locks as they were: `locks.py`)
+  and of parents; every other record is read when a call needs it and leaves memory again
+  once written (`resident.py`: the memory model).
 - Write buffer: `flush()` writes every change since the last flush in one transaction. It
   runs in the thread that needs it — a caller once `flush_changes` changes are pending, an
   event-loop callback for durable callers (so every durable call of one loop turn shares
@@ -39,6 +40,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
+from psyq.backends.sqlite.locks import keep_locks
 from psyq.backends.sqlite.names import journal_name, record_name, refuse_stale_journal
 from psyq.backends.sqlite.owner import Identity, Owner, file_identity
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
@@ -491,6 +493,7 @@ class Database:
         try:
             if self.flush():  # every id handed out is in the queues' settings now
                 self._conn.execute("DELETE FROM id_blocks")
+                keep_locks(self.engine, self._conn)  # for the workers still running them
             else:
                 log.error("psyq: closing %s with changes that could not be written", self.path)
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

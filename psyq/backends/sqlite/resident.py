@@ -13,8 +13,8 @@ written, and a bounded cache of other records. Everything else is served from th
   counted and listed from the file's `jobs_finished` index, merged by rank (finish order).
 - `Reader` is the second connection those reads use; in WAL mode it sees the last commit.
 - `load_lines` fills a store's lines when a file opens, in one pass over the queue's rows:
-  ids in order, no bodies, except for active jobs (the stalled check needs them) and
-  parents.
+  ids in order, no bodies, except for active jobs (the stalled check needs them: their
+  locks expired, or as a clean close kept them) and parents.
 """
 
 from __future__ import annotations
@@ -398,6 +398,8 @@ def load_lines(store: QueueStore, reader: Reader) -> None:
     for row in reader.all(_HELD, (key,)):
         record = jobs.admit(row)
         transfer.place(store, record, row[3] or 0, row[4])
+        if record.state == "active" and row[4]:  # its lock's expiry, kept by a clean close
+            store.active[record.id] = (store.active[record.id][0], row[4])
     for line in (store.completed, store.failed):
         assert isinstance(line, FileLine)
         line.in_file, top = reader.all(_COUNT, (key, line.state))[0]

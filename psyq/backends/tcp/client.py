@@ -175,8 +175,9 @@ class TcpBackend(BackendAdapter):
 
     async def check_ready(self) -> None:
         """The server's store can take changes (protocol 5; an older server: it answers)."""
-        conn = await self._connection()
-        await self._call("check_ready" if conn.version >= 5 else "now_ms")
+        await self._call("now_ms")  # connected: the server's version is known
+        if self._version >= 5:
+            await self._call("check_ready")
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Joined with the other adds of this event-loop turn into one request (protocol 2;

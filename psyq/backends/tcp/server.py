@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from psyq.backends.base import BackendAdapter
+from psyq.backends.native.pacing import unpace
 from psyq.backends.tcp.commands import signatures
 from psyq.backends.tcp.server_connection import ServerConnection, ServerLimits
 
@@ -41,6 +42,7 @@ class Server:
         """`peer_check(sock)`: why a new connection's peer is refused (None: accepted);
         `hello_info`: more entries for the hello answer (what the client checks)."""
         self.backend = backend
+        unpace(backend)  # a connection's requests run at once, in the order they came
         self.token = token
         self.limits = limits or ServerLimits()
         self.ssl_context = ssl_context
