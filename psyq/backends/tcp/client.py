@@ -173,6 +173,9 @@ class TcpBackend(BackendAdapter):
     async def now_ms(self) -> int:
         return cast(int, await self._call("now_ms"))
 
+    async def wait_committed(self) -> None:
+        await self._call("wait_committed")
+
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Joined with the other adds of this event-loop turn into one request (protocol 2;
         tcp/adding.py): each caller still gets its own records or its own error. Adds keep

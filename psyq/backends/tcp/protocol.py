@@ -63,6 +63,7 @@ HEADER = struct.Struct(">I")  # a frame's length, before its body
 COMMANDS: frozenset[str] = frozenset(
     {
         "now_ms",
+        "wait_committed",
         "add_jobs",
         "move_to_active",
         "wait_for_job",
