@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test lint docs check bench fuzz soak clean
+.PHONY: demo test lint docs check bench fuzz soak soak-stores clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,4 +52,13 @@ fuzz: $(VENV)/.installed
 # docs/reliability.md shows. PSYQ_SOAK_SCALE sets another size.
 PSYQ_SOAK_SCALE ?= 10
 soak: $(VENV)/.installed
-	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s tests/concurrency tests/tcp/test_server_restart.py
+	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s tests/concurrency
+
+# The stores' fault scenarios (the live move under repeated kill -9 of the mover; the
+# shared sqlite:/// file and psyq server restarts as their tests join SOAK_STORES) at ten
+# times their CI size: each prints one line of jobs, lost, ran twice and seconds
+# (tests/soak.py). A scenario sizes itself with tests.soak.scaled and reports with
+# tests.soak.report; PSYQ_SOAK_SCALE sets another size.
+SOAK_STORES := tests/migrate/test_live_kills.py tests/tcp/test_server_restart.py
+soak-stores: $(VENV)/.installed
+	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s $(SOAK_STORES)

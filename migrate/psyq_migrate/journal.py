@@ -5,7 +5,17 @@ Each move of a job (or a scheduler) is written here, committed, before it is rem
 the source; it is marked done once the destination holds it. A restart first settles the
 entries not marked: an entry whose job the source still holds was never removed (the normal
 pass moves it again); one the source lost is imported into the destination (an import skips
-an id the destination already holds). Records are JSON, never pickled.
+an id the destination already holds) unless a receipt says the destination had it. Records
+are JSON, never pickled.
+
+Receipts: each import into the destination carries one more job, a finished one no worker
+takes, named from this journal's `token` and the first entry of the import (`receipt_id`),
+whose data lists the entries it brought. A page is imported whole or not at all, so the
+receipt is there exactly when the jobs were: a rerun that finds an unmarked entry neither
+in the source nor in the destination (the destination's workers ran it and removed it) but
+under a receipt knows it arrived, and does not import it again. The mover removes a receipt
+once its entries are marked; `receipts` keeps those to remove, in the transaction of the
+mark, so a rerun removes any a kill left behind.
 
 Settings (`setting`/`set_setting`) keep what the first run found and must not be read
 again after the mover changed it: whether a queue was paused before the move, the floor the
@@ -18,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -27,7 +38,16 @@ from psyq.backends.base import ExportPage, JobRecord
 from psyq.errors import redact_url
 from psyq_migrate.errors import MigrateError
 
-__all__ = ["Entry", "Journal", "default_journal_path", "entry_page", "job_payload"]
+__all__ = [
+    "RECEIPT_NAME",
+    "Entry",
+    "Journal",
+    "default_journal_path",
+    "entry_page",
+    "job_payload",
+    "receipt_record",
+    "receipt_seqs",
+]
 
 # An entry's status: written, not yet known to be in the destination; in the destination;
 # never removed from the source (left there, moved again later); refused by the destination
@@ -45,7 +65,13 @@ CREATE TABLE IF NOT EXISTS moves (
     status TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS moves_pending ON moves (status) WHERE status = 'pending';
+CREATE TABLE IF NOT EXISTS receipts (
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    PRIMARY KEY (queue, id)
+);
 """
+RECEIPT_NAME = "psyq-live-receipt"
 
 
 def default_journal_path(source: str, destination: str) -> str:
@@ -99,6 +125,29 @@ def entry_page(payloads: Sequence[dict[str, Any]]) -> ExportPage:
     return page
 
 
+def receipt_record(receipt_id: str, queue: str, seqs: Sequence[int], now_ms: int) -> JobRecord:
+    """The receipt of an import: a completed job whose data lists the entries it brought."""
+    return JobRecord(
+        id=receipt_id,
+        queue=queue,
+        name=RECEIPT_NAME,
+        data=json.dumps({"seqs": list(seqs)}),
+        opts={},
+        timestamp=now_ms,
+        processed_on=now_ms,
+        finished_on=now_ms,
+        returnvalue="null",
+        state="completed",
+    )
+
+
+def receipt_seqs(record: JobRecord | None) -> set[int]:
+    """The entries a receipt found in the destination brought (none: no receipt)."""
+    if record is None or record.name != RECEIPT_NAME:
+        return set()
+    return {int(seq) for seq in json.loads(record.data).get("seqs", ())}
+
+
 class Journal:
     """The journal file of one move (see the module docstring)."""
 
@@ -114,6 +163,9 @@ class Journal:
         except sqlite3.Error as exc:
             raise MigrateError(f"cannot open the journal {path!r}: {exc}") from None
         pair = json.dumps([source, destination])
+        if self.setting("token") is None:
+            self.set_setting("token", secrets.token_hex(6))
+        self.token = str(self.setting("token"))
         known = self.setting("pair")
         if known is None:
             self.set_setting("pair", pair)
@@ -153,11 +205,31 @@ class Journal:
                 seqs.append(int(cursor.lastrowid or 0))
         return seqs
 
-    def mark(self, seqs: Iterable[int], status: str) -> None:
+    def receipt_id(self, first_seq: int) -> str:
+        """The id of the receipt of an import whose first entry is `first_seq`."""
+        return f"{RECEIPT_NAME}-{self.token}-{first_seq}"
+
+    def mark(
+        self,
+        seqs: Iterable[int],
+        status: str,
+        receipt: tuple[str, str] | None = None,
+        removed: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Mark entries, in one transaction that also notes `receipt` (queue, id) to remove
+        from the destination and forgets the receipts already `removed`."""
         with self._transaction():
             self._db.executemany(
                 "UPDATE moves SET status = ? WHERE seq = ?", [(status, seq) for seq in seqs]
             )
+            if receipt is not None:
+                self._db.execute("INSERT OR IGNORE INTO receipts VALUES (?, ?)", receipt)
+            self._db.executemany("DELETE FROM receipts WHERE queue = ? AND id = ?", removed)
+
+    def receipts(self) -> list[tuple[str, str]]:
+        """Receipts (queue, id) marked and not known to be removed from the destination."""
+        rows = self._db.execute("SELECT queue, id FROM receipts ORDER BY queue, id").fetchall()
+        return [(str(queue), str(receipt)) for queue, receipt in rows]
 
     def pending(self) -> list[Entry]:
         rows = self._db.execute(

@@ -13,8 +13,11 @@ The steps (docs/migrate.md, "Live move"):
 3. Schedulers move: journaled, removed from A (with their pending run), upserted on B.
 4. Passes over A, in line order: each job that is not active (and no member of a flow with
    an active member) is written to the journal (committed), removed from A (`remove_job`,
-   refused for a job a worker holds), imported into B (idempotent by id), and marked done.
+   refused for a job a worker holds; then A commits the removals, `wait_committed`),
+   imported into B with a receipt (idempotent by id; B commits it), and marked done.
    Flows move as a unit, parent before children (a child that runs on B finds its parent).
+   Nothing is marked, or imported, before the store it relies on committed it: a crash of
+   A's process (buffered SQLite, a psyq server) cannot bring back a job marked moved.
 5. It ends once A holds no job of the queues and nothing moved for `quiet_for` seconds.
    The queues stay paused on A: a job a late producer adds there waits for the next move.
 """
@@ -37,10 +40,13 @@ from psyq_migrate.journal import (
     CONFLICT,
     DONE,
     KEPT,
+    Entry,
     Journal,
     default_journal_path,
     entry_page,
     job_payload,
+    receipt_record,
+    receipt_seqs,
 )
 from psyq_migrate.live_flows import FlowMember, movable_trees
 
@@ -194,6 +200,7 @@ class LiveMove:
         self.flows_seen = False
         self.moving: tuple[float, float] | None = None  # first and last move of this run
         self.copies: dict[str, set[str]] = {}  # finished jobs copied to B, A refused to remove
+        self.removed: list[tuple[str, str]] = []  # receipts removed from B, still journaled
 
     async def run(self, quiet_for: float) -> LiveResult:
         await self.replay()
@@ -224,18 +231,25 @@ class LiveMove:
 
     # ------------------------------------------------------------------ setup
     async def replay(self) -> None:
-        """Settle the entries a killed run left, in their order: one A no longer holds is
-        imported into B; one A still holds was never removed, and is moved now while its
-        queue is still paused on A (so no worker took it since it was journaled), else left
-        to the next pass (read again)."""
+        """Settle the entries a killed run left, in their order: one B holds a receipt for
+        arrived there (B's workers may have run and removed it since) and is marked done;
+        one A no longer holds is imported into B; one A still holds was never removed, and
+        is moved now while its queue is still paused on A (so no worker took it since it
+        was journaled), else left to the next pass (read again)."""
+        await self.remove_receipts(self.book.receipts())
+        pending = self.book.pending()
+        arrived = await self.arrived(pending)
         paused: dict[str, bool] = {}
-        for entry in self.book.pending():
+        for entry in pending:
             if entry.kind == "scheduler":
                 if await self.a.get_job_scheduler(entry.queue, entry.item) is not None:
                     self.book.mark([entry.seq], KEPT)
                 else:
                     await self._upsert_scheduler(entry.queue, entry.item, entry.payload)
+                    await self.b.wait_committed()
                     self.book.mark([entry.seq], DONE)
+                continue
+            if entry.seq in arrived:
                 continue
             if await self.a.get_job(entry.queue, entry.item) is not None:
                 if entry.queue not in paused:
@@ -245,7 +259,34 @@ class LiveMove:
                 ):
                     self.book.mark([entry.seq], KEPT)
                     continue
+                await self.a.wait_committed()
             await self._import(entry.queue, [entry.seq], [entry.payload])
+
+    async def arrived(self, pending: list[Entry]) -> set[int]:
+        """The pending job entries B holds a receipt for (each receipt is named from the
+        first entry of its import, so one lookup per pending entry finds them all): marked
+        done, their receipts removed."""
+        arrived: set[int] = set()
+        for entry in pending:
+            if entry.kind != "job" or entry.seq in arrived:
+                continue
+            receipt = self.book.receipt_id(entry.seq)
+            seqs = receipt_seqs(await self.b.get_job(entry.queue, receipt))
+            if seqs:
+                self.book.mark(sorted(seqs), DONE, (entry.queue, receipt), self._removed())
+                await self.remove_receipts([(entry.queue, receipt)])
+                arrived |= seqs
+        return arrived
+
+    async def remove_receipts(self, receipts: list[tuple[str, str]]) -> None:
+        """Remove marked imports' receipts from B; the next mark forgets them."""
+        for queue, receipt in receipts:
+            await self.b.remove_job(queue, receipt, remove_children=False)
+        self.removed += receipts
+
+    def _removed(self) -> list[tuple[str, str]]:
+        removed, self.removed = self.removed, []
+        return removed
 
     async def raise_counters(self) -> bool:
         """B's id counter of each queue to A's + headroom, once per move (journaled);
@@ -261,6 +302,7 @@ class LiveMove:
             await self.b.set_queue_meta(
                 queue, {**meta, "last_id": floor, "dedup": {}, "schedulers": {}}
             )
+            await self.b.wait_committed()
             self.book.set_setting(f"floor:{queue}", str(floor))
         self.result.floors = {q: self._floor(q) or 0 for q in self.queues}
         return bool(first)
@@ -280,9 +322,11 @@ class LiveMove:
             self.book.set_setting(f"paused_before:{queue}", json.dumps(before))
             if before:
                 await self.b.pause(queue)
+                await self.b.wait_committed()
         if await self.a.is_paused(queue):
             return False
         await self.a.pause(queue)
+        await self.a.wait_committed()
         return True
 
     # ------------------------------------------------------------------ schedulers
@@ -297,7 +341,9 @@ class LiveMove:
             if not await self.a.remove_job_scheduler(queue, scheduler_id):
                 self.book.mark([seq], KEPT)
                 continue
+            await self.a.wait_committed()  # A makes no run of it again, even after a crash
             await self._upsert_scheduler(queue, scheduler_id, spec)
+            await self.b.wait_committed()
             self.book.mark([seq], DONE)
             self.result.schedulers += 1
 
@@ -361,6 +407,7 @@ class LiveMove:
         removed = await asyncio.gather(
             *(self.a.remove_job(queue, job.id, remove_children=False) for job in jobs)
         )
+        await self.a.wait_committed()  # a crash of A's process cannot bring them back
         taken = []
         for job, seq, payload, gone in zip(jobs, seqs, payloads, removed, strict=True):
             if gone or await self._refused_finished(queue, job):
@@ -390,13 +437,18 @@ class LiveMove:
         if all(job.id in copies for job in finished):
             for state in FINISHED:
                 await self.a.clean(queue, 0, 0, state)
+            await self.a.wait_committed()
             self.copies.pop(queue)
 
     async def _import(self, queue: str, seqs: list[int], payloads: list[dict[str, Any]]) -> int:
-        """Import journaled jobs into B (a page at once; one by one when B refuses the page,
-        so only the job B holds differently is refused) and mark them."""
+        """Import journaled jobs into B with their receipt (a page at once; one by one when
+        B refuses the page, so only the job B holds differently is refused), wait for B to
+        commit them, mark them, and remove the receipt."""
+        receipt = self.book.receipt_id(seqs[0])
+        page = entry_page(payloads)
+        page.jobs.append(receipt_record(receipt, queue, seqs, int(time.time() * 1000)))
         try:
-            await self.b.import_jobs(queue, entry_page(payloads))
+            await self.b.import_jobs(queue, page)
         except PsyqError as exc:
             if not is_conflict(exc):
                 raise  # B cannot be reached, or refused for another reason: the entries stay
@@ -409,7 +461,9 @@ class LiveMove:
             for seq, payload in zip(seqs, payloads, strict=True):
                 moved += await self._import(queue, [seq], [payload])
             return moved
-        self.book.mark(seqs, DONE)
+        await self.b.wait_committed()
+        self.book.mark(seqs, DONE, (queue, receipt), self._removed())
+        await self.remove_receipts([(queue, receipt)])
         self.result.moved += len(seqs)
         now = time.monotonic()
         self.moving = (self.moving[0] if self.moving else self.first_try, now)
@@ -463,6 +517,7 @@ class LiveMove:
                 moved.append((member, seq))
             else:
                 self.book.mark([seq], KEPT)
+        await self.a.wait_committed()
         count = 0
         for member, seq in moved:
             count += await self._import(member.queue, [seq], [member.payload])

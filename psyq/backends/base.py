@@ -127,6 +127,14 @@ class BackendAdapter(JobKeys, ABC):
         clock); an embedded file also checks it is still the file opened and written."""
         await self.now_ms()
 
+    async def wait_committed(self) -> None:
+        """Return once every change this adapter was answered so far is committed as the
+        store commits anything: an embedded file's buffered changes (`sqlite:///`, a
+        `psyq server --data F`) are written to it. Redis and Postgres commit each call
+        before answering it (nothing to wait for); `memory://` has nothing to commit. A
+        caller that must rely on a change surviving a crash of the store's process (the
+        live move: a job removed from its source) calls it first."""
+
     # ------------------------------------------------------------------ adding
     @abstractmethod
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:

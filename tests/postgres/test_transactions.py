@@ -448,6 +448,43 @@ async def test_psycopg_failed_transaction_is_refused(queue: psyq.Queue, pg_serve
     assert [j.name for j in await queue.get_jobs(["waiting"])] == ["implicit"]
 
 
+DIVISION_BY_ZERO = (asyncpg.DivisionByZeroError, psycopg.errors.DivisionByZero)
+
+
+async def test_a_failed_transaction_is_refused_on_both_drivers(
+    queue: psyq.Queue, conn: Any
+) -> None:
+    """Its statement failed: the next add is refused as the docs say, on either driver,
+    whether the connection was checked before or not, and nothing is written."""
+    for checked_before in (False, True):
+        if checked_before:
+            async with conn.transaction():
+                await queue.add("kept", transaction=conn)
+        with pytest.raises(Rollback):
+            async with conn.transaction():
+                with pytest.raises(DIVISION_BY_ZERO):
+                    await conn.execute("SELECT 1 / 0")
+                with pytest.raises(psyq.TransactionError, match="failed: roll it back first"):
+                    await queue.add("a", transaction=conn)
+                with pytest.raises(psyq.TransactionError, match="failed: roll it back first"):
+                    await queue.add_bulk([{"name": "b"}], transaction=conn)
+                raise Rollback
+    assert [j.name for j in await queue.get_jobs(["waiting"])] == ["kept"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+async def test_a_closed_connection_is_refused_as_closed(
+    queue: psyq.Queue, pg_server: str, driver: str
+) -> None:
+    conn = await connect(driver, pg_server, autocommit=True)
+    async with conn.transaction():
+        await queue.add("kept", transaction=conn)  # checked while open
+    await conn.close()
+    with pytest.raises(psyq.TransactionError, match="the connection is closed"):
+        await queue.add("a", transaction=conn)
+    assert [j.name for j in await queue.get_jobs(["waiting"])] == ["kept"]
+
+
 # ---------------------------------------------------------------- completing in a transaction
 async def effects_table(pg_server: str) -> str:
     """A table of the processor's own writes (dropped with the test's connection)."""

@@ -80,11 +80,24 @@ async def _exists(queue: psyq.Queue, job_id: str) -> bool:
             await asyncio.sleep(0.1)
 
 
-@pytest.mark.parametrize("mode", ["async", "wait_replicas=1"])
+@pytest.mark.parametrize("mode", ["async", "wait_replicas=1", "first Sentinel down"])
 async def test_a_sentinel_failover_under_load(
     sentinel_group: SentinelGroup, queue_name: str, mode: str
 ) -> None:
-    url = sentinel_group.url("" if mode == "async" else "?wait_replicas=1&wait_timeout=200")
+    """`first Sentinel down`: the URL names first a Sentinel that is down (asynchronous
+    replication, as `async`)."""
+    async with DownSentinel() as down:
+        if mode == "first Sentinel down":
+            url = _url_with_first_down(sentinel_group, down.address)
+        else:
+            url = sentinel_group.url("" if mode == "async" else "?wait_replicas=1&wait_timeout=200")
+        await _failover_under_load(sentinel_group, queue_name, mode, url)
+
+
+async def _failover_under_load(
+    sentinel_group: SentinelGroup, queue_name: str, mode: str, url: str
+) -> None:
+    waits = mode.startswith("wait_replicas")
     runs: Counter[int] = Counter()
 
     async def process(job: psyq.Job) -> None:
@@ -104,7 +117,7 @@ async def test_a_sentinel_failover_under_load(
         load.killed_at = time.monotonic()
         await _wait(lambda: sentinel_group.primary_port() not in (0, old.port), "promotion")
         promoted = time.monotonic() - load.killed_at
-        if mode != "async":  # back, once replaced, as the new primary's replica
+        if waits:  # back, once replaced, as the new primary's replica
             old.extra = ("--replicaof", "127.0.0.1", str(sentinel_group.primary_port()))
             old.start()
         await _wait(lambda: len(load.acknowledged) >= before + AFTER, "adds after the kill")
@@ -126,7 +139,7 @@ async def test_a_sentinel_failover_under_load(
         f"run twice {len(twice)}, adds again "
         f"{load.first_ok_after:.1f}s after the kill (every Sentinel done after {promoted:.1f}s)"
     )
-    if mode != "async":
+    if waits:
         assert lost == set()
 
 
@@ -256,3 +269,80 @@ def test_a_bad_sentinel_or_wait_url_is_refused_by_name(url: str, named: str) -> 
 
     with pytest.raises(psyq.errors.InvalidURLError, match=named):
         parse_redis_settings(url)
+
+
+class DownSentinel:
+    """A Sentinel that is down: its port takes each connection and closes it at once (as a
+    host whose Sentinel crashed behind a proxy would), counting the attempts."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> DownSentinel:
+        self.server = await asyncio.start_server(self._refuse, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    @property
+    def address(self) -> str:
+        assert self.server is not None
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _refuse(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.attempts += 1
+        writer.close()
+
+
+def _url_with_first_down(group: SentinelGroup, down: str) -> str:
+    hosts = ",".join([down, *(f"127.0.0.1:{port}" for port in group.sentinel_ports)])
+    return f"redis+sentinel://{hosts}/{SentinelGroup.SERVICE}/0"
+
+
+async def test_a_client_asks_a_sentinel_that_is_down_once_then_the_next(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """The first Sentinel of the URL down: a new client's first call asks it once (no
+    connect retries with backoff on a Sentinel: the next one is asked instead) and works."""
+    from psyq.backends.redis.sentinel import close_sentinel_client, new_sentinel_client
+    from psyq.backends.redis.settings import parse_redis_settings
+
+    async with DownSentinel() as down:
+        settings = parse_redis_settings(_url_with_first_down(sentinel_group, down.address))
+        assert settings.sentinel is not None
+        client = new_sentinel_client(settings.sentinel)
+        try:
+            started = time.monotonic()
+            assert await client.ping()
+            print(f"\nfirst call with the first Sentinel down: {time.monotonic() - started:.2f} s")
+        finally:
+            await close_sentinel_client(client)
+    assert down.attempts == 1
+
+
+async def test_a_queue_and_worker_work_with_the_first_sentinel_down(
+    sentinel_group: SentinelGroup, queue_name: str
+) -> None:
+    async with DownSentinel() as down:
+        url = _url_with_first_down(sentinel_group, down.address)
+        done = asyncio.Event()
+
+        async def process(job: psyq.Job) -> None:
+            done.set()
+
+        started = time.monotonic()
+        async with (
+            psyq.Queue(queue_name, connection=url) as queue,
+            psyq.Worker(queue_name, process, connection=url),
+        ):
+            job = await queue.add("x", {"n": 1})
+            print(f"\nfirst add with the first Sentinel down: {time.monotonic() - started:.2f} s")
+            await asyncio.wait_for(done.wait(), LIMIT_S)
+            assert await queue.get_job(job.id) is not None
+    print(f"asks of the Sentinel that is down: {down.attempts}")
+    # one ask of each new connection (the queue's, the worker's), never a retry of it
+    assert 1 <= down.attempts <= 6, down.attempts

@@ -67,10 +67,17 @@ class _Connected:
         self._url = url
 
 
+FAILED = "its transaction failed: roll it back first"
+
+
 class _Asyncpg(_Connected):
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        """asyncpg does not tell a failed transaction from an open one: the server refuses
+        the statement (25P02), which is then the TransactionError psycopg's check gives."""
         try:
             rows: list[Row] = await self._conn.fetch(sql, *args)
+        except asyncpg.InFailedSQLTransactionError as exc:
+            raise TransactionError(self._conn, FAILED) from exc
         except asyncpg.PostgresError as exc:
             raise translate(exc, self._url) from exc
         return rows
@@ -120,7 +127,9 @@ class _Psycopg(_Connected):
 def driver_for(transaction: object, url: str) -> Driver:
     """The driver of `transaction`, refused unless it is inside a transaction."""
     if isinstance(transaction, asyncpg.Connection | asyncpg.pool.PoolConnectionProxy):
-        if transaction.is_closed() or not transaction.is_in_transaction():
+        if transaction.is_closed():
+            raise TransactionError(transaction, "the connection is closed")
+        if not transaction.is_in_transaction():
             raise TransactionError(transaction, "the connection is not inside a transaction")
         return _Asyncpg(transaction, url)
     psycopg = sys.modules.get("psycopg")  # loaded: the application made the connection
@@ -136,7 +145,7 @@ def _check_psycopg(conn: Any, status: Any) -> None:
     if conn.closed:
         raise TransactionError(conn, "the connection is closed")
     if now == status.INERROR:
-        raise TransactionError(conn, "its transaction failed: roll it back first")
+        raise TransactionError(conn, FAILED)
     if not (now == status.INTRANS or (now == status.IDLE and not conn.autocommit)):
         raise TransactionError(conn, "the connection is not inside a transaction")
 

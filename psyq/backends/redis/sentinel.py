@@ -9,6 +9,12 @@ fails or is cancelled half-way leaves the rest open. Here every connection of on
 belongs to one `Shutter`, which holds each while it is connected: closing the client
 disconnects them all without awaiting anything, and from then on none connects again (the
 call gets a ConnectionError).
+
+A Sentinel that is down costs one quick try: its connections have no retries (redis-py's
+default retries each command three times with a backoff of about a second, so a dead first
+Sentinel held every discovery, a client's first call and each reconnect after a failover,
+for 3.4 s before the next Sentinel was asked) and short connect and reply timeouts (a
+Sentinel answers at once; one that does not is skipped for the next).
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 from redis.asyncio.connection import Connection, SSLConnection
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import (
     Sentinel,
     SentinelManagedConnection,
     SentinelManagedSSLConnection,
 )
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from psyq.backends.redis.settings import SentinelSettings
@@ -28,6 +36,17 @@ from psyq.backends.redis.settings import SentinelSettings
 __all__ = ["close_sentinel_client", "new_sentinel_client"]
 
 _SENTINEL: Any = Sentinel  # redis-py's Sentinel is untyped
+SENTINEL_CONNECT_TIMEOUT_S = 0.5  # a Sentinel's connect, then each of its replies
+SENTINEL_REPLY_TIMEOUT_S = 1.0
+
+
+def sentinel_connection_options() -> dict[str, Any]:
+    """How a Sentinel is reached: one try, short timeouts (the next Sentinel is asked)."""
+    return {
+        "retry": Retry(NoBackoff(), 0),
+        "socket_connect_timeout": SENTINEL_CONNECT_TIMEOUT_S,
+        "socket_timeout": SENTINEL_REPLY_TIMEOUT_S,
+    }
 
 
 class Shutter:
@@ -114,7 +133,11 @@ def new_sentinel_client(settings: SentinelSettings, **options: Any) -> Any:
     promoted replica. `close_sentinel_client` closes it and every connection it opens."""
     sentinel = _SENTINEL(
         settings.sentinels,
-        sentinel_kwargs={"decode_responses": True, **settings.sentinel_options},
+        sentinel_kwargs={
+            "decode_responses": True,
+            **sentinel_connection_options(),
+            **settings.sentinel_options,
+        },
         decode_responses=True,
         **settings.node_options,
     )

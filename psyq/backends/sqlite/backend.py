@@ -136,6 +136,11 @@ class SqliteBackend(MemoryBackend):
             _TICKET.set(self._db.note_change(sum(changed)))
         return result
 
+    async def wait_committed(self) -> None:
+        """Buffered or durable: return once a commit holds every change made so far."""
+        if self._db is not None:
+            await self._commit(self._db.note_change(0))
+
     async def _commit(self, ticket: int) -> None:
         if ticket and self._db is not None:
             await self._db.flushed(ticket)

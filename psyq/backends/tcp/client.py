@@ -179,6 +179,9 @@ class TcpBackend(BackendAdapter):
         if self._version >= 5:
             await self._call("check_ready")
 
+    async def wait_committed(self) -> None:
+        await self._call("wait_committed")
+
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Joined with the other adds of this event-loop turn into one request (protocol 2;
         tcp/adding.py): each caller still gets its own records or its own error. Adds keep

@@ -66,6 +66,7 @@ COMMANDS: frozenset[str] = frozenset(
     {
         "now_ms",
         "check_ready",
+        "wait_committed",
         "add_jobs",
         "move_to_active",
         "wait_for_job",
