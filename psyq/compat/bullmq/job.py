@@ -115,6 +115,7 @@ class Job:
         self.failedReason = core.failed_reason
         self.stacktrace = list(core.stacktrace)
         self.token = core.token
+        self.queueQualifiedName = core.queue_qualified_name  # as the store names it
         self.repeatJobKey = self.opts.get("repeatJobKey") or _scheduler_key(core.id)
         if core.parent_key:
             self.parentKey = core.parent_key
@@ -438,9 +439,9 @@ class Job:
         """(queue, id) of a child's job key (`<prefix>:<queue>:<id>`, or `<queue>:<id>`
         on a store without key prefixes)."""
         queue_key, _, job_id = key.rpartition(":")
-        prefix = f"{self.prefix}:"
-        prefixed = self.queueQualifiedName.startswith(prefix)
-        return (queue_key[len(prefix) :] if prefixed else queue_key), job_id
+        qualified, name = self.core.queue_qualified_name, self.core.queue_name
+        prefix = qualified[: len(qualified) - len(name)]  # `<prefix>:`, or "" on Postgres
+        return queue_key.removeprefix(prefix), job_id
 
     async def removeDeduplicationKey(self) -> bool:
         """Remove the job's deduplication key if it still names this job."""

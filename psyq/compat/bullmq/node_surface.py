@@ -39,7 +39,7 @@ def R(reason: str, core: str = "") -> Equivalent:
 
 
 TELEMETRY = "OpenTelemetry spans: psyq traces through its plugin hooks (docs/plugins.md)"
-EMITTER = "psyq's EventEmitter"
+EMITTER = "EventEmitter"
 REDIS_HANDLE = "BullMQ's Redis key map; psyq keeps the same keys on Redis"
 
 # Node's base classes, in the order a subclass's member is looked up.
@@ -117,7 +117,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "getDependencies": E(
             "getDependencies(parentId, type, start, end)",
             "Job.get_dependencies()",
-            "`type` 'processed' or 'pending'; `items` and `total` as Node, `jobs` as Job objects",
+            "`type` 'processed' or 'pending'; `items` and `total` as Node's, `jobs` Job objects",
         ),
         "getRanges": E("getRanges(types, start, end, asc)", "Queue.get_jobs(types, ...)"),
         "getJobs": E("getJobs(types, start, end, asc)", "Queue.get_jobs(types, start, end, asc)"),
@@ -386,7 +386,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "getFlow": E(
             "getFlow(opts)",
             "FlowProducer.get_flow(job_id, queue_name, depth, max_children)",
-            "None when the job does not exist (Node: undefined)",
+            "depth 10 and maxChildren 20 by default, as Node; None for a missing job",
         ),
         "addBulk": E("addBulk(flows)", "FlowProducer.add_bulk(flows)"),
         "close": E("close()", "FlowProducer.close()"),

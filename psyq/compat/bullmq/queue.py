@@ -3,6 +3,7 @@ Queue (`opts`: `connection`, `prefix`, `defaultJobOptions`)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -456,8 +457,9 @@ class Queue(EventEmitter):
     async def getDependencies(
         self, parentId: str, type: str, start: int = 0, end: int = -1
     ) -> dict[str, Any]:
-        """A page of parent `parentId`'s children: `type` 'processed' (items `{id, v}`) or
-        'pending' (items `{id}`), `jobs` the children themselves, `total` of that type."""
+        """A page of parent `parentId`'s children: `type` 'processed' (items `{id, v}`: the
+        child's job key and its decoded return value) or 'pending' (items `{id}`), `jobs`
+        the children themselves, `total` of that type."""
         if type not in ("processed", "pending"):
             raise ValueError(f"type must be 'processed' or 'pending', got {type!r}")
         parent = await self.getJob(parentId)
@@ -467,16 +469,21 @@ class Queue(EventEmitter):
         keys = sorted(dependencies.get("processed" if type == "processed" else "unprocessed") or ())
         page = keys[start : None if end < 0 else end + 1]
         values = dependencies.get("processed") or {}
-        items = [
-            {"id": key.rpartition(":")[2], **({"v": values[key]} if type == "processed" else {})}
-            for key in page
-        ]
+        items = [_item(key, values[key]) if type == "processed" else {"id": key} for key in page]
         jobs = [await _job_of(parent, key) for key in page]
         return {
             "items": items,
             "jobs": [job for job in jobs if job is not None],
             "total": len(keys),
         }
+
+
+def _item(key: str, value: Any) -> dict[str, Any]:
+    """A processed child as Node pages it: its value decoded, or `err` saying why not."""
+    try:
+        return {"id": key, "v": json.loads(value) if isinstance(value, str) else value}
+    except ValueError as exc:
+        return {"id": key, "err": str(exc)}
 
 
 async def _job_of(parent: Job, key: str) -> Job | None:
