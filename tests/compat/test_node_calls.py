@@ -432,3 +432,63 @@ async def test_queue_events_and_job_scheduler_node_handles(
     await scheduler.upsertJobScheduler("s", {"every": 60_000}, "n", {}, {})
     await scheduler.close()  # closes nothing: the queue still answers
     assert await scheduler.getSchedulersCount() == 1
+
+
+async def test_job_get_dependencies_pages_as_node(
+    opts: dict[str, str], flow: FlowProducer, queue_name: str
+) -> None:
+    parent, keys = await _parent_with_children(opts, flow, queue_name)
+    whole = await parent.getDependencies()
+    assert set(whole) >= {"processed", "unprocessed", "ignored"}
+    page = await parent.getDependencies(
+        {"processed": {"count": 5}, "unprocessed": {"cursor": 0, "count": 1}, "ignored": True}
+    )
+    assert page == {
+        "processed": {keys["ok"]: "fine"},
+        "nextProcessedCursor": 0,
+        "unprocessed": [keys["later"]],
+        "nextUnprocessedCursor": 0,
+        "ignored": {keys["no"]: "boom"},
+        "nextIgnoredCursor": 0,
+    }
+
+
+async def test_job_get_dependencies_cursor_walks_the_children(
+    flow: FlowProducer, queue_name: str
+) -> None:
+    kids = [{"name": f"c{i}", "queueName": queue_name, "data": {}} for i in range(3)]
+    added = await flow.add({"name": "p", "queueName": queue_name, "data": {}, "children": kids})
+    assert added is not None
+    parent: Job = added["job"]
+    seen: list[str] = []
+    cursor = 0
+    while True:
+        page = await parent.getDependencies({"unprocessed": {"cursor": cursor, "count": 2}})
+        seen += page["unprocessed"]
+        cursor = page["nextUnprocessedCursor"]
+        if cursor == 0:
+            break
+    assert sorted(seen) == sorted(
+        f"{k['job'].queueQualifiedName}:{k['job'].id}" for k in added["children"]
+    )
+
+
+async def test_export_prometheus_metrics_as_node_writes_them(queue: Queue) -> None:
+    await queue.add("a", {})
+    text = await queue.exportPrometheusMetrics({"env": 'p"1'})
+    lines = text.split("\n")
+    assert lines[:2] == [
+        "# HELP bullmq_job_count Number of jobs in the queue by state",
+        "# TYPE bullmq_job_count gauge",
+    ]
+    assert f'bullmq_job_count{{queue="{queue.name}", state="waiting", env="p\\"1"}} 1' in lines
+    completed = (await queue.getMetrics("completed"))["meta"]["count"]
+    assert f'bullmq_job_completed_total{{queue="{queue.name}", env="p\\"1"}} {completed}' in lines
+    assert "# TYPE bullmq_job_failed_total counter" in lines
+    assert await queue.recordJobCountsMetric("waiting") == {"waiting": 1}
+
+
+async def test_obliterate_takes_nodes_options(queue: Queue) -> None:
+    await queue.add("a", {})
+    await queue.obliterate({"force": False, "count": 10})
+    assert await queue.count() == 0

@@ -82,10 +82,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
             "getJobCountByTypes(*types)", "Queue.get_job_count_by_types(*types)"
         ),
         "getJobCounts": E("getJobCounts(*types)", "Queue.get_job_counts(*types)"),
-        "recordJobCountsMetric": R(
-            "records the counts on a telemetry meter; psyq's Prometheus plugin exports them "
-            "(psyq.plugins.prometheus)",
+        "recordJobCountsMetric": E(
+            "recordJobCountsMetric(*types)",
             "Queue.get_job_counts(*types)",
+            "returns the counts; Node also records them on its telemetry meter, psyq "
+            "exports them through psyq.plugins.prometheus",
         ),
         "getJobState": E("getJobState(jobId)", "Queue.get_job_state(job_id)"),
         "getMeta": E(
@@ -129,8 +130,10 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
             "nowhere on most stores (on Postgres, Node lists them: docs/interop.md)"
         ),
         "getMetrics": E("getMetrics(type, start, end)", "Queue.get_metrics(kind, start, end)"),
-        "exportPrometheusMetrics": R(
-            "psyq exports Prometheus metrics through its plugin (psyq.plugins.prometheus)"
+        "exportPrometheusMetrics": E(
+            "exportPrometheusMetrics(globalVariables)",
+            "Queue.get_job_counts(), Queue.get_metrics(kind)",
+            "Node's text, line for line",
         ),
     },
     "Queue": {
@@ -191,9 +194,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "addJobLog": E("addJobLog(jobId, logRow, keepLogs)", "Job.log(row)"),
         "drain": E("drain(delayed)", "Queue.drain(delayed)"),
         "clean": E("clean(grace, limit, type)", "Queue.clean(grace, limit, type)"),
-        "obliterate": E(
-            "obliterate(force=)", "Queue.obliterate(force)", "Node's `{force}` as a keyword"
-        ),
+        "obliterate": E("obliterate(opts)", "Queue.obliterate(force)", "`{force}` or `force=`"),
         "retryJobs": E("retryJobs(opts)", "Queue.retry_jobs(state, count, timestamp)"),
         "promoteJobs": E("promoteJobs(opts)", "Queue.promote_jobs(count)"),
         "trimEvents": E("trimEvents(maxLength)", "Queue.set_max_len_events(n)"),
@@ -221,8 +222,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "concurrency": E(
             "opts['concurrency']",
             "Worker(concurrency=n)",
-            "set when the Worker is made; `worker.concurrency = n` at run time comes with "
-            "the concurrency setter",
+            "the concurrency the Worker was made with",
         ),
         "jobScheduler": E("jobScheduler", note="a property (Node: a promise of it)"),
         "run": E("run()", "Worker.run()"),
@@ -358,7 +358,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "getFailedChildrenValues": E(
             "getFailedChildrenValues()", "Job.get_failed_children_values()"
         ),
-        "getDependencies": E("getDependencies(opts)", "Job.get_dependencies()"),
+        "getDependencies": E(
+            "getDependencies(opts)",
+            "Job.get_dependencies()",
+            "with `opts`, Node's pages: each kind asked and its `next<Kind>Cursor`",
+        ),
         "getDependenciesCount": E("getDependenciesCount(opts)", "Job.get_dependencies()"),
         "waitUntilFinished": E(
             "waitUntilFinished(queueEvents, ttl)", "Job.wait_until_finished(events, timeout)"
@@ -580,12 +584,12 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         "resetAttemptsStarted": E("resetAttemptsStarted", "Job.retry(reset_attempts_started=)"),
     },
     "DependenciesOpts": {
-        kind: E(kind, "Job.get_dependencies()", "getDependenciesCount's choice of types")
+        kind: E(kind, "Job.get_dependencies()", "the kinds getDependencies pages")
         for kind in ("failed", "ignored", "processed", "unprocessed")
     },
     "DependencyOpts": {
-        "cursor": R("getDependencies returns each type whole, in one page"),
-        "count": R("getDependencies returns each type whole, in one page"),
+        "cursor": E("cursor", note="where the page starts (an offset; 0 first)"),
+        "count": E("count", note="the page's size (default 20, as Node)"),
     },
     "MoveToWaitingChildrenOpts": {
         "child": R("Node checks one child's key; psyq's transition looks at all pending children"),
@@ -595,7 +599,7 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
     },
     "ObliterateOpts": {
         "force": E("force", "Queue.obliterate(force)"),
-        "count": R("Node's batch size: psyq obliterates in one call"),
+        "count": E("count", note="taken; Node's batch size: psyq obliterates in one call"),
     },
     "FlowJobBase": {
         "name": E("name", "FlowProducer.add({'name': ...})"),

@@ -247,7 +247,12 @@ class Queue(EventEmitter):
         cleaned: list[str] = await self._core.clean(grace, limit, _ALIASES.get(type, type))
         return cleaned
 
-    async def obliterate(self, force: bool = False) -> None:
+    async def obliterate(self, force: bool | Mapping[str, Any] = False) -> None:
+        """Remove the queue and all its jobs; with force even while jobs are active.
+        `force` may be Node's `{"force": ..., "count": ...}` (`count`, Node's batch size,
+        changes nothing: psyq obliterates in one call)."""
+        if isinstance(force, Mapping):
+            force = bool(force.get("force", False))
         try:
             await self._core.obliterate(force)
         except PsyqError as exc:
@@ -476,6 +481,39 @@ class Queue(EventEmitter):
             "jobs": [job for job in jobs if job is not None],
             "total": len(keys),
         }
+
+    async def recordJobCountsMetric(self, *types: str) -> dict[str, int]:
+        """The job counts (Node also records them on its telemetry meter; psyq exports
+        them through psyq.plugins.prometheus)."""
+        return await self.getJobCounts(*types)
+
+    async def exportPrometheusMetrics(
+        self, globalVariables: Mapping[str, str] | None = None
+    ) -> str:
+        """The queue's job counts by state and its completed / failed totals in
+        Prometheus's text format, as Node writes them (`globalVariables`: labels added to
+        every line)."""
+        labels = "".join(
+            f', {name}="{_label(value)}"' for name, value in (globalVariables or {}).items()
+        )
+        queue = f'queue="{_label(self.name)}"'
+        lines = [
+            "# HELP bullmq_job_count Number of jobs in the queue by state",
+            "# TYPE bullmq_job_count gauge",
+        ]
+        for state, count in (await self.getJobCounts()).items():
+            lines.append(f'bullmq_job_count{{{queue}, state="{state}"{labels}}} {count}')
+        for kind in ("completed", "failed"):
+            total = ((await self.getMetrics(kind)).get("meta") or {}).get("count", 0)
+            lines.append(f"# HELP bullmq_job_{kind}_total Total number of {kind} jobs")
+            lines.append(f"# TYPE bullmq_job_{kind}_total counter")
+            lines.append(f"bullmq_job_{kind}_total{{{queue}{labels}}} {int(total)}")
+        return "\n".join(lines)
+
+
+def _label(value: Any) -> str:
+    """A Prometheus label value, escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _item(key: str, value: Any) -> dict[str, Any]:
