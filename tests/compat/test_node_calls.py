@@ -118,10 +118,7 @@ async def _parent_with_children(
         }
     )
     assert added is not None
-    keys = {
-        child["job"].name: f"{child['job'].queueQualifiedName}:{child['job'].id}"
-        for child in added["children"]
-    }
+    keys = {child["job"].name: child["job"].core.key for child in added["children"]}
 
     async def boom(job: Job, token: str) -> None:
         raise RuntimeError("boom")
@@ -178,7 +175,7 @@ async def test_remove_unprocessed_children_removes_only_those(
     opts: dict[str, str], flow: FlowProducer, queue_name: str
 ) -> None:
     parent, keys = await _parent_with_children(opts, flow, queue_name)
-    idle_queue = Queue(keys["later"].rsplit(":", 2)[-2], opts)
+    idle_queue = Queue(parent._child_of(keys["later"])[0], opts)
     try:
         later_id = keys["later"].rpartition(":")[2]
         assert await idle_queue.getJob(later_id) is not None
@@ -468,9 +465,7 @@ async def test_job_get_dependencies_cursor_walks_the_children(
         cursor = page["nextUnprocessedCursor"]
         if cursor == 0:
             break
-    assert sorted(seen) == sorted(
-        f"{k['job'].queueQualifiedName}:{k['job'].id}" for k in added["children"]
-    )
+    assert sorted(seen) == sorted(child["job"].core.key for child in added["children"])
 
 
 async def test_export_prometheus_metrics_as_node_writes_them(queue: Queue) -> None:

@@ -115,7 +115,6 @@ class Job:
         self.failedReason = core.failed_reason
         self.stacktrace = list(core.stacktrace)
         self.token = core.token
-        self.queueQualifiedName = core.queue_qualified_name  # as the store names it
         self.repeatJobKey = self.opts.get("repeatJobKey") or _scheduler_key(core.id)
         if core.parent_key:
             self.parentKey = core.parent_key
