@@ -321,6 +321,8 @@ async def test_start_stalled_check_timer_recovers_a_manual_job(
     try:
         assert await taker.getNextJob("t1") is not None
         await checker.startStalledCheckTimer()
+        await checker.startStalledCheckTimer()  # a second call while it runs adds none
+        assert checker.listener_count("closed") == 1
         await stalled.wait("stalled", timeout=10)
         assert stalled.events["stalled"][0][0] == added.id
         assert await queue.getJobState(str(added.id)) == "waiting"
@@ -334,7 +336,7 @@ async def test_start_stalled_check_timer_respects_skip_stalled_check(
 ) -> None:
     worker = Worker(queue_name, None, {**opts, "skipStalledCheck": True})
     try:
-        await worker.startStalledCheckTimer()  # returns at once: no check is started
+        await worker.startStalledCheckTimer()  # no check is started
         assert worker.listener_count("closed") == 0
     finally:
         await worker.close()
@@ -356,6 +358,7 @@ async def test_worker_node_calls(opts: dict[str, str], queue: Queue, queue_name:
         asyncio.get_running_loop().call_soon(controller.abort)
         await worker.delay(60_000, controller)  # returns once aborted
         await worker.delay(1)
+        await worker.delay()  # Node's default: 100 ms
     finally:
         await worker.close()
 
@@ -487,3 +490,69 @@ async def test_obliterate_takes_nodes_options(queue: Queue) -> None:
     await queue.add("a", {})
     await queue.obliterate({"force": False, "count": 10})
     assert await queue.count() == 0
+
+
+# ---------------------------------------------------------------------- options
+async def test_node_options_the_layer_takes_without_effect(
+    opts: dict[str, str], queue_name: str
+) -> None:
+    """The options node_surface lists as taken: a Queue, Worker, QueueEvents and
+    FlowProducer given them work as without."""
+    shared = {"blockingConnection": True, "skipVersionCheck": True, "skipWaitingForReady": True}
+    queue = Queue(queue_name, {**opts, **shared, "skipMetasUpdate": True})
+    events = QueueEvents(queue_name, {**opts, **shared, "autorun": False})
+    flow = FlowProducer({**opts, **shared})
+    worker = Worker(
+        queue_name,
+        lambda job, token: asyncio.sleep(0, "ok"),
+        {**opts, **shared, "runRetryDelay": 5},
+    )
+    done = Recorder(worker, "completed")
+    try:
+        await queue.add("a", {})
+        await flow.add({"name": "b", "queueName": queue_name, "data": {}})
+        await done.wait("completed", count=2)
+    finally:
+        await worker.close()
+        await flow.close()
+        await events.close()
+        await queue.close()
+
+
+@pytest.mark.parametrize("option", ["keepLastIfActive", "reschedule"])
+async def test_deduplication_options_psyq_lacks_are_refused(queue: Queue, option: str) -> None:
+    """Not silently ignored: the add fails naming the option, and nothing is written."""
+    with pytest.raises(ValueError, match=option):
+        await queue.add("a", {}, {"deduplication": {"id": "d", option: True}})
+    assert await queue.count() == 0
+
+
+async def test_max_started_attempts_fails_a_job_started_too_often(
+    opts: dict[str, str], queue: Queue, queue_name: str
+) -> None:
+    """Node: a job whose attemptsStarted exceeds maxStartedAttempts fails with
+    UnrecoverableError('job started more than allowable limit'), its processor not run."""
+    runs: list[int] = []
+
+    async def flaky(job: Job, token: str) -> None:
+        runs.append(job.attemptsStarted)
+        raise RuntimeError("try again")
+
+    added = await queue.add("a", {}, {"attempts": 5})
+    worker = Worker(queue_name, flaky, {**opts, "maxStartedAttempts": 1})
+    failed = Recorder(worker, "failed")
+    try:
+        await failed.wait("failed", count=2, timeout=10)
+    finally:
+        await worker.close()
+    stored = await queue.getJob(str(added.id))
+    assert stored is not None
+    assert stored.failedReason == "job started more than allowable limit"
+    assert runs == [1]  # the second start did not run the processor
+    assert len(failed.events["failed"]) == 2
+
+
+@pytest.mark.parametrize("limit", [-1, 1.5, "2", True])
+def test_max_started_attempts_must_be_a_whole_number(opts: dict[str, str], limit: Any) -> None:
+    with pytest.raises(ValueError, match="maxStartedAttempts"):
+        Worker("q", None, {**opts, "maxStartedAttempts": limit})

@@ -462,9 +462,9 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         "maximumRateLimitDelay": R(
             "psyq's worker waits the whole rate-limit ttl, re-checked on every wake-up"
         ),
-        "maxStartedAttempts": R(
-            "psyq fails a job by attempts made and stalls, not by starts; raise "
-            "UnrecoverableError on `job.attemptsStarted` in the processor"
+        "maxStartedAttempts": E(
+            "maxStartedAttempts",
+            note="a job started more often fails unrecoverably, unrun, as Node",
         ),
         "maxStalledCount": E("maxStalledCount", "Worker(max_stalled_count=)"),
         "stalledInterval": E("stalledInterval", "Worker(stalled_interval=)"),

@@ -26,7 +26,7 @@ from psyq.compat.bullmq.abort_controller import AbortController
 from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, store_of
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
-from psyq.compat.bullmq.node_worker import NodeWorkerCalls
+from psyq.compat.bullmq.node_worker import NodeWorkerCalls, check_max_started_attempts
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
@@ -150,6 +150,7 @@ class Worker(NodeWorkerCalls):
         self.name = name
         self.processor = processor
         self.opts: dict[str, Any] = {**DEFAULT_OPTS, **given}
+        check_max_started_attempts(self.opts)
         self.opts.setdefault("lockRenewTime", self.opts["lockDuration"] // 2)
         self.backend = create_backend(name, self.opts, with_blocking_connection=True)
         self.keys = getattr(self.backend, "keys", None)
@@ -299,6 +300,7 @@ class Worker(NodeWorkerCalls):
         assert self.processor is not None
         job = self._wrap(core)
         job.token = token
+        self.refuse_started_too_often(job)
         args: tuple[Any, ...] = (job, token)
         if self._arity >= 3:
             controller = self._controllers[job.id or ""] = AbortController()
