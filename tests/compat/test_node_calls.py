@@ -556,3 +556,32 @@ async def test_max_started_attempts_fails_a_job_started_too_often(
 def test_max_started_attempts_must_be_a_whole_number(opts: dict[str, str], limit: Any) -> None:
     with pytest.raises(ValueError, match="maxStartedAttempts"):
         Worker("q", None, {**opts, "maxStartedAttempts": limit})
+
+
+async def test_upsert_job_scheduler_takes_nodes_template(queue: Queue) -> None:
+    """Node: `upsertJobScheduler(id, repeatOpts, {name, data, opts})`."""
+    job = await queue.upsertJobScheduler(
+        "report",
+        {"every": 60_000},
+        {"name": "daily", "data": {"kind": "sales"}, "opts": {"attempts": 2}},
+    )
+    assert job is not None and (job.name, job.data) == ("daily", {"kind": "sales"})
+    scheduler = await queue.getJobScheduler("report")
+    assert scheduler is not None and scheduler["name"] == "daily"
+    assert scheduler["template"]["opts"]["attempts"] == 2
+    with pytest.raises(ValueError, match="not both"):
+        await queue.upsertJobScheduler("x", {"every": 1000}, {"name": "n"}, job_data={})
+    with pytest.raises(ValueError, match="repeat"):
+        await queue.upsertJobScheduler("x", {"every": 1000}, {"name": "n", "repeat": {}})
+    assert await queue.getJobSchedulersCount() == 1
+
+
+async def test_job_scheduler_takes_nodes_override_options(queue: Queue) -> None:
+    scheduler = JobScheduler(queue)
+    await scheduler.upsertJobScheduler("s", {"every": 60_000}, "first", {}, {})
+    kept = await scheduler.upsertJobScheduler(
+        "s", {"every": 60_000}, "second", {}, {}, {"override": False, "producerId": "p1"}
+    )
+    assert kept is None  # an existing scheduler is kept without override
+    found = await scheduler.getScheduler("s")
+    assert found is not None and found["name"] == "first"

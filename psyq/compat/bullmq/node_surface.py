@@ -161,9 +161,10 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "add": E("add(name, data, opts)", "Queue.add(name, data, **opts)"),
         "addBulk": E("addBulk(jobs)", "Queue.add_bulk(jobs)"),
         "upsertJobScheduler": E(
-            "upsertJobScheduler(id, repeatOpts, job_name=, job_data=, opts=)",
+            "upsertJobScheduler(id, repeatOpts, jobTemplate)",
             "Queue.upsert_job_scheduler(id, repeat, template)",
-            "the template as keyword arguments, as the Python package takes it",
+            "Node's template `{name, data, opts}`, or the Python package's keyword arguments "
+            "`job_name=`, `job_data=`, `opts=`",
         ),
         "pause": E("pause()", "Queue.pause()"),
         "close": E("close()", "Queue.close()"),
@@ -261,8 +262,9 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
     },
     "JobScheduler": {
         "upsertJobScheduler": E(
-            "upsertJobScheduler(id, repeatOpts, jobName, jobData, opts, override=, producer_id=)",
+            "upsertJobScheduler(id, repeatOpts, jobName, jobData, opts, {override, producerId})",
             "Queue.upsert_job_scheduler(id, repeat, template)",
+            "the last as Node's dict or as `override=`, `producer_id=`",
         ),
         "removeJobScheduler": E(
             "removeJobScheduler(id)",

@@ -365,12 +365,17 @@ class Queue(EventEmitter):
         self,
         job_scheduler_id: str,
         repeat_opts: Mapping[str, Any],
-        job_name: str | None = None,
+        job_name: str | Mapping[str, Any] | None = None,
         job_data: Any = None,
         opts: Mapping[str, Any] | None = None,
         override: bool = True,
         producer_id: str | None = None,
     ) -> Job | None:
+        """Create or replace a scheduler. Its template: the Python package's keyword
+        arguments `job_name`, `job_data`, `opts`, or Node's third argument
+        `{"name", "data", "opts"}`."""
+        if isinstance(job_name, Mapping):
+            job_name, job_data, opts = _node_template(job_name, job_data, opts)
         return await self.jobScheduler.upsertJobScheduler(
             job_scheduler_id,
             repeat_opts,
@@ -514,6 +519,22 @@ class Queue(EventEmitter):
 def _label(value: Any) -> str:
     """A Prometheus label value, escaped."""
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _node_template(
+    template: Mapping[str, Any], job_data: Any, opts: Mapping[str, Any] | None
+) -> tuple[str | None, Any, Mapping[str, Any] | None]:
+    """(name, data, opts) of Node's job template `{"name", "data", "opts"}`; refused when
+    the keyword form is given beside it."""
+    unknown = sorted(set(template) - {"name", "data", "opts"})
+    if unknown:
+        raise ValueError(f"a job template has keys name, data and opts; got {unknown}")
+    if job_data is not None or opts is not None:
+        raise ValueError(
+            "give the template either as Node's {name, data, opts} or as the keyword "
+            "arguments job_name, job_data and opts, not both"
+        )
+    return template.get("name"), template.get("data"), template.get("opts")
 
 
 def _item(key: str, value: Any) -> dict[str, Any]:
