@@ -272,7 +272,7 @@ async def test_queue_node_calls(opts: dict[str, str], queue: Queue, queue_name: 
     stored = await queue.getJob(str(job.id))
     assert stored is not None and stored.progress == 42
     assert progress.events["progress"] in ([], [(str(job.id), 42)])
-    assert await queue.getRanges(["waiting"]) == [job.id]
+    assert await queue.getRanges(["waiting"], 0, -1) == [job.id]
     assert queue.defaultJobOptions == {}
     assert isinstance(queue.token, str) and queue.token == queue.token
     assert queue.getBackend() is queue.backend
@@ -585,3 +585,20 @@ async def test_job_scheduler_takes_nodes_override_options(queue: Queue) -> None:
     assert kept is None  # an existing scheduler is kept without override
     found = await scheduler.getScheduler("s")
     assert found is not None and found["name"] == "first"
+
+
+async def test_get_delayed_count_before_a_timestamp(queue: Queue) -> None:
+    soon = await queue.add("soon", {}, {"delay": 60_000})
+    await queue.add("later", {}, {"delay": 600_000})
+    due = soon.timestamp + soon.delay
+    assert await queue.getDelayedCount() == 2
+    assert await queue.getDelayedCount(due + 1) == 1
+    assert await queue.getDelayedCount(due) == 0  # strictly before, as Node
+    with pytest.raises(ValueError, match="timestamp"):
+        await queue.getDelayedCount(1.5)  # type: ignore[arg-type]
+
+
+async def test_get_ranges_reads_two_by_default_as_node(queue: Queue) -> None:
+    jobs = [await queue.add(f"j{i}", {}) for i in range(3)]
+    assert len(await queue.getRanges(["waiting"])) == 2
+    assert sorted(await queue.getRanges("waiting", 0, -1)) == sorted(j.id for j in jobs)

@@ -7,6 +7,7 @@ rendered from it (tests/compat/render_porting.py)."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -129,3 +130,33 @@ def test_porting_doc_carries_the_current_table() -> None:
     assert render_porting.section(page) == render_porting.render(), (
         "docs/porting.md is stale: run `python -m tests.compat.render_porting`"
     )
+
+
+def _takes(function: Any, count: int) -> bool:
+    """Whether `function` can be called with `count` positional arguments (any number
+    for -1, Node's rest parameter)."""
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return True  # a builtin: nothing to read
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return count >= 0 and len(positional) >= count
+
+
+async def test_every_equivalent_takes_nodes_arguments(
+    surface: Surface, layer: dict[str, Any]
+) -> None:
+    """Each method with an equivalent takes as many positional arguments as Node's
+    declaration has parameters (a port calls it as Node does)."""
+    short = []
+    for cls, arities in surface.arity.items():
+        for name, count in sorted(arities.items()):
+            entry = entry_for(cls, name)
+            if entry is None or not entry.covered or not entry.compat.startswith(f"{name}("):
+                continue
+            method = getattr(layer[cls], name)
+            if callable(method) and not _takes(method, count):
+                short.append(f"{cls}.{name}: Node has {count}, {inspect.signature(method)}")
+    assert short == []

@@ -96,7 +96,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         ),
         "getCompletedCount": E("getCompletedCount()", "Queue.get_job_counts('completed')"),
         "getFailedCount": E("getFailedCount()", "Queue.get_job_counts('failed')"),
-        "getDelayedCount": E("getDelayedCount()", "Queue.get_job_counts('delayed')"),
+        "getDelayedCount": E(
+            "getDelayedCount(timestamp)",
+            "Queue.get_job_counts('delayed')",
+            "with `timestamp`, the jobs due strictly before it, as Node",
+        ),
         "getActiveCount": E("getActiveCount()", "Queue.get_job_counts('active')"),
         "getPrioritizedCount": E("getPrioritizedCount()", "Queue.get_job_counts('prioritized')"),
         "getCountsPerPriority": E(

@@ -168,8 +168,14 @@ class Queue(EventEmitter):
     async def getFailedCount(self) -> int:
         return await self.getJobCountByTypes("failed")
 
-    async def getDelayedCount(self) -> int:
-        return await self.getJobCountByTypes("delayed")
+    async def getDelayedCount(self, timestamp: int | None = None) -> int:
+        """Delayed jobs; with Node's `timestamp` (ms), those due strictly before it."""
+        if timestamp is None:
+            return await self.getJobCountByTypes("delayed")
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            raise ValueError(f"timestamp must be a whole number of ms, got {timestamp!r}")
+        due = [job.timestamp + job.delay for job in await self.getDelayed()]
+        return sum(when < timestamp for when in due)
 
     async def getActiveCount(self) -> int:
         return await self.getJobCountByTypes("active")
@@ -441,9 +447,9 @@ class Queue(EventEmitter):
         return await self.removeDeduplicationKey(id)
 
     async def getRanges(
-        self, types: Iterable[str] | str, start: int = 0, end: int = -1, asc: bool = False
+        self, types: Iterable[str] | str, start: int = 0, end: int = 1, asc: bool = False
     ) -> list[str]:
-        """The ids of the jobs `getJobs` would return."""
+        """The ids of the jobs `getJobs` would return (`end` 1 by default, as Node)."""
         return [str(job.id) for job in await self.getJobs(types, start, end, asc)]
 
     async def isMaxed(self) -> bool:
