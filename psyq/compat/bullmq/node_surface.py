@@ -145,10 +145,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "jobsOpts": E("jobsOpts"),
         "token": E("token", note="a random id of this Queue object"),
         "defaultJobOptions": E("defaultJobOptions", "Queue(default_job_options=...)"),
-        "metaValues": R(
-            "the meta fields Node writes when a Queue opens (its version): psyq writes none"
+        "metaValues": R("the meta fields Node writes when a Queue opens; psyq's Queue writes none"),
+        "getVersion": R(
+            "BullMQ's library version in the queue's meta: psyq's stores keep none (on "
+            "Redis its workers note `psyq:<version>` there)"
         ),
-        "getVersion": R("BullMQ's library version in the queue's meta; psyq writes none"),
         "jobScheduler": E("jobScheduler", note="a property (Node: a promise of it)"),
         "setGlobalConcurrency": E(
             "setGlobalConcurrency(concurrency)", "Queue.set_global_concurrency(n)"
@@ -466,7 +467,7 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
             "Queue.get_metrics",
         ),
         "maximumRateLimitDelay": R(
-            "psyq's worker waits the whole rate-limit ttl, re-checked on every wake-up"
+            "not taken: psyq's worker decides itself how long it waits out a rate limit"
         ),
         "maxStartedAttempts": E(
             "maxStartedAttempts",
@@ -474,7 +475,7 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         ),
         "maxStalledCount": E("maxStalledCount", "Worker(max_stalled_count=)"),
         "stalledInterval": E("stalledInterval", "Worker(stalled_interval=)"),
-        "removeOnComplete": _KEEP,
+        "removeOnComplete": E("removeOnComplete", "Worker(remove_on_complete=)"),
         "removeOnFail": E("removeOnFail", "Worker(remove_on_fail=)"),
         "skipStalledCheck": E("skipStalledCheck", "Worker(skip_stalled_check=)"),
         "skipLockRenewal": E("skipLockRenewal", "Worker(skip_lock_renewal=)"),
@@ -539,9 +540,9 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         "endDate": E("endDate", "repeat={'endDate': ms}"),
         "count": E("count", note="read against `limit`; psyq's store counts the runs"),
         "key": R("Node derives a scheduler's key; the scheduler id is the key here"),
-        "offset": R("BullMQ's bookkeeping of `every` schedulers' phase; psyq's store keeps it"),
+        "offset": R("BullMQ's bookkeeping of `every` schedulers; psyq's compute runs in the store"),
         "prevMillis": R("BullMQ's scheduler bookkeeping; psyq's schedulers keep their own"),
-        "jobId": R("Node 6 refuses it on schedulers too (the scheduler id names the runs)"),
+        "jobId": R("Node 6's schedulers take none either: the scheduler id names the runs"),
     },
     "DeduplicationOptions": {
         "id": E("id", "deduplication={'id': ...}"),
