@@ -602,3 +602,23 @@ async def test_get_ranges_reads_two_by_default_as_node(queue: Queue) -> None:
     jobs = [await queue.add(f"j{i}", {}) for i in range(3)]
     assert len(await queue.getRanges(["waiting"])) == 2
     assert sorted(await queue.getRanges("waiting", 0, -1)) == sorted(j.id for j in jobs)
+
+
+async def test_remove_unprocessed_children_keeps_a_child_being_processed(
+    opts: dict[str, str], flow: FlowProducer, queue_name: str
+) -> None:
+    steps = _other(queue_name, "steps")
+    kids = [{"name": f"c{i}", "queueName": steps, "data": {}} for i in range(2)]
+    added = await flow.add({"name": "p", "queueName": queue_name, "data": {}, "children": kids})
+    assert added is not None
+    worker = Worker(steps, None, opts)
+    try:
+        taken = await worker.getNextJob("tok")
+        assert taken is not None
+        await added["job"].removeUnprocessedChildren()
+        left = await worker.backend.getJobData(str(taken.id))
+        assert left is not None  # active: kept, as Node skips locked children
+        others = [child["job"] for child in added["children"] if child["job"].id != taken.id]
+        assert [await worker.backend.getJobData(str(job.id)) for job in others] == [None]
+    finally:
+        await worker.close()
