@@ -57,6 +57,8 @@ class Surface:
 
     members: dict[str, dict[str, str]] = field(default_factory=dict)
     keys: dict[str, set[str]] = field(default_factory=dict)
+    # `arity[cls][method]`: how many parameters Node's method declares (-1: a rest one)
+    arity: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def _code(line: str) -> str:
@@ -168,9 +170,12 @@ def _keys(types: dict[str, str], expression: str, seen: frozenset[str] = frozens
     return keys
 
 
-def _members(classes: dict[str, tuple[str | None, list[str]]], name: str) -> dict[str, str]:
+def _members(
+    classes: dict[str, tuple[str | None, list[str]]], name: str
+) -> tuple[dict[str, str], dict[str, int]]:
+    """The class's public members (name -> declaring class) and its methods' arities."""
     base, body = classes[name]
-    members = _members(classes, base) if base in classes else {}
+    members, arity = _members(classes, base) if base in classes else ({}, {})
     for statement in body:
         match = _MEMBER.match(statement)
         if match is None or match[2] == "constructor":
@@ -180,7 +185,36 @@ def _members(classes: dict[str, tuple[str | None, list[str]]], name: str) -> dic
             members.pop(match[2], None)
             continue
         members[match[2]] = name
-    return members
+        if "get" not in modifiers and "set" not in modifiers:
+            count = _arity(statement[match.end() - 1 :])
+            if count is not None:
+                arity[match[2]] = count
+    return members, arity
+
+
+def _arity(rest: str) -> int | None:
+    """The parameter count of a method's signature (`<T>(a, b?) ...` -> 2; -1 for a rest
+    parameter), None for a property."""
+    rest = rest.lstrip()
+    if rest.startswith("<"):
+        depth = 0
+        for index, char in enumerate(rest):
+            depth += char == "<"
+            depth -= char == ">" and rest[index - 1] != "="
+            if depth == 0:
+                rest = rest[index + 1 :].lstrip()
+                break
+    if not rest.startswith("("):
+        return None
+    depth, inside = 0, ""
+    for char in rest:
+        depth += char in "({[<"
+        depth -= char in ")}]>"
+        inside += char
+        if depth == 0:
+            break
+    params = _split(inside[1:-1], ",")
+    return -1 if any(p.startswith("...") for p in params) else len(params)
 
 
 def read_surface(package: Path) -> Surface:
@@ -191,7 +225,7 @@ def read_surface(package: Path) -> Surface:
     classes, types = _read(files)
     surface = Surface()
     for name in CLASSES:
-        surface.members[name] = _members(classes, name)
+        surface.members[name], surface.arity[name] = _members(classes, name)
     for name in OPTION_TYPES:
         surface.keys[name] = _keys(types, types[name]) if name in types else set()
     return surface
@@ -202,6 +236,6 @@ if __name__ == "__main__":
 
     found = read_surface(Path(sys.argv[1]))
     for cls, members in found.members.items():
-        print(cls, len(members), sorted(members.items()))
+        print(cls, len(members), sorted(found.arity[cls].items()))
     for kind, keys in found.keys.items():
         print(kind, sorted(keys))

@@ -270,20 +270,6 @@ async def test_job_counts_count_job_schedulers_under_repeat(
         await queue.close()
 
 
-async def test_nodes_scheduler_template_form_points_at_the_keywords(
-    opts: dict[str, str], queue_name: str
-) -> None:
-    queue = Queue(queue_name, opts)
-    try:
-        with pytest.raises(TypeError, match=r"job_name=.*job_data=.*opts="):
-            await queue.upsertJobScheduler(
-                "report", {"every": 60_000}, {"name": "daily", "data": {"kind": "sales"}}
-            )
-        assert await queue.getJobSchedulersCount() == 0
-    finally:
-        await queue.close()
-
-
 # ---------------------------------------------------------------------- worker listeners
 async def test_completed_and_failed_listeners_take_two_or_three_arguments(
     opts: dict[str, str], queue_name: str

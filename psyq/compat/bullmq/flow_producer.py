@@ -146,17 +146,19 @@ class FlowProducer(EventEmitter):
     async def getFlow(self, opts: Mapping[str, Any]) -> dict[str, Any] | None:
         """The tree under job `opts["id"]` of queue `opts["queueName"]`: `{"job": Job,
         "children": [...]}` (`children` left out of a node without), `depth` levels deep
-        (default 10), at most `maxChildren` children a node (default all); None when the
-        job does not exist."""
+        (default 10; 1 is the job alone), at most `maxChildren` children a node (default
+        20), as Node; None when the job does not exist or the producer is closing."""
         for key in ("id", "queueName"):
             if not opts.get(key):
                 raise ValueError(f"getFlow needs opts[{key!r}], got {opts.get(key)!r}")
+        if self.closing:
+            return None
         producer = CoreFlowProducer(await self.backend.adapter(), prefix=self.prefix)
         node = await producer.get_flow(
             str(opts["id"]),
             str(opts["queueName"]),
             depth=int(opts.get("depth", 10)),
-            max_children=int(opts.get("maxChildren", 0)),
+            max_children=int(opts.get("maxChildren", 20)),
         )
         prefix = str(opts.get("prefix") or self.prefix)
         return None if node is None else self._tree_of(node, prefix)

@@ -299,8 +299,13 @@ class Job:
     async def getFailedChildrenValues(self) -> dict[str, str]:
         return await self.core.get_failed_children_values()
 
-    async def getDependencies(self) -> dict[str, Any]:
-        return await self.core.get_dependencies()
+    async def getDependencies(self, opts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The job's children by kind; with Node's `opts` (`{"processed": {"cursor",
+        "count"}, ...}`), a page of each kind asked, as Node pages them."""
+        dependencies = await self.core.get_dependencies()
+        if not opts or not any(opts.get(kind) for kind in _DEPENDENCY_KINDS):
+            return dependencies
+        return _dependency_pages(dependencies, opts)
 
     async def waitUntilFinished(self, queueEvents: Any, ttl: int | None = None) -> Any:
         """The return value once the job completes; raises once it fails."""
@@ -446,9 +451,9 @@ class Job:
         """(queue, id) of a child's job key (`<prefix>:<queue>:<id>`, or `<queue>:<id>`
         on a store without key prefixes)."""
         queue_key, _, job_id = key.rpartition(":")
-        prefix = f"{self.prefix}:"
-        prefixed = self.queueQualifiedName.startswith(prefix)
-        return (queue_key[len(prefix) :] if prefixed else queue_key), job_id
+        qualified, name = self.core.queue_qualified_name, self.core.queue_name
+        prefix = qualified[: len(qualified) - len(name)]  # `<prefix>:`, or "" on Postgres
+        return queue_key.removeprefix(prefix), job_id
 
     async def removeDeduplicationKey(self) -> bool:
         """Remove the job's deduplication key if it still names this job."""
@@ -467,6 +472,34 @@ class Job:
         queue = self.core.queue_name
         await adapter.move_job_from_active_to_wait(queue, str(self.id), token or self.token or "0")
         return max(0, int(await adapter.get_rate_limit_ttl(queue, None)))
+
+
+_DEPENDENCY_KINDS = ("processed", "unprocessed", "failed", "ignored")
+
+
+def _dependency_pages(dependencies: Mapping[str, Any], opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Node's paged dependencies: for each kind `opts` asks for, `count` (default 20) of
+    its children from `cursor` (default 0), and `next<Kind>Cursor` (0 once all are read).
+    Processed children come with their decoded values, ignored ones with their reasons,
+    failed and unprocessed ones as keys."""
+    result: dict[str, Any] = {}
+    for kind in _DEPENDENCY_KINDS:
+        asked = opts.get(kind)
+        if not asked:
+            continue
+        page = dict(asked) if isinstance(asked, Mapping) else {}
+        cursor, count = int(page.get("cursor", 0)), int(page.get("count", 20))
+        found = dependencies.get(kind) or ()
+        keys = sorted(found)[cursor : cursor + count]
+        end = cursor + len(keys)
+        result[f"next{kind[0].upper()}{kind[1:]}Cursor"] = end if end < len(found) else 0
+        if kind == "processed":
+            result[kind] = {key: codec.loads(found[key]) for key in keys}
+        elif kind == "ignored":
+            result[kind] = {key: found[key] for key in keys}
+        else:
+            result[kind] = keys
+    return result
 
 
 # Node's `job.toJSON()`: every field, none of the methods.

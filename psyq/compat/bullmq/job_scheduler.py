@@ -84,12 +84,16 @@ class JobScheduler:
         job_name: str | None = None,
         job_data: Any = None,
         opts: Mapping[str, Any] | None = None,
-        override: bool = True,
+        override: bool | Mapping[str, Any] = True,
         producer_id: str | None = None,
     ) -> Job | None:
         """Create or replace a scheduler; returns its pending job, or None when its
         options allow no further run. Without `override`, an existing scheduler is kept:
-        psyq's store adds each next run itself when the previous one starts."""
+        psyq's store adds each next run itself when the previous one starts. `override`
+        may be Node's sixth argument `{"override", "producerId"}`."""
+        if isinstance(override, Mapping):
+            producer_id = override.get("producerId", producer_id)
+            override = bool(override.get("override", True))
         _check_job_name(job_name)
         repeat_opts = dict(repeat_opts or {})
         spec = _repeat_spec(repeat_opts)

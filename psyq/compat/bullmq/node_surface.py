@@ -39,7 +39,7 @@ def R(reason: str, core: str = "") -> Equivalent:
 
 
 TELEMETRY = "OpenTelemetry spans: psyq traces through its plugin hooks (docs/plugins.md)"
-EMITTER = "psyq's EventEmitter"
+EMITTER = "EventEmitter"
 REDIS_HANDLE = "BullMQ's Redis key map; psyq keeps the same keys on Redis"
 
 # Node's base classes, in the order a subclass's member is looked up.
@@ -82,10 +82,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
             "getJobCountByTypes(*types)", "Queue.get_job_count_by_types(*types)"
         ),
         "getJobCounts": E("getJobCounts(*types)", "Queue.get_job_counts(*types)"),
-        "recordJobCountsMetric": R(
-            "records the counts on a telemetry meter; psyq's Prometheus plugin exports them "
-            "(psyq.plugins.prometheus)",
+        "recordJobCountsMetric": E(
+            "recordJobCountsMetric(*types)",
             "Queue.get_job_counts(*types)",
+            "returns the counts; Node also records them on its telemetry meter, psyq "
+            "exports them through psyq.plugins.prometheus",
         ),
         "getJobState": E("getJobState(jobId)", "Queue.get_job_state(job_id)"),
         "getMeta": E(
@@ -95,7 +96,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         ),
         "getCompletedCount": E("getCompletedCount()", "Queue.get_job_counts('completed')"),
         "getFailedCount": E("getFailedCount()", "Queue.get_job_counts('failed')"),
-        "getDelayedCount": E("getDelayedCount()", "Queue.get_job_counts('delayed')"),
+        "getDelayedCount": E(
+            "getDelayedCount(timestamp)",
+            "Queue.get_job_counts('delayed')",
+            "with `timestamp`, the jobs due strictly before it, as Node",
+        ),
         "getActiveCount": E("getActiveCount()", "Queue.get_job_counts('active')"),
         "getPrioritizedCount": E("getPrioritizedCount()", "Queue.get_job_counts('prioritized')"),
         "getCountsPerPriority": E(
@@ -117,7 +122,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "getDependencies": E(
             "getDependencies(parentId, type, start, end)",
             "Job.get_dependencies()",
-            "`type` 'processed' or 'pending'; `items` and `total` as Node, `jobs` as Job objects",
+            "`type` 'processed' or 'pending'; `items` and `total` as Node's, `jobs` Job objects",
         ),
         "getRanges": E("getRanges(types, start, end, asc)", "Queue.get_jobs(types, ...)"),
         "getJobs": E("getJobs(types, start, end, asc)", "Queue.get_jobs(types, start, end, asc)"),
@@ -129,8 +134,10 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
             "nowhere on most stores (on Postgres, Node lists them: docs/interop.md)"
         ),
         "getMetrics": E("getMetrics(type, start, end)", "Queue.get_metrics(kind, start, end)"),
-        "exportPrometheusMetrics": R(
-            "psyq exports Prometheus metrics through its plugin (psyq.plugins.prometheus)"
+        "exportPrometheusMetrics": E(
+            "exportPrometheusMetrics(globalVariables)",
+            "Queue.get_job_counts(), Queue.get_metrics(kind)",
+            "Node's text, line for line",
         ),
     },
     "Queue": {
@@ -138,10 +145,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "jobsOpts": E("jobsOpts"),
         "token": E("token", note="a random id of this Queue object"),
         "defaultJobOptions": E("defaultJobOptions", "Queue(default_job_options=...)"),
-        "metaValues": R(
-            "the meta fields Node writes when a Queue opens (its version): psyq writes none"
+        "metaValues": R("the meta fields Node writes when a Queue opens; psyq's Queue writes none"),
+        "getVersion": R(
+            "BullMQ's library version in the queue's meta: psyq's stores keep none (on "
+            "Redis its workers note `psyq:<version>` there)"
         ),
-        "getVersion": R("BullMQ's library version in the queue's meta; psyq writes none"),
         "jobScheduler": E("jobScheduler", note="a property (Node: a promise of it)"),
         "setGlobalConcurrency": E(
             "setGlobalConcurrency(concurrency)", "Queue.set_global_concurrency(n)"
@@ -158,9 +166,10 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "add": E("add(name, data, opts)", "Queue.add(name, data, **opts)"),
         "addBulk": E("addBulk(jobs)", "Queue.add_bulk(jobs)"),
         "upsertJobScheduler": E(
-            "upsertJobScheduler(id, repeatOpts, job_name=, job_data=, opts=)",
+            "upsertJobScheduler(id, repeatOpts, jobTemplate)",
             "Queue.upsert_job_scheduler(id, repeat, template)",
-            "the template as keyword arguments, as the Python package takes it",
+            "Node's template `{name, data, opts}`, or the Python package's keyword arguments "
+            "`job_name=`, `job_data=`, `opts=`",
         ),
         "pause": E("pause()", "Queue.pause()"),
         "close": E("close()", "Queue.close()"),
@@ -191,9 +200,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "addJobLog": E("addJobLog(jobId, logRow, keepLogs)", "Job.log(row)"),
         "drain": E("drain(delayed)", "Queue.drain(delayed)"),
         "clean": E("clean(grace, limit, type)", "Queue.clean(grace, limit, type)"),
-        "obliterate": E(
-            "obliterate(force=)", "Queue.obliterate(force)", "Node's `{force}` as a keyword"
-        ),
+        "obliterate": E("obliterate(opts)", "Queue.obliterate(force)", "`{force}` or `force=`"),
         "retryJobs": E("retryJobs(opts)", "Queue.retry_jobs(state, count, timestamp)"),
         "promoteJobs": E("promoteJobs(opts)", "Queue.promote_jobs(count)"),
         "trimEvents": E("trimEvents(maxLength)", "Queue.set_max_len_events(n)"),
@@ -219,10 +226,9 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "cancelJob": E("cancelJob(jobId, reason)", "AbortController.abort(reason)"),
         "cancelAllJobs": E("cancelAllJobs(reason)", "AbortController.abort(reason)"),
         "concurrency": E(
-            "opts['concurrency']",
-            "Worker(concurrency=n)",
-            "set when the Worker is made; `worker.concurrency = n` at run time comes with "
-            "the concurrency setter",
+            "concurrency",
+            "Worker.concurrency",
+            "`worker.concurrency = n` takes effect while the worker runs",
         ),
         "jobScheduler": E("jobScheduler", note="a property (Node: a promise of it)"),
         "run": E("run()", "Worker.run()"),
@@ -261,8 +267,9 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
     },
     "JobScheduler": {
         "upsertJobScheduler": E(
-            "upsertJobScheduler(id, repeatOpts, jobName, jobData, opts, override=, producer_id=)",
+            "upsertJobScheduler(id, repeatOpts, jobName, jobData, opts, {override, producerId})",
             "Queue.upsert_job_scheduler(id, repeat, template)",
+            "the last as Node's dict or as `override=`, `producer_id=`",
         ),
         "removeJobScheduler": E(
             "removeJobScheduler(id)",
@@ -334,7 +341,9 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         ),
         "extendLock": E("extendLock(token, duration)", "Job.extend_lock(token, duration)"),
         "moveToCompleted": E(
-            "moveToCompleted(returnValue, token, fetchNext)", "Job.move_to_completed(...)"
+            "moveToCompleted(returnValue, token, fetchNext)",
+            "Job.move_to_completed(...)",
+            "`fetchNext` defaults to False, as in the Python package (Node: true)",
         ),
         "moveToWait": E(
             "moveToWait(token)",
@@ -358,7 +367,11 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "getFailedChildrenValues": E(
             "getFailedChildrenValues()", "Job.get_failed_children_values()"
         ),
-        "getDependencies": E("getDependencies(opts)", "Job.get_dependencies()"),
+        "getDependencies": E(
+            "getDependencies(opts)",
+            "Job.get_dependencies()",
+            "with `opts`, Node's pages: each kind asked and its `next<Kind>Cursor`",
+        ),
         "getDependenciesCount": E("getDependenciesCount(opts)", "Job.get_dependencies()"),
         "waitUntilFinished": E(
             "waitUntilFinished(queueEvents, ttl)", "Job.wait_until_finished(events, timeout)"
@@ -386,7 +399,7 @@ MEMBERS: dict[str, dict[str, Equivalent]] = {
         "getFlow": E(
             "getFlow(opts)",
             "FlowProducer.get_flow(job_id, queue_name, depth, max_children)",
-            "None when the job does not exist (Node: undefined)",
+            "depth 10 and maxChildren 20 by default, as Node; None for a missing job",
         ),
         "addBulk": E("addBulk(flows)", "FlowProducer.add_bulk(flows)"),
         "close": E("close()", "FlowProducer.close()"),
@@ -456,15 +469,15 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
             "Queue.get_metrics",
         ),
         "maximumRateLimitDelay": R(
-            "psyq's worker waits the whole rate-limit ttl, re-checked on every wake-up"
+            "not taken: psyq's worker decides itself how long it waits out a rate limit"
         ),
-        "maxStartedAttempts": R(
-            "psyq fails a job by attempts made and stalls, not by starts; raise "
-            "UnrecoverableError on `job.attemptsStarted` in the processor"
+        "maxStartedAttempts": E(
+            "maxStartedAttempts",
+            note="a job started more often fails unrecoverably, unrun, as Node",
         ),
         "maxStalledCount": E("maxStalledCount", "Worker(max_stalled_count=)"),
         "stalledInterval": E("stalledInterval", "Worker(stalled_interval=)"),
-        "removeOnComplete": _KEEP,
+        "removeOnComplete": E("removeOnComplete", "Worker(remove_on_complete=)"),
         "removeOnFail": E("removeOnFail", "Worker(remove_on_fail=)"),
         "skipStalledCheck": E("skipStalledCheck", "Worker(skip_stalled_check=)"),
         "skipLockRenewal": E("skipLockRenewal", "Worker(skip_lock_renewal=)"),
@@ -529,9 +542,9 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         "endDate": E("endDate", "repeat={'endDate': ms}"),
         "count": E("count", note="read against `limit`; psyq's store counts the runs"),
         "key": R("Node derives a scheduler's key; the scheduler id is the key here"),
-        "offset": R("BullMQ's bookkeeping of `every` schedulers' phase; psyq's store keeps it"),
+        "offset": R("BullMQ's bookkeeping of `every` schedulers; psyq's compute runs in the store"),
         "prevMillis": R("BullMQ's scheduler bookkeeping; psyq's schedulers keep their own"),
-        "jobId": R("Node 6 refuses it on schedulers too (the scheduler id names the runs)"),
+        "jobId": R("Node 6's schedulers take none either: the scheduler id names the runs"),
     },
     "DeduplicationOptions": {
         "id": E("id", "deduplication={'id': ...}"),
@@ -580,12 +593,12 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         "resetAttemptsStarted": E("resetAttemptsStarted", "Job.retry(reset_attempts_started=)"),
     },
     "DependenciesOpts": {
-        kind: E(kind, "Job.get_dependencies()", "getDependenciesCount's choice of types")
+        kind: E(kind, "Job.get_dependencies()", "the kinds getDependencies pages")
         for kind in ("failed", "ignored", "processed", "unprocessed")
     },
     "DependencyOpts": {
-        "cursor": R("getDependencies returns each type whole, in one page"),
-        "count": R("getDependencies returns each type whole, in one page"),
+        "cursor": E("cursor", note="where the page starts (an offset; 0 first)"),
+        "count": E("count", note="the page's size (default 20, as Node)"),
     },
     "MoveToWaitingChildrenOpts": {
         "child": R("Node checks one child's key; psyq's transition looks at all pending children"),
@@ -595,7 +608,7 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
     },
     "ObliterateOpts": {
         "force": E("force", "Queue.obliterate(force)"),
-        "count": R("Node's batch size: psyq obliterates in one call"),
+        "count": E("count", note="taken; Node's batch size: psyq obliterates in one call"),
     },
     "FlowJobBase": {
         "name": E("name", "FlowProducer.add({'name': ...})"),

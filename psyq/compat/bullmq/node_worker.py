@@ -5,12 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from typing import Any
 
 from psyq.compat.bullmq.abort_controller import AbortController
 from psyq.core.events import EventEmitter
+from psyq.errors import UnrecoverableError
 
-__all__ = ["NodeWorkerCalls"]
+__all__ = ["NodeWorkerCalls", "check_max_started_attempts"]
+
+STARTED_TOO_OFTEN = "job started more than allowable limit"  # Node's failed reason
+
+
+def check_max_started_attempts(opts: Mapping[str, Any]) -> None:
+    """Node's `maxStartedAttempts`: absent, or a whole number ≥ 0 (0: no limit)."""
+    limit = opts.get("maxStartedAttempts")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ValueError(f"maxStartedAttempts must be greater or equal than 0, got {limit!r}")
 
 
 class NodeWorkerCalls(EventEmitter):
@@ -27,6 +38,13 @@ class NodeWorkerCalls(EventEmitter):
     def qualifiedName(self) -> str:
         return str(self.backend.qualifiedName)
 
+    def refuse_started_too_often(self, job: Any) -> None:
+        """Fail a job started more than `maxStartedAttempts` times without running it, as
+        Node's worker does (UnrecoverableError: no retry)."""
+        limit = self.opts.get("maxStartedAttempts")
+        if limit and limit < job.attemptsStarted:
+            raise UnrecoverableError(STARTED_TOO_OFTEN)
+
     def toKey(self, type: str) -> str:
         return f"{self.qualifiedName}:{type}"
 
@@ -39,8 +57,8 @@ class NodeWorkerCalls(EventEmitter):
     async def delay(
         self, milliseconds: int | None = None, abortController: AbortController | None = None
     ) -> None:
-        """Sleep `milliseconds` (default 5000), or until `abortController` aborts."""
-        seconds = (5000 if milliseconds is None else milliseconds) / 1000
+        """Sleep `milliseconds` (default 100, as Node), or until `abortController` aborts."""
+        seconds = (milliseconds or 100) / 1000
         if abortController is None:
             await asyncio.sleep(seconds)
             return
@@ -60,16 +78,22 @@ class NodeWorkerCalls(EventEmitter):
         return lost
 
     async def startStalledCheckTimer(self) -> None:
-        """Check for stalled jobs now and then every `stalledInterval` ms until the worker
-        closes (a worker without a processor checks only when asked; one that runs checks
-        by itself). Does nothing with `skipStalledCheck`."""
+        """Start checking for stalled jobs, now and then every `stalledInterval` ms, until
+        the worker closes or pauses, as Node's does (a worker without a processor checks
+        only when told to; one that runs checks by itself). A second call while the
+        checks run, or one with `skipStalledCheck`, does nothing."""
         if self.opts.get("skipStalledCheck") or self.closing or self.closed:
             return
-        await self.runStalledJobsCheck()
-        task = asyncio.ensure_future(self._stalled_checks())
+        running = self.__dict__.get("_stalled_checker")
+        if running is not None and not running.done():
+            return
+        task = self.__dict__["_stalled_checker"] = asyncio.ensure_future(self._stalled_checks())
         self.once("closed", lambda *args: task.cancel())
 
     async def _stalled_checks(self) -> None:
-        while not (self.closing or self.closed):
+        while not (self.closing or self.closed or self.isPaused()):
+            await self.runStalledJobsCheck()  # emits `error` for a check that failed
             await asyncio.sleep(int(self.opts["stalledInterval"]) / 1000)
-            await self.runStalledJobsCheck()
+
+    def isPaused(self) -> bool:
+        raise NotImplementedError  # the Worker's

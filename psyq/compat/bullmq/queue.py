@@ -3,6 +3,7 @@ Queue (`opts`: `connection`, `prefix`, `defaultJobOptions`)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -187,8 +188,14 @@ class Queue(EventEmitter):
     async def getFailedCount(self) -> int:
         return await self.getJobCountByTypes("failed")
 
-    async def getDelayedCount(self) -> int:
-        return await self.getJobCountByTypes("delayed")
+    async def getDelayedCount(self, timestamp: int | None = None) -> int:
+        """Delayed jobs; with Node's `timestamp` (ms), those due strictly before it."""
+        if timestamp is None:
+            return await self.getJobCountByTypes("delayed")
+        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+            raise ValueError(f"timestamp must be a whole number of ms, got {timestamp!r}")
+        due = [job.timestamp + job.delay for job in await self.getDelayed()]
+        return sum(when < timestamp for when in due)
 
     async def getActiveCount(self) -> int:
         return await self.getJobCountByTypes("active")
@@ -266,7 +273,12 @@ class Queue(EventEmitter):
         cleaned: list[str] = await self._core.clean(grace, limit, _ALIASES.get(type, type))
         return cleaned
 
-    async def obliterate(self, force: bool = False) -> None:
+    async def obliterate(self, force: bool | Mapping[str, Any] = False) -> None:
+        """Remove the queue and all its jobs; with force even while jobs are active.
+        `force` may be Node's `{"force": ..., "count": ...}` (`count`, Node's batch size,
+        changes nothing: psyq obliterates in one call)."""
+        if isinstance(force, Mapping):
+            force = bool(force.get("force", False))
         try:
             await self._core.obliterate(force)
         except PsyqError as exc:
@@ -377,12 +389,17 @@ class Queue(EventEmitter):
         self,
         job_scheduler_id: str,
         repeat_opts: Mapping[str, Any],
-        job_name: str | None = None,
+        job_name: str | Mapping[str, Any] | None = None,
         job_data: Any = None,
         opts: Mapping[str, Any] | None = None,
         override: bool = True,
         producer_id: str | None = None,
     ) -> Job | None:
+        """Create or replace a scheduler. Its template: the Python package's keyword
+        arguments `job_name`, `job_data`, `opts`, or Node's third argument
+        `{"name", "data", "opts"}`."""
+        if isinstance(job_name, Mapping):
+            job_name, job_data, opts = _node_template(job_name, job_data, opts)
         return await self.jobScheduler.upsertJobScheduler(
             job_scheduler_id,
             repeat_opts,
@@ -448,9 +465,9 @@ class Queue(EventEmitter):
         return await self.removeDeduplicationKey(id)
 
     async def getRanges(
-        self, types: Iterable[str] | str, start: int = 0, end: int = -1, asc: bool = False
+        self, types: Iterable[str] | str, start: int = 0, end: int = 1, asc: bool = False
     ) -> list[str]:
-        """The ids of the jobs `getJobs` would return."""
+        """The ids of the jobs `getJobs` would return (`end` 1 by default, as Node)."""
         return [str(job.id) for job in await self.getJobs(types, start, end, asc)]
 
     async def isMaxed(self) -> bool:
@@ -474,8 +491,9 @@ class Queue(EventEmitter):
     async def getDependencies(
         self, parentId: str, type: str, start: int = 0, end: int = -1
     ) -> dict[str, Any]:
-        """A page of parent `parentId`'s children: `type` 'processed' (items `{id, v}`) or
-        'pending' (items `{id}`), `jobs` the children themselves, `total` of that type."""
+        """A page of parent `parentId`'s children: `type` 'processed' (items `{id, v}`: the
+        child's job key and its decoded return value) or 'pending' (items `{id}`), `jobs`
+        the children themselves, `total` of that type."""
         if type not in ("processed", "pending"):
             raise ValueError(f"type must be 'processed' or 'pending', got {type!r}")
         parent = await self.getJob(parentId)
@@ -485,16 +503,70 @@ class Queue(EventEmitter):
         keys = sorted(dependencies.get("processed" if type == "processed" else "unprocessed") or ())
         page = keys[start : None if end < 0 else end + 1]
         values = dependencies.get("processed") or {}
-        items = [
-            {"id": key.rpartition(":")[2], **({"v": values[key]} if type == "processed" else {})}
-            for key in page
-        ]
+        items = [_item(key, values[key]) if type == "processed" else {"id": key} for key in page]
         jobs = [await _job_of(parent, key) for key in page]
         return {
             "items": items,
             "jobs": [job for job in jobs if job is not None],
             "total": len(keys),
         }
+
+    async def recordJobCountsMetric(self, *types: str) -> dict[str, int]:
+        """The job counts (Node also records them on its telemetry meter; psyq exports
+        them through psyq.plugins.prometheus)."""
+        return await self.getJobCounts(*types)
+
+    async def exportPrometheusMetrics(
+        self, globalVariables: Mapping[str, str] | None = None
+    ) -> str:
+        """The queue's job counts by state and its completed / failed totals in
+        Prometheus's text format, as Node writes them (`globalVariables`: labels added to
+        every line)."""
+        labels = "".join(
+            f', {name}="{_label(value)}"' for name, value in (globalVariables or {}).items()
+        )
+        queue = f'queue="{_label(self.name)}"'
+        lines = [
+            "# HELP bullmq_job_count Number of jobs in the queue by state",
+            "# TYPE bullmq_job_count gauge",
+        ]
+        for state, count in (await self.getJobCounts()).items():
+            lines.append(f'bullmq_job_count{{{queue}, state="{state}"{labels}}} {count}')
+        for kind in ("completed", "failed"):
+            total = ((await self.getMetrics(kind)).get("meta") or {}).get("count", 0)
+            lines.append(f"# HELP bullmq_job_{kind}_total Total number of {kind} jobs")
+            lines.append(f"# TYPE bullmq_job_{kind}_total counter")
+            lines.append(f"bullmq_job_{kind}_total{{{queue}{labels}}} {int(total)}")
+        return "\n".join(lines)
+
+
+def _label(value: Any) -> str:
+    """A Prometheus label value, escaped."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _node_template(
+    template: Mapping[str, Any], job_data: Any, opts: Mapping[str, Any] | None
+) -> tuple[str | None, Any, Mapping[str, Any] | None]:
+    """(name, data, opts) of Node's job template `{"name", "data", "opts"}`; refused when
+    the keyword form is given beside it."""
+    unknown = sorted(set(template) - {"name", "data", "opts"})
+    if unknown:
+        raise ValueError(f"a job template has keys name, data and opts; got {unknown}")
+    if job_data is not None or opts is not None:
+        raise ValueError(
+            "give the template either as Node's {name, data, opts} or as the keyword "
+            "arguments job_name, job_data and opts, not both"
+        )
+    return template.get("name"), template.get("data"), template.get("opts")
+
+
+def _item(key: str, value: Any) -> dict[str, Any]:
+    """A processed child as Node pages it: its value decoded, or `err` saying why not."""
+    try:
+        return {"id": key, "v": json.loads(value) if isinstance(value, str) else value}
+    except ValueError as exc:
+        return {"id": key, "err": str(exc)}
 
 
 async def _job_of(parent: Job, key: str) -> Job | None:

@@ -30,10 +30,9 @@ from psyq.compat.bullmq.backend import Backend, create_backend, redis_client, st
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.job_scheduler import JobScheduler
 from psyq.compat.bullmq.listeners import ListenerArguments
-from psyq.compat.bullmq.node_worker import NodeWorkerCalls
+from psyq.compat.bullmq.node_worker import NodeWorkerCalls, check_max_started_attempts
 from psyq.compat.bullmq.sandboxed import sandbox_for
 from psyq.core.backoff import BackoffStrategy, registered_backoff_strategy
-from psyq.core.events import EventEmitter
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
 from psyq.errors import ConnectionError as PsyqConnectionError
@@ -187,6 +186,7 @@ class Worker(NodeWorkerCalls):
         if isinstance(processor, str | os.PathLike):
             processor = self._own_sandbox = sandbox_for(processor, int(self.opts["concurrency"]))
         self.processor: Callable[..., Any] | None = processor
+        check_max_started_attempts(self.opts)
         self.opts.setdefault("lockRenewTime", self.opts["lockDuration"] // 2)
         self.backend = create_backend(name, self.opts, with_blocking_connection=True)
         self.keys = getattr(self.backend, "keys", None)
@@ -363,6 +363,7 @@ class Worker(NodeWorkerCalls):
             return await self.processor(core)
         job = self._wrap(core)
         job.token = token
+        self.refuse_started_too_often(job)
         args: tuple[Any, ...] = (job, token)
         if self._arity >= 3:
             controller = self._controllers[job.id or ""] = AbortController()
