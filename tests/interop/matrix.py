@@ -299,6 +299,8 @@ async def rate_limit_error(m: Matrix) -> None:
     [job] = (await m.run([job_id])).values()
     m.expect(job["returnvalue"] == "done", "does not complete after the limit")
     m.expect(job["attemptsMade"] == 1, f"attemptsMade is {job['attemptsMade']}, not 1")
+    started = job["attemptsStarted"]  # BullMQ counts every move to active
+    m.expect(started == 2, f"attemptsStarted is {started}, not 2 (the limited start counts)")
 
 
 # ---------------------------------------------------------------------------- retention
