@@ -299,6 +299,8 @@ async def rate_limit_error(m: Matrix) -> None:
     [job] = (await m.run([job_id])).values()
     m.expect(job["returnvalue"] == "done", "does not complete after the limit")
     m.expect(job["attemptsMade"] == 1, f"attemptsMade is {job['attemptsMade']}, not 1")
+    started = job["attemptsStarted"]  # BullMQ counts every move to active
+    m.expect(started == 2, f"attemptsStarted is {started}, not 2 (the limited start counts)")
 
 
 # ---------------------------------------------------------------------------- retention
@@ -343,11 +345,38 @@ async def progress_and_logs(m: Matrix) -> None:
 
 
 # ---------------------------------------------------------------------------- deduplication
+async def _deduplicated_events(
+    m: Matrix, listeners: list[tuple[Any, int]], count: int
+) -> list[list[dict[str, Any]]]:
+    """The `deduplicated` events each side's QueueEvents read (waiting for `count` of them,
+    5 s at most); the listeners are stopped."""
+    views = []
+    for side, handle in listeners:
+        deadline = time.monotonic() + 5
+        while True:
+            seen = [e["args"] for e in await side.events(handle) if e["event"] == "deduplicated"]
+            if len(seen) >= count or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.02)
+        views.append(seen)
+        await side.stop_events(handle)
+    return views
+
+
 @case("deduplication (simple and ttl)")
 async def dedup(m: Matrix) -> None:
+    listeners = [(side, await side.start_events(m.queue)) for side in m.sides]
     first = await m.producer.add(m.queue, "once", {}, {"deduplication": {"id": "d1"}})
     again = await m.consumer.add(m.queue, "once", {}, {"deduplication": {"id": "d1"}})
     m.expect(again == first, "the other side adds a second job under the same id")
+    views = await _deduplicated_events(m, listeners, 1)
+    for (side, _), seen in zip(listeners, views, strict=True):
+        refused = seen[0].get("deduplicatedJobId") if len(seen) == 1 else None
+        m.expect(
+            len(seen) == 1 and seen[0]["jobId"] == first and seen[0]["deduplicationId"] == "d1"
+            and refused not in (None, "", first),
+            f"{side.name}'s QueueEvents `deduplicated` is {seen}",
+        )  # fmt: skip
     owner = await m.consumer.deduplication_job_id(m.queue, "d1")
     m.expect(owner == first, "the other side does not find the deduplicated job")
     ttl = await m.producer.add(m.queue, "ttl", {}, {"deduplication": {"id": "d2", "ttl": 60_000}})
@@ -374,15 +403,9 @@ async def dedup_replace(m: Matrix) -> None:
     owner = await m.producer.deduplication_job_id(m.queue, "r")
     m.expect(owner == new, "the deduplication key does not name the replacing job")
     wanted = {"jobId": new, "deduplicationId": "r", "deduplicatedJobId": old}
-    for side, handle in listeners:
-        deadline = time.monotonic() + 5
-        while True:
-            seen = [e["args"] for e in await side.events(handle) if e["event"] == "deduplicated"]
-            if seen or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.02)
+    views = await _deduplicated_events(m, listeners, 1)
+    for (side, _), seen in zip(listeners, views, strict=True):
         m.expect(seen == [wanted], f"{side.name}'s QueueEvents `deduplicated` is {seen}")
-        await side.stop_events(handle)
 
 
 # ---------------------------------------------------------------------------- flows
