@@ -87,7 +87,6 @@ class Database:
             self.path = journal_name(path)  # every process opens the file by this name
             self.owner.watch(self.path)
             self._conn = _connect(self.path)
-            record_name(self._conn, self.path)
             self._ids = Reader(self.path)  # reserves job ids (reserve_ids), in autocommit
             self._ids.all("PRAGMA synchronous=NORMAL", ())  # as the writer: no fsync a commit
             self.reader = Reader(self.path)
@@ -568,6 +567,7 @@ def _connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         migrate(conn, path)
+        record_name(conn, path)
         conn.execute("SELECT count(*) FROM jobs").fetchone()
     except sqlite3.DatabaseError as exc:
         conn.close()
