@@ -146,14 +146,23 @@ def test_a_peer_never_takes_over_a_new_file_after_its_file_went_away(
     assert not path.exists()  # no new file
 
 
+WINDOWS = {
+    "nothing committed": ("flush_ms=600000&flush_changes=100000", 300),
+    # flushes every 100 ms, each reserving the next block ahead once half a block is used
+    "flushes under way": ("flush_ms=100&flush_changes=100000", 5000),
+}
+
+
+@pytest.mark.parametrize("window", WINDOWS.values(), ids=WINDOWS.keys())
 def test_an_id_acknowledged_before_a_buffered_crash_is_never_handed_out_again(
-    tmp_path: Path,
+    tmp_path: Path, window: tuple[str, int]
 ) -> None:
+    settings, adds = window
     path = tmp_path / "jobs.db"
-    url = f"sqlite:///{path}?flush_ms=600000&flush_changes=100000"  # nothing commits
+    url = f"sqlite:///{path}?{settings}"
     assert add_from_child(url) == "1"
     writer = Child("fast", url)
-    writer.wait_for_acks(300, "the writer did not add")
+    writer.wait_for_acks(adds, "the writer did not add")
     assert writer.end(signal.SIGKILL) == -signal.SIGKILL
     acked = set(writer.acked())
     lost = acked - stored_ids(path)
