@@ -214,3 +214,25 @@ async def test_a_hard_link_psyq_has_no_name_for_is_refused_saying_why(
         if said == "no longer names it":
             assert str(path) in str(raised.value)  # the name recorded
     assert not Path(f"{link}-wal").exists()  # nothing opened by the second name
+
+
+def test_a_file_moved_after_a_crash_is_refused_until_it_is_back_with_its_journal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    owner = Child("load", f"sqlite:///{path}")
+    owner.wait_for_acks(200, "the owner did not add")
+    assert owner.end(signal.SIGKILL) == -signal.SIGKILL  # its last commits are in jobs.db-wal
+    moved = path.with_name("moved.db")
+    path.rename(moved)
+    answer = add_from_child(f"sqlite:///{moved}")
+    print(answer)
+    assert answer.startswith("PsyqError: ") and f"{path}-wal" in answer, answer
+    assert "Move the file back" in answer
+    moved.rename(path)
+    again = Child("some", f"sqlite:///{path}", "1")
+    assert finish(again) == 0, again.stderr()
+    lost = set(owner.acked()) - stored_ids(path)
+    print(f"moved after a kill -9 and back: acknowledged {len(owner.acked())}, lost {len(lost)}")
+    assert lost == set()
+    assert integrity(path) == "ok"
