@@ -14,6 +14,11 @@
   the caller's thread, not a writer thread, keeps the two from trading the GIL per call.
 - A failed flush keeps its rows and is retried by the timer thread. `close()` flushes.
 - Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
+- Job ids: reserved in blocks of ID_BLOCK whose mark is committed before a block's first id
+  is handed out (`reserve_ids`, or a flush ahead of need), so no id is handed out twice
+  across a crash.
+- Fork: a child forked after the open refuses every call on the database it inherited and
+  lets go of the parent's lock and sockets (`let_go_in_child`).
 """
 
 from __future__ import annotations

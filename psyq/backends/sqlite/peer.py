@@ -18,6 +18,11 @@ owner died fail with `psyq.ConnectionError` (the owner's commits decide what the
 peer that cannot reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError`
 naming the file.
 
+A peer keeps to the file it reached first: once the path names no file or another one (the
+file moved, deleted or replaced), every call raises PsyqError saying so, and it never takes
+over a new file there. A process forked after a peer connected refuses the peer's calls in
+the child (its connections are the parent's: `_after_fork_in_child`).
+
 A graceful close hands over without a failed call or the reconnect backoff (serve.py): the
 owner says `bye` and answers every call a peer sent before the peer half-closed; new calls
 wait for that connection to close, which the owner does once it gave the file up, then try
