@@ -3,10 +3,11 @@
     python -m tests.sqlite.fork_procs URL CHILDREN ADDS [fork|pool]
 
 The parent opens the file and adds one job, then forks CHILDREN children. Each child first
-tries the Queue it inherited (`inherited ok` or `inherited <error type>: <message>`), then
-opens the file again after the fork and adds ADDS jobs one by one, printing `added ID` for
-each acknowledged one (`error <type>: <message>` for a call that failed). The parent waits
-for every child, prints `parent added ID` for its own adds, adds one more and closes.
+tries the Queue it inherited, an add then a read (`inherited [read] ok` or `inherited
+[read] <error type>: <message>`), then opens the file again after the fork and adds ADDS
+jobs one by one, printing `added ID` for each acknowledged one (`error <type>: <message>`
+for a call that failed). The parent waits for every child, prints `parent added ID` for
+its own adds, adds one more and closes.
 `pool`: the children are a multiprocessing pool's (the fork start method), one task each.
 
     python -m tests.sqlite.fork_procs URL 1 ADDS outlive
@@ -35,6 +36,10 @@ async def child(url: str, inherited: psyq.Queue, adds: int) -> None:
         say("inherited ok")
     except psyq.PsyqError as exc:
         say(f"inherited {type(exc).__name__}: {exc}")
+    try:
+        say(f"inherited read ok {await inherited.get_job_counts()}")
+    except psyq.PsyqError as exc:
+        say(f"inherited read {type(exc).__name__}: {exc}")
     async with psyq.Queue("forked", connection=url) as queue:
         for _ in range(adds):
             try:

@@ -6,6 +6,7 @@ file through its owner, the parent, as any other process of the host does."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.sqlite.test_shared import Child
 from tests.tcp.server_proc import ROOT
 
 CHILDREN = 4
@@ -28,29 +30,41 @@ def stored_ids(path: Path) -> list[str]:
         conn.close()
 
 
+def run_forking(url: str, how: str, parent: str) -> subprocess.CompletedProcess[str]:
+    """Run fork_procs; `parent`: "owner" (it owns the file) or "peer" (another process
+    does, idle meanwhile)."""
+    argv = [sys.executable, "-m", "tests.sqlite.fork_procs", url, str(CHILDREN), str(ADDS), how]
+    if parent == "owner":
+        return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    owner = Child("idle", url)
+    try:
+        owner.wait_for(lambda: "ready owner" in owner.lines, "the owner did not start")
+        return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        assert owner.end(signal.SIGTERM) == 0, owner.stderr()
+
+
+@pytest.mark.parametrize("parent", ["owner", "peer"], ids=["parent-owns", "parent-is-a-peer"])
 @pytest.mark.parametrize("how", ["fork", "pool"], ids=["os.fork", "multiprocessing-fork-pool"])
 @pytest.mark.parametrize("durability", ["durable", "buffered"])
 def test_children_forked_after_open_never_share_the_parent_s_engine(
-    tmp_path: Path, durability: str, how: str
+    tmp_path: Path, durability: str, how: str, parent: str
 ) -> None:
     path = tmp_path / "jobs.db"
     url = f"sqlite:///{path}?durability={durability}"
-    argv = [url, str(CHILDREN), str(ADDS), how]
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.sqlite.fork_procs", *argv],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_forking(url, how, parent)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert f"children exited {[0] * CHILDREN}" in lines, lines[-5:]
     inherited = [line for line in lines if line.startswith("inherited ")]
-    assert len(inherited) == CHILDREN
+    assert len(inherited) == 2 * CHILDREN  # an add and a read each
     for line in inherited:  # refused, saying why and what to do
-        assert line.startswith("inherited PsyqError: "), line
+        assert line.startswith(("inherited PsyqError: ", "inherited read PsyqError: ")), line
         assert str(path) in line and "fork" in line and "after" in line, line
     assert [line for line in lines if line.startswith(("error", "child failed"))] == []
     acked = [line.split()[-1] for line in lines if "added " in line]
-    print(f"{how}, {durability}: acknowledged {len(acked)}, distinct {len(set(acked))}")
+    shown = f"{how}, {durability}, parent {parent}"
+    print(f"{shown}: acknowledged {len(acked)}, distinct {len(set(acked))}")
     assert len(acked) == CHILDREN * ADDS + 2
     twice = {job_id for job_id, count in Counter(acked).items() if count > 1}
     assert twice == set(), f"{len(twice)} ids handed out twice"

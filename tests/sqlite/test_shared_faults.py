@@ -146,14 +146,23 @@ def test_a_peer_never_takes_over_a_new_file_after_its_file_went_away(
     assert not path.exists()  # no new file
 
 
+WINDOWS = {
+    "nothing committed": ("flush_ms=600000&flush_changes=100000", 300),
+    # flushes every 100 ms, each reserving the next block ahead once half a block is used
+    "flushes under way": ("flush_ms=100&flush_changes=100000", 5000),
+}
+
+
+@pytest.mark.parametrize("window", WINDOWS.values(), ids=WINDOWS.keys())
 def test_an_id_acknowledged_before_a_buffered_crash_is_never_handed_out_again(
-    tmp_path: Path,
+    tmp_path: Path, window: tuple[str, int]
 ) -> None:
+    settings, adds = window
     path = tmp_path / "jobs.db"
-    url = f"sqlite:///{path}?flush_ms=600000&flush_changes=100000"  # nothing commits
+    url = f"sqlite:///{path}?{settings}"
     assert add_from_child(url) == "1"
     writer = Child("fast", url)
-    writer.wait_for_acks(300, "the writer did not add")
+    writer.wait_for_acks(adds, "the writer did not add")
     assert writer.end(signal.SIGKILL) == -signal.SIGKILL
     acked = set(writer.acked())
     lost = acked - stored_ids(path)
@@ -205,3 +214,25 @@ async def test_a_hard_link_psyq_has_no_name_for_is_refused_saying_why(
         if said == "no longer names it":
             assert str(path) in str(raised.value)  # the name recorded
     assert not Path(f"{link}-wal").exists()  # nothing opened by the second name
+
+
+def test_a_file_moved_after_a_crash_is_refused_until_it_is_back_with_its_journal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    owner = Child("load", f"sqlite:///{path}")
+    owner.wait_for_acks(200, "the owner did not add")
+    assert owner.end(signal.SIGKILL) == -signal.SIGKILL  # its last commits are in jobs.db-wal
+    moved = path.with_name("moved.db")
+    path.rename(moved)
+    answer = add_from_child(f"sqlite:///{moved}")
+    print(answer)
+    assert answer.startswith("PsyqError: ") and f"{path}-wal" in answer, answer
+    assert "Move the file back" in answer
+    moved.rename(path)
+    again = Child("some", f"sqlite:///{path}", "1")
+    assert finish(again) == 0, again.stderr()
+    lost = set(owner.acked()) - stored_ids(path)
+    print(f"moved after a kill -9 and back: acknowledged {len(owner.acked())}, lost {len(lost)}")
+    assert lost == set()
+    assert integrity(path) == "ok"

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
@@ -118,9 +119,13 @@ class SqliteBackend(MemoryBackend):
         if self._db is not None:
             self._db.check_storing()
 
-    def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
+    def _check(self) -> None:
+        """Raise when the file can no longer be used (gone, or opened before a fork)."""
         if self._db is not None:
-            self._db.check()  # the file is gone: nothing more is acknowledged
+            self._db.check()
+
+    def _run(self, queue: str, action: Callable[[QueueStore], T], notify: bool = False) -> T:
+        self._check()  # the file is gone: nothing more is acknowledged
         changed: list[int] = []
 
         def tracked(store: QueueStore) -> T:
@@ -165,13 +170,22 @@ class SqliteBackend(MemoryBackend):
 
     async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
         """Flows change several queues under every lock, outside `_run`: count them here."""
-        if self._db is not None:
-            self._db.check()
+        self._check()
         records = await super().add_flow(roots)
         if self._db is not None:
             _TICKET.set(self._db.note_change(len(records)))
         await self._settle_writes(self.durable or any(r.opts.get("durable") for r in records))
         return records
+
+    async def list_queues(self) -> list[str]:
+        self._check()
+        return await super().list_queues()
+
+    async def get_flow(
+        self, queue: str, job_id: str, depth: int, max_children: int
+    ) -> dict[str, Any] | None:
+        self._check()
+        return await super().get_flow(queue, job_id, depth, max_children)
 
     async def obliterate(self, queue: str, force: bool) -> None:
         await super().obliterate(queue, force)  # the engine's drop queues the rows' removal
@@ -252,6 +266,14 @@ def start_sharing(db: Database, url: str) -> None:
 
 
 _SHARING = threading.Lock()
+
+
+def _new_sharing_lock() -> None:
+    global _SHARING
+    _SHARING = threading.Lock()  # another thread may have held it at a fork
+
+
+os.register_at_fork(after_in_child=_new_sharing_lock)
 
 # What a process reaching the file through its owner must agree with (peer.py).
 SHARED_SETTINGS = ("durability", "prefix")

@@ -17,6 +17,11 @@
   so does a normal interpreter exit for every file still open (`_flush_at_exit`: the timer
   thread is a daemon, which dies with the interpreter).
 - Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
+- Job ids: reserved in blocks of ID_BLOCK whose mark is committed before a block's first id
+  is handed out (`reserve_ids`, or a flush ahead of need), so no id is handed out twice
+  across a crash.
+- Fork: a child forked after the open refuses every call on the database it inherited and
+  lets go of the parent's lock and sockets (`let_go_in_child`).
 """
 
 from __future__ import annotations
@@ -54,7 +59,11 @@ log = logging.getLogger("psyq.sqlite")
 
 RETRY_PAUSE_S = 0.5
 ID_BLOCK = 1000  # job ids a queue reserves at a time (reserve_ids)
-_RESERVE = "INSERT OR REPLACE INTO id_blocks VALUES (?, ?)"
+# A mark only moves up (a flush's and a call's reservations may cross).
+_RESERVE = (
+    "INSERT INTO id_blocks VALUES (?, ?) "
+    "ON CONFLICT (queue) DO UPDATE SET reserved = max(reserved, excluded.reserved)"
+)
 CACHE = 50_000  # clean records a queue keeps in memory (resident.ResidentJobs)
 
 
@@ -68,11 +77,13 @@ class Batch:
     events: list[tuple[Any, ...]] = field(default_factory=list)
     trims: list[tuple[str, int]] = field(default_factory=list)
     drops: list[tuple[str]] = field(default_factory=list)  # obliterated queues
+    marks: list[tuple[str, int]] = field(default_factory=list)  # (queue key, ids reserved)
+    raised: list[tuple[QueueStore, int]] = field(default_factory=list)  # once committed
     ticket: int = 0
 
     def __bool__(self) -> bool:
         parts = (self.upserts, self.deletes, self.metas, self.events, self.trims, self.drops)
-        return any(parts)
+        return any(parts) or bool(self.marks)
 
 
 class Database:
@@ -93,7 +104,6 @@ class Database:
             self.path = journal_name(path)  # every process opens the file by this name
             self.owner.watch(self.path)
             self._conn = _connect(self.path)
-            record_name(self._conn, self.path)
             self._ids = Reader(self.path)  # reserves job ids (reserve_ids), in autocommit
             self._ids.all("PRAGMA synchronous=NORMAL", ())  # as the writer: no fsync a commit
             self.reader = Reader(self.path)
@@ -169,7 +179,9 @@ class Database:
         """Let `store` hand out `count` ids past its last (at least ID_BLOCK): the new
         mark is committed first (one small transaction of its own, called under the
         store's lock), so an id acknowledged before a crash (a buffered add the crash
-        lost) is never handed out again; a file opened after reads the mark."""
+        lost) is never handed out again; a file opened after reads the mark. A steady
+        stream of adds seldom gets here: each flush reserves the next block of a queue
+        past half its block (`_reserve_ahead`), in its own transaction."""
         self.check()
         upto = store.last_id + max(count, ID_BLOCK)
         try:
@@ -244,7 +256,13 @@ class Database:
     def _written(self, batches: Sequence[Batch | None]) -> None:
         """After a commit: what it wrote may leave memory, what it deleted is gone. Applied
         at the next collect, which holds every lock anyway (a second hold per flush stalled
-        the callers' threads on the locks)."""
+        the callers' threads on the locks). The ids it reserved may be handed out now (a
+        limit set without the store's lock: one that a call raised meanwhile may come
+        back down, never past what a commit reserved)."""
+        for batch in batches:
+            for store, upto in batch.raised if batch is not None else ():
+                if upto > store.id_limit:
+                    store.id_limit = upto
         self._committed += filter(None, batches)
 
     def _apply_committed(self) -> None:
@@ -334,6 +352,16 @@ class Database:
             batch.events.append(rows.event_chunk(store, written))
             self._event_seq[key] = store.events.last_seq
             batch.trims.append((key, store.events.next_seq - store.events.max_len))
+        self._reserve_ahead(key, store, batch)
+
+    @staticmethod
+    def _reserve_ahead(key: str, store: QueueStore, batch: Batch) -> None:
+        """Past half its block of ids, a queue's next block is reserved by this flush, so
+        its adds seldom wait for a reservation of their own (`reserve_ids`)."""
+        if store.id_limit and store.last_id + ID_BLOCK // 2 > store.id_limit:
+            upto = store.last_id + ID_BLOCK
+            batch.marks.append((key, upto))
+            batch.raised.append((store, upto))
 
     def _storable_row(self, store: QueueStore, record: JobRecord) -> rows.Row | None:
         """The job's row, or None when SQLite cannot hold it: then it is left out of the
@@ -533,6 +561,7 @@ def _statements(batch: Batch) -> list[tuple[str, Sequence[Any]]]:
         ("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas),
         ("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events),
         ("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims),
+        (_RESERVE, batch.marks),
     ]
 
 
@@ -554,10 +583,11 @@ def _merge(batches: Sequence[Batch | None]) -> Batch:
         merged.deletes = [
             pair for pair in merged.deletes if pair[0] not in dropped and pair not in upserted
         ] + batch.deletes
-        for name in ("metas", "events", "trims"):
+        for name in ("metas", "events", "trims", "marks"):
             earlier = [row for row in getattr(merged, name) if row[0] not in dropped]
             setattr(merged, name, earlier + getattr(batch, name))
         merged.drops += batch.drops
+        merged.raised += batch.raised
         merged.ticket = max(merged.ticket, batch.ticket)
     return merged
 
@@ -591,6 +621,7 @@ def _connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         migrate(conn, path)
+        record_name(conn, path)
         conn.execute("SELECT count(*) FROM jobs").fetchone()
     except sqlite3.DatabaseError as exc:
         conn.close()

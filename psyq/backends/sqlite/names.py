@@ -13,9 +13,11 @@ replayed over each other. So every process opens a file by one name:
   file is refused, naming what to do.
 
 The owner records its name each time it opens the file (`record_name`), so a renamed
-file's record follows it. A journal left where its file was (the file moved or deleted
-while a process had it open) is refused too (`refuse_stale_journal`): a file opened there
-would share that journal with a file it does not belong to.
+file's record follows it; a file renamed while the journal of its old name is still there
+(moved after a crash) is refused, naming that journal, since its last changes are there.
+A journal left where its file was (the file moved or deleted while a process had it open)
+is refused too (`refuse_stale_journal`): a file opened there would share that journal
+with a file it does not belong to.
 """
 
 from __future__ import annotations
@@ -40,9 +42,12 @@ def journal_name(path: str) -> str:
         found = os.stat(real)
     except OSError:  # nothing there (yet): the opener says so
         return real
-    if found.st_nlink <= 1 or found.st_size == 0:  # an empty file has no journal yet
+    if found.st_size == 0:  # an empty file has no journal yet
         return real
     recorded = _recorded(real)
+    if found.st_nlink <= 1:
+        _refuse_journal_behind(path, recorded, real)
+        return real
     if recorded is not None and file_identity(recorded) == (found.st_dev, found.st_ino):
         return recorded
     known = (
@@ -55,6 +60,23 @@ def journal_name(path: str) -> str:
         f"{known}: SQLite keeps the file's journal beside the name it is opened by, so "
         "two names would each miss the other's changes and corrupt the file. Open it by "
         "the name it was created with, or remove the other hard links (a symlink is fine)"
+    )
+
+
+def _refuse_journal_behind(path: str, recorded: str | None, real: str) -> None:
+    """PsyqError when the file was last opened by another name that is gone but whose
+    journal is still there (moved after a crash): that journal may hold its last
+    changes, which opening it by this name would never read."""
+    if recorded is None or recorded == real or os.path.exists(recorded):
+        return
+    if not os.path.exists(f"{recorded}-wal"):
+        return
+    raise PsyqError(
+        f"{path} was last opened as {recorded}, which is gone, but {recorded}-wal is still "
+        f"there: it may hold changes of {path} not yet written into it (the file was moved "
+        f"after a crash). Move the file back to {recorded} and open it there (its changes "
+        f"are read then), or, if that journal is not this file's, remove {recorded}-wal and "
+        f"{recorded}-shm"
     )
 
 

@@ -131,6 +131,8 @@ def _lock_holder(opened: os.stat_result) -> str:
 def blank_descriptor(fd: int) -> None:
     """Point descriptor `fd` at /dev/null: what it referred to is let go of, and the
     number is not free for another file that a later close of `fd` would close."""
+    if fd < 0:  # a socket closed already
+        return
     null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     try:
         os.dup2(null, fd, inheritable=False)

@@ -18,6 +18,11 @@ owner died fail with `psyq.ConnectionError` (the owner's commits decide what the
 peer that cannot reach an owner within CONNECT_TIMEOUT_S raises `psyq.ConnectionError`
 naming the file.
 
+A peer keeps to the file it reached first: once the path names no file or another one (the
+file moved, deleted or replaced), every call raises PsyqError saying so, and it never takes
+over a new file there. A process forked after a peer connected refuses the peer's calls in
+the child (its connections are the parent's: `_after_fork_in_child`).
+
 A graceful close hands over without a failed call or the reconnect backoff (serve.py): the
 owner says `bye` and answers every call a peer sent before the peer half-closed; new calls
 wait for that connection to close, which the owner does once it gave the file up, then try
@@ -45,7 +50,7 @@ from psyq.backends.sqlite.backend import (
     start_sharing,
 )
 from psyq.backends.sqlite.database import Database, release_database
-from psyq.backends.sqlite.owner import FileInUse, Identity, file_identity
+from psyq.backends.sqlite.owner import FileInUse, Identity, blank_descriptor, file_identity
 from psyq.backends.sqlite.serve import share_address
 from psyq.backends.tcp.client import TcpBackend
 from psyq.backends.tcp.connection import ClientConnection
@@ -205,13 +210,19 @@ _PEERS: weakref.WeakSet[PeerBackend] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
-    """Every peer a forked child inherited is its parent's: each refuses its calls."""
+    """Every peer a forked child inherited is its parent's: each refuses its calls, and
+    lets go of its connections (so they close when the parent closes them)."""
     for peer in list(_PEERS):
         peer._forked = PsyqError(
             f"{peer.path} was opened before this process forked (by its parent): a forked "
             "child cannot use its parent's connection to the file; open the Queue or "
             "Worker after the fork, in the child"
         )
+        for conn in {*peer._conns, peer._adding} - {None}:
+            transport = None if conn is None else conn.transport
+            sock = None if transport is None else transport.get_extra_info("socket")
+            if sock is not None:
+                blank_descriptor(sock.fileno())
     _PEERS.clear()
 
 
