@@ -298,3 +298,27 @@ async def test_a_batch_b_ran_and_removed_before_its_mark_is_not_imported_again(
         await psyq.migrate_live(a, b, [queue], 0.2, journal)
         await runs.wait_until(lambda: runs.outcome(jobs)[0] == 0, "every job's run")
     assert runs.outcome(jobs) == (0, 0), runs.ran
+
+
+def rows_in_file(path: Path) -> int:
+    """The job rows another reader of the file sees: what a crash would keep."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return int(db.execute("SELECT count(*) FROM jobs").fetchone()[0])
+
+
+async def test_wait_committed_writes_a_buffered_files_changes(tmp_path: Path) -> None:
+    """What the mover relies on: after `wait_committed`, a buffered file's changes are in
+    the file, long before its flush window would write them."""
+    url = f"sqlite:///{tmp_path}/a.db?flush_ms=600000&flush_changes=100000"
+    backend = await open_backend(url)
+    try:
+        async with psyq.Queue("q", connection=url) as queue:
+            await queue.add_bulk([{"name": "j", "data": {"n": n}} for n in range(3)])
+            assert rows_in_file(tmp_path / "a.db") == 0  # buffered: not written yet
+            await backend.wait_committed()
+            assert rows_in_file(tmp_path / "a.db") == 3
+            assert await queue.remove("1")
+            await backend.wait_committed()
+            assert rows_in_file(tmp_path / "a.db") == 2
+    finally:
+        await release_backend(backend)
