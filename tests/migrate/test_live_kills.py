@@ -2,9 +2,10 @@
 it (`removeOnComplete`): every job runs exactly once, none is lost.
 
 - A buffered `sqlite:///` file whose owner (the app: this test's process) restarts
-  gracefully during the move: the mover, its peer, takes the file over, and is then killed
-  with kill -9 as the file's owner, its last removals from A acknowledged and not yet
-  committed. The removals must be committed before anything relies on them.
+  gracefully during the move: the mover, its peer, takes the file over (the app comes back
+  as its peer), and is then killed with kill -9 as the file's owner, its last removals from
+  A acknowledged and not yet committed; the app takes the file back. The removals must be
+  committed before anything relies on them.
 - A durable file, the mover killed with kill -9 again and again: a kill may land after B's
   import of a batch and before the journal's mark of it; B's worker then runs and removes
   the batch before the rerun, which must know the batch arrived (its receipt on B).
@@ -127,6 +128,15 @@ async def wait_moved(journal: Path, more: int, mover: asyncio.subprocess.Process
     return True
 
 
+async def wait_owner(path: Path, mover: asyncio.subprocess.Process) -> None:
+    """Until the mover owns the file (its `.owner` note names it)."""
+    note, deadline = Path(f"{path}.owner"), time.monotonic() + 30
+    while not (note.exists() and note.read_text().startswith(f"pid {mover.pid} ")):
+        assert mover.returncode is None, f"the mover ended ({mover.returncode})"
+        assert time.monotonic() < deadline, "the mover did not take the file over"
+        await asyncio.sleep(0.005)
+
+
 async def kill(mover: asyncio.subprocess.Process) -> None:
     if mover.returncode is None:
         mover.send_signal(signal.SIGKILL)
@@ -203,31 +213,29 @@ async def test_a_mover_killed_again_and_again_runs_every_job_once(
     step = jobs // (4 * kills + 4)  # jobs moved from a mover's start to its kill (each half)
     started = time.monotonic()
     runs, cuts = Runs(), Cuts()
-    app: psyq.Queue | None = await fill_a(a, queue, jobs)
+    app = await fill_a(a, queue, jobs)
     worker = psyq.Worker(queue, runs.process, connection=b, concurrency=8)
     destination = await open_backend(b)
     try:
         for _ in range(kills):
             mover = await start_mover(a, b, queue, journal)
             going = await wait_moved(journal, step, mover)
-            if going and handover and app is not None:
-                await app.close()  # a graceful restart: the mover takes the file over
-                app = None
-                going = await wait_moved(journal, step, mover)  # as the file's owner
-            if going:
-                await kill(mover)
-                await cuts.note(journal, destination, queue)
-            if app is None:
-                app = await open_app(a, queue)  # the app back: it owns the file again
+            if going and handover:  # the app restarts gracefully: the mover takes the file
+                await app.close()
+                await wait_owner(tmp_path / "a.db", mover)
+                app = await open_app(a, queue)  # back, as the mover's peer
+                going = await wait_moved(journal, step, mover)  # the mover as the owner
             if not going:
                 break
+            await kill(mover)
+            await app.get_job_counts()  # the app's next call takes the file over again
+            await cuts.note(journal, destination, queue)
         last = await drain_b(b, queue, await start_mover(a, b, queue, journal))
         await runs.wait_until(lambda: runs.outcome(jobs)[0] == 0, "every job's run", 30)
     finally:
         await asyncio.wait_for(worker.close(), 20)
         await release_backend(destination)
-        if app is not None:
-            await app.close()
+        await app.close()
     lost, twice = runs.outcome(jobs)
     report(
         f"live move, {source}",
