@@ -9,6 +9,9 @@ it (`removeOnComplete`): every job runs exactly once, none is lost.
 - A durable file, the mover killed with kill -9 again and again: a kill may land after B's
   import of a batch and before the journal's mark of it; B's worker then runs and removes
   the batch before the rerun, which must know the batch arrived (its receipt on B).
+- The app that owns a buffered file killed with kill -9 mid-move, the mover its peer: the
+  removals the app acknowledged to the mover and had not committed come back with the
+  crash; the mover must not have relied on them.
 - The same cut placed exactly, in this process: B's import returns, the mover stops there.
 
 `PSYQ_SOAK_SCALE` (tests/soak.py) multiplies the jobs and the kills (`make soak-stores`).
@@ -330,3 +333,69 @@ async def test_wait_committed_writes_a_buffered_files_changes(tmp_path: Path) ->
             assert rows_in_file(tmp_path / "a.db") == 2
     finally:
         await release_backend(backend)
+
+
+async def start_app(url: str, queue: str, jobs: int) -> asyncio.subprocess.Process:
+    """tests/migrate/live_app.py, once it reached the file."""
+    app = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.migrate.live_app", url, queue, str(jobs),
+        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert app.stdout is not None
+    line = await asyncio.wait_for(app.stdout.readline(), 60)
+    assert line == b"ready\n", line
+    return app
+
+
+async def stopped(mover: asyncio.subprocess.Process) -> int:
+    """The mover's end after its file's owner died: an error (exit 2) when a call of its
+    failed, else it went on as the file's new owner and is killed too."""
+    try:
+        return await asyncio.wait_for(mover.wait(), 15)
+    except TimeoutError:
+        await kill(mover)
+        return -signal.SIGKILL
+
+
+@pytest.mark.timeout(scaled(150))
+async def test_the_apps_file_owner_killed_mid_move_runs_every_job_once(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    a, b = f"sqlite:///{tmp_path}/a.db?flush_ms=500", BACKENDS["redis"](request)
+    queue, journal = fresh_name("owner-kills"), tmp_path / "live.journal"
+    jobs, kills = scaled(1000), scaled(3)
+    step = jobs // (2 * kills + 2)
+    started = time.monotonic()
+    runs, cuts, ends = Runs(), Cuts(), Counter[int]()
+    app = await start_app(a, queue, jobs)
+    worker = psyq.Worker(queue, runs.process, connection=b, concurrency=8)
+    destination = await open_backend(b)
+    try:
+        for _ in range(kills):
+            mover = await start_mover(a, b, queue, journal)
+            if not await wait_moved(journal, step, mover):
+                break
+            await kill(app)  # the file's owner crashes under the mover's calls
+            ends[await stopped(mover)] += 1
+            await cuts.note(journal, destination, queue)
+            app = await start_app(a, queue, 0)  # the app restarts
+        last = await drain_b(b, queue, await start_mover(a, b, queue, journal))
+        await runs.wait_until(lambda: runs.outcome(jobs)[0] == 0, "every job's run", 30)
+    finally:
+        await asyncio.wait_for(worker.close(), 20)
+        await release_backend(destination)
+        await kill(app)
+    lost, twice = runs.outcome(jobs)
+    report(
+        "live move, the app owning the buffered file killed",
+        time.monotonic() - started,
+        jobs=jobs,
+        kills=cuts.kills,
+        mover_ends=dict(ends),
+        entries_under_way=cuts.under_way,
+        lost=lost,
+        ran_twice=twice,
+    )
+    print(f"last mover: {last}")
+    assert (lost, twice) == (0, 0)
+    assert cuts.kills >= 1, "the mover moved every job before the first kill"
