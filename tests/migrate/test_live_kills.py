@@ -399,3 +399,31 @@ async def test_the_apps_file_owner_killed_mid_move_runs_every_job_once(
     print(f"last mover: {last}")
     assert (lost, twice) == (0, 0)
     assert cuts.kills >= 1, "the mover moved every job before the first kill"
+
+
+async def test_a_peers_wait_committed_fails_once_the_owner_died_with_its_changes(
+    tmp_path: Path,
+) -> None:
+    """A change the file's owner answered and had not committed dies with it; the peer that
+    takes the file over cannot commit it, so its `wait_committed` says so instead of
+    returning (the mover then stops, and its rerun settles the journal)."""
+    url = f"sqlite:///{tmp_path}/a.db?flush_ms=600000&flush_changes=100000"
+    app = await start_app(url, "q", 3)
+    peer = await open_backend(url)
+    try:
+        assert await peer.remove_job("q", "1", remove_children=False)  # answered, buffered
+        await kill(app)
+        deadline = time.monotonic() + 30
+        while True:  # the call in flight when the owner died fails; the next takes over
+            try:
+                job = await peer.get_job("q", "1")
+                break
+            except psyq.ConnectionError:
+                assert time.monotonic() < deadline
+        assert job is not None  # the removal died with the owner
+        with pytest.raises(psyq.ConnectionError, match="whether they were committed"):
+            await peer.wait_committed()
+        await peer.wait_committed()  # nothing ended since
+    finally:
+        await release_backend(peer)
+        await kill(app)
