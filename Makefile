@@ -56,7 +56,7 @@ soak: $(VENV)/.installed
 
 # The stores' fault scenarios (the live move under repeated kill -9 of the mover; the
 # shared sqlite:/// file and psyq server restarts as their tests join SOAK_STORES) at ten
-# times their CI size: each prints one line of jobs, lost, ran twice and seconds
+# times their CI size (the live move's: about 7 min): each prints one line of jobs, lost, ran twice and seconds
 # (tests/soak.py). A scenario sizes itself with tests.soak.scaled and reports with
 # tests.soak.report; PSYQ_SOAK_SCALE sets another size.
 SOAK_STORES := tests/migrate/test_live_kills.py tests/tcp/test_server_restart.py

@@ -2,12 +2,16 @@
 it (`removeOnComplete`): every job runs exactly once, none is lost.
 
 - A buffered `sqlite:///` file whose owner (the app: this test's process) restarts
-  gracefully during the move: the mover, its peer, takes the file over, and is then killed
-  with kill -9 as the file's owner, its last removals from A acknowledged and not yet
-  committed. The removals must be committed before anything relies on them.
+  gracefully during the move: the mover, its peer, takes the file over (the app comes back
+  as its peer), and is then killed with kill -9 as the file's owner, its last removals from
+  A acknowledged and not yet committed; the app takes the file back. The removals must be
+  committed before anything relies on them.
 - A durable file, the mover killed with kill -9 again and again: a kill may land after B's
   import of a batch and before the journal's mark of it; B's worker then runs and removes
   the batch before the rerun, which must know the batch arrived (its receipt on B).
+- The app that owns a buffered file killed with kill -9 mid-move, the mover its peer: the
+  removals the app acknowledged to the mover and had not committed come back with the
+  crash; the mover must not have relied on them.
 - The same cut placed exactly, in this process: B's import returns, the mover stops there.
 
 `PSYQ_SOAK_SCALE` (tests/soak.py) multiplies the jobs and the kills (`make soak-stores`).
@@ -127,6 +131,15 @@ async def wait_moved(journal: Path, more: int, mover: asyncio.subprocess.Process
     return True
 
 
+async def wait_owner(path: Path, mover: asyncio.subprocess.Process) -> None:
+    """Until the mover owns the file (its `.owner` note names it)."""
+    note, deadline = Path(f"{path}.owner"), time.monotonic() + 30
+    while not (note.exists() and note.read_text().startswith(f"pid {mover.pid} ")):
+        assert mover.returncode is None, f"the mover ended ({mover.returncode})"
+        assert time.monotonic() < deadline, "the mover did not take the file over"
+        await asyncio.sleep(0.005)
+
+
 async def kill(mover: asyncio.subprocess.Process) -> None:
     if mover.returncode is None:
         mover.send_signal(signal.SIGKILL)
@@ -203,31 +216,29 @@ async def test_a_mover_killed_again_and_again_runs_every_job_once(
     step = jobs // (4 * kills + 4)  # jobs moved from a mover's start to its kill (each half)
     started = time.monotonic()
     runs, cuts = Runs(), Cuts()
-    app: psyq.Queue | None = await fill_a(a, queue, jobs)
+    app = await fill_a(a, queue, jobs)
     worker = psyq.Worker(queue, runs.process, connection=b, concurrency=8)
     destination = await open_backend(b)
     try:
         for _ in range(kills):
             mover = await start_mover(a, b, queue, journal)
             going = await wait_moved(journal, step, mover)
-            if going and handover and app is not None:
-                await app.close()  # a graceful restart: the mover takes the file over
-                app = None
-                going = await wait_moved(journal, step, mover)  # as the file's owner
-            if going:
-                await kill(mover)
-                await cuts.note(journal, destination, queue)
-            if app is None:
-                app = await open_app(a, queue)  # the app back: it owns the file again
+            if going and handover:  # the app restarts gracefully: the mover takes the file
+                await app.close()
+                await wait_owner(tmp_path / "a.db", mover)
+                app = await open_app(a, queue)  # back, as the mover's peer
+                going = await wait_moved(journal, step, mover)  # the mover as the owner
             if not going:
                 break
+            await kill(mover)
+            await app.get_job_counts()  # the app's next call takes the file over again
+            await cuts.note(journal, destination, queue)
         last = await drain_b(b, queue, await start_mover(a, b, queue, journal))
         await runs.wait_until(lambda: runs.outcome(jobs)[0] == 0, "every job's run", 30)
     finally:
         await asyncio.wait_for(worker.close(), 20)
         await release_backend(destination)
-        if app is not None:
-            await app.close()
+        await app.close()
     lost, twice = runs.outcome(jobs)
     report(
         f"live move, {source}",
@@ -298,3 +309,121 @@ async def test_a_batch_b_ran_and_removed_before_its_mark_is_not_imported_again(
         await psyq.migrate_live(a, b, [queue], 0.2, journal)
         await runs.wait_until(lambda: runs.outcome(jobs)[0] == 0, "every job's run")
     assert runs.outcome(jobs) == (0, 0), runs.ran
+
+
+def rows_in_file(path: Path) -> int:
+    """The job rows another reader of the file sees: what a crash would keep."""
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        return int(db.execute("SELECT count(*) FROM jobs").fetchone()[0])
+
+
+async def test_wait_committed_writes_a_buffered_files_changes(tmp_path: Path) -> None:
+    """What the mover relies on: after `wait_committed`, a buffered file's changes are in
+    the file, long before its flush window would write them."""
+    url = f"sqlite:///{tmp_path}/a.db?flush_ms=600000&flush_changes=100000"
+    backend = await open_backend(url)
+    try:
+        async with psyq.Queue("q", connection=url) as queue:
+            await queue.add_bulk([{"name": "j", "data": {"n": n}} for n in range(3)])
+            assert rows_in_file(tmp_path / "a.db") == 0  # buffered: not written yet
+            await backend.wait_committed()
+            assert rows_in_file(tmp_path / "a.db") == 3
+            assert await queue.remove("1")
+            await backend.wait_committed()
+            assert rows_in_file(tmp_path / "a.db") == 2
+    finally:
+        await release_backend(backend)
+
+
+async def start_app(url: str, queue: str, jobs: int) -> asyncio.subprocess.Process:
+    """tests/migrate/live_app.py, once it reached the file."""
+    app = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.migrate.live_app", url, queue, str(jobs),
+        stdout=asyncio.subprocess.PIPE, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert app.stdout is not None
+    line = await asyncio.wait_for(app.stdout.readline(), 60)
+    assert line == b"ready\n", line
+    return app
+
+
+async def stopped(mover: asyncio.subprocess.Process) -> int:
+    """The mover's end after its file's owner died: an error (exit 2) when a call of its
+    failed, else it went on as the file's new owner and is killed too."""
+    try:
+        return await asyncio.wait_for(mover.wait(), 15)
+    except TimeoutError:
+        await kill(mover)
+        return -signal.SIGKILL
+
+
+@pytest.mark.timeout(scaled(150))
+async def test_the_apps_file_owner_killed_mid_move_runs_every_job_once(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    a, b = f"sqlite:///{tmp_path}/a.db?flush_ms=500", BACKENDS["redis"](request)
+    queue, journal = fresh_name("owner-kills"), tmp_path / "live.journal"
+    jobs, kills = scaled(1000), scaled(3)
+    step = jobs // (2 * kills + 2)
+    started = time.monotonic()
+    runs, cuts, ends = Runs(), Cuts(), Counter[int]()
+    app = await start_app(a, queue, jobs)
+    worker = psyq.Worker(queue, runs.process, connection=b, concurrency=8)
+    destination = await open_backend(b)
+    try:
+        for _ in range(kills):
+            mover = await start_mover(a, b, queue, journal)
+            if not await wait_moved(journal, step, mover):
+                break
+            await kill(app)  # the file's owner crashes under the mover's calls
+            ends[await stopped(mover)] += 1
+            await cuts.note(journal, destination, queue)
+            app = await start_app(a, queue, 0)  # the app restarts
+        last = await drain_b(b, queue, await start_mover(a, b, queue, journal))
+        await runs.wait_until(lambda: runs.outcome(jobs)[0] == 0, "every job's run", 30)
+    finally:
+        await asyncio.wait_for(worker.close(), 20)
+        await release_backend(destination)
+        await kill(app)
+    lost, twice = runs.outcome(jobs)
+    report(
+        "live move, the app owning the buffered file killed",
+        time.monotonic() - started,
+        jobs=jobs,
+        kills=cuts.kills,
+        mover_ends=dict(ends),
+        entries_under_way=cuts.under_way,
+        lost=lost,
+        ran_twice=twice,
+    )
+    print(f"last mover: {last}")
+    assert (lost, twice) == (0, 0)
+    assert cuts.kills >= 1, "the mover moved every job before the first kill"
+
+
+async def test_a_peers_wait_committed_fails_once_the_owner_died_with_its_changes(
+    tmp_path: Path,
+) -> None:
+    """A change the file's owner answered and had not committed dies with it; the peer that
+    takes the file over cannot commit it, so its `wait_committed` says so instead of
+    returning (the mover then stops, and its rerun settles the journal)."""
+    url = f"sqlite:///{tmp_path}/a.db?flush_ms=600000&flush_changes=100000"
+    app = await start_app(url, "q", 3)
+    peer = await open_backend(url)
+    try:
+        assert await peer.remove_job("q", "1", remove_children=False)  # answered, buffered
+        await kill(app)
+        deadline = time.monotonic() + 30
+        while True:  # the call in flight when the owner died fails; the next takes over
+            try:
+                job = await peer.get_job("q", "1")
+                break
+            except psyq.ConnectionError:
+                assert time.monotonic() < deadline
+        assert job is not None  # the removal died with the owner
+        with pytest.raises(psyq.ConnectionError, match="whether they were committed"):
+            await peer.wait_committed()
+        await peer.wait_committed()  # nothing ended since
+    finally:
+        await release_backend(peer)
+        await kill(app)

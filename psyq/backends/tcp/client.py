@@ -65,6 +65,8 @@ class TcpBackend(BackendAdapter):
         self._closed = False
         self._version = PROTOCOL_VERSION  # lower once a server refused it (an older server)
         self._adding: ClientConnection | None = None  # the connection adds use while it lives
+        # a connection ended without the server's bye since the last wait_committed
+        self._ended_unsaid = False
 
     # ------------------------------------------------------------------ connections
     async def open(self) -> None:
@@ -135,10 +137,18 @@ class TcpBackend(BackendAdapter):
             raise
         conn.version = version
         conn.on_leave = self._left
+        conn.lost.add_done_callback(lambda _: self._ended(conn))
         if conn.leaving:  # its bye came with the hello answer: the server goes away
             self._left(conn)
             raise ConnectionError(s.safe_url, "the server is going away (it said bye)")
         return conn
+
+    def _ended(self, conn: ClientConnection) -> None:
+        """`conn` ended. Unless its server said bye first (it then answered what it was
+        sent and commits before it goes) or this backend closed, the server (a file's
+        owner) may have died with changes it answered and had not committed."""
+        if not conn.leaving and not self._closed:
+            self._ended_unsaid = True
 
     def _left(self, conn: ClientConnection) -> None:
         """`conn`'s server goes away (it said bye): adds take another connection."""
@@ -180,7 +190,18 @@ class TcpBackend(BackendAdapter):
             await self._call("check_ready")
 
     async def wait_committed(self) -> None:
+        """The server commits what it answered; ConnectionError when a connection ended
+        without its bye since the last call: changes answered before may be lost with a
+        server that died, and the one answering now (restarted, or the peer that took a
+        file over) cannot commit them."""
         await self._call("wait_committed")
+        if self._ended_unsaid:
+            self._ended_unsaid = False
+            raise ConnectionError(
+                self.settings.safe_url,
+                "a connection to it ended without a bye since the changes it answered: "
+                "whether they were committed is unknown",
+            )
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
         """Joined with the other adds of this event-loop turn into one request (protocol 2;
