@@ -1,4 +1,4 @@
-"""Faults of a shared `sqlite:///` file (issue 49): a takeover through any alias of the file,
+"""Faults of a shared `sqlite:///` file: a takeover through any alias of the file,
 a file moved or deleted under its processes, ids after a buffered crash. Real processes;
 fault tests count outcomes (lost == 0)."""
 
@@ -15,6 +15,7 @@ import pytest
 
 import psyq
 from psyq.errors import PsyqError
+from tests.soak import report, scaled
 from tests.sqlite.test_file_owner import ALIASES, add_from_child, hard_link
 from tests.sqlite.test_shared import Child, stored_ids
 from tests.tcp.server_proc import ROOT
@@ -43,10 +44,13 @@ def integrity(path: Path) -> str:
         conn.close()
 
 
+@pytest.mark.timeout(scaled(60))
 @pytest.mark.parametrize("alias", EVERY_ALIAS.values(), ids=EVERY_ALIAS.keys())
 def test_a_peer_through_any_alias_takes_over_a_killed_owner_losing_nothing(
     tmp_path: Path, alias: Callable[[Path], Path]
 ) -> None:
+    """Scaled by `make soak-stores`: the adds before and after the kill (tests/soak.py)."""
+    started = time.monotonic()
     path = tmp_path / "jobs.db"
     (tmp_path / "sub").mkdir()
     assert add_from_child(f"sqlite:///{path}") == "1"  # the file exists before its aliases
@@ -56,18 +60,25 @@ def test_a_peer_through_any_alias_takes_over_a_killed_owner_losing_nothing(
     peers = [Child("load", f"sqlite:///{other}") for _ in range(2)]
     try:
         for peer in peers:
-            peer.wait_for_acks(200, "a peer's adds were not acknowledged")
+            peer.wait_for_acks(scaled(200), "a peer's adds were not acknowledged")
         assert owner.end(signal.SIGKILL) == -signal.SIGKILL
         before = [len(peer.acked()) for peer in peers]
         for peer, count in zip(peers, before, strict=True):
-            peer.wait_for_acks(count + 100, "no peer took over")
+            peer.wait_for_acks(count + scaled(100), "no peer took over")
     finally:
         for peer in peers:
             peer.end(signal.SIGKILL)
     acked = {"1"}.union(owner.acked(), *(peer.acked() for peer in peers))
     lost = acked - stored_ids(path)
     checked = integrity(path)
-    print(f"{other}: durable adds acknowledged {len(acked)}, lost {len(lost)}, {checked}")
+    seconds = time.monotonic() - started
+    report(
+        f"shared file, owner killed, peer through {other.name}",
+        seconds,
+        acked=len(acked),
+        lost=len(lost),
+        integrity=checked,
+    )
     assert lost == set()
     assert checked == "ok"
     assert sum("took it over" in peer.stderr() for peer in peers) == 1

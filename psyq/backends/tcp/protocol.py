@@ -10,8 +10,10 @@ The first request of a connection is `hello` with args [version, token or None];
 answers {"server": "psyq", "version": version} when it speaks that version
 (`SUPPORTED_VERSIONS`), else an error, and then closes. Version 2 adds `add_batch`, version 3
 `add`, one job without options in its shortest form (tcp/adding.py), version 4 `bye` (below),
-version 5 `check_ready` (whether the server's store can take changes: its readiness);
-a client that finds an older server tries the next older version, down to 1. Requests are
+version 5 `check_ready` (whether the server's store can take changes: its readiness),
+`wait_committed` and `remove_rate_limit_key` (an older server answers those two with its
+unknown-command error, so a caller relying on them fails rather than going on); a client
+that finds an older server tries the next older version, down to 1. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
 answered. A blocked request is answered the moment the engine wakes it: nothing polls.
@@ -53,7 +55,8 @@ __all__ = [
     "ProtocolError",
 ]
 
-# 2: add_batch, 3: add (tcp/adding.py), 4: bye, 5: check_ready; a server speaks all below
+# 2: add_batch, 3: add (tcp/adding.py), 4: bye, 5: check_ready, wait_committed and
+# remove_rate_limit_key; a server speaks all below
 PROTOCOL_VERSION = 5
 SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
 DEFAULT_PORT = 6789
