@@ -1,9 +1,10 @@
 """How the layer's Worker calls its listeners: both the `bullmq` package's and Node's.
 
 Node emits `completed(job, result, prev)`, `failed(job, err, prev)` and `stalled(jobId,
-prev)`; the Python package emits the first two (the first one for `stalled`). A listener gets as many of an event's arguments as it declares (a
-JavaScript function ignores the ones it does not name, so a port of `job => ...` works
-too); one that takes `*args`, or whose signature cannot be read, gets the package's.
+prev)`; the Python package emits the first two (the first one for `stalled`). A listener
+gets as many of an event's arguments as it declares (a JavaScript function ignores the
+ones it does not name, so a port of `job => ...` works too); one that takes `*args`, or
+whose signature cannot be read, gets the package's.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from psyq.compat.bullmq.sandboxed import sandbox_for
 from psyq.core.backoff import BackoffStrategy, registered_backoff_strategy
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
-from psyq.errors import ConnectionError as PsyqConnectionError
 from psyq.errors import ClosedError, InvalidOptionsError, LockError, RateLimitError
+from psyq.errors import ConnectionError as PsyqConnectionError
 from psyq.rules.prefix import DEFAULT_PREFIX
 from psyq.sandbox import Sandbox
 
