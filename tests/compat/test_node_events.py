@@ -158,3 +158,31 @@ async def test_worker_emits_locks_renewed_with_the_renewed_jobs(
     finally:
         renewed.set()
         await worker.close()
+
+
+async def test_worker_stalled_gives_prev_to_a_listener_that_names_it(
+    opts: dict[str, str], queue_name: str, queue: Queue
+) -> None:
+    """Node's `stalled(jobId, prev)`: a two-parameter listener gets `prev` ("active"); the
+    Python package's one-parameter form still gets the id alone."""
+    started = asyncio.Event()
+
+    async def hang(job: Job, token: str) -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    first = Worker(queue_name, hang, {**opts, "lockDuration": 500})
+    job = await queue.add("stuck", {})
+    await asyncio.wait_for(started.wait(), 10)
+    await first.close(force=True)
+    node_form: list[tuple[str, str]] = []
+    package_form: list[str] = []
+    options = {**opts, "lockDuration": 500, "stalledInterval": 300}
+    second = Worker(queue_name, _idle, options)
+    second.on("stalled", lambda job_id, prev: node_form.append((job_id, prev)))
+    second.on("stalled", lambda job_id: package_form.append(job_id))
+    try:
+        await wait_for(lambda: node_form and package_form, timeout=10)
+        assert node_form[0] == (str(job.id), "active") and package_form[0] == str(job.id)
+    finally:
+        await second.close()
