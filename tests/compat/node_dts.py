@@ -1,7 +1,8 @@
 """Node BullMQ's public surface read from its type declarations (the `.d.ts` files of the
 npm package): each class's public members, inherited ones included, and each options
-type's keys. The files are tsc's output, regular enough for a small reader: one member a
-line at the body's first indentation, signatures that span lines inside brackets."""
+type's keys, and the events of each class's listener interface. The files are tsc's
+output, regular enough for a small reader: one member a line at the body's first
+indentation, signatures that span lines inside brackets."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CLASSES", "OPTION_TYPES", "Surface", "read_surface"]
+__all__ = ["CLASSES", "LISTENERS", "OPTION_TYPES", "Surface", "read_surface"]
 
 # The classes whose surface psyq.compat.bullmq covers.
 CLASSES = ("Queue", "Worker", "Job", "FlowProducer", "QueueEvents", "JobScheduler")
@@ -40,13 +41,21 @@ OPTION_TYPES = (
     "NodeOpts",
 )
 
+# The interface naming each class's events (`on(event, listener)`), as Node declares it.
+LISTENERS = {
+    "Queue": "QueueListener",
+    "Worker": "WorkerListener",
+    "QueueEvents": "QueueEventsListener",
+    "FlowProducer": "FlowProducerListener",
+}
+
 _CLASS = re.compile(r"^export declare class (\w+)(.*)\{\s*$")
 _INTERFACE = re.compile(r"^export interface (\w+)(.*)\{\s*$")
 _TYPE = re.compile(r"^export type (\w+)(?:<[^=]*>)? = (.*)$")
 _MEMBER = re.compile(
     r"^((?:(?:private|protected|public|static|readonly|get|set|async)\s+)*)(\w+)\??\s*[(<:]"
 )
-_KEY = re.compile(r"^(?:readonly\s+)?['\"]?([\w-]+)['\"]?\??\s*:")
+_KEY = re.compile(r"^(?:readonly\s+)?(?:'([^']+)'|\"([^\"]+)\"|([\w-]+))\??\s*:")
 _OMIT = re.compile(r"^Omit<(\w+)(?:<.*?>)?,\s*(.*)>$")
 
 
@@ -59,6 +68,8 @@ class Surface:
     keys: dict[str, set[str]] = field(default_factory=dict)
     # `arity[cls][method]`: how many parameters Node's method declares (-1: a rest one)
     arity: dict[str, dict[str, int]] = field(default_factory=dict)
+    # `events[cls]`: the event names of the class's listener interface (LISTENERS)
+    events: dict[str, set[str]] = field(default_factory=dict)
 
 
 def _code(line: str) -> str:
@@ -138,9 +149,9 @@ def _read(files: list[Path]) -> tuple[dict[str, tuple[str | None, list[str]]], d
 def _split(text: str, separators: str) -> list[str]:
     """`text` split at top-level separators (outside brackets and angle brackets)."""
     parts, depth, current = [], 0, ""
-    for char in text:
+    for index, char in enumerate(text):
         depth += char in "({[<"
-        depth -= char in ")}]>"
+        depth -= char in ")}]" or (char == ">" and text[index - 1 : index] != "=")  # not =>
         if depth == 0 and char in separators:
             parts.append(current.strip())
             current = ""
@@ -159,7 +170,7 @@ def _keys(types: dict[str, str], expression: str, seen: frozenset[str] = frozens
         if part.startswith("{") and part.endswith("}"):
             for statement in _split(part[1:-1], ";"):
                 if match := _KEY.match(statement.strip()):
-                    keys.add(match[1])
+                    keys.add(match[1] or match[2] or match[3])
         elif match := _OMIT.match(part):
             omitted = set(re.findall(r"'([^']*)'", match[2]))
             keys |= _keys(types, match[1], seen) - omitted
@@ -228,6 +239,8 @@ def read_surface(package: Path) -> Surface:
         surface.members[name], surface.arity[name] = _members(classes, name)
     for name in OPTION_TYPES:
         surface.keys[name] = _keys(types, types[name]) if name in types else set()
+    for cls, listener in LISTENERS.items():
+        surface.events[cls] = _keys(types, types[listener]) if listener in types else set()
     return surface
 
 
@@ -239,3 +252,5 @@ if __name__ == "__main__":
         print(cls, len(members), sorted(found.arity[cls].items()))
     for kind, keys in found.keys.items():
         print(kind, sorted(keys))
+    for cls, events in found.events.items():
+        print(cls, "events", sorted(events))

@@ -1,9 +1,9 @@
 """Node BullMQ 6's public surface, covered: every public method and property of `Queue`,
-`Worker`, `Job`, `FlowProducer`, `QueueEvents` and `JobScheduler`, and every key of their
-options types, in the type declarations of the npm package the interop tests install
-(bullmq@6, tests/interop/conftest.py), has an entry in psyq.compat.bullmq.node_surface:
-an equivalent the layer has, or the reason it has none. docs/porting.md carries the table
-rendered from it (tests/compat/render_porting.py)."""
+`Worker`, `Job`, `FlowProducer`, `QueueEvents` and `JobScheduler`, every key of their
+options types and every event of their listener interfaces, in the type declarations of
+the npm package the interop tests install (bullmq@6, tests/interop/conftest.py), has an
+entry in psyq.compat.bullmq.node_surface: an equivalent the layer has, or the reason it has
+none. docs/porting.md carries the table rendered from it (tests/compat/render_porting.py)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,19 @@ import pytest
 
 import psyq.compat.bullmq as compat
 from psyq.compat.bullmq.node_surface import (
+    EVENT_INHERITS,
+    EVENTS,
     INHERITS,
     MEMBERS,
     OPTION_BASES,
     OPTIONS,
     entry_for,
+    event_for,
     option_for,
 )
 from psyq.core.options import canonical_name
 from tests.compat import render_porting
-from tests.compat.node_dts import CLASSES, OPTION_TYPES, Surface, read_surface
+from tests.compat.node_dts import CLASSES, LISTENERS, OPTION_TYPES, Surface, read_surface
 from tests.interop.conftest import bullmq_installs  # noqa: F401 - the npm installer fixture
 
 
@@ -43,6 +46,34 @@ def test_the_declarations_were_read(surface: Surface) -> None:
     assert {"add", "getJobCounts", "close", "on"} <= set(surface.members["Queue"])
     assert {"attempts", "deduplication", "removeOnComplete"} <= surface.keys["JobsOptions"]
     assert all(surface.keys[kind] for kind in OPTION_TYPES)
+    assert {"paused", "cleaned", "ioredis:close"} <= surface.events["Queue"]
+    assert {"locksRenewed", "closing", "ready"} <= surface.events["Worker"]
+    assert {"retries-exhausted", "deduplicated"} <= surface.events["QueueEvents"]
+    assert set(surface.events) == set(LISTENERS)
+
+
+def test_every_event_has_an_entry(surface: Surface) -> None:
+    """Each event of Node's listener interfaces is emitted by the layer with Node's
+    arguments (tests/compat/test_node_events.py, test_node_behaviour.py) or has a reason."""
+    missing = [
+        f"{cls} '{event}'"
+        for cls, events in surface.events.items()
+        for event in sorted(events)
+        if event_for(cls, event) is None
+    ]
+    assert missing == [], "add them to psyq/compat/bullmq/node_surface.py EVENTS"
+
+
+def test_the_event_table_names_only_what_node_declares(surface: Surface) -> None:
+    """No entry for an event Node no longer declares (an inherited one: for every class)."""
+    stale = [
+        f"{cls} '{event}' ({listener})"
+        for cls, chain in EVENT_INHERITS.items()
+        for listener in chain
+        for event in EVENTS.get(listener, {})
+        if event not in surface.events[cls]
+    ]
+    assert stale == []
 
 
 def test_every_public_member_has_an_equivalent_or_a_reason(surface: Surface) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import psyq
 
@@ -85,3 +86,21 @@ async def test_remove_deduplication_key(queue: psyq.Queue) -> None:
     assert await queue.remove_deduplication_key("r")
     assert not await queue.remove_deduplication_key("r")
     assert (await queue.add("x", deduplication={"id": "r"})).id != first.id
+
+
+async def test_a_debounce_replace_without_extend_keeps_the_ttl(queue: psyq.Queue) -> None:
+    """As BullMQ's deduplicateJob (`SET ... KEEPTTL`): a replace without `extend` hands the
+    key to the new job but leaves its expiry where the first add set it, so an add after
+    that expiry starts a new job instead of replacing the second one."""
+    opts = {"id": "keep", "ttl": 2000, "replace": True}
+    first = await queue.add("x", {"v": 1}, delay=60_000, deduplication=opts)
+    first_added = time.monotonic()
+    await asyncio.sleep(1.0)  # the second add lands inside the first one's ttl
+    second = await queue.add("x", {"v": 2}, delay=60_000, deduplication=opts)
+    assert await queue.get_job(first.id) is None
+    await asyncio.sleep(max(0.0, first_added + 2.1 - time.monotonic()))  # past its expiry
+    third = await queue.add("x", {"v": 3}, delay=60_000, deduplication=opts)
+    assert third.id not in (first.id, second.id)
+    assert await queue.get_job(second.id) is not None, "the ttl was restarted by the replace"
+    assert sorted(job.data["v"] for job in await queue.get_delayed()) == [2, 3]
+    assert await queue.get_deduplication_job_id("keep") == third.id

@@ -44,6 +44,18 @@ __all__ = ["NO_OPTS", "QueueStore"]
 NO_OPTS: dict[str, Any] = {}
 
 
+def _dedup_expiry(
+    dedup: dict[str, Any], now: int, replaced: tuple[str, int | None] | None
+) -> int | None:
+    """When an added job's deduplication key expires: a debounce replace without `extend`
+    keeps the replaced job's expiry (BullMQ's `SET ... KEEPTTL`), else the ttl runs from
+    now (no ttl: never)."""
+    ttl = dedup.get("ttl")
+    if replaced is not None and ttl and not dedup.get("extend"):
+        return replaced[1]
+    return None if ttl is None else now + ttl
+
+
 class QueueStore(Mutations):
     """One queue's jobs and state. Not thread-safe: the engine holds a lock around calls."""
 
@@ -98,13 +110,13 @@ class QueueStore(Mutations):
         else:
             job_id = custom
         dedup = opts.get("deduplication")
-        replaced: str | None = None
+        replaced: tuple[str, int | None] | None = None
         if dedup is not None:
             existing, replaced = self._deduplicated(dedup, now, job_id)
             if existing is not None:
                 return existing
         if dedup is not None and replaced is not None:  # as BullMQ: the new job and the old
-            extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": replaced}
+            extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": replaced[0]}
             self.emit("deduplicated", job_id, extra, now)
         parent = opts.get("parent")
         record = JobRecord(
@@ -121,8 +133,7 @@ class QueueStore(Mutations):
         self.jobs[job_id] = record
         self.mark(job_id)
         if dedup is not None:
-            ttl = dedup.get("ttl")
-            self.dedup[dedup["id"]] = (job_id, None if ttl is None else now + ttl)
+            self.dedup[dedup["id"]] = (job_id, _dedup_expiry(dedup, now, replaced))
         self.emit("added", job_id, new.name, now)
         if "parent" in opts:
             flows.link_child(self, record)
@@ -156,9 +167,9 @@ class QueueStore(Mutations):
 
     def _deduplicated(
         self, dedup: dict[str, Any], now: int, new_id: str
-    ) -> tuple[JobRecord | None, str | None]:
+    ) -> tuple[JobRecord | None, tuple[str, int | None] | None]:
         """(the job that makes this add a duplicate, None) or, when the add goes on, (None,
-        the id of the delayed job a debounce replace removed, if any)."""
+        the id and key expiry of the delayed job a debounce replace removed, if any)."""
         entry = self.dedup.get(dedup["id"])
         if entry is None:
             return None, None
@@ -170,7 +181,7 @@ class QueueStore(Mutations):
         if dedup.get("replace") and record.state == "delayed":
             self._drop(record)
             self.emit("removed", job_id, {"prev": "delayed"})
-            return None, job_id
+            return None, (job_id, expiry)
         if dedup.get("extend") and expiry is not None:
             self.dedup[dedup["id"]] = (job_id, now + dedup["ttl"])
         self.emit(

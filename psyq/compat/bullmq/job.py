@@ -138,8 +138,17 @@ class Job:
 
     # ------------------------------------------------------------------ updates
     async def updateProgress(self, progress: Any) -> None:
+        """Set the progress; a Queue's job emits `progress(job, progress)` on it (as Node;
+        a Worker's job emits it on the worker)."""
         await self.core.update_progress(progress)
         self.progress = progress
+        self._on_queue("progress", progress)
+
+    def _on_queue(self, event: str, *args: Any) -> None:
+        """Emit what Node's Job emits on its queue, when the job's queue is a Queue."""
+        notify = getattr(self.queue, "_job_event", None)
+        if notify is not None:
+            notify(event, self, *args)
 
     async def log(self, logRow: str) -> int:
         return await self.core.log(logRow)
@@ -185,6 +194,7 @@ class Job:
             raise Exception(
                 f"Job {self.id} could not be removed because it is locked by another worker"
             ) from None
+        self._on_queue("removed")
 
     def discard(self) -> None:
         self.discarded = True

@@ -1,9 +1,10 @@
 """How the layer's Worker calls its listeners: both the `bullmq` package's and Node's.
 
-Node emits `completed(job, result, prev)` and `failed(job, err, prev)`; the Python package
-emits the first two. A listener gets as many of an event's arguments as it declares (a
-JavaScript function ignores the ones it does not name, so a port of `job => ...` works
-too); one that takes `*args`, or whose signature cannot be read, gets the package's.
+Node emits `completed(job, result, prev)`, `failed(job, err, prev)` and `stalled(jobId,
+prev)`; the Python package emits the first two (the first one for `stalled`). A listener
+gets as many of an event's arguments as it declares (a JavaScript function ignores the
+ones it does not name, so a port of `job => ...` works too); one that takes `*args`, or
+whose signature cannot be read, gets the package's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 __all__ = ["PACKAGE_ARGUMENTS", "ListenerArguments"]
 
 # Events where Node passes more than the package: how many the package passes.
-PACKAGE_ARGUMENTS = {"completed": 2, "failed": 2}
+PACKAGE_ARGUMENTS = {"completed": 2, "failed": 2, "stalled": 1}
 
 
 def _declared(listener: Callable[..., Any]) -> int | None:

@@ -32,6 +32,7 @@ ALL_TYPES = (
 )
 _ALIASES = {"wait": "waiting"}
 MAX_SAFE_INTEGER = 2**53 - 1
+NO_RATE_LIMIT = -2  # Node's getRateLimitTtl() with no limit: Redis PTTL of a missing key
 
 
 def sanitize_job_types(types: Iterable[str] | None) -> list[str]:
@@ -258,10 +259,14 @@ class Queue(EventEmitter):
 
     # ------------------------------------------------------------------ admin
     async def pause(self) -> None:
+        """Pause the queue for every worker; emits `paused` (as Node's Queue)."""
         await self._core.pause()
+        self.emit("paused")
 
     async def resume(self) -> None:
+        """Resume the queue; emits `resumed` (as Node's Queue)."""
         await self._core.resume()
+        self.emit("resumed")
 
     async def isPaused(self) -> bool:
         return bool(await self._core.is_paused())
@@ -270,7 +275,10 @@ class Queue(EventEmitter):
         await self._core.drain(delayed)
 
     async def clean(self, grace: int, limit: int = 0, type: str = "completed") -> list[str]:
+        """Remove the jobs of `type` older than `grace` ms; emits `cleaned(ids, type)` with
+        Node's state name (`waiting` is `wait`), even when none was removed, as Node."""
         cleaned: list[str] = await self._core.clean(grace, limit, _ALIASES.get(type, type))
+        self.emit("cleaned", cleaned, "wait" if type == "waiting" else type)
         return cleaned
 
     async def obliterate(self, force: bool | Mapping[str, Any] = False) -> None:
@@ -287,9 +295,13 @@ class Queue(EventEmitter):
             raise
 
     async def remove(self, job_id: str, opts: Mapping[str, Any] | None = None) -> int:
-        """1 when the job was removed, 0 when it does not exist or is being processed."""
+        """1 when the job was removed (emitting `removed(jobId)`, as Node), 0 when it does
+        not exist or is being processed."""
         remove_children = bool((opts or {}).get("removeChildren", True))
-        return int(await self._core.remove(str(job_id), remove_children))
+        removed = int(await self._core.remove(str(job_id), remove_children))
+        if removed == 1:
+            self.emit("removed", job_id)
+        return removed
 
     async def retryJobs(self, opts: Mapping[str, Any] | None = None) -> None:
         """Move failed (or, with `state`, completed) jobs back to waiting; `timestamp`: only
@@ -319,19 +331,25 @@ class Queue(EventEmitter):
         await adapter.rate_limit(self.name, expire_time_ms)
 
     async def getRateLimitTtl(self, maxJobs: int | None = None) -> int:
-        """Milliseconds until the rate limit ends; on Redis -2 when no limit is set."""
+        """Milliseconds until the rate limit ends, by Node's rule on every store: with
+        `maxJobs` (or, without, the queue's global rate limit's `max`) the ttl when the
+        limit is reached, else 0; with neither, the limit's ttl, -2 when there is none
+        (on Redis the limiter key's PTTL, which counts a worker limiter's open window)."""
+        if not maxJobs:
+            limiter = (await self._meta()).get("global_limiter")
+            maxJobs = int(limiter[0]) if limiter else None
         adapter = await self.backend.adapter()
-        client = self.client
-        if client is not None and maxJobs is None:
-            return int(await client.pttl(self.keys["limiter"]))
-        return int(await adapter.get_rate_limit_ttl(self.name, maxJobs))
+        if maxJobs:
+            return max(0, int(await adapter.get_rate_limit_ttl(self.name, maxJobs)))
+        client, queue_key = self.client, getattr(adapter, "queue_key", None)
+        if client is not None and queue_key is not None:  # Redis: the key's PTTL, as Node
+            return int(await client.pttl(f"{queue_key(self.name)}:limiter"))
+        ttl = int(await adapter.get_rate_limit_ttl(self.name, None))
+        return ttl if ttl > 0 else NO_RATE_LIMIT
 
     async def removeRateLimitKey(self) -> int:
         """End a rate limit now; 1 when there was one."""
         adapter = await self.backend.adapter()
-        client = self.client
-        if client is not None:
-            return int(await client.delete(self.keys["limiter"]))
         return int(await adapter.remove_rate_limit_key(self.name))
 
     async def _meta(self) -> dict[str, Any]:
@@ -455,11 +473,17 @@ class Queue(EventEmitter):
         return await Job.addJobLog(self, jobId, logRow, keepLogs)
 
     async def updateJobProgress(self, jobId: str, progress: Any) -> None:
-        """Set job `jobId`'s progress (emits `progress`, as the job's own call does)."""
+        """Set job `jobId`'s progress; emits `progress(jobId, progress)`, as Node's Queue
+        (a job's own updateProgress emits `progress(job, progress)`)."""
         job = await self._core.get_job(str(jobId))
         if job is None:
             raise JobNotFoundError(self.name, str(jobId))
         await job.update_progress(progress)
+        self.emit("progress", jobId, progress)
+
+    def _job_event(self, event: str, job: Job, *args: Any) -> None:
+        """What Node's Job emits on its queue (`progress(job, progress)`, `removed(job)`)."""
+        self.emit(event, job, *args)
 
     async def removeDebounceKey(self, id: str) -> int:
         return await self.removeDeduplicationKey(id)

@@ -4,8 +4,10 @@ The processor is called as `processor(job, token)`, or `processor(job, token, si
 it takes a third parameter (an AbortSignal that `worker.cancelJob` aborts), or it runs in a
 sandbox when it is a processor file's path (sandboxed.py). Events and their arguments are
 `bullmq`'s: active(job, prev), completed(job, result), failed(job, error), progress(job,
-progress), stalled(jobId), drained(), error(error), closed(); `completed` and `failed` give
-Node's third argument, prev, to a listener that takes three (listeners.py).
+progress), stalled(jobId), drained(), error(error), paused(), resumed(); `completed`,
+`failed` and `stalled` give Node's last argument, prev, to a listener that names it
+(listeners.py). Node's own: ready() once the connection is open, closing(msg) and closed()
+around close(), locksRenewed({count, jobIds}) after each renewal, lockRenewalFailed(ids).
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from psyq.compat.bullmq.sandboxed import sandbox_for
 from psyq.core.backoff import BackoffStrategy, registered_backoff_strategy
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
+from psyq.errors import ClosedError, InvalidOptionsError, LockError, RateLimitError
 from psyq.errors import ConnectionError as PsyqConnectionError
-from psyq.errors import InvalidOptionsError, LockError, RateLimitError
 from psyq.rules.prefix import DEFAULT_PREFIX
 from psyq.sandbox import Sandbox
 
@@ -204,6 +206,8 @@ class Worker(NodeWorkerCalls):
         self._jobs: dict[str, tuple[CoreJob, Job]] = {}
         self._core = self._core_worker(name, processor is not None)
         self._forward_events()
+        self._close_task: asyncio.Future[None] | None = None
+        self._ready_task = self._announce_ready()
         self._run_task: asyncio.Future[None] | None = None
         if processor is not None and self.opts.get("autorun", True):
             self._run_task = asyncio.ensure_future(self.run())
@@ -343,12 +347,33 @@ class Worker(NodeWorkerCalls):
             "failed", lambda job, error: self.emit("failed", self._forget(job), error, "active")
         )
         core.on("progress", lambda job, value: self.emit("progress", self._wrap(job), value))
-        core.on("stalled", lambda job_id, prev: self.emit("stalled", job_id))
+        core.on("stalled", lambda job_id, prev: self.emit("stalled", job_id, prev))
         core.on("drained", lambda: self.emit("drained"))
         core.on("error", self._forward_error)
-        core.on("closed", lambda: self.emit("closed"))
         core.on("paused", lambda: self.emit("paused"))
         core.on("resumed", lambda: self.emit("resumed"))
+        core.on("locksRenewed", lambda renewed: self.emit("locksRenewed", renewed))
+
+    def _announce_ready(self) -> asyncio.Task[None] | None:
+        """Emit `ready` once the worker's connection is open, as Node's constructor does
+        (made outside an event loop, the worker opens it at its first call: no event)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+        return loop.create_task(self._ready())
+
+    async def _ready(self) -> None:
+        try:
+            await self._core.wait_until_ready()
+        except ClosedError:
+            if not (self.closing or self.closed):
+                raise
+            return  # closed before the store answered: never ready
+        except Exception as exc:  # as Node: the failure is an `error`
+            self.emit("error", exc)
+            return
+        self.emit("ready")
 
     def _forward_error(self, error: BaseException) -> None:
         """`error`; a lock the worker could not renew is `lockRenewalFailed` too (with
@@ -542,9 +567,15 @@ class Worker(NodeWorkerCalls):
         self.cancelAllJobs("worker force-closed")
 
     async def close(self, force: bool = False) -> None:
-        """Stop taking jobs and wait for the active ones (with force: hand them back now)."""
-        if self.closed:
-            return
+        """Stop taking jobs and wait for the active ones (with force: hand them back now).
+        Emits `closing("closing queue")` first and `closed` once all is released, as Node;
+        a second call waits for the first."""
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close(force))
+        await self._close_task
+
+    async def _close(self, force: bool) -> None:
+        self.emit("closing", "closing queue")
         self.closing = True
         if force:
             self.forceClosing = True
@@ -555,12 +586,16 @@ class Worker(NodeWorkerCalls):
         await self._core.close(force, hand_back=False)
         if task is not None:
             await asyncio.gather(task, return_exceptions=True)
+        if self._ready_task is not None:  # a store that never answered: never ready
+            self._ready_task.cancel()
+            await asyncio.gather(self._ready_task, return_exceptions=True)
         for release in (self.backend.close, self._close_own_sandbox):
             try:
                 await release()
             except Exception as exc:
                 self.emit("error", exc)
         self.closed = True
+        self.emit("closed")
 
     disconnect = close
 

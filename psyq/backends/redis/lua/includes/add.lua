@@ -15,6 +15,8 @@ local function deduplicated(dedup, newId, now)
     rcall("ZREM", P .. "delayed", owner)
     removeJobKeys(owner)
     emit("removed", "jobId", owner, "prev", "delayed")
+    -- as BullMQ's deduplicateJob: without extend, the new job takes the key's ttl as it is
+    dedup.keepTtl = dedup.ttl and dedup.ttl > 0 and not dedup.extend
     return nil, owner
   end
   if dedup.extend and dedup.ttl then rcall("PEXPIRE", key, dedup.ttl) end
@@ -63,7 +65,9 @@ local function storeJob(jobId, meta, data, opts, ts)
   end
   if meta.dedup then
     fields[#fields + 1] = "deid"; fields[#fields + 1] = meta.dedup.id
-    if meta.dedup.ttl then
+    if meta.dedup.keepTtl then
+      rcall("SET", P .. "de:" .. meta.dedup.id, jobId, "KEEPTTL")
+    elseif meta.dedup.ttl then
       rcall("SET", P .. "de:" .. meta.dedup.id, jobId, "PX", meta.dedup.ttl)
     else
       rcall("SET", P .. "de:" .. meta.dedup.id, jobId)
