@@ -130,9 +130,10 @@ class BackendAdapter(JobKeys, ABC):
     async def wait_committed(self) -> None:
         """Return once every change this adapter was answered so far is committed as the
         store commits anything: an embedded file's buffered changes (`sqlite:///`, a
-        `psyq server --data F`) are written to it. Redis and Postgres commit each call
-        before answering it (nothing to wait for; a Postgres import commits without
-        waiting for its WAL to reach the disk); `memory://` has nothing to commit. A
+        `psyq server --data F`) are written to it, and Postgres's imports (committed
+        without waiting for their WAL to reach the disk) are flushed by one synchronous
+        commit. Redis commits each call before answering it; `memory://` has nothing to
+        commit. A
         caller that must rely on a change surviving a crash of the store's process (the
         live move: a job removed from its source) calls it first."""
 

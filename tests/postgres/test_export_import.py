@@ -219,6 +219,24 @@ async def test_import_commits_asynchronously_and_the_meta_step_flushes_it(
         await backend.close()
 
 
+async def test_wait_committed_flushes_the_imports_before_it(
+    pg_server: str, fresh_schema: Callable[[], str], admin: Any
+) -> None:
+    """The live move marks a page moved only after B's wait_committed: on Postgres it is one
+    synchronous commit, which returns once the WAL is on disk past every import before it
+    (their asynchronous commits included)."""
+    backend = PostgresBackend(url_for(pg_server, fresh_schema(), pool_min="1", pool_max="1"))
+    await backend.open()
+    try:
+        page = ExportPage([record(f"w-{i}") for i in range(50)], {}, None)
+        assert await backend.import_jobs("q", page) == 50
+        inserted = await admin.fetchval("SELECT pg_current_wal_insert_lsn()")
+        await backend.wait_committed()
+        assert await admin.fetchval("SELECT pg_current_wal_flush_lsn()") >= inserted
+    finally:
+        await backend.close()
+
+
 async def test_new_jobs_of_a_page_keep_its_order_around_taken_ids(
     pg_server: str, fresh_schema: Callable[[], str]
 ) -> None:

@@ -35,6 +35,11 @@ def _cursor(text: str | None) -> tuple[int, int, int, str]:
 class Transfer(Schedulers, BullmqConnection):
     """Export / import."""
 
+    async def wait_committed(self) -> None:
+        """An import commits without waiting for its WAL to reach the disk (async_commit);
+        one synchronous commit after it waits for all of them."""
+        await self._rows("transfer.wait_committed")
+
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
         rows = await self._rows("transfer.page", queue, *_cursor(cursor), limit)
         jobs = self._records(queue, rows)

@@ -220,6 +220,16 @@ SELECT to_jsonb(scheduler) - 'queue' AS row FROM scheduler WHERE queue = $1
 -- goes by an index (docs/migrate.md, "Durability"); both for this transaction only.
 SELECT set_config('synchronous_commit', 'off', true), set_config('enable_seqscan', 'off', true);
 
+-- name: wait_committed
+-- -> the message's WAL position. A transactional logical message is a WAL record of this
+-- statement's transaction (taking a transaction id alone writes none, and a transaction
+-- that wrote no WAL commits without waiting), so with synchronous_commit on (set here, for
+-- it alone) its commit returns only once the WAL up to it is on disk: so are the
+-- asynchronous commits of every import before it. Any role may emit one; a logical
+-- decoding reader sees it under the prefix 'psyq'.
+SELECT set_config('synchronous_commit', 'on', true),
+       pg_logical_emit_message(true, 'psyq', 'wait_committed');
+
 -- name: last_id
 -- $1 queue -> the last automatic id its sequence handed out (0 when it has none yet).
 SELECT COALESCE(pg_sequence_last_value(to_regclass(job_id_seq_name($1::text))), 0)::bigint;
