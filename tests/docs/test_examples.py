@@ -16,7 +16,7 @@ given. `COOKBOOK_XFAIL` names the blocks a known defect still breaks on some sto
 
 from __future__ import annotations
 
-import os
+import gc
 import re
 from pathlib import Path
 
@@ -182,5 +182,7 @@ def test_the_cookbook_example_runs_on_every_backend(
     url = BACKENDS[backend](request)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PSYQ_URL", url)
-    assert os.environ["PSYQ_URL"] == url
-    run_script(code, f"{page.relative_to(ROOT)}:{line}")
+    try:
+        run_script(code, f"{page.relative_to(ROOT)}:{line}")
+    finally:
+        gc.collect()  # what the script left unclosed is reported here, against this example
