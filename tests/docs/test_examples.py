@@ -40,46 +40,10 @@ ONE_SCRIPT_PAGES = {
 
 # the stores the cookbook runs on: one of each kind (the conformance suite's ids)
 COOKBOOK_BACKENDS = ("memory", "sqlite", "tcp", "redis", "postgres")
-NATIVE = ("memory", "sqlite", "tcp")  # the native engine: embedded, or behind psyq server
-NOT_PG = (*NATIVE, "redis")
 
-# (page stem, block number from 1, backend) -> the defect that breaks it there; strict, so
-# the mark must go when the fix lands
-DEFECTS = {
-    "concurrency": "issue 48 (4): compat worker.concurrency set at run time is ignored",
-    "queue-waiting": "issue 48 (7): the compat Queue emits no 'waiting' on add",
-    "flow-removal": "issue 48 (1): a flow child removed on completion never releases its "
-    "parent on the native engine",
-    "get-flow": "issue 48 (2): the compat FlowProducer has no getFlow (Node's name)",
-    "attempts-started": "issue 48 (2): attempts_started does not grow when a job runs again "
-    "after RateLimitError",
-    "remove-rate-limit": "issue 48 (10): remove_rate_limit_key does nothing on the native engine",
-    "deduplicated-event": "issue 48 (3): no 'deduplicated' event for a debounce replacement",
-    "counts-wait": "issue 48 (8): the compat getJobCounts answers 'wait' under 'waiting'",
-    "from-json": "issue 48 (5): a compat Job.fromJSON job (after moveToCompleted's "
-    "fetchNext) cannot be settled",
-    "stall-failed": "issue 48 (9): a worker failing a job for stalling emits neither "
-    "'stalled' nor 'failed'",
-    "sandbox-file": "issue 48 (6): a compat Worker given a processor file fails every job",
-    "psyq-rate-limit-key": "issue 48 (10): psyq's Queue has no rate_limit / "
-    "get_rate_limit_ttl / remove_rate_limit_key yet",
-    "listener-prev": "issue 48 (12): compat completed/failed listeners get no prev argument",
-}
-COOKBOOK_XFAIL: dict[tuple[str, int, str], str] = {
-    **{("workers", 2, b): DEFECTS["concurrency"] for b in COOKBOOK_BACKENDS},
-    **{("events", 3, b): DEFECTS["queue-waiting"] for b in COOKBOOK_BACKENDS},
-    **{("flows", n, b): DEFECTS["flow-removal"] for n in (3, 4) for b in NATIVE},
-    **{("get-flow-tree", 2, b): DEFECTS["get-flow"] for b in COOKBOOK_BACKENDS},
-    **{("rate-limiting", n, b): DEFECTS["attempts-started"] for n in (3, 4) for b in NOT_PG},
-    **{("rate-limiting", 5, b): DEFECTS["psyq-rate-limit-key"] for b in COOKBOOK_BACKENDS},
-    **{("rate-limiting", 6, b): DEFECTS["remove-rate-limit"] for b in NATIVE},
-    **{("sandboxed-processors", 2, b): DEFECTS["sandbox-file"] for b in COOKBOOK_BACKENDS},
-    **{("deduplication", n, b): DEFECTS["deduplicated-event"] for n in (3, 4) for b in NOT_PG},
-    **{("getters", 2, b): DEFECTS["counts-wait"] for b in COOKBOOK_BACKENDS},
-    **{("manual-processing", 2, b): DEFECTS["from-json"] for b in COOKBOOK_BACKENDS},
-    **{("stalled-jobs", 3, b): DEFECTS["stall-failed"] for b in COOKBOOK_BACKENDS},
-    **{("events", 4, b): DEFECTS["listener-prev"] for b in COOKBOOK_BACKENDS},
-}
+# (page stem, block number from 1, backend) -> the known defect that breaks that block
+# there, run as a strict xfail (so the mark must go when the fix lands). None today.
+COOKBOOK_XFAIL: dict[tuple[str, int, str], str] = {}
 
 
 def blocks(page: Path) -> list[tuple[int, str, str | None]]:
