@@ -6,7 +6,9 @@ this file land on different nodes. The whole conformance suite also runs on the 
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
+import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -235,3 +237,43 @@ def test_hash_tags_follow_redis_rules() -> None:
     assert hash_tag("bull:{orders}:1") == "orders"
     assert hash_tag("bull:{}:{x}") is None  # an empty first tag: the whole key is hashed
     assert hash_tag("bull:q") is None
+
+
+async def test_an_open_cancelled_while_its_blocking_client_reads_the_slots_closes_both(
+    cluster_url: str,
+) -> None:
+    """A Worker closing before its store answered cancels the backend's opening (the compat
+    Worker's `ready`); cut while the blocking client reads the slot map (held there by the
+    test), the open closes both of its clients: none is left for the garbage collector to
+    find unclosed (CI saw `Unclosed RedisCluster client` from this cut)."""
+    from psyq.backends.redis.backend import RedisBackend
+
+    backend = RedisBackend(cluster_url)
+    new_client = backend._new_client
+    reading = asyncio.Event()
+
+    def held_client(blocking: bool = False) -> Any:
+        client = new_client(blocking=blocking)
+        if blocking:
+            initialize = client.initialize
+
+            async def initialize_and_hold() -> None:
+                await initialize()
+                reading.set()
+                await asyncio.Event().wait()  # the read that the cancel cuts
+
+            client.initialize = initialize_and_hold
+        return client
+
+    backend._new_client = held_client  # type: ignore[method-assign]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        opening = asyncio.ensure_future(backend.open())
+        await asyncio.wait_for(reading.wait(), 10)
+        opening.cancel()
+        await asyncio.gather(opening, return_exceptions=True)
+        assert opening.cancelled()
+        del backend, opening
+        gc.collect()
+    unclosed = [str(w.message) for w in seen if issubclass(w.category, ResourceWarning)]
+    assert unclosed == []

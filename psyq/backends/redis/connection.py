@@ -154,10 +154,14 @@ class RedisConnection(BackendAdapter):
             if isinstance(exc, (RedisError, RedisClusterException)):
                 raise ConnectionError(self.url, str(exc)) from None
             raise
-        self._client = client
-        self._blocking = self._new_client(blocking=True)
+        blocking = self._new_client(blocking=True)
         if self.cluster:  # its slot map and command table now, not on a QueueEvents' first read
-            await self._blocking.initialize()
+            try:
+                await blocking.initialize()
+            except BaseException:  # cancelled (or lost) here too: nothing left open
+                await _close_clients([blocking, client])
+                raise
+        self._client, self._blocking = client, blocking
 
     async def _check_server(self, client: Any) -> None:
         if self.cluster:
