@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter, ExportPage
-from psyq.backends.sqlite.database import is_open_here
 from psyq.backends.sqlite.export import SqliteExport
+from psyq.backends.sqlite.lifecycle import is_open_here
 from psyq_migrate.endpoints import scheme, sqlite_path
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ import sys
 
 import psyq
 from psyq.backends.sqlite.backend import parse_sqlite_url
-from psyq.backends.sqlite.database import is_open_here
+from psyq.backends.sqlite.lifecycle import is_open_here
 
 
 async def child(url: str, inherited: psyq.Queue, adds: int) -> None:

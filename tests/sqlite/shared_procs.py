@@ -9,7 +9,7 @@ import time
 
 import psyq
 from psyq.backends.sqlite.backend import parse_sqlite_url
-from psyq.backends.sqlite.database import is_open_here
+from psyq.backends.sqlite.lifecycle import is_open_here
 
 
 async def add_until_stopped(url: str) -> None:

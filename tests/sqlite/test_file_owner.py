@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import psyq
-from psyq.backends.sqlite.database import is_open_here
+from psyq.backends.sqlite.lifecycle import is_open_here
 from psyq.errors import PsyqError
 
 PSYQ = str(Path(sys.executable).with_name("psyq"))

@@ -126,7 +126,7 @@ def test_a_retried_batch_keeps_the_later_change_of_a_job_or_queue() -> None:
     """A failed flush is retried merged with the next one: a job deleted after it was
     written (or added again after it was deleted), and a queue obliterated after its
     writes, end as the later batch left them."""
-    from psyq.backends.sqlite.database import Batch, _merge
+    from psyq.backends.sqlite.batch import Batch, merge
 
     def row(key: str, job_id: str) -> tuple[str, ...]:
         return (key, job_id, "waiting")
@@ -137,7 +137,7 @@ def test_a_retried_batch_keeps_the_later_change_of_a_job_or_queue() -> None:
         metas=[("b", "{}")],
     )
     second = Batch(upserts=[row("a", "2")], deletes=[("a", "1")], drops=[("b",)])
-    merged = _merge([first, second])
+    merged = merge([first, second])
     assert merged.upserts == [row("a", "2")]
     assert merged.deletes == [("a", "1")]
     assert merged.metas == [] and merged.drops == [("b",)]

@@ -82,7 +82,7 @@ class StoreState:
         self.last_id = 0  # the last job id handed out
         # Ids past `id_limit` are handed out only once `id_reserver(count)` raised it (a
         # persisted engine commits a block ahead, so no id is handed out twice across a
-        # crash: sqlite/database.py); memory:// has no limit.
+        # crash: sqlite/ids.py); memory:// has no limit.
         self.id_limit = NO_ID_LIMIT
         self.id_reserver: Callable[[int], None] | None = None
         self.seq = itertools.count(1)

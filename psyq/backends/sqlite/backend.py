@@ -34,7 +34,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from psyq.backends.base import FlowNode, JobRecord, NewJob
 from psyq.backends.native.memory import MemoryBackend
 from psyq.backends.native.store import QueueStore
-from psyq.backends.sqlite.database import CACHE, Database, open_database, release_database
+from psyq.backends.sqlite.database import CACHE, Database
+from psyq.backends.sqlite.lifecycle import open_database, release_database
 from psyq.backends.sqlite.serve import Sharer, share_address
 from psyq.errors import InvalidURLError
 from psyq.rules.prefix import DEFAULT_PREFIX

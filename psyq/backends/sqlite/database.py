@@ -8,26 +8,26 @@
   returns them to waiting; after a clean close, their locks as they were: `locks.py`)
   and of parents; every other record is read when a call needs it and leaves memory again
   once written (`resident.py`: the memory model).
-- Write buffer: `flush()` writes every change since the last flush in one transaction. It
-  runs in the thread that needs it — a caller once `flush_changes` changes are pending, an
-  event-loop callback for durable callers (so every durable call of one loop turn shares
-  one commit), or the timer thread `flush_ms` after the first pending change. Flushing in
-  the caller's thread, not a writer thread, keeps the two from trading the GIL per call.
+- Write buffer: `flush()` writes every change since the last flush in one transaction
+  (`batch.py`: what a flush writes). It runs in the thread that needs it — a caller once
+  `flush_changes` changes are pending, an event-loop callback for durable callers (so
+  every durable call of one loop turn shares one commit), or the timer thread `flush_ms`
+  after the first pending change. Flushing in the caller's thread, not a writer thread,
+  keeps the two from trading the GIL per call.
 - A failed flush keeps its rows and is retried by the timer thread. `close()` flushes, and
-  so does a normal interpreter exit for every file still open (`_flush_at_exit`: the timer
+  so does a normal interpreter exit for every file still open (`lifecycle.py`: the timer
   thread is a daemon, which dies with the interpreter).
 - Durability: every change gets a ticket; `flushed(ticket)` resolves once a commit holds it.
-- Job ids: reserved in blocks of ID_BLOCK whose mark is committed before a block's first id
-  is handed out (`reserve_ids`, or a flush ahead of need), so no id is handed out twice
-  across a crash.
+- Job ids: reserved in blocks whose mark is committed before a block's first id is handed
+  out (`ids.py`), so no id is handed out twice across a crash.
 - Fork: a child forked after the open refuses every call on the database it inherited and
-  lets go of the parent's lock and sockets (`let_go_in_child`).
+  lets go of the parent's lock and sockets (`let_go_in_child`, called by `lifecycle.py`,
+  which holds the process's open databases).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import functools
 import itertools
 import json
@@ -37,7 +37,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
@@ -45,45 +44,22 @@ from psyq.backends.base import JobRecord
 from psyq.backends.native.engine import Engine
 from psyq.backends.native.store import QueueStore
 from psyq.backends.sqlite import rows
+from psyq.backends.sqlite.batch import BIND_ERRORS, Batch, merge, statements, write_all
+from psyq.backends.sqlite.ids import next_block, reserve_ids
 from psyq.backends.sqlite.locks import keep_locks
 from psyq.backends.sqlite.names import journal_name, record_name, refuse_stale_journal
-from psyq.backends.sqlite.owner import Identity, Owner, file_identity
+from psyq.backends.sqlite.owner import Owner
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
 from psyq.backends.sqlite.serve import Sharer
 from psyq.errors import PsyqError
 
-__all__ = ["Database", "is_open_here", "open_database", "release_database"]
+__all__ = ["CACHE", "Database"]
 
 log = logging.getLogger("psyq.sqlite")
 
 RETRY_PAUSE_S = 0.5
-ID_BLOCK = 1000  # job ids a queue reserves at a time (reserve_ids)
-# A mark only moves up (a flush's and a call's reservations may cross).
-_RESERVE = (
-    "INSERT INTO id_blocks VALUES (?, ?) "
-    "ON CONFLICT (queue) DO UPDATE SET reserved = max(reserved, excluded.reserved)"
-)
 CACHE = 50_000  # clean records a queue keeps in memory (resident.ResidentJobs)
-
-
-@dataclass
-class Batch:
-    """What one flush writes."""
-
-    upserts: list[tuple[Any, ...]] = field(default_factory=list)
-    deletes: list[tuple[str, str]] = field(default_factory=list)
-    metas: list[tuple[str, str]] = field(default_factory=list)
-    events: list[tuple[Any, ...]] = field(default_factory=list)
-    trims: list[tuple[str, int]] = field(default_factory=list)
-    drops: list[tuple[str]] = field(default_factory=list)  # obliterated queues
-    marks: list[tuple[str, int]] = field(default_factory=list)  # (queue key, ids reserved)
-    raised: list[tuple[QueueStore, int]] = field(default_factory=list)  # once committed
-    ticket: int = 0
-
-    def __bool__(self) -> bool:
-        parts = (self.upserts, self.deletes, self.metas, self.events, self.trims, self.drops)
-        return any(parts) or bool(self.marks)
 
 
 class Database:
@@ -176,22 +152,9 @@ class Database:
 
     # ------------------------------------------------------------------ job ids
     def reserve_ids(self, store: QueueStore, count: int) -> None:
-        """Let `store` hand out `count` ids past its last (at least ID_BLOCK): the new
-        mark is committed first (one small transaction of its own, called under the
-        store's lock), so an id acknowledged before a crash (a buffered add the crash
-        lost) is never handed out again; a file opened after reads the mark. A steady
-        stream of adds seldom gets here: each flush reserves the next block of a queue
-        past half its block (`_reserve_ahead`), in its own transaction."""
+        """Let `store` hand out `count` more ids once their mark is committed (ids.py)."""
         self.check()
-        upto = store.last_id + max(count, ID_BLOCK)
-        try:
-            self._ids.all(_RESERVE, (store.key, upto))
-        except sqlite3.Error as exc:
-            raise PsyqError(
-                f"{self.path}: cannot reserve job ids for queue {store.name!r} ({exc}); "
-                "nothing was added"
-            ) from None
-        store.id_limit = upto
+        reserve_ids(self._ids, self.path, store, count)
 
     # ------------------------------------------------------------------ changes
     def note_change(self, jobs: int = 1) -> int:
@@ -245,7 +208,7 @@ class Database:
                 self._write_batches([b for b in pending if b])
             except sqlite3.Error as exc:
                 log.exception("psyq: flushing %s failed; keeping the changes to retry", self.path)
-                self._retry = _merge(pending)
+                self._retry = merge(pending)
                 self.write_failure = f"{type(exc).__name__}: {exc}"
                 return False
             self._retry, self.write_failure = None, None
@@ -294,11 +257,12 @@ class Database:
                 if left > 0:  # close() or a flush elsewhere may end the wait early
                     self._cond.wait(left)
                     continue
-            if not self._flush_reporting():
+            if not self.flush_reporting():
                 time.sleep(RETRY_PAUSE_S)
 
-    def _flush_reporting(self) -> bool:
-        """`flush()` for the timer thread, which must outlive any fault to keep flushing."""
+    def flush_reporting(self) -> bool:
+        """`flush()` for the timer thread, which must outlive any fault to keep flushing (and
+        for the exit hook: lifecycle.py)."""
         try:
             return self.flush()
         except Exception as exc:
@@ -352,14 +316,8 @@ class Database:
             batch.events.append(rows.event_chunk(store, written))
             self._event_seq[key] = store.events.last_seq
             batch.trims.append((key, store.events.next_seq - store.events.max_len))
-        self._reserve_ahead(key, store, batch)
-
-    @staticmethod
-    def _reserve_ahead(key: str, store: QueueStore, batch: Batch) -> None:
-        """Past half its block of ids, a queue's next block is reserved by this flush, so
-        its adds seldom wait for a reservation of their own (`reserve_ids`)."""
-        if store.id_limit and store.last_id + ID_BLOCK // 2 > store.id_limit:
-            upto = store.last_id + ID_BLOCK
+        upto = next_block(store)  # this flush reserves its next block of ids
+        if upto is not None:
             batch.marks.append((key, upto))
             batch.raised.append((store, upto))
 
@@ -391,8 +349,8 @@ class Database:
         cannot hold that `_storable_row` did not foresee), write them again row by row,
         leaving out only the rows that fail."""
         try:
-            self._write(batches, _write_all)
-        except _BIND_ERRORS as exc:
+            self._write(batches, write_all)
+        except BIND_ERRORS as exc:
             log.error("psyq: %s: a row could not be written (%s); writing row by row",
                       self.path, exc)  # fmt: skip
             self._write(batches, self._write_each)
@@ -402,7 +360,7 @@ class Database:
         conn.execute("BEGIN IMMEDIATE")
         try:
             for batch in batches:
-                for statement, params in _statements(batch):
+                for statement, params in statements(batch):
                     if params:  # an empty executemany still costs a statement step
                         write(conn, statement, params)
             conn.execute("COMMIT")
@@ -414,7 +372,7 @@ class Database:
         for row in params:
             try:
                 conn.execute(statement, row)
-            except _BIND_ERRORS as exc:
+            except BIND_ERRORS as exc:
                 log.error("psyq: %s: left out a row of %r it cannot hold (%s): %.200r",
                           self.path, statement, exc, row)  # fmt: skip
 
@@ -539,59 +497,6 @@ class Database:
                 sharer.close()
 
 
-# Errors of binding one row's values (not of the database): they concern that row alone.
-_BIND_ERRORS = (
-    UnicodeError, OverflowError, ValueError, TypeError, sqlite3.InterfaceError,
-    sqlite3.ProgrammingError,
-)  # fmt: skip
-
-
-def _write_all(conn: sqlite3.Connection, statement: str, params: Any) -> None:
-    conn.executemany(statement, params)
-
-
-def _statements(batch: Batch) -> list[tuple[str, Sequence[Any]]]:
-    """What a batch writes, in order: dropped queues first, then rows."""
-    return [
-        ("DELETE FROM jobs WHERE queue = ?", batch.drops),
-        ("DELETE FROM queues WHERE key = ?", batch.drops),
-        ("DELETE FROM events WHERE queue = ?", batch.drops),
-        (rows.UPSERT_JOB, batch.upserts),
-        ("DELETE FROM jobs WHERE queue = ? AND id = ?", batch.deletes),
-        ("INSERT OR REPLACE INTO queues VALUES (?, ?)", batch.metas),
-        ("INSERT OR REPLACE INTO events VALUES (?, ?, ?, ?)", batch.events),
-        ("DELETE FROM events WHERE queue = ? AND last_seq < ?", batch.trims),
-        (_RESERVE, batch.marks),
-    ]
-
-
-def _merge(batches: Sequence[Batch | None]) -> Batch:
-    """One batch writing what `batches` write in turn. A batch writes its drops, then its
-    upserts, then its deletes, so what a later batch changes is taken out of the earlier
-    ones first (a job deleted and added again, a queue obliterated after its writes)."""
-    merged = Batch()
-    for batch in batches:
-        if batch is None:
-            continue
-        dropped = {key for (key,) in batch.drops}
-        upserted = {(row[0], row[1]) for row in batch.upserts}
-        deleted = set(batch.deletes)
-        merged.upserts = [
-            row for row in merged.upserts
-            if row[0] not in dropped and (row[0], row[1]) not in deleted
-        ] + batch.upserts  # fmt: skip
-        merged.deletes = [
-            pair for pair in merged.deletes if pair[0] not in dropped and pair not in upserted
-        ] + batch.deletes
-        for name in ("metas", "events", "trims", "marks"):
-            earlier = [row for row in getattr(merged, name) if row[0] not in dropped]
-            setattr(merged, name, earlier + getattr(batch, name))
-        merged.drops += batch.drops
-        merged.raised += batch.raised
-        merged.ticket = max(merged.ticket, batch.ticket)
-    return merged
-
-
 def _wake(futures: list[asyncio.Future[None]], error: BaseException | None) -> None:
     """Resolve (or fail with `error`) callers' futures, each on its own loop."""
     try:
@@ -637,74 +542,3 @@ def _connect(path: str) -> sqlite3.Connection:
             "corrupted file must be restored from a backup or moved away)"
         ) from None
     return conn
-
-
-_OPEN: dict[Identity, tuple[Database, int]] = {}  # by the file, whatever path named it
-_OPEN_LOCK = threading.Lock()
-
-
-def open_database(
-    path: str, flush_changes: int, flush_ms: int, cache: int = CACHE, create: bool = True
-) -> Database:
-    """The process's Database for the file at `path` (opened on first use, shared after,
-    through any path to it: the first opener's settings hold; `create`: make the file
-    when `path` names none)."""
-    with _OPEN_LOCK:
-        entry = _OPEN.get(file_identity(path) or (-1, -1))
-        if entry is None:
-            entry = (Database(path, flush_changes, flush_ms, cache, create), 0)
-        db = entry[0]
-        _OPEN[db.owner.identity] = (db, entry[1] + 1)
-        return db
-
-
-def is_open_here(path: str) -> bool:
-    """Whether this process has the file at `path` open through `open_database`."""
-    with _OPEN_LOCK:
-        return file_identity(path) in _OPEN
-
-
-def release_database(database: Database) -> None:
-    if database.forked:
-        return  # the parent's: never closed here (Database.let_go_in_child)
-    identity = database.owner.identity
-    with _OPEN_LOCK:
-        db, users = _OPEN[identity]
-        if users > 1:
-            _OPEN[identity] = (db, users - 1)
-            return
-        del _OPEN[identity]
-    database.close()
-
-
-def _flush_at_exit() -> None:
-    """At a normal interpreter exit, write what every file this process opened still
-    buffers: an application that returns from `asyncio.run` without closing its queues
-    loses nothing. The files stay open (a later exit hook may still close them)."""
-    with _OPEN_LOCK:
-        databases = [db for db, _ in _OPEN.values() if db.pid == os.getpid()]
-    for db in databases:
-        if not db._flush_reporting():
-            log.error("psyq: exiting with changes to %s that could not be written", db.path)
-
-
-atexit.register(_flush_at_exit)
-
-
-_FORKED_AWAY: list[Database] = []  # the parent's, kept so that no collection closes them
-
-
-def _after_fork_in_child() -> None:
-    """A forked child starts with no open database: those it inherited are the parent's
-    (the parent's engine, connections and id counters, without its threads), so each is
-    let go of and refuses every call, and an open after the fork reaches the file as any
-    other process does (through its owner, the parent while it lives)."""
-    global _OPEN_LOCK
-    _OPEN_LOCK = threading.Lock()  # another thread may have held it at the fork
-    for db, _users in _OPEN.values():
-        db.let_go_in_child()
-        _FORKED_AWAY.append(db)
-    _OPEN.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)

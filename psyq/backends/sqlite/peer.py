@@ -49,7 +49,8 @@ from psyq.backends.sqlite.backend import (
     parse_sqlite_url,
     start_sharing,
 )
-from psyq.backends.sqlite.database import Database, release_database
+from psyq.backends.sqlite.database import Database
+from psyq.backends.sqlite.lifecycle import release_database
 from psyq.backends.sqlite.owner import FileInUse, Identity, blank_descriptor, file_identity
 from psyq.backends.sqlite.serve import share_address
 from psyq.backends.tcp.client import TcpBackend

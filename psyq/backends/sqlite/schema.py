@@ -71,7 +71,7 @@ UPDATE jobs SET rank = numbered.place FROM (
 
 # Version 3: the name the file's journal is kept by (`file`, key 'name': sqlite/names.py) and
 # each queue's reserved job ids (`id_blocks`: every id up to `reserved` may have been handed
-# out, so a new id starts above it; sqlite/database.py).
+# out, so a new id starts above it; sqlite/ids.py).
 FILE_AND_IDS = """
 CREATE TABLE file (
     key TEXT PRIMARY KEY,
