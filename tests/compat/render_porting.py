@@ -1,6 +1,6 @@
 """Render the generated section of docs/porting.md (Node BullMQ 6's calls, options and
 events, each with its psyq.compat.bullmq and psyq core equivalent or the reason it has
-none) from the one table, psyq/compat/bullmq/node_surface.py: `python -m
+none) from the one table, psyq/compat/bullmq/node_surface/: `python -m
 tests.compat.render_porting` rewrites the section, and tests/compat/test_node_surface.py
 fails when the committed page differs from the rendering."""
 

@@ -61,7 +61,7 @@ def test_every_event_has_an_entry(surface: Surface) -> None:
         for event in sorted(events)
         if event_for(cls, event) is None
     ]
-    assert missing == [], "add them to psyq/compat/bullmq/node_surface.py EVENTS"
+    assert missing == [], "add them to psyq/compat/bullmq/node_surface/events.py EVENTS"
 
 
 def test_the_event_table_names_only_what_node_declares(surface: Surface) -> None:
@@ -83,7 +83,7 @@ def test_every_public_member_has_an_equivalent_or_a_reason(surface: Surface) -> 
         for name, owner in sorted(members.items())
         if entry_for(cls, name) is None
     ]
-    assert missing == [], "add them to psyq/compat/bullmq/node_surface.py MEMBERS"
+    assert missing == [], "add them to psyq/compat/bullmq/node_surface/members.py MEMBERS"
 
 
 def test_every_option_has_an_equivalent_or_a_reason(surface: Surface) -> None:
@@ -93,7 +93,7 @@ def test_every_option_has_an_equivalent_or_a_reason(surface: Surface) -> None:
         for key in sorted(keys)
         if option_for(kind, key) is None
     ]
-    assert missing == [], "add them to psyq/compat/bullmq/node_surface.py OPTIONS"
+    assert missing == [], "add them to psyq/compat/bullmq/node_surface/options.py OPTIONS"
 
 
 def test_the_table_names_only_what_node_declares(surface: Surface) -> None:
