@@ -9,6 +9,7 @@ code (`register_backend`) or through the entry point group `psyq.backends`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import weakref
 from collections.abc import Callable
@@ -27,6 +28,8 @@ __all__ = [
     "release_backend",
     "resolve_url",
 ]
+
+log = logging.getLogger("psyq")
 
 # The embedded default: the native engine persisted to ./psyq.db (no server to run).
 DEFAULT_URL = "sqlite:///psyq.db"
@@ -103,7 +106,6 @@ class _Opening:
 _OPENING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Opening]] = (
     weakref.WeakKeyDictionary()
 )
-_CLOSING: set[asyncio.Task[None]] = set()  # backends opened for callers that all left
 
 
 async def _join_opening(url: str) -> BackendAdapter:
@@ -120,7 +122,7 @@ async def _join_opening(url: str) -> BackendAdapter:
     except asyncio.CancelledError:
         opening.waiters -= 1
         if opening.waiters == 0:
-            _abandon(opening.task)
+            await _abandon(opening.task)
         raise
 
 
@@ -130,14 +132,18 @@ async def _opened(url: str) -> BackendAdapter:
     return backend
 
 
-def _abandon(task: asyncio.Task[BackendAdapter]) -> None:
-    """No caller waits for this open any more: stop it, or close what it opened."""
+async def _abandon(task: asyncio.Task[BackendAdapter]) -> None:
+    """No caller waits for this open any more: stop it, or close what it opened, before the
+    last caller's cancellation goes on (a close left to run later could outlive the event
+    loop, and its connections be found unclosed)."""
     if not task.done():
         task.cancel()
-    elif not task.cancelled() and task.exception() is None:
-        closing = asyncio.ensure_future(task.result().close())
-        _CLOSING.add(closing)
-        closing.add_done_callback(_CLOSING.discard)
+        await asyncio.gather(task, return_exceptions=True)  # its own cleanup, then done
+    if not task.cancelled() and task.exception() is None:
+        try:
+            await task.result().close()
+        except Exception:  # the caller's cancellation goes on; the failure is reported
+            log.exception("psyq: closing a backend opened for callers that left failed")
 
 
 async def release_backend(backend: BackendAdapter) -> None:

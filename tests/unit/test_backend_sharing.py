@@ -63,3 +63,32 @@ async def test_an_open_whose_callers_all_left_is_stopped() -> None:
     backend = await open_backend("slowopen://b")  # nothing half-open was kept
     assert SlowOpen.opened == [backend]
     await release_backend(backend)
+
+
+class SlowCleanup(MemoryBackend):
+    """An open whose cancellation takes a while to undo (a network store closing the
+    connection it had made)."""
+
+    undone = 0
+
+    async def open(self) -> None:
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.01)  # closing what it had opened
+            SlowCleanup.undone += 1
+            raise
+
+
+async def test_the_last_caller_leaving_returns_once_the_open_is_undone() -> None:
+    """Nothing is left to finish after the caller's cancellation returns: a cleanup still
+    running then could outlive its event loop (a test's, a script's) and leave its
+    connections to the garbage collector."""
+    register_backend("slowcleanup", lambda url: SlowCleanup("memory://"))
+    SlowCleanup.undone = 0
+    caller = asyncio.ensure_future(open_backend("slowcleanup://c"))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    await asyncio.gather(caller, return_exceptions=True)
+    assert caller.cancelled()
+    assert SlowCleanup.undone == 1
