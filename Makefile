@@ -17,10 +17,11 @@ demo: $(VENV)/.installed
 # The whole suite on asyncio's loop, then again on uvloop, the loop of uvicorn and many servers
 # (PSYQ_TEST_LOOP, tests/conftest.py), where the loop matters most: the conformance suite
 # (every backend), the psyq:// server and client, Postgres, Redis, SQLite and the native
-# engine. The rest (Spark pipelines, Node interop, the wheel, the browser) mostly runs other
-# processes; it passes on uvloop too (`PSYQ_TEST_LOOP=uvloop pytest`, the whole suite), at
+# engine, with the fault tests of the live move and of the probes. The rest (Spark
+# pipelines, Node interop, the wheel, the browser) mostly runs other processes; it passes on uvloop too (`PSYQ_TEST_LOOP=uvloop pytest`, the whole suite), at
 # about as much time again as the asyncio run (docs/architecture.md, "Tests and services").
-UVLOOP_SUBSET := $(addprefix tests/,conformance tcp postgres redis_backend sqlite native)
+UVLOOP_SUBSET := $(addprefix tests/,conformance tcp postgres redis_backend sqlite native \
+	migrate/test_live_kills.py cli/test_health.py)
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
