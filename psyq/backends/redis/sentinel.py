@@ -19,6 +19,8 @@ Sentinel answers at once; one that does not is skipped for the next).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from redis.asyncio.connection import Connection, SSLConnection
@@ -91,6 +93,26 @@ class _ShutWithClient:
     async def disconnect(self, *args: Any, **kwargs: Any) -> None:
         self._shutter.connected.discard(self)
         await super().disconnect(*args, **kwargs)  # type: ignore[misc]
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        with self._refused_once_closed():
+            await super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        with self._refused_once_closed():
+            return await super().read_response(*args, **kwargs)  # type: ignore[misc]
+
+    @contextlib.contextmanager
+    def _refused_once_closed(self) -> Iterator[None]:
+        """A call in flight when the client closes meets its connection disconnected under
+        it (redis-py then fails on the socket it dropped, AttributeError): refused as any
+        call after the close is."""
+        try:
+            yield
+        except AttributeError:
+            if not self._shutter.closed:
+                raise
+            raise RedisConnectionError("the Sentinel client is closed") from None
 
     def _refuse_if_closed(self) -> None:
         if self._shutter.closed:

@@ -29,7 +29,11 @@ from psyq.compat.bullmq.job_scheduler import JobScheduler
 from psyq.compat.bullmq.listeners import ListenerArguments
 from psyq.compat.bullmq.node_worker import NodeWorkerCalls, check_max_started_attempts
 from psyq.compat.bullmq.sandboxed import sandbox_for
-from psyq.compat.bullmq.worker_fetch import WorkerFetchCalls, getCompleted
+from psyq.compat.bullmq.worker_fetch import (  # the bullmq package's tests import both here
+    WorkerFetchCalls,
+    _postgres_connection_error_types,  # noqa: F401
+    getCompleted,
+)
 from psyq.core.backoff import BackoffStrategy, registered_backoff_strategy
 from psyq.core.job import Job as CoreJob
 from psyq.core.worker import RENEW_LOCK
