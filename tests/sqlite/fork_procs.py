@@ -41,13 +41,7 @@ async def child(url: str, inherited: psyq.Queue, adds: int) -> None:
     except psyq.PsyqError as exc:
         say(f"inherited read {type(exc).__name__}: {exc}")
     async with psyq.Queue("forked", connection=url) as queue:
-        for _ in range(adds):
-            try:
-                job = await queue.add("child", {})
-            except psyq.PsyqError as exc:
-                say(f"error {type(exc).__name__}: {exc}")
-                continue
-            say(f"added {job.id}")
+        await add_each(queue, adds)
 
 
 def say(line: str) -> None:
