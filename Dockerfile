@@ -1,4 +1,4 @@
-# psyq's image: `psyq server` (the native engine over TCP) and `psyq dashboard`, with every
+# psyq's image: `psyq server` (the engine over TCP) and `psyq dashboard`, with every
 # store's client (Redis, Postgres), the dashboard and uvloop: `pip install 'psyq[server]'`.
 # Build: docker build -t psyq .   Run: docs/operations.md (compose and Kubernetes examples).
 ARG PYTHON=3.12

@@ -60,7 +60,7 @@ soak: $(VENV)/.installed
 # times their CI size (the live move's: about 7 min): each prints one line of jobs, lost, ran twice and seconds
 # (tests/soak.py). A scenario sizes itself with tests.soak.scaled and reports with
 # tests.soak.report; PSYQ_SOAK_SCALE sets another size.
-SOAK_STORES := tests/migrate/test_live_kills.py tests/tcp/test_server_restart.py \
+SOAK_STORES := tests/migrate/test_live_kills.py tests/server/test_server_restart.py \
 	tests/sqlite/test_shared_faults.py::test_a_peer_through_any_alias_takes_over_a_killed_owner_losing_nothing
 soak-stores: $(VENV)/.installed
 	PSYQ_SOAK_SCALE=$(PSYQ_SOAK_SCALE) $(PY) -m pytest -q -s $(SOAK_STORES)

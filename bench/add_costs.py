@@ -4,7 +4,7 @@
                               [--adds 2000] [--bulk 20] [--profile FILE] [--no-profile]
 
 Modes: `memory` adds to memory:// in this process (the core path alone: Queue, gate, options,
-codec, Job, the native engine); `psyq` adds over psyq:// to a `psyq server --data memory`
+codec, Job, the engine); `psyq` adds over psyq:// to a `psyq server --data memory`
 started here as a child process (this process is the client alone, so its counts are the
 client's; the server's CPU is read from /proc); `psyq-inproc` runs that server in this
 process too (both ends' Python); `core` adds through a stub backend that answers at once,
@@ -64,7 +64,7 @@ async def connection(mode: str) -> AsyncIterator[str]:
             yield f"psyq://127.0.0.1:{port}"
     elif mode == "psyq-inproc":
         from psyq.backends import open_backend, release_backend
-        from psyq.backends.tcp.server import serve
+        from psyq.backends.server.server import serve
 
         backend = await open_backend("memory://")
         server, (host, port) = await serve(backend, "127.0.0.1", 0)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import psyq
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite import database
 from psyq.backends.sqlite.database import Database
 

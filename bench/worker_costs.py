@@ -6,7 +6,7 @@ wall per job of the hot side (take -> run -> settle), with a no-op async process
                                  [--no-profile]
 
 Modes: `memory` processes from memory:// in this process (the core's worker path and the
-native engine); `psyq` over psyq:// from a `psyq server --data memory` started here as a
+engine); `psyq` over psyq:// from a `psyq server --data memory` started here as a
 child process (this process is the worker alone, so its counts are the client's; the
 server's CPU is read from /proc); `psyq-inproc` runs that server in this process too (both
 ends' Python); `sqlite` from a sqlite:/// file in a temporary folder; a `postgresql://`

@@ -18,7 +18,7 @@ from tests.redis_service import (  # noqa: F401
     redis_server,
     sentinel_group,
 )
-from tests.tcp.server_proc import psyq_memory_server_url, psyq_server_url  # noqa: F401
+from tests.server.server_proc import psyq_memory_server_url, psyq_server_url  # noqa: F401
 
 
 def fresh_name(prefix: str = "q") -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from urllib.parse import quote, urlsplit
 
-from psyq.backends.sqlite.backend import parse_sqlite_url
+from psyq.backends.sqlite import parse_sqlite_url
 from psyq.errors import redact_url
 from psyq_migrate.errors import MigrateError
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import JOB_STATES
-from psyq.backends.sqlite.export import SqliteExport
+from psyq.backends.sqlite import SqliteExport
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import (
     absolute_url,

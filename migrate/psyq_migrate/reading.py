@@ -1,6 +1,6 @@
 """Reading a source through `export_jobs`, in the process that holds its export cursors.
 
-The native engine keeps an export's snapshot in the backend object that started it, so every
+The engine keeps an export's snapshot in the backend object that started it, so every
 page of a queue is read through the same opened backend, on the same event loop (the driver
 keeps one `asyncio.Runner` for the whole run).
 """

@@ -1,7 +1,7 @@
 """Opening a backend only to read it: what the plan, the export and `--verify` need.
 
-A SQLite file is read straight from its tables (`psyq.backends.sqlite.export`): no rebuild
-of the native engine (about 6 s per million jobs) before the first page. The driver owns the
+A SQLite file is read straight from its tables (`psyq.backends.sqlite.SqliteExport`): no rebuild
+of the engine (about 6 s per million jobs) before the first page. The driver owns the
 file while it reads (its lock keeps writers out); Spark tasks read beside it (`shared`),
 read-only. Every other backend (and a SQLite file this process already has open through the
 engine, whose memory may hold changes not yet written) is opened as usual.
@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import BackendAdapter, ExportPage
-from psyq.backends.sqlite.export import SqliteExport
-from psyq.backends.sqlite.lifecycle import is_open_here
+from psyq.backends.sqlite import SqliteExport, is_open_here
 from psyq_migrate.endpoints import scheme, sqlite_path
 
 if TYPE_CHECKING:
-    from psyq.backends.redis.backend import RedisBackend
-    from psyq.backends.redis.transfer import QueueScan
+    from psyq.backends.redis import QueueScan, RedisBackend
 
 __all__ = ["ExportSource", "RedisSource", "open_source", "release_source"]
 
@@ -51,7 +49,7 @@ async def open_source(url: str, shared: bool = False) -> ExportSource:
         return reader
     backend = await open_backend(url)
     if scheme(url) in ("redis", "rediss"):
-        from psyq.backends.redis.backend import RedisBackend  # an optional dependency
+        from psyq.backends.redis import RedisBackend  # an optional dependency
 
         if isinstance(backend, RedisBackend):
             return RedisSource(backend)
@@ -75,7 +73,7 @@ class RedisSource:
         self._scan: QueueScan | None = None
 
     async def _scanned(self) -> QueueScan:
-        from psyq.backends.redis.transfer import scan_queues
+        from psyq.backends.redis import scan_queues
 
         if self._scan is None:
             self._scan = await scan_queues(self.backend)
@@ -85,7 +83,7 @@ class RedisSource:
         return sorted((await self._scanned()).names)
 
     async def get_queue_meta(self, queue: str) -> dict[str, Any]:
-        from psyq.backends.redis.transfer import get_queue_meta
+        from psyq.backends.redis import get_queue_meta
 
         dedup_ids = (await self._scanned()).dedup.get(queue, [])
         return await get_queue_meta(self.backend, queue, dedup_ids)

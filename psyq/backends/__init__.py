@@ -31,7 +31,7 @@ __all__ = [
 
 log = logging.getLogger("psyq")
 
-# The embedded default: the native engine persisted to ./psyq.db (no server to run).
+# The embedded default: the engine persisted to ./psyq.db (no server to run).
 DEFAULT_URL = "sqlite:///psyq.db"
 
 BackendFactory = Callable[[str], BackendAdapter]
@@ -159,7 +159,7 @@ async def release_backend(backend: BackendAdapter) -> None:
 
 
 def _register_builtins() -> None:
-    from psyq.backends.native import open_memory_backend
+    from psyq.backends.engine import open_memory_backend
     from psyq.backends.sqlite import open_sqlite_backend
 
     register_backend("memory", open_memory_backend)

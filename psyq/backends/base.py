@@ -1,6 +1,6 @@
 """The BackendAdapter contract: one async method per atomic state transition or query.
 
-Every backend (native engine, SQLite, TCP client, Redis, Postgres) implements this class, and
+Every backend (memory, SQLite, psyq server client, Redis, Postgres) implements this class, and
 `psyq.core` talks to nothing else. Each transition is atomic in its backend: one synchronous
 engine call, one Lua script, one SQL transaction.
 
@@ -95,7 +95,7 @@ class BackendAdapter(JobKeys, ABC):
     #: a job's arrival wakes), so it costs no commit of its own; 0: end of the loop turn
     settle_linger_ms: int = 0
     #: True when the number after the "-" of an event id counts the queue's events one by
-    #: one (the native engine): a reader given a number not above its last one knows the
+    #: one (the engine): a reader given a number not above its last one knows the
     #: store's event history started again (a restarted server) and says so
     event_ids_count: bool = False
 

@@ -1,7 +1,7 @@
 """Transitions some backends offer beyond the BackendAdapter contract (base.py). A caller
 uses one when `isinstance(adapter, <Protocol>)` says the adapter has it; without it, the
 caller says what the store lacks (or, where that is the store's own way, does nothing).
-Redis and Postgres have both; the native engine and psyq:// have neither."""
+Redis and Postgres have both; the engine and psyq:// have neither."""
 
 from __future__ import annotations
 

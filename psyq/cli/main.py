@@ -42,16 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_check_parser(commands)
     from psyq.cli.dashboard import add_dashboard_parser
     from psyq.cli.inspect import add_inspect_commands
-    from psyq.cli.pipeline import add_pipeline_commands
+    from psyq.cli.migrate import add_migrate_commands
 
     add_inspect_commands(commands)
     add_dashboard_parser(commands)
-    add_pipeline_commands(commands)
+    add_migrate_commands(commands)
     return parser
 
 
 def add_server_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    server = commands.add_parser("server", help="serve the native engine to psyq:// clients")
+    server = commands.add_parser("server", help="serve the engine to psyq:// clients")
     server.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     server.add_argument("--port", type=int, default=6789, help="port (6789; 0 = a free one)")
     server.add_argument(
@@ -110,10 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from psyq.cli.urls import resolve_cli_urls
 
         resolve_cli_urls(args)
-        from psyq.cli.pipeline import PIPELINE_COMMANDS
+        from psyq.cli.migrate import MIGRATE_COMMANDS
 
-        if args.command in PIPELINE_COMMANDS:
-            return PIPELINE_COMMANDS[args.command](args)
+        if args.command in MIGRATE_COMMANDS:
+            return MIGRATE_COMMANDS[args.command](args)
         if args.command == "demo":
             from psyq.cli.demo import run_demo
 

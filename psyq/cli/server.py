@@ -1,4 +1,4 @@
-"""`psyq server`: serve one native engine (SQLite file or memory) to psyq:// clients.
+"""`psyq server`: serve one engine (SQLite file or memory) to psyq:// clients.
 
     psyq server [--host 127.0.0.1] [--port 6789] [--data jobs.db | memory | URL]
                 [--durability buffered|durable] [--token SECRET | PSYQ_SERVER_TOKEN]
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.tcp.server import DRAIN_TIMEOUT_S, serve
-from psyq.backends.tcp.server_connection import ServerLimits
+from psyq.backends.server.server import DRAIN_TIMEOUT_S, serve
+from psyq.backends.server.server_connection import ServerLimits
 from psyq.cli.common import CliError, cannot_listen
 from psyq.cli.health import HealthOptions, health_options, serving_health
 from psyq.cli.loop import loop_factory, run
@@ -73,7 +73,7 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
 
 
 def data_url(data: str, durability: str) -> str:
-    """The engine URL for --data: memory, a URL of the native engine, or a file path."""
+    """The engine URL for --data: memory, a URL of the engine, or a file path."""
     if data in ("memory", "memory://"):
         return "memory://"
     if data.startswith(("memory://", "sqlite://")):

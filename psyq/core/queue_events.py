@@ -13,7 +13,7 @@ after `last_event_id` ("$": only new events; "0": the whole kept log; or an id s
 two reads that found nothing is still delivered; `await events.wait_until_ready()` returns
 once that starting point is fixed.
 
-On the native engine (memory://, sqlite:///, psyq://) an id's number counts the queue's
+On the engine (memory://, sqlite:///, psyq://) an id's number counts the queue's
 events; when a server's history starts again (a `--data memory` server restarted, or a
 buffered one killed), its new events come after the reader's id all the same (ids are
 ordered by time first, as Redis's are), and the reader logs once that the numbers went back.

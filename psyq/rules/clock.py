@@ -1,7 +1,7 @@
 """Injectable time.
 
 Stored timestamps (job.timestamp, due times, lock expiry, finishedOn) are read from a `Clock`.
-Backends that share state between processes use the store's own clock; the native engine
+Backends that share state between processes use the store's own clock; the engine
 uses the clock it is given, so tests can replace it with a `ManualClock`.
 """
 

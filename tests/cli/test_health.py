@@ -20,7 +20,7 @@ import pytest
 from psyq.cli.health import Health, HealthLimits
 from psyq.cli.main import main
 from tests.redis_service import RedisProcess, free_ports
-from tests.tcp.server_proc import start_server
+from tests.server.server_proc import start_server
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT_S = 30  # a deadline, not a figure asserted

@@ -20,7 +20,7 @@ from tests.conftest import fresh_name
 from tests.queues import FILLED_COUNTS, fill_queue
 
 
-@pytest.fixture(params=["sqlite-durable", "tcp", "redis", "postgres"])
+@pytest.fixture(params=["sqlite-durable", "psyq", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
 

@@ -27,7 +27,7 @@ SCALE = float(os.environ.get("PSYQ_SOAK_SCALE", "1"))
 STORES: dict[str, Callable[[pytest.FixtureRequest], str]] = {
     "postgres": postgres_url,
     "redis": redis_url,
-    "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
+    "psyq": lambda request: request.getfixturevalue("psyq_server_url"),
 }
 
 

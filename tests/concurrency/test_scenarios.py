@@ -13,7 +13,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
-from tests.tcp.test_processes import wait_until
+from tests.server.test_processes import wait_until
 
 from .conftest import SCALE, Actors, scaled
 

@@ -71,7 +71,7 @@ BACKENDS: dict[str, UrlFactory] = {
     # durable with a cache of one record: every call commits, so every record not held in
     # memory leaves it at once and each read of a job is served from the file
     "sqlite-durable": sqlite_url("durable", cache=1),
-    "tcp": lambda request: request.getfixturevalue("psyq_server_url"),
+    "psyq": lambda request: request.getfixturevalue("psyq_server_url"),
     "postgres": postgres_url,
 }
 

@@ -217,7 +217,7 @@ async def test_a_renewal_that_loses_the_race_with_its_own_completion_is_no_error
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
     """Issue 41 (defect 3): the store may answer such a renewal 'lock lost' (the job is no
-    longer active: Postgres and the native engine say so, Redis's extendLocks leaves a
+    longer active: Postgres and the engine say so, Redis's extendLocks leaves a
     finished job out); the worker counts it (`statistics()`), logs it at debug, and emits
     no `error`: nothing failed."""
     plugin = RenewAtCompletion()

@@ -28,7 +28,7 @@ except ImportError:  # the `browser` fixture says what to install
 SHOWN_ON = "sqlite"  # the backend whose run saves the screenshots
 
 
-@pytest.fixture(params=["sqlite", "redis", "postgres", "memory", "tcp"])
+@pytest.fixture(params=["sqlite", "redis", "postgres", "memory", "psyq"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
 

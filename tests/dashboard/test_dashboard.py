@@ -23,7 +23,7 @@ from tests.queues import FILLED_COUNTS, fill_queue
 Client = Callable[..., Any]
 
 
-@pytest.fixture(params=["memory", "sqlite", "tcp", "redis", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "psyq", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
 

@@ -39,7 +39,7 @@ ONE_SCRIPT_PAGES = {
 }
 
 # the stores the cookbook runs on: one of each kind (the conformance suite's ids)
-COOKBOOK_BACKENDS = ("memory", "sqlite", "tcp", "redis", "postgres")
+COOKBOOK_BACKENDS = ("memory", "sqlite", "psyq", "redis", "postgres")
 
 # (page stem, block number from 1, backend) -> the known defect that breaks that block
 # there, run as a strict xfail (so the mark must go when the fix lands). None today.

@@ -40,16 +40,16 @@ PAIRS: dict[str, tuple[UrlFactory, UrlFactory]] = {
     "memory->sqlite": (BACKENDS["memory"], sqlite_file("destination")),
     "sqlite->redis": (sqlite_file("source"), BACKENDS["redis"]),
     "redis->sqlite": (BACKENDS["redis"], sqlite_file("destination")),
-    "sqlite->tcp": (sqlite_file("source"), BACKENDS["tcp"]),
-    "tcp->sqlite": (BACKENDS["tcp"], sqlite_file("destination")),
-    "redis->tcp": (BACKENDS["redis"], BACKENDS["tcp"]),
-    "tcp->redis": (BACKENDS["tcp"], BACKENDS["redis"]),
+    "sqlite->psyq": (sqlite_file("source"), BACKENDS["psyq"]),
+    "psyq->sqlite": (BACKENDS["psyq"], sqlite_file("destination")),
+    "redis->psyq": (BACKENDS["redis"], BACKENDS["psyq"]),
+    "psyq->redis": (BACKENDS["psyq"], BACKENDS["redis"]),
     "sqlite->postgres": (sqlite_file("source"), BACKENDS["postgres"]),
     "redis->postgres": (BACKENDS["redis"], BACKENDS["postgres"]),
     "postgres->sqlite": (BACKENDS["postgres"], sqlite_file("destination")),
     "postgres->redis": (BACKENDS["postgres"], BACKENDS["redis"]),
-    "postgres->tcp": (BACKENDS["postgres"], BACKENDS["tcp"]),
-    "tcp->postgres": (BACKENDS["tcp"], BACKENDS["postgres"]),
+    "postgres->psyq": (BACKENDS["postgres"], BACKENDS["psyq"]),
+    "psyq->postgres": (BACKENDS["psyq"], BACKENDS["postgres"]),
 }
 
 

@@ -151,13 +151,13 @@ def test_progress_off_a_terminal_is_a_line_a_second_and_the_last(
 
     from rich.console import Console
 
-    from psyq.cli import pipeline
+    from psyq.cli import migrate as migrate_cli
     from psyq_migrate import QueuePlan
 
     clock = Clock()
-    monkeypatch.setattr(pipeline.time, "monotonic", clock)
+    monkeypatch.setattr(migrate_cli.time, "monotonic", clock)
     written = io.StringIO()
-    observer = pipeline.ProgressObserver(Console(file=written), "enqueueing", "enqueued", "rows")
+    observer = migrate_cli.ProgressObserver(Console(file=written), "enqueueing", "enqueued", "rows")
     with observer:
         observer.planned([QueuePlan("orders", {"rows": 10}, {})])
         for at in (0.0, 0.5, 0.9, 1.0, 1.5, 2.2, 2.3, 2.4, 2.5, 2.6):  # a row each

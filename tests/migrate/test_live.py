@@ -38,9 +38,9 @@ KILL_AFTER = 0.05  # seconds after the first progress line
 DONE = frozenset({"completed", "failed"})
 
 LIVE_PAIRS = {
-    "tcp->redis": ("tcp", "redis"),
+    "psyq->redis": ("psyq", "redis"),
     "redis->postgres": ("redis", "postgres"),
-    "postgres->tcp": ("postgres", "tcp"),
+    "postgres->psyq": ("postgres", "psyq"),
     # the test's process owns the file; the mover reaches it through the owner (share=on)
     "sqlite->redis": ("sqlite", "redis"),
 }

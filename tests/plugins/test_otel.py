@@ -18,7 +18,7 @@ from tests.conformance.conftest import BACKENDS, Recorder
 from tests.conftest import fresh_name
 
 
-@pytest.fixture(params=["memory", "sqlite", "tcp", "redis", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "psyq", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
 

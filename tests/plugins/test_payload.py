@@ -18,7 +18,7 @@ KEY, OLD_KEY = Fernet.generate_key(), Fernet.generate_key()
 BIG = {"text": "é" * 3000, "nested": [{"n": i, "ok": i % 2 == 0} for i in range(50)]}
 
 
-@pytest.fixture(params=["memory", "sqlite", "tcp", "redis", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "psyq", "redis", "postgres"])
 def url(request: pytest.FixtureRequest) -> str:
     return BACKENDS[request.param](request)
 

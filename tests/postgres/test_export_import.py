@@ -299,7 +299,7 @@ async def test_a_flow_waiting_on_its_child_moves_to_a_prefixed_store_and_ends_th
     pg_server: str, fresh_schema: Callable[[], str], store: str, tmp_path: Path
 ) -> None:
     """BullMQ's Postgres layout keeps a child's parent in columns, so its pages carry no
-    `parent` option; the native engine (memory://, sqlite:///) follows that option when a
+    `parent` option; the engine (memory://, sqlite:///) follows that option when a
     child ends. Imported there, the child's completion must still release its parent (it
     did not: the parent waited for its children for ever)."""
     source_url = url_for(pg_server, fresh_schema())

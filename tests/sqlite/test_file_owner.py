@@ -193,7 +193,7 @@ def test_a_read_only_folder_is_one_clear_error(read_only_folder: Path, existing:
 CLOSE_ON_A_FULL_DISK = """
 import asyncio, os, resource, sys
 import psyq
-from psyq.backends.sqlite.owner import Owner
+from psyq.backends.sqlite.sharing.owner import Owner
 async def main(path: str) -> None:
     queue = psyq.Queue("q", connection=f"sqlite:///{path}")
     db = (await queue._open())._db

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.server_proc import ROOT
 from tests.sqlite.test_shared import Child
-from tests.tcp.server_proc import ROOT
 
 CHILDREN = 4
 ADDS = 100

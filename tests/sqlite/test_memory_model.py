@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import psyq
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite.backend import SqliteBackend
 from psyq.backends.sqlite.resident import FileLine
 

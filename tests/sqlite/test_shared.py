@@ -1,5 +1,5 @@
-"""One `sqlite:///` file shared by the processes of one host through its owner (sqlite/peer.py,
-sqlite/serve.py): real processes, real sockets. Fault tests count outcomes: every
+"""One `sqlite:///` file shared by the processes of one host through its owner
+(sqlite/sharing/): real processes, real sockets. Fault tests count outcomes: every
 acknowledged durable add must be in the file after (lost == 0)."""
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import pytest
 
 import psyq
 from psyq.backends.base import NewJob
-from psyq.backends.native import MemoryBackend
-from psyq.backends.sqlite.serve import share_address
-from psyq.backends.tcp.client import TcpBackend
-from psyq.backends.tcp.connection import ClientConnection
-from psyq.backends.tcp.server import Server
+from psyq.backends.engine import MemoryBackend
+from psyq.backends.server.client import ServerBackend
+from psyq.backends.server.connection import ClientConnection
+from psyq.backends.server.server import Server
+from psyq.backends.sqlite.sharing.server import share_address
+from tests.server.server_proc import ROOT
+from tests.server.test_processes import runs_per_job, start_workers, stop_workers, wait_until
 from tests.sqlite.test_file_owner import add_from_child
-from tests.tcp.server_proc import ROOT
-from tests.tcp.test_processes import runs_per_job, start_workers, stop_workers, wait_until
 
 
 class Child:
@@ -213,7 +213,7 @@ async def test_a_draining_server_answers_what_it_read_and_the_blocked_calls(
     not told, and the server does not wait for it. A blocked call is answered at once."""
     server = Server(MemoryBackend("memory://drain"))
     host, port = await server.start("127.0.0.1", 0)
-    client = TcpBackend(f"psyq://{host}:{port}?connect_timeout=0.2&pool=1")
+    client = ServerBackend(f"psyq://{host}:{port}?connect_timeout=0.2&pool=1")
     client._version = version
     try:
         await client.now_ms()

@@ -15,10 +15,10 @@ import pytest
 
 import psyq
 from psyq.errors import PsyqError
+from tests.server.server_proc import ROOT
 from tests.soak import report, scaled
 from tests.sqlite.test_file_owner import ALIASES, add_from_child, hard_link
 from tests.sqlite.test_shared import Child, stored_ids
-from tests.tcp.server_proc import ROOT
 
 
 def relative(path: Path) -> Path:

@@ -156,3 +156,31 @@ def test_no_module_past_600_lines() -> None:
     }
     over = {path: lines for path, lines in long.items() if lines > MAX_LINES}
     assert over == {}
+
+
+def store_reaches(graph: dict[str, set[str]], tool: str) -> list[str]:
+    """Imports from `tool`'s modules into a store's inner modules: a tool reaches the stores
+    through the contract (`psyq.backends.base`), the registry (`psyq.backends`) and what
+    each store's package exports, never through the store's own modules."""
+    allowed = {"psyq.backends", "psyq.backends.base"}
+    packages = {f"psyq.backends.{path.name}" for path in (ROOT / "psyq" / "backends").iterdir()}
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name.startswith(tool)
+        for target in targets
+        if target.startswith("psyq.backends.")
+        and target not in allowed | packages
+        and not target.startswith("psyq.backends.base.")
+    )
+
+
+def test_the_migrate_tool_reaches_the_stores_through_their_packages() -> None:
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert store_reaches(graph, "psyq_migrate") == []
+
+
+def test_the_checker_sees_a_reach_into_a_store() -> None:
+    graph = {"psyq_migrate.x": {"psyq.backends.sqlite.export", "psyq.backends.sqlite"}}
+    assert store_reaches(graph, "psyq_migrate") == ["psyq_migrate.x -> psyq.backends.sqlite.export"]

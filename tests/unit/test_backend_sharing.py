@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from psyq.backends import open_backend, register_backend, release_backend
-from psyq.backends.native.memory import MemoryBackend
+from psyq.backends.engine.memory import MemoryBackend
 
 
 class SlowOpen(MemoryBackend):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from psyq.backends.base import ExportPage, JobRecord
+from psyq.backends.engine import MemoryBackend
 from psyq.backends.keys import convert_key, rekey_page
-from psyq.backends.native import MemoryBackend
 
 
 @pytest.mark.parametrize(

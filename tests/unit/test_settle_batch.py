@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import psyq
 from psyq.backends.base import FetchRequest, JobRecord, Settlement
-from psyq.backends.native.memory import MemoryBackend
+from psyq.backends.engine.memory import MemoryBackend
 from psyq.errors import PsyqError
 
 

@@ -169,7 +169,7 @@ def _compact(text: str | None) -> str:
 
 
 def _describe(row: asyncpg.Record) -> dict[str, Any]:
-    """A scheduler row as `get_job_scheduler` returns it (the native engine's shape)."""
+    """A scheduler row as `get_job_scheduler` returns it (the engine's shape)."""
     entry: dict[str, Any] = {"key": row["scheduler_id"], "name": row["name"] or ""}
     for name, column in SPEC_COLUMNS.items():
         if row[column] is not None:

@@ -256,7 +256,7 @@ class _Run:
 def _describe_scheduler(
     scheduler_id: str, fields: Mapping[str, str], pending: int | None
 ) -> dict[str, Any]:
-    """A scheduler hash as `get_job_scheduler` returns it (the native engine's shape);
+    """A scheduler hash as `get_job_scheduler` returns it (the engine's shape);
     `pending`: the millis of its run not yet taken by a worker (None: none)."""
     entry: dict[str, Any] = {"key": scheduler_id, "name": fields.get("name", "")}
     for name in ("pattern", "tz"):

@@ -1,9 +1,18 @@
-"""`sqlite:///path`: the native engine persisted to SQLite in WAL mode (the embedded default).
+"""`sqlite:///path`: the engine persisted to SQLite in WAL mode (the embedded default).
 
-See backend.py for the URL, database.py for ownership, recovery and the write buffer,
-peer.py and serve.py for the processes of one host sharing a file through its owner."""
+See backend.py for the URL, database.py for recovery and the write buffer, sharing/ for the
+processes of one host sharing a file through its owner (an owner, a server and a client)."""
 
 from psyq.backends.sqlite.backend import SqliteBackend, parse_sqlite_url
-from psyq.backends.sqlite.peer import open_sqlite_backend
+from psyq.backends.sqlite.export import SqliteExport
+from psyq.backends.sqlite.lifecycle import is_open_here
+from psyq.backends.sqlite.sharing.client import open_sqlite_backend
 
-__all__ = ["SqliteBackend", "open_sqlite_backend", "parse_sqlite_url"]
+# SqliteExport and is_open_here: psyq migrate reads a file straight from its tables.
+__all__ = [
+    "SqliteBackend",
+    "SqliteExport",
+    "is_open_here",
+    "open_sqlite_backend",
+    "parse_sqlite_url",
+]

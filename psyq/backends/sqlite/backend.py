@@ -1,4 +1,4 @@
-"""`sqlite:///path/jobs.db`: the native engine, persisted to SQLite (WAL).
+"""`sqlite:///path/jobs.db`: the engine, persisted to SQLite (WAL).
 
     sqlite:///jobs.db                      relative path; sqlite:////abs/jobs.db absolute
     ?durability=buffered|durable           buffered (default): a crash loses at most the
@@ -12,7 +12,7 @@
                                            changes); the rest are read from the file
     ?prefix=bull                           key prefix, as everywhere
     ?share=on|off                          on (default): a second process of this host
-                                           reaches the file through its owner (peer.py);
+                                           reaches the file through its owner (sharing/client.py);
                                            off: it is refused, and this owner serves none
 
 Every call runs on the in-memory engine, which keeps each queue's lines in memory and the
@@ -32,11 +32,11 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from psyq.backends.base import FlowNode, JobRecord, NewJob
-from psyq.backends.native.memory import MemoryBackend
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine.memory import MemoryBackend
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite.database import CACHE, Database
 from psyq.backends.sqlite.lifecycle import open_database, release_database
-from psyq.backends.sqlite.serve import Sharer, share_address
+from psyq.backends.sqlite.sharing.server import Sharer, share_address
 from psyq.errors import InvalidURLError
 from psyq.rules.prefix import DEFAULT_PREFIX
 
@@ -86,7 +86,7 @@ class SqliteBackend(MemoryBackend):
     kind = "sqlite"
 
     def __init__(self, url: str, database: Database | None = None) -> None:
-        """`database`: the file, opened already for this backend (peer.py's factory)."""
+        """`database`: the file, opened already for this backend (sharing/client.py's factory)."""
         path, settings = parse_sqlite_url(url)
         self.path = path
         self.durable = settings["durability"] == "durable"
@@ -276,7 +276,7 @@ def _new_sharing_lock() -> None:
 
 os.register_at_fork(after_in_child=_new_sharing_lock)
 
-# What a process reaching the file through its owner must agree with (peer.py).
+# What a process reaching the file through its owner must agree with (sharing/client.py).
 SHARED_SETTINGS = ("durability", "prefix")
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.ids import RESERVE
 

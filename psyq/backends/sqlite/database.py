@@ -1,6 +1,6 @@
-"""`Database`: one SQLite file holding one native engine, for the whole process.
+"""`Database`: one SQLite file holding one engine, for the whole process.
 
-- Ownership: one process owns a file, whatever path names it (`owner.py`: an exclusive
+- Ownership: one process owns a file, whatever path names it (`sharing/owner.py`: an exclusive
   `flock` on the file itself); another process gets a clear error instead of a second
   writer. A file deleted or replaced while open stops every change with an error.
 - Recovery: on open each queue's lines load from the file (ids in order, no bodies
@@ -41,17 +41,17 @@ from operator import itemgetter
 from typing import Any
 
 from psyq.backends.base import JobRecord
-from psyq.backends.native.engine import Engine
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine.engine import Engine
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.batch import BIND_ERRORS, Batch, merge, statements, write_all
 from psyq.backends.sqlite.ids import next_block, reserve_ids
 from psyq.backends.sqlite.locks import keep_locks
 from psyq.backends.sqlite.names import journal_name, record_name, refuse_stale_journal
-from psyq.backends.sqlite.owner import Owner
 from psyq.backends.sqlite.resident import Reader, ResidentJobs, adopt, load_lines
 from psyq.backends.sqlite.schema import migrate
-from psyq.backends.sqlite.serve import Sharer
+from psyq.backends.sqlite.sharing.owner import Owner
+from psyq.backends.sqlite.sharing.server import Sharer
 from psyq.errors import PsyqError
 
 __all__ = ["CACHE", "Database"]
@@ -107,7 +107,7 @@ class Database:
         self._drops: list[str] = []
         self._committed: list[Batch] = []  # committed, their evictions not yet applied
         self._closing = False
-        self.sharer: Sharer | None = None  # the server of other processes (serve.py)
+        self.sharer: Sharer | None = None  # the server of other processes (sharing/server.py)
         self._load()
         self._timer = threading.Thread(target=self._timer_loop, name=f"psyq-sqlite {self.path}")
         self._timer.daemon = True
@@ -464,7 +464,7 @@ class Database:
     def close(self) -> None:
         """Write what is pending, checkpoint the WAL and give the file up. The file is given
         up whatever fails on the way; a failure is then raised as a PsyqError. The peers
-        (serve.py) finish their calls first and see their connections close only once the
+        (sharing/server.py) finish their calls first and see their connections close only once the
         file is free, so one of them takes it over at once."""
         sharer = self.sharer
         if sharer is not None:

@@ -1,4 +1,4 @@
-"""Reading a psyq SQLite file's queues straight from its tables, without the native engine.
+"""Reading a psyq SQLite file's queues straight from its tables, without the engine.
 
 `SqliteExport` answers what a migration reads of a source — `list_queues`,
 `get_job_counts`, `get_queue_meta`, `export_jobs` — with SQL on a read-only connection,
@@ -31,13 +31,13 @@ from typing import Any
 from urllib.parse import quote
 
 from psyq.backends.base import JOB_STATES, ExportPage
-from psyq.backends.native import transfer
-from psyq.backends.native.engine import Engine
+from psyq.backends.engine import transfer
+from psyq.backends.engine.engine import Engine
 from psyq.backends.sqlite import rows
 from psyq.backends.sqlite.backend import parse_sqlite_url
 from psyq.backends.sqlite.names import journal_name
-from psyq.backends.sqlite.owner import Owner
 from psyq.backends.sqlite.schema import SCHEMA_VERSION
+from psyq.backends.sqlite.sharing.owner import Owner
 from psyq.errors import PsyqError
 
 __all__ = ["EXPORT_COLUMNS", "EXPORT_QUERY", "SqliteExport"]

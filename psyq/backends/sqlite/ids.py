@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite.resident import Reader
 from psyq.errors import PsyqError
 

@@ -11,7 +11,7 @@ import os
 import threading
 
 from psyq.backends.sqlite.database import CACHE, Database
-from psyq.backends.sqlite.owner import Identity, file_identity
+from psyq.backends.sqlite.sharing.owner import Identity, file_identity
 
 __all__ = ["is_open_here", "open_database", "release_database"]
 

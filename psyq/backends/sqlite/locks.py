@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from psyq.backends.native.engine import Engine
+from psyq.backends.engine.engine import Engine
 
 __all__ = ["keep_locks"]
 

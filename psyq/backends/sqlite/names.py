@@ -26,7 +26,7 @@ import os
 import sqlite3
 from urllib.parse import quote
 
-from psyq.backends.sqlite.owner import file_identity
+from psyq.backends.sqlite.sharing.owner import file_identity
 from psyq.errors import PsyqError
 
 __all__ = ["journal_left", "journal_name", "record_name", "refuse_stale_journal"]

@@ -30,9 +30,9 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from psyq.backends.base import JobRecord
-from psyq.backends.native import transfer
-from psyq.backends.native.lines import FinishedLine
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine import transfer
+from psyq.backends.engine.lines import FinishedLine
+from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite import rows
 
 __all__ = ["FileLine", "Reader", "ResidentJobs", "adopt", "load_lines"]

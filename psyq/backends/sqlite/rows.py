@@ -1,4 +1,4 @@
-"""Between the native engine's stores and SQLite rows: snapshots to write, and the rebuild of
+"""Between the engine's stores and SQLite rows: snapshots to write, and the rebuild of
 stores from rows on open."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import msgpack
 
 from psyq.backends.base import JobRecord
-from psyq.backends.native import transfer
-from psyq.backends.native.store import QueueStore
+from psyq.backends.engine import transfer
+from psyq.backends.engine.store import QueueStore
 from psyq.rules import codec
 
 __all__ = [

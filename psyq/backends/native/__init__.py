@@ -1,9 +1,0 @@
-"""The native engine: psyq's own in-process store (`memory://`), the base of the embedded
-SQLite backend and of `psyq server`."""
-
-from psyq.backends.native.engine import Engine, fnv1a
-from psyq.backends.native.heap import Heap4
-from psyq.backends.native.memory import MemoryBackend, open_memory_backend
-from psyq.backends.native.store import QueueStore
-
-__all__ = ["Engine", "Heap4", "MemoryBackend", "QueueStore", "fnv1a", "open_memory_backend"]
