@@ -346,7 +346,7 @@ def main() -> int:
             rounds = [run_row(args, server) for _ in range(args.rounds)]
     else:
         rounds = [run_row(args, args.server) for _ in range(args.rounds)]
-    show(medians(rounds) if args.rounds > 1 else rounds[0])
+    show(medians_shown(rounds) if args.rounds > 1 else rounds[0])
     return 0
 
 
@@ -367,7 +367,7 @@ def run_row(args: argparse.Namespace, server: str) -> dict[str, Any]:
     return figures
 
 
-def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def medians_shown(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Each number's median over the rounds with its range; other values from the last round."""
     merged: dict[str, Any] = {}
     for key, last in rounds[-1].items():
