@@ -31,6 +31,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict psyq
+	$(VENV)/bin/mypy --strict --explicit-package-bases bench --exclude bench/peers
 
 # The documentation site (mkdocs.yml) into site/; --strict: a broken link or reference fails.
 docs: $(VENV)/.installed
@@ -39,7 +40,7 @@ docs: $(VENV)/.installed
 check: lint docs test
 
 bench: $(VENV)/.installed
-	$(PY) bench/run.py --peers bunqueue --backend memory --backend sqlite --backend sqlite-durable
+	$(PY) -m bench.run --peers bunqueue --backend memory --backend sqlite --backend sqlite-durable
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build site *.egg-info

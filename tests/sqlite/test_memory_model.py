@@ -153,7 +153,7 @@ async def test_opening_a_large_file_reads_lines_not_records(tmp_path: Path) -> N
     started = time.monotonic()
     async with psyq.Queue("big", connection=url) as queue:
         counts = await queue.get_job_counts("waiting", "prioritized", "delayed")
-        # loosely: the figure (a million jobs, under a second) is bench/memory.py's
+        # loosely: the figure (a million jobs, under a second) is bench/studies/memory.py's
         assert time.monotonic() - started < 30
         assert counts == {"waiting": total, "prioritized": 1, "delayed": 1}
         store = store_of(queue)

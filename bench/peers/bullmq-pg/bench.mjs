@@ -75,7 +75,7 @@ async function processing(concurrency, probe = async () => {}) {
   return JOBS / ((now() - t) / 1000);
 }
 
-// bench/pg_costs.py's counters, named as bench/pg_counters.py's snapshot() names them (it
+// bench/studies/pg_costs.py's counters, named as bench/peers/pg_counters.py's snapshot() names them (it
 // says what each one is); pg_costs.py turns two of them into the figures per job.
 async function counters(client) {
   const sql = "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xid, " +
@@ -187,7 +187,7 @@ async function allRows(client) {
 const client = new pg.Client({ connectionString: DSN });
 await client.connect();
 try {
-  // {"costs": [10, 100]}: bench/pg_costs.py's processing rows alone, with their counters
+  // {"costs": [10, 100]}: bench/studies/pg_costs.py's processing rows alone, with their counters
   const result = cfg.costs ? await costs(client, cfg.costs) : await allRows(client);
   for (const q of queues) await q.close();
   console.log(JSON.stringify(result));

@@ -1,4 +1,4 @@
-// One workload of Node BullMQ for bench/redis_costs.py, which reads the Redis server's
+// One workload of Node BullMQ for bench/studies/redis_costs.py, which reads the Redis server's
 // counters around it: the setup (a filled queue) first, then "ready" on stdout; the measured
 // part starts when a line arrives on stdin and ends with one JSON line (wall time and this
 // process's CPU).

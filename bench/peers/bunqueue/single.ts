@@ -1,4 +1,4 @@
-// bunqueue's single add alone, for bench/single_pairs.py: the loop of bench.ts's addOne
+// bunqueue's single add alone, for bench/studies/single_pairs.py: the loop of bench.ts's addOne
 // (`await q.add("x", { i })`, one after the other) against the TCP server on cfg.port, after
 // 200 warm-up adds. Prints adds per second. Usage: bun single.ts '{"port": P, "single": N}'
 import { Queue } from "bunqueue/client";

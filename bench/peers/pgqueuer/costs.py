@@ -1,7 +1,8 @@
-"""pgqueuer's processing rows with the server's counters around them (bench/pg_costs.py runs
-this in pgqueuer's virtualenv, with PSYQ_BENCH_PG_DSN set): per setup of bench.py and per
-concurrency, `jobs` jobs added first, then drained by a QueueManager as bench.py's cN rows
-do, with bench/pg_counters.py's snapshots around the drain. Prints one JSON line."""
+"""pgqueuer's processing rows with the server's counters around them (bench/studies/pg_costs.py
+runs this in pgqueuer's virtualenv, with PSYQ_BENCH_PG_DSN set): per setup of bench.py and
+per concurrency, `jobs` jobs added first, then drained by a QueueManager as bench.py's cN
+rows do, with bench/peers/pg_counters.py's snapshots around the drain. Prints one JSON
+line."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import bench  # first: it names pgqueuer's schema before pgqueuer is imported
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/peers: pg_counters
 import asyncpg
 from pg_counters import per_job, snapshot
 from pgqueuer import AsyncpgDriver, Queries

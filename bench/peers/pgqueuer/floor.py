@@ -1,4 +1,4 @@
-"""pgqueuer's single add beside its own statement replayed bare (bench/pg_floor.py runs this
+"""pgqueuer's single add beside its own statement replayed bare (bench/studies/pg_floor.py runs this
 in pgqueuer's virtualenv). Prints one JSON line: microseconds per `Queries.enqueue` on
 `AsyncpgDriver` (its documented setup, its fastest single add) and per bare replay of the
 statement that call sends, read from pgqueuer at run time, on one connection each."""
@@ -16,7 +16,7 @@ from pgqueuer import AsyncpgDriver, Queries
 
 ADDS = int(os.environ.get("PSYQ_FLOOR_ADDS", "2000"))
 WARMUP = int(os.environ.get("PSYQ_FLOOR_WARMUP", "100"))
-BULK, BULK_CALLS = 1000, 20  # calls of 1,000 jobs, as bench/pg_floor.py's
+BULK, BULK_CALLS = 1000, 20  # calls of 1,000 jobs, as bench/studies/pg_floor.py's
 
 
 class Recording(AsyncpgDriver):

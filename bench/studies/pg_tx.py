@@ -1,9 +1,9 @@
 """A job added inside the application's transaction beside a plain add (issue 36).
 
-    python bench/pg_tx.py [--url postgresql://postgres@127.0.0.1:5432/test]
-                          [--adds 300] [--runs 3]
+    python -m bench.studies.pg_tx [--url postgresql://postgres@127.0.0.1:5432/test]
+                                  [--adds 300] [--runs 3]
 
-In a database of its own (bench/pgdb.py), one process, no worker. Rows, each `adds`
+In a database of its own (bench/harness/pgdb.py), one process, no worker. Rows, each `adds`
 operations one after the other, in microseconds per operation:
 
 - `plain add`: `queue.add()` on the backend's pool;
@@ -29,20 +29,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import psyq
-from bench.pgdb import fresh_database
+from bench.harness.pgdb import fresh_database
 
 ORDERS = "CREATE TABLE IF NOT EXISTS public.orders (id serial PRIMARY KEY, item text)"
 INSERT = "INSERT INTO public.orders (item) VALUES ('book')"

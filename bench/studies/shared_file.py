@@ -1,9 +1,9 @@
 """A process that does not own a `sqlite:///` file (it reaches the owner's engine over the
 owner's local socket) against a psyq:// client of `psyq server` over TCP (issue 43).
 
-    python bench/shared_file.py [--jobs 5000] [--rounds 3]
-    python bench/shared_file.py --handover [--rounds 3]
-    python bench/shared_file.py --takeover [--jobs 5000] [--rounds 3]
+    python -m bench.studies.shared_file [--jobs 5000] [--rounds 3]
+    python -m bench.studies.shared_file --handover [--rounds 3]
+    python -m bench.studies.shared_file --takeover [--jobs 5000] [--rounds 3]
 
 Each side: one process holds the file (an idle app process that opened it, or `psyq server
 --data F`), and this process adds jobs through `sqlite:///F` or `psyq://127.0.0.1:PORT`.
@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import itertools
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import psyq
+from bench.harness.processes import free_port, psyq_server_command, stop, wait_for_port
 
 HOLD = """
 import asyncio, sys, psyq
@@ -89,17 +89,10 @@ def start(command: list[str], ready: str) -> subprocess.Popen[str]:
     return proc
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def holders(folder: Path) -> dict[str, tuple[str, list[str], str]]:
     """Per side: the URL this process uses, and the command of the process holding it."""
     shared = folder / "shared.db"
     port = free_port()
-    server = [sys.executable, "-m", "psyq", "server", "--data", str(folder / "server.db")]
     return {
         "sqlite:/// (not the owner)": (
             f"sqlite:///{shared}",
@@ -108,7 +101,7 @@ def holders(folder: Path) -> dict[str, tuple[str, list[str], str]]:
         ),
         "psyq:// (psyq server)": (
             f"psyq://127.0.0.1:{port}",
-            [*server, "--port", str(port)],
+            psyq_server_command(port, str(folder / "server.db")),
             "",
         ),
     }
@@ -125,25 +118,17 @@ async def measure(urls: list[str], jobs: int, rounds: int) -> list[dict[str, flo
     return [{name: statistics.median(got) for name, got in fig.items()} for fig in runs]
 
 
-def wait_listening(url: str) -> None:
-    """Wait for `psyq server` to accept connections (it prints to its log, not stdout)."""
-    host, port = url.removeprefix("psyq://").split(":")
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, int(port)), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"psyq server did not listen on {url}")
-
-
 def hold(url: str, command: list[str], ready: str) -> subprocess.Popen[str]:
-    """Start the process that holds `url`'s store; return once it serves."""
+    """Start the process that holds `url`'s store; return once it serves (`psyq server`
+    prints to its log, not stdout: then once its port answers)."""
     if ready:
         return start(command, ready)
     proc = subprocess.Popen(command, stderr=subprocess.DEVNULL, text=True)
-    wait_listening(url)
+    try:
+        wait_for_port(int(url.rsplit(":", 1)[1]), proc, timeout=15)
+    except RuntimeError as exc:
+        stop(proc)
+        raise SystemExit(f"psyq server did not listen on {url}: {exc}") from None
     return proc
 
 
@@ -181,7 +166,7 @@ VERBOSE = False  # --verbose: each peer's gap
 SETTLE_S = 1.0  # each process adds this long before the owner's exit, and after it
 
 
-def start_logged(url: str, log: Path, ready: str) -> subprocess.Popen[str]:
+def start_logged(url: str, log: Path, ready: str) -> subprocess.Popen[bytes]:
     """A LOAD process writing to `log` (a pipe would fill and stall it); returns once it
     printed `ready`."""
     with open(log, "w") as out, open(log.with_suffix(".err"), "w") as err:
@@ -319,11 +304,11 @@ def main() -> None:
                 proc.terminate()
                 proc.wait()
     results = dict(zip(sides, figures, strict=True))
-    sides = list(results)
+    names = list(results)
     print(f"jobs/s, median of {args.rounds}, {args.jobs} jobs, {os.cpu_count()} cores")
-    print(f"{'row':<16}" + "".join(f"{side:>30}" for side in sides) + f"{'ratio':>8}")
+    print(f"{'row':<16}" + "".join(f"{side:>30}" for side in names) + f"{'ratio':>8}")
     for name in ROWS:
-        shared, tcp = (results[side][name] for side in sides)
+        shared, tcp = (results[side][name] for side in names)
         print(f"{name:<16}{shared:>30,.0f}{tcp:>30,.0f}{shared / tcp:>8.2f}")
 
 

@@ -1,8 +1,8 @@
 """What reserving job ids in blocks costs buffered `sqlite:///` adds (issue 49, item 13).
 
-    python bench/id_blocks.py [--adds 20000] [--rounds 3]
+    python -m bench.studies.id_blocks [--adds 20000] [--rounds 3]
 
-A queue commits the mark of its next block of ids (`psyq.backends.sqlite.database.ID_BLOCK`
+A queue commits the mark of its next block of ids (`psyq.backends.sqlite.ids.ID_BLOCK`
 ids) before it hands out the block's first id. A flush reserves the next block of a queue
 past half its block (one row more in a transaction it runs anyway); an add that finds no
 id reserved reserves a block itself, in a small transaction of its own, and waits for it.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psyq
 from psyq.backends.engine.store import QueueStore
-from psyq.backends.sqlite import database
+from psyq.backends.sqlite import ids
 from psyq.backends.sqlite.database import Database
 
 
@@ -48,7 +48,7 @@ async def one_round(adds: int, folder: Path, number: int) -> dict[str, float]:
     def reserve(db: Database, store: QueueStore, count: int) -> None:
         timed.reserve(db, store, count)
 
-    Database.reserve_ids = reserve  # type: ignore[method-assign]  # bound as the file opens
+    Database.reserve_ids = reserve  # type: ignore[method-assign,assignment]  # bound as the file opens
     try:
         async with psyq.Queue("ids", connection=url) as queue:
             for i in range(500):
@@ -70,7 +70,7 @@ async def one_round(adds: int, folder: Path, number: int) -> dict[str, float]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    print(f"block of {database.ID_BLOCK} ids, {args.adds} adds one by one, buffered")
+    print(f"block of {ids.ID_BLOCK} ids, {args.adds} adds one by one, buffered")
     with tempfile.TemporaryDirectory() as folder:
         for number in range(args.rounds):
             got = await one_round(args.adds, Path(folder), number)

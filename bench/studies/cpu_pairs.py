@@ -1,8 +1,8 @@
 """CPU per job of two psyq checkouts side by side: this one and `--base` (another checkout,
 e.g. `git worktree add --detach ../base <commit>`), alternating, one fresh process per run.
 
-    python bench/cpu_pairs.py --base ../base [--url sqlite|sqlite-durable|memory|URL]
-                              [--rows c10,c100,add,add_bulk] [--jobs 20000] [--rounds 5]
+    python -m bench.studies.cpu_pairs --base ../base [--url sqlite|sqlite-durable|memory|URL]
+                                      [--rows c10,c100,add,add_bulk] [--jobs 20000] [--rounds 5]
 
 The figure is the CPU time of the event loop's thread per job (`time.thread_time`), which
 machine load moves far less than jobs/s: other processes take wall time from a run, not
@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+from bench.harness.processes import ROOT
 
 # One run, in a fresh process whose `psyq` is the checkout on PYTHONPATH: prints
 # {"cpu_us": loop-thread CPU per job, "rate": jobs/s}.
@@ -114,8 +114,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     url = URLS.get(args.url, args.url)
-    checkouts = {"base": args.base.resolve(), "this": HERE}
-    print(f"url {url}; base {checkouts['base']}; this {HERE}; {args.rounds} rounds")
+    checkouts = {"base": args.base.resolve(), "this": ROOT}
+    print(f"url {url}; base {checkouts['base']}; this {ROOT}; {args.rounds} rounds")
     for row in args.rows.split(","):
         figures: dict[str, list[dict[str, float]]] = {"base": [], "this": []}
         for _ in range(args.rounds):

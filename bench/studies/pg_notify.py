@@ -1,6 +1,7 @@
 """What a NOTIFY costs a commit on Postgres, with and without a session listening.
 
-    python bench/pg_notify.py [--server postgresql://...] [--commits 4000] [--clients 1,10,50]
+    python -m bench.studies.pg_notify [--server postgresql://...] [--commits 4000]
+                                      [--clients 1,10,50]
 
 Every add and settle of BullMQ 6's Postgres layout (its functions, and psyq's own
 statements, which send what they send) ends in `NOTIFY bullmq_jobs` and/or
@@ -17,7 +18,8 @@ import asyncio
 import time
 
 import asyncpg
-from pgdb import fresh_database
+
+from bench.harness.pgdb import fresh_database
 
 INSERT = "INSERT INTO notify_cost (v) VALUES (1)"
 INSERT_NOTIFY = (

@@ -1,7 +1,7 @@
 """The live move's throughput: jobs moved per second from A to B while both sides run.
 
-    python bench/live_move.py [--jobs 20000] [--from redis|postgres|psyq] [--to ...]
-                              [--redis URL] [--postgres URL] [--concurrency 8]
+    python -m bench.studies.live_move [--jobs 20000] [--from redis|postgres|psyq] [--to ...]
+                                      [--redis URL] [--postgres URL] [--concurrency 8]
 
 A holds --jobs waiting jobs (a fresh Redis prefix, Postgres schema, or a `psyq server` over
 memory started for the run; dropped at the end). Workers run on A (two, each --concurrency)
@@ -16,37 +16,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import psyq
-from migrate import drop_prefix, drop_schema  # bench/migrate.py
+from bench.harness.processes import psyq_server
+from bench.harness.stores import drop_endpoint, fresh_endpoint
 from psyq_migrate.live import LiveProgress
-
-
-def endpoint(kind: str, role: str, args: argparse.Namespace) -> str:
-    fresh = f"benchlive{role}{uuid.uuid4().hex[:8]}"
-    if kind == "postgres":
-        return f"{args.postgres}?schema={fresh}"
-    if kind == "redis":
-        return f"{args.redis}?prefix={fresh}"
-    return ""  # psyq: a server started by main
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def scenario(source: str, destination: str, jobs: int, concurrency: int) -> dict[str, Any]:
@@ -135,30 +118,21 @@ def main() -> None:
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
-    server = None
-    urls = {
-        role: endpoint(kind, role, args)
-        for role, kind in (("a", args.source), ("b", args.destination))
-    }
-    if "psyq" in (args.source, args.destination):
-        port = free_port()
-        psyq_bin = str(Path(sys.executable).with_name("psyq"))
-        server = subprocess.Popen([psyq_bin, "server", "--port", str(port), "--data", "memory"])
-        time.sleep(1.5)
-        for role, kind in (("a", args.source), ("b", args.destination)):
-            if kind == "psyq":
-                urls[role] = f"psyq://127.0.0.1:{port}"
-    try:
-        figures = asyncio.run(scenario(urls["a"], urls["b"], args.jobs, args.concurrency))
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait()
-        for role, kind in (("a", args.source), ("b", args.destination)):
-            if kind == "postgres":
-                asyncio.run(drop_schema(urls[role]))
-            elif kind == "redis":
-                asyncio.run(drop_prefix(urls[role]))
+    sides = {"a": args.source, "b": args.destination}
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as folder:
+        # psyq: one `psyq server` over memory, started for the run, holds both psyq sides
+        served = stack.enter_context(psyq_server())[0] if "psyq" in sides.values() else ""
+        urls = {
+            role: served
+            if kind == "psyq"
+            else fresh_endpoint(kind, f"benchlive{role}", args.redis, args.postgres, Path(folder))
+            for role, kind in sides.items()
+        }
+        try:
+            figures = asyncio.run(scenario(urls["a"], urls["b"], args.jobs, args.concurrency))
+        finally:
+            for url in urls.values():
+                asyncio.run(drop_endpoint(url))
     figures.update(
         {"from": args.source, "to": args.destination, "python": platform.python_version()}
     )

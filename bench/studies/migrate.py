@@ -1,9 +1,10 @@
 """psyq migrate throughput: N jobs from one backend to another on a local Spark session.
 
-    python bench/migrate.py [--jobs 100000] [--queues 4] [--batch-size N] [--master local[2]]
-                            [--from sqlite|redis|postgres] [--to sqlite|redis|postgres]
-                            [--redis URL] [--postgres URL] [--read auto|driver|tasks]
-                            [--wave-pages N] [--partitions N] [--source-file PATH]
+    python -m bench.studies.migrate [--jobs 100000] [--queues 4] [--batch-size N]
+                                    [--master local[2]] [--from sqlite|redis|postgres]
+                                    [--to sqlite|redis|postgres] [--redis URL]
+                                    [--postgres URL] [--read auto|driver|tasks]
+                                    [--wave-pages N] [--partitions N] [--source-file PATH]
 
 `sqlite` is a fresh file in a temporary folder; `redis` is a fresh key prefix on --redis
 (default redis://127.0.0.1:6379/0), whose keys are deleted at the end; `postgres` is a fresh
@@ -30,14 +31,14 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import psyq
+from bench.harness.processes import rss_bytes
+from bench.harness.stores import KINDS, drop_endpoint, fresh_endpoint
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import Completed, FetchRequest
 from psyq_migrate import MigrateOptions, migrate, verify_backends
@@ -93,11 +94,9 @@ def process_tree(root: int) -> set[int]:
 
 def rss_kib(pid: int) -> int:
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        return rss_bytes(pid) // 1024
     except OSError:
         return 0  # ended meanwhile
-    line = next((ln for ln in status.splitlines() if ln.startswith("VmRSS:")), "VmRSS: 0 kB")
-    return int(line.split()[1])
 
 
 class PeakSampler(threading.Thread):
@@ -126,9 +125,8 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=None)  # None: by destination
     parser.add_argument("--master", default="local[2]")
-    kinds = ("sqlite", "redis", "postgres")
-    parser.add_argument("--from", dest="source", choices=kinds, default="sqlite")
-    parser.add_argument("--to", dest="destination", choices=kinds, default="sqlite")
+    parser.add_argument("--from", dest="source", choices=KINDS, default="sqlite")
+    parser.add_argument("--to", dest="destination", choices=KINDS, default="sqlite")
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--partitions", type=int, default=None)
@@ -139,61 +137,16 @@ def main() -> None:
     if args.source_file is not None and args.source != "sqlite":
         parser.error("--source-file is for a sqlite source")
     folder = Path(tempfile.mkdtemp(prefix="psyq-bench-migrate-"))
-    source = endpoint(args.source, "src", folder, args)
+    source = fresh_endpoint(args.source, "benchmigsrc", args.redis, args.postgres, folder)
     if args.source_file is not None:
         source = f"sqlite:///{args.source_file.resolve()}"
-    destination = endpoint(args.destination, "dst", folder, args)
+    destination = fresh_endpoint(args.destination, "benchmigdst", args.redis, args.postgres, folder)
     try:
         run(args, source, destination)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         for url in (source, destination):
-            if url.startswith("redis"):
-                asyncio.run(drop_prefix(url))
-            elif url.startswith("postgresql"):
-                asyncio.run(drop_schema(url))
-
-
-def endpoint(kind: str, role: str, folder: Path, args: argparse.Namespace) -> str:
-    fresh = f"benchmig{role}{uuid.uuid4().hex[:8]}"
-    if kind == "sqlite":
-        return f"sqlite:///{folder}/{role}.db"
-    if kind == "postgres":
-        return f"{args.postgres}?schema={fresh}"
-    return f"{args.redis}?prefix={fresh}"
-
-
-async def drop_schema(url: str) -> None:
-    """Drop the bench's Postgres schema (and everything in it)."""
-    import asyncpg
-
-    server, _, query = url.partition("?schema=")
-    connection = await asyncpg.connect(server)
-    try:
-        await connection.execute(f'DROP SCHEMA IF EXISTS "{query}" CASCADE')
-    finally:
-        await connection.close()
-
-
-async def drop_prefix(url: str) -> None:
-    """Delete every key under the bench's Redis prefix."""
-    import redis.asyncio as aioredis
-
-    from psyq.backends.redis.backend import parse_redis_url
-
-    plain, prefix = parse_redis_url(url)
-    client = aioredis.from_url(plain)
-    try:
-        batch = []
-        async for key in client.scan_iter(match=f"{prefix}:*", count=5000):
-            batch.append(key)
-            if len(batch) >= 5000:
-                await client.unlink(*batch)
-                batch = []
-        if batch:
-            await client.unlink(*batch)
-    finally:
-        await client.aclose()
+            asyncio.run(drop_endpoint(url))
 
 
 def run(args: argparse.Namespace, source: str, destination: str) -> None:
@@ -246,4 +199,4 @@ def run(args: argparse.Namespace, source: str, destination: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

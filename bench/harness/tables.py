@@ -1,11 +1,14 @@
-"""bench/run.py's table: one row per workload, psyq's figure, then per peer its figure
+"""The runner's table: one row per workload, psyq's figure, then per peer its figure
 and psyq vs that peer; with several rounds, medians and each ratio's range."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from typing import Any
+
+from bench.harness.figures import spread
 
 ROWS = [
     ("add one by one (jobs/s)", "add_single", True),
@@ -89,7 +92,8 @@ def paired_ratios(
         if a is None or b is None or math.isnan(a) or math.isnan(b) or not (a and b):
             return "n/a"
         found.append(a / b if higher_is_better else b / a)
-    return f"{statistics.median(found):.2f}x ({min(found):.2f}-{max(found):.2f}x)"
+    middle, low, high = spread(found)
+    return f"{middle:.2f}x ({low:.2f}-{high:.2f}x)"
 
 
 def peer_notes(peers: dict[str, dict[str, Any] | str]) -> list[str]:
@@ -108,7 +112,12 @@ def median_figures(runs: list[dict[str, Any] | str]) -> dict[str, Any] | str:
     failed = [run for run in runs if isinstance(run, str)]
     if failed:
         return failed[0]
-    done = [run for run in runs if not isinstance(run, str)]
+    return medians_of([run for run in runs if not isinstance(run, str)])
+
+
+def medians_of(done: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each row's figure, its median over runs that all finished (the first run's other
+    values kept)."""
     if len(done) == 1:
         return done[0]
     merged: dict[str, Any] = dict(done[0])

@@ -1,9 +1,9 @@
 """Issue 19's retention and scaling rows for `postgresql://` (BullMQ 6's layout), each
 system in a fresh database of the server (created here, dropped at the end).
 
-    python bench/pg_rows.py retention [--jobs 20000] [--server postgresql://...]
-    python bench/pg_rows.py decay [--jobs 1000000] [--vacuum-every 0]
-    python bench/pg_rows.py scaling [--backlog 1000000] [--jobs 20000]
+    python -m bench.studies.pg_rows retention [--jobs 20000] [--server postgresql://...]
+    python -m bench.studies.pg_rows decay [--jobs 1000000] [--vacuum-every 0]
+    python -m bench.studies.pg_rows scaling [--backlog 1000000] [--jobs 20000]
     add --private-server to any row: a throw-away cluster of the run (initdb's defaults,
     autovacuum on, as users run Postgres) instead of --server; --rounds N: medians of N runs
 
@@ -32,37 +32,27 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import sys
 import time
 import uuid
 from typing import Any
 
 import asyncpg
-from pgdb import fresh_database, private_server
 
 import psyq
+from bench.harness.figures import spread
+from bench.harness.pgdb import fresh_database, private_server
+from bench.harness.processes import cpu_seconds
+from bench.harness.workloads import fill, noop
+from bench.peers.peerlib import BATCH
 
 SERVER = "postgresql://postgres@127.0.0.1:5432/postgres"
-BATCH = 1000
 RETENTION: dict[str, Any] = {
     "none": None,
     "removeOnComplete: 1000": 1000,
     "removeOnComplete: {age: 3600}": {"age": 3600},
     "removeOnComplete: true": True,
 }
-
-
-async def fill(queue: psyq.Queue, count: int, opts: dict[str, Any]) -> None:
-    for start in range(0, count, BATCH):
-        size = min(BATCH, count - start)
-        await queue.add_bulk(
-            [{"name": "x", "data": {"i": start + i}, "opts": opts} for i in range(size)]
-        )
-
-
-async def noop(job: psyq.Job) -> None:
-    return None
 
 
 class Clock:
@@ -125,12 +115,11 @@ async def server_costs(url: str) -> dict[str, float]:
 
 
 def _cpu_us(pid: int) -> float:
+    """CPU µs of a server process on this host; NaN when it is not one of this host's."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        return cpu_seconds(pid) * 1e6
     except OSError:
         return float("nan")
-    return (int(fields[11]) + int(fields[12])) * 1e6 / os.sysconf("SC_CLK_TCK")
 
 
 async def retention_row(url: str, jobs: int, keep: Any) -> float:
@@ -280,7 +269,7 @@ async def explain_take(url: str, queue: str) -> str:
     from psyq.backends.postgres.statements import load_statements
 
     tokens = [uuid.uuid4().hex for _ in range(50)]
-    args = (queue, [], [], [], tokens, 30000, "x", False, [], None)
+    args: tuple[Any, ...] = (queue, [], [], [], tokens, 30000, "x", False, [], None)
     sql = "EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF) " + load_statements()["fast.settle_take"]
     conn = await asyncpg.connect(url.split("?")[0], server_settings={"search_path": "bullmq"})
     plans: list[list[str]] = []
@@ -322,7 +311,7 @@ def costed(figures: dict[str, Any], label: str, costs: dict[str, float]) -> None
 async def scaling_rows(url: str, backlog: int, jobs: int, settle: bool) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     async with psyq.Queue(f"empty-{uuid.uuid4().hex[:8]}", connection=url) as queue:
-        await fill(queue, jobs, {})
+        await fill(queue, jobs)
         figures["take plan, empty schema"] = await explain_take(url, queue.name)
         costed(figures, "empty schema, 1 process", await process_costs(url, queue.name, jobs))
     name = f"deep-{uuid.uuid4().hex[:8]}"
@@ -330,8 +319,8 @@ async def scaling_rows(url: str, backlog: int, jobs: int, settle: bool) -> dict[
         psyq.Queue(name, connection=url) as queue,
         psyq.Queue(f"other-{uuid.uuid4().hex[:8]}", connection=url) as other,
     ):
-        await fill(queue, jobs + backlog, {})
-        await fill(other, backlog, {})
+        await fill(queue, jobs + backlog)
+        await fill(other, backlog)
         if settle:  # what autovacuum does after the fills (the server may run without it)
             await vacuum(url)
         figures["take plan, with the backlog"] = await explain_take(url, name)
@@ -357,7 +346,7 @@ def main() -> int:
             rounds = [run_row(args, server) for _ in range(args.rounds)]
     else:
         rounds = [run_row(args, args.server) for _ in range(args.rounds)]
-    show(medians(rounds) if args.rounds > 1 else rounds[0])
+    show(medians_shown(rounds) if args.rounds > 1 else rounds[0])
     return 0
 
 
@@ -378,16 +367,16 @@ def run_row(args: argparse.Namespace, server: str) -> dict[str, Any]:
     return figures
 
 
-def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+def medians_shown(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Each number's median over the rounds with its range; other values from the last round."""
     merged: dict[str, Any] = {}
     for key, last in rounds[-1].items():
-        values = sorted(r[key] for r in rounds if isinstance(r.get(key), (int, float)))
+        values = [r[key] for r in rounds if isinstance(r.get(key), (int, float))]
         if not isinstance(last, (int, float)) or len(values) < len(rounds):
             merged[key] = last
             continue
-        middle = values[len(values) // 2]
-        merged[key] = f"{middle:,.2f} ({values[0]:,.2f}-{values[-1]:,.2f})"
+        middle, low, high = spread(values)
+        merged[key] = f"{middle:,.2f} ({low:,.2f}-{high:,.2f})"
     return merged
 
 

@@ -1,4 +1,4 @@
-"""Starting the other side of bench/run.py: the peers (Node, Bun and Python, each from its
+"""Starting the other side of the runner: the peers (Node, Bun and Python, each from its
 own folder under bench/peers/, installed on first use), the servers they and psyq run
 against (a `psyq server`, bunqueue's TCP server), and the --backend names as URLs."""
 
@@ -8,28 +8,26 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pgdb import is_postgres, peer_dsn
+from bench.harness.pgdb import is_postgres, peer_dsn
+from bench.harness.processes import PEERS_FOLDER, free_port, psyq_server, server_process
 
-HERE = Path(__file__).resolve().parent
 PEERS = {
-    "bunqueue": HERE / "peers" / "bunqueue",
-    "bullmq": HERE / "peers" / "bullmq",
-    "bullmq6": HERE / "peers" / "bullmq",
-    "bullmq-pg": HERE / "peers" / "bullmq-pg",
-    "pgqueuer": HERE / "peers" / "pgqueuer",
-    "procrastinate": HERE / "peers" / "procrastinate",
-    "bullmq-py": HERE / "peers" / "bullmq-py",
-    "bullmq-py-pg": HERE / "peers" / "bullmq-py",
-    "saq": HERE / "peers" / "saq",
-    "arq": HERE / "peers" / "arq",
+    "bunqueue": PEERS_FOLDER / "bunqueue",
+    "bullmq": PEERS_FOLDER / "bullmq",
+    "bullmq6": PEERS_FOLDER / "bullmq",
+    "bullmq-pg": PEERS_FOLDER / "bullmq-pg",
+    "pgqueuer": PEERS_FOLDER / "pgqueuer",
+    "procrastinate": PEERS_FOLDER / "procrastinate",
+    "bullmq-py": PEERS_FOLDER / "bullmq-py",
+    "bullmq-py-pg": PEERS_FOLDER / "bullmq-py",
+    "saq": PEERS_FOLDER / "saq",
+    "arq": PEERS_FOLDER / "arq",
 }
 
 
@@ -100,55 +98,6 @@ def peer_bun(name: str) -> Path | str:
     return bun
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[Any], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"no server answered on port {port} (exit code {proc.poll()})")
-
-
-@contextlib.contextmanager
-def server_process(command: list[str], port: int, **kwargs: Any) -> Iterator[int]:
-    """Run a server until the block ends; yields its pid once its port answers."""
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs)
-    try:
-        wait_for_port(port, proc)
-        yield proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-async def drop_bench_queues(url: str) -> None:
-    """Remove every queue this run made on a shared Redis (their names start with bench-)."""
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(url.split("?")[0])
-    try:
-        batch: list[bytes] = []
-        async for key in client.scan_iter(match="bull:bench-*", count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                await client.delete(*batch)
-                batch.clear()
-        if batch:
-            await client.delete(*batch)
-    finally:
-        await client.aclose()
-
-
 # Node peers: the npm package each runs (bench.mjs imports it: PEER_PACKAGE), and the
 # server it needs (as PYTHON_PEERS). bullmq6 is an npm alias of bullmq 6 in the bullmq folder.
 NODE_PEERS: dict[str, tuple[str, tuple[str, str] | None]] = {
@@ -188,15 +137,24 @@ def run_peer(name: str, cfg: dict[str, Any], env: dict[str, str]) -> dict[str, A
         return bun
     if not env.get("PEER_TCP"):
         return run_peer_script(name, bun, cfg, env)
+    try:
+        with bunqueue_server(bun) as (port, pid):
+            return run_peer_script(name, bun, {**cfg, "port": port, "serverPid": pid}, {})
+    except RuntimeError as exc:
+        return f"{name} TCP server: {exc}"
+
+
+@contextlib.contextmanager
+def bunqueue_server(bun: Path) -> Iterator[tuple[int, int]]:
+    """bunqueue's TCP server (memory) on a free port until the block ends, as (port, pid),
+    with its per-client rate limit turned off (the limit would cap the adds)."""
     port = free_port()
     command = [str(bun), "node_modules/bunqueue/dist/cli/index.js", "start"]
     command += ["--host", "127.0.0.1", "--tcp-port", str(port), "--http-port", str(free_port())]
     limits = {"RATE_LIMIT_MAX_REQUESTS": str(2**31 - 1)}
-    try:
-        with server_process(command, port, cwd=PEERS[name], env={**os.environ, **limits}) as pid:
-            return run_peer_script(name, bun, {**cfg, "port": port, "serverPid": pid}, {})
-    except RuntimeError as exc:
-        return f"{name} TCP server: {exc}"
+    env = {**os.environ, **limits}
+    with server_process(command, port, cwd=PEERS["bunqueue"], env=env) as pid:
+        yield port, pid
 
 
 def run_peer_script(
@@ -249,12 +207,11 @@ def resolve_backend(name: str, folder: Path) -> tuple[str, str, dict[str, str]]:
 
 
 @contextlib.contextmanager
-def psyq_server(name: str) -> Iterator[tuple[str, int | None]]:
-    """For --backend psyq: a `psyq server` (memory data) on a free port, as (URL, pid)."""
+def serve_backend(name: str) -> Iterator[tuple[str, int | None]]:
+    """For --backend psyq: a `psyq server` (memory data) on a free port, as (URL, pid); any
+    other backend as it is, with no server of its own."""
     if name != "psyq":
         yield name, None
         return
-    port = free_port()
-    command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
-    with server_process(command, port) as pid:
-        yield f"psyq://127.0.0.1:{port}", pid
+    with psyq_server() as served:
+        yield served

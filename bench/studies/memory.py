@@ -1,8 +1,8 @@
 """Memory of the embedded stores: what a processed job, a waiting job and an open cost.
 
-    python bench/memory.py [--rounds 3] [--processed 300000] [--waiting 200000]
-                           [--reopen 1000000]
-                           [--only processed,waiting,backlog,server,reopen]
+    python -m bench.studies.memory [--rounds 3] [--processed 300000] [--waiting 200000]
+                                   [--reopen 1000000]
+                                   [--only processed,waiting,backlog,server,reopen]
 
 Rows (each measurement runs in a fresh process; resident memory is VmRSS; 60-byte data):
 - processed: sqlite:/// (buffered): a producer keeps ~5,000 jobs waiting while a worker at
@@ -26,10 +26,6 @@ import argparse
 import asyncio
 import gc
 import json
-import os
-import shutil
-import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,19 +33,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness.figures import row_medians
+from bench.harness.processes import ROOT, psyq_server, rss_bytes
+
 DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
 
 
 def rss() -> int:
+    """This process's resident memory, after a collection (no garbage counted)."""
     gc.collect()
-    return _rss_of("self")
-
-
-def _rss_of(pid: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+    return rss_bytes()
 
 
 # ---------------------------------------------------------------------- rows (child side)
@@ -153,19 +146,20 @@ async def server_waiting(url: str, count: int, pid: int) -> dict[str, Any]:
 
     async with psyq.Queue("mem", connection=url) as queue:
         await queue.add_bulk([{"name": "send", "data": DATA} for _ in range(1000)])
-        before = _rss_of(str(pid))
+        before = rss_bytes(pid)
         await add_waiting(queue, count)
-        after = _rss_of(str(pid))
+        after = rss_bytes(pid)
     return {"server_bytes_per_waiting_job": (after - before) / count}
 
 
 def child(row: str, *args: Any) -> dict[str, Any]:
-    """Run one row in a fresh interpreter; its JSON result."""
+    """Run one row in a fresh interpreter (from the repository's root); its JSON result."""
     code = (
-        "import asyncio, json, sys; sys.path.insert(0, 'bench'); import memory; "
+        "import asyncio, json; from bench.studies import memory; "
         f"print(json.dumps(asyncio.run(memory.{row}(*{args!r}))))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{row} failed: {done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -202,47 +196,11 @@ def sqlite(folder: Path, name: str) -> str:
 
 
 def server_row(folder: Path, count: int) -> dict[str, Any]:
-    port = free_port()
     data = folder / "server.db"
     for suffix in ("", "-wal", "-shm", ".lock"):
         Path(f"{data}{suffix}").unlink(missing_ok=True)
-    psyq = shutil.which("psyq") or str(Path(sys.executable).parent / "psyq")
-    server = subprocess.Popen(
-        [psyq, "server", "--port", str(port), "--data", str(data)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_port(port)
-        return child("server_waiting", f"psyq://127.0.0.1:{port}", count, server.pid)
-    finally:
-        server.terminate()
-        server.wait(30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_port(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"psyq server did not listen on {port}")
-
-
-def medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for row, figures in rounds[0].items():
-        result[row] = {name: statistics.median(r[row][name] for r in rounds) for name in figures}
-    return result
+    with psyq_server(str(data)) as (url, pid):
+        return child("server_waiting", url, count, pid)
 
 
 def main() -> None:
@@ -253,14 +211,13 @@ def main() -> None:
     parser.add_argument("--reopen", type=int, default=1_000_000)
     parser.add_argument("--only", default="processed,waiting,backlog,server,reopen")
     args = parser.parse_args()
-    os.chdir(Path(__file__).resolve().parents[1])
     rounds = []
     with tempfile.TemporaryDirectory(prefix="psyq-memory-") as folder:
         for number in range(1, args.rounds + 1):
             figures = one_round(args, Path(folder))
             print(json.dumps({"round": number, **figures}), flush=True)
             rounds.append(figures)
-    print(json.dumps({"median_of": len(rounds), **medians(rounds)}, indent=1))
+    print(json.dumps({"median_of": len(rounds), **row_medians(rounds)}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
 """The Worker's Python per processed job, counted (issue 35, item 2): function calls, CPU and
 wall per job of the hot side (take -> run -> settle), with a no-op async processor.
 
-    python bench/worker_costs.py [--mode memory|psyq|psyq-inproc|sqlite|postgresql://...]
-                                 [--jobs 5000] [--concurrency 1,10] [--profile FILE]
-                                 [--no-profile]
+    python -m bench.studies.worker_costs [--mode memory|psyq|psyq-inproc|sqlite|postgresql://...]
+                                         [--jobs 5000] [--concurrency 1,10] [--profile FILE]
+                                         [--no-profile]
 
 Modes: `memory` processes from memory:// in this process (the core's worker path and the
 engine); `psyq` over psyq:// from a `psyq server --data memory` started here as a
 child process (this process is the worker alone, so its counts are the client's; the
 server's CPU is read from /proc); `psyq-inproc` runs that server in this process too (both
 ends' Python); `sqlite` from a sqlite:/// file in a temporary folder; a `postgresql://`
-URL from a fresh database of that server (its CPU is not counted: see bench/pg_floor.py).
+URL from a fresh database of that server (its CPU is not counted: see bench/studies/pg_floor.py).
 
 Per concurrency: `--jobs` jobs are added in bulk first (not counted), then a Worker with
 that concurrency processes them all; cProfile's function calls per job (all of them,
@@ -28,30 +28,20 @@ import asyncio
 import cProfile
 import json
 import pstats
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import psyq
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from add_costs import SERVER, connection, server_cpu  # noqa: E402 - one way to start a store
-from workloads import Countdown, noop  # noqa: E402
-
-
-async def fill(queue: psyq.Queue, jobs: int) -> None:
-    for start in range(0, jobs, 1000):
-        size = min(1000, jobs - start)
-        await queue.add_bulk([{"name": "j", "data": {"i": start + i}} for i in range(size)])
+from bench.harness.workloads import fill, noop
+from bench.peers.peerlib import Countdown
+from bench.studies.add_costs import SERVER, connection, server_cpu  # one way to start a store
 
 
 async def process(url: str, queue: psyq.Queue, jobs: int, concurrency: int) -> None:
     """Start a Worker and return once it has completed `jobs` jobs (then close it)."""
     completions = Countdown(jobs)
     worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
-    worker.on("completed", completions)
+    worker.on("completed", completions.hit)
     await completions.done.wait()
     await worker.close()
 

@@ -1,7 +1,7 @@
 """Where a job's time goes on redis://, per job, for psyq and Node BullMQ side by side.
 
-    python bench/redis_costs.py [--rows add,c10,c100] [--jobs 20000] [--peers bullmq6]
-                                [--url redis://...] [--profile FILE]
+    python -m bench.studies.redis_costs [--rows add,c10,c100] [--jobs 20000]
+                                        [--peers bullmq6] [--url redis://...] [--profile FILE]
 
 Each row runs once per side against one Redis server (by default a private `redis-server`
 started here on a free port, no persistence, so nobody else's commands are counted), and
@@ -29,19 +29,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from redis import Redis
 
 import psyq
+from bench.harness.launch import PEERS
+from bench.harness.processes import free_port, server_process
+from bench.harness.workloads import fill, noop
+from bench.peers.peerlib import Countdown
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from launch import free_port, server_process  # noqa: E402
-from workloads import Countdown, noop  # noqa: E402
-
-NODE = HERE / "peers" / "bullmq"
+NODE = PEERS["bullmq"]
 
 
 def server_counters(url: str) -> dict[str, Any]:
@@ -90,10 +88,7 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
     """Run one row; `measured` is a context manager around the measured part."""
     async with psyq.Queue(f"costs-{row}-{os.getpid()}", connection=url) as queue:
         if row.startswith("c"):
-            for start in range(0, jobs, 1000):
-                await queue.add_bulk(
-                    [{"name": "x", "data": {"i": i}} for i in range(start, start + 1000)]
-                )
+            await fill(queue, jobs)
         else:
             await queue.add("warm", {})  # scripts loaded, connection open
         completions = Countdown(jobs)
@@ -102,7 +97,7 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
             if row == "add":
                 for i in range(jobs):
                     await queue.add("x", {"i": i})
-            elif row == "add_bulk":  # bench/run.py's row: batches of 1,000, dicts built inside
+            elif row == "add_bulk":  # the runner's row: batches of 1,000, dicts built inside
                 for start in range(0, jobs, 1000):
                     size = min(1000, jobs - start)
                     await queue.add_bulk(
@@ -118,7 +113,7 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
                 await asyncio.gather(*(produce(jobs // producers) for _ in range(producers)))
             else:
                 worker = psyq.Worker(queue.name, noop, connection=url, concurrency=int(row[1:]))
-                worker.on("completed", completions)
+                worker.on("completed", completions.hit)
                 await completions.done.wait()
             wall = time.perf_counter() - started
         if row.startswith("c"):

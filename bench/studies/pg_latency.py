@@ -1,16 +1,16 @@
-"""The add-to-start latency row of bench/run.py on Postgres, alone (issue 19).
+"""The runner's add-to-start latency row on Postgres, alone (issue 19).
 
-    python bench/pg_latency.py row   --url postgresql://postgres@127.0.0.1:5432/postgres
-    python bench/pg_latency.py start --url postgresql://postgres@127.0.0.1:5432/postgres
+    python -m bench.studies.pg_latency row   --url postgresql://postgres@127.0.0.1:5432/postgres
+    python -m bench.studies.pg_latency start --url postgresql://postgres@127.0.0.1:5432/postgres
 
-`row`: bench/run.py's `latency()` (500 adds/s for 3 s into a c10 Worker, or `--concurrency
-N`, started with the first add) in a fresh database: p50, p99, and commits per job (the
-database's xact_commit, adds included). `start`: a fresh Queue, then a Worker started with
-the first add (as the row does), 100 adds at 500/s: ms from the Worker's creation to its
-first job running, and
-the mean latency of the first 50 jobs (the row's p99 is its ~15th worst sample, and a
-worker's start delays the first ones). One JSON line per round; run the trees to compare
-in alternating rounds (PYTHONPATH=<other tree>), and give the load average with them.
+`row`: the runner's `latency()` (bench/harness/workloads.py: 500 adds/s for 3 s into a c10
+Worker, or `--concurrency N`, started with the first add) in a fresh database: p50, p99,
+and commits per job (the database's xact_commit, adds included). `start`: a fresh Queue,
+then a Worker started with the first add (as the row does), 100 adds at 500/s: ms from the
+Worker's creation to its first job running, and the mean latency of the first 50 jobs (the
+row's p99 is its ~15th worst sample, and a worker's start delays the first ones). One JSON
+line per round; run the trees to compare in alternating rounds (PYTHONPATH=<other tree>),
+and give the load average with them.
 """
 
 from __future__ import annotations
@@ -19,18 +19,15 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 import uuid
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent / "peers"))
 
 import asyncpg
-from peerlib import steady_adds
-from pgdb import fresh_database
 
 import psyq
+from bench.harness.pgdb import fresh_database
+from bench.harness.workloads import latency
+from bench.peers.peerlib import steady_adds
 
 
 async def commits(url: str) -> int:
@@ -43,8 +40,6 @@ async def commits(url: str) -> int:
 
 
 async def row(url: str, concurrency: int) -> dict[str, float]:
-    from workloads import latency
-
     before = await commits(url)
     figures = await latency(url, 500, 3, concurrency)
     await asyncio.sleep(0.6)  # the server's statistics are flushed every 500 ms

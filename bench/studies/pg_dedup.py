@@ -1,12 +1,12 @@
 """Concurrent deduplicated add_bulk beside plain add_bulk on Postgres (issue 40).
 
-    python bench/pg_dedup.py [--url postgresql://postgres@127.0.0.1:5432/test]
-                             [--producers 3] [--batches 30] [--runs 3] [--no-worker]
+    python -m bench.studies.pg_dedup [--url postgresql://postgres@127.0.0.1:5432/test]
+                                     [--producers 3] [--batches 30] [--runs 3] [--no-worker]
 
 Each row: `producers` tasks in one process, each adding `batches` batches of 50 jobs
 (`dedup`: deduplication ids drawn from 40 and priorities 0-2, as issue 40's report;
 `plain`: neither), beside one worker at concurrency 20 on the queue, in a database of
-its own (bench/pgdb.py). Prints jobs offered per second (50 x batches x producers over the
+its own (bench/harness/pgdb.py). Prints jobs offered per second (50 x batches x producers over the
 wall time of the adds), the calls that failed, and the deadlocks Postgres counted in the
 database (pg_stat_database, read after every session ended); then the median of `runs`.
 """
@@ -17,17 +17,13 @@ import argparse
 import asyncio
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import psyq
-from bench.pgdb import fresh_database
+from bench.harness.pgdb import fresh_database
 
 SIZE, IDS = 50, 40
 

@@ -6,16 +6,15 @@ dead rows or sequences another one left behind."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 __all__ = [
+    "drop_schema",
     "fresh_database",
     "is_postgres",
     "own_database",
@@ -88,8 +87,8 @@ def peer_database(env: dict[str, str], peer: str) -> Iterator[dict[str, str]]:
 def private_server() -> Iterator[str]:
     """A throw-away PostgreSQL cluster of this run (initdb's defaults, so autovacuum runs as it
     does for users; the shared service of this machine runs without it), stopped and removed
-    when the block ends. The cluster is the tests' own (tests/postgres/server.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    when the block ends. The cluster is the tests' own (tests/postgres/server.py: the
+    repository's root is on the path, as `python -m` from there puts it)."""
     from tests.postgres.server import PrivateCluster, postgres_binaries
 
     cluster = PrivateCluster(postgres_binaries()[0])
@@ -98,3 +97,14 @@ def private_server() -> Iterator[str]:
         yield cluster.url
     finally:
         cluster.destroy()
+
+
+async def drop_schema(url: str) -> None:
+    """Drop the schema a `postgresql://...?schema=NAME` URL names, and everything in it."""
+    server, _, schema = url.partition("?schema=")
+    conn = await asyncpg.connect(server)
+    try:
+        quoted = await conn.fetchval("SELECT quote_ident($1::text)", schema)
+        await conn.execute(f"DROP SCHEMA IF EXISTS {quoted} CASCADE")
+    finally:
+        await conn.close()

@@ -2,16 +2,16 @@
 QueueManager and Node BullMQ 6's Worker at the same concurrency, with what each costs the
 server (issue 35, item 3: the floor of the processing rows).
 
-    python bench/pg_costs.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
-                             [--jobs 20000] [--concurrency 10,100] [--rounds 3]
+    python -m bench.studies.pg_costs [--url postgresql://postgres@127.0.0.1:5432/postgres]
+                                     [--jobs 20000] [--concurrency 10,100] [--rounds 3]
 
-Per round and system, a fresh database (bench/pgdb.py); per concurrency, `--jobs` no-op
-jobs added in bulk first (not counted), then processed as bench/run.py's cN rows process
+Per round and system, a fresh database (bench/harness/pgdb.py); per concurrency, `--jobs` no-op
+jobs added in bulk first (not counted), then processed as the runner's cN rows process
 them: psyq, a `Worker(concurrency=N)`; pgqueuer, a QueueManager with batch_size N/2 and
 max_concurrent_tasks N in drain mode, in both of its setups (`AsyncpgDriver` on a
 connection of its own, and `AsyncpgPoolDriver`); Node BullMQ 6.7 on its Postgres backend,
 a `Worker` with concurrency N (bench/peers/bullmq-pg in its `costs` mode). Around the
-processing alone (bench/pg_counters.py): jobs/s, write transactions per job (each one a
+processing alone (bench/peers/pg_counters.py): jobs/s, write transactions per job (each one a
 commit that waits for its WAL flush, `synchronous_commit` on), WAL bytes per job, and CPU
 µs per job: the host's, the client process's and the rest (the server's, on a quiet host).
 Medians of the rounds.
@@ -22,21 +22,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import sys
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from launch import peer_python, run_node_peer, run_peer_command
-from pg_counters import per_job, snapshot
-from pgdb import fresh_database, peer_dsn
-from workloads import drain, fill, fresh
-
 import psyq
+from bench.harness.figures import row_medians
+from bench.harness.launch import peer_python, run_node_peer, run_peer_command
+from bench.harness.pgdb import fresh_database, peer_dsn
+from bench.harness.workloads import drain, fill, fresh
+from bench.peers.pg_counters import per_job, snapshot
 from psyq.backends.postgres import parse_postgres_url
 
 
@@ -93,14 +89,6 @@ def one_round(url: str, jobs: int, levels: list[int]) -> dict[str, dict[str, flo
     return rows
 
 
-def medians(rounds: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for row in rounds[0]:
-        present = [r[row] for r in rounds if row in r]
-        out[row] = {k: statistics.median(r[k] for r in present) for k in present[0]}
-    return out
-
-
 def table(rows: dict[str, dict[str, float]], count: int) -> str:
     columns = list(next(iter(rows.values())))
     lines = [
@@ -125,7 +113,7 @@ def main() -> None:
         rounds.append(one_round(args.url, args.jobs, levels))
         print(json.dumps({"round": number, **rounds[-1]}), flush=True)
     print()
-    print(table(medians(rounds), len(rounds)))
+    print(table(row_medians(rounds), len(rounds)))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The client's Python per add, counted (issue 24): function calls, CPU and wall per job.
 
-    python bench/add_costs.py [--mode memory|psyq|psyq-inproc|core|postgresql://...]
-                              [--adds 2000] [--bulk 20] [--profile FILE] [--no-profile]
+    python -m bench.studies.add_costs [--mode memory|psyq|psyq-inproc|core|postgresql://...]
+                                      [--adds 2000] [--bulk 20] [--profile FILE] [--no-profile]
 
 Modes: `memory` adds to memory:// in this process (the core path alone: Queue, gate, options,
 codec, Job, the engine); `psyq` adds over psyq:// to a `psyq server --data memory`
@@ -12,7 +12,7 @@ with no event loop (the core's own work alone); a `postgresql://` URL adds to a 
 database of that server (created and dropped here).
 
 Per single add (after 200 warm-up adds, `--adds` of `queue.add("x", {"i": i})`) and per
-job of add_bulk (`--bulk` calls of 1,000 entries built in the timed loop, as bench/run.py
+job of add_bulk (`--bulk` calls of 1,000 entries built in the timed loop, as the runner
 does): cProfile's function calls (all of them, `pstats.total_calls`; they do not move with
 the machine's load), then a second pass without the profiler for the process's CPU (user +
 system) and wall. Instruction counts: run twice under `valgrind --tool=callgrind` (or
@@ -33,15 +33,12 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import psyq
+from bench.harness.pgdb import fresh_database
+from bench.harness.processes import cpu_seconds, psyq_server
 from psyq.backends.base import JobRecord, NewJob
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from launch import free_port, server_process  # noqa: E402
 
 WARM_UP = 200
 BULK_SIZE = 1000
@@ -56,12 +53,10 @@ async def connection(mode: str) -> AsyncIterator[str]:
         with tempfile.TemporaryDirectory() as folder:
             yield f"sqlite:///{folder}/jobs.db"
     elif mode == "psyq":
-        port = free_port()
-        command = [sys.executable, "-m", "psyq", "server", "--port", str(port), "--data", "memory"]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # the same psyq
-        with server_process(command, port, env=env, cwd=tempfile.gettempdir()) as pid:
+        with psyq_server(env=env, cwd=tempfile.gettempdir()) as (url, pid):
             SERVER["pid"] = pid
-            yield f"psyq://127.0.0.1:{port}"
+            yield url
     elif mode == "psyq-inproc":
         from psyq.backends import open_backend, release_backend
         from psyq.backends.server.server import serve
@@ -74,9 +69,7 @@ async def connection(mode: str) -> AsyncIterator[str]:
             await server.close()
             await release_backend(backend)
     elif mode.startswith(("postgres://", "postgresql://")):
-        from pgdb import fresh_database
-
-        database = fresh_database(mode, "costs")  # its own database, as bench/run.py gives
+        database = fresh_database(mode, "costs")  # its own database, as the runner gives
         url = await asyncio.to_thread(database.__enter__)
         try:
             yield url
@@ -107,10 +100,7 @@ def cpu() -> float:
 
 def server_cpu() -> float:
     """The server process's user + system CPU seconds (/proc), or 0 without one."""
-    if "pid" not in SERVER:
-        return 0.0
-    fields = Path(f"/proc/{SERVER['pid']}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(SERVER["pid"]) if "pid" in SERVER else 0.0
 
 
 async def measure(queue: psyq.Queue, run: Any, n: int, jobs: int, profile: bool) -> dict[str, Any]:

@@ -1,12 +1,12 @@
 """Where a single add on Postgres spends its time: psyq's and pgqueuer's add beside their own
 statements replayed bare, and the server's floor (issue 35, item 3).
 
-    python bench/pg_floor.py [--url postgresql://postgres@127.0.0.1:5432/postgres]
-                             [--adds 2000] [--rounds 3]
+    python -m bench.studies.pg_floor [--url postgresql://postgres@127.0.0.1:5432/postgres]
+                                     [--adds 2000] [--rounds 3]
 
 One asyncpg connection per row, one operation after the other (each its own commit,
 `synchronous_commit` as the server has it), after 100 warm-up ones; each system in a fresh
-database per round (bench/pgdb.py). Rows, microseconds per operation (median of the rounds):
+database per round (bench/harness/pgdb.py). Rows, microseconds per operation (median of the rounds):
 
 - `SELECT 1`: a round trip, the floor of any call;
 - `INSERT one row`: a one-column insert into a table of its own, committed: the floor of
@@ -37,23 +37,19 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import asyncpg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from launch import peer_python
-from pgdb import fresh_database, peer_dsn
-
 import psyq
+from bench.harness.launch import PEERS, peer_python
+from bench.harness.pgdb import fresh_database, peer_dsn
 from psyq.backends.postgres import parse_postgres_url
 from psyq.backends.postgres.statements import load_statements
 
 WARMUP = 100
 BULK, BULK_CALLS = 1000, 20  # the add_bulk rows: calls of 1,000 jobs
-PEER = Path(__file__).resolve().parent / "peers" / "pgqueuer" / "floor.py"
+PEER = PEERS["pgqueuer"] / "floor.py"
 
 
 async def per_op(call: Any, adds: int) -> float:
@@ -111,7 +107,7 @@ async def psyq_rows(url: str, adds: int) -> dict[str, float]:
 
         rows["psyq fast.add bare, per job of 1,000"] = await per_op(bulk, BULK_CALLS) / BULK
         layout_bulk = load_statements()["adding.bulk"]
-        entry = {"queue": "floor", "id": "", "name": "x", "opts": {"attempts": 1}}
+        entry: dict[str, Any] = {"queue": "floor", "id": "", "name": "x", "opts": {"attempts": 1}}
         entry.update(priority=0, delay=0, attempts=1, lifo=False)
 
         def add_jobs_bulk(n: int) -> Any:

@@ -1,9 +1,10 @@
 """The floor of a psyq:// single add on asyncio's loop: a bare request/answer ping-pong.
 
-    python bench/pingpong.py server PORT [REQUESTS]    answers 39 bytes to every read; exits
-                                                       after REQUESTS + 200 when given
-    python bench/pingpong.py client PORT REQUESTS      200 warm-up round trips, then REQUESTS;
-                                                       prints round trips/s and CPU µs each
+    python -m bench.studies.pingpong server PORT [REQUESTS]  answers 39 bytes to every read;
+                                                             exits after REQUESTS + 200
+    python -m bench.studies.pingpong client PORT REQUESTS    200 warm-up round trips, then
+                                                             REQUESTS; prints round trips/s
+                                                             and CPU µs each
 
 Both ends have the shape of psyq's (an `asyncio.BufferedProtocol` reading into one reusable
 buffer, a future per request awaited by a task, one write per message) and none of its

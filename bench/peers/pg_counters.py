@@ -1,6 +1,7 @@
 """What a stretch of work cost a Postgres server on this host, per job: write transactions,
 WAL bytes, and CPU (this process's, and the whole host's). Plain asyncpg and /proc, so a
-peer's script imports it from its own virtualenv (bench/pg_costs.py).
+peer's script imports it from its own virtualenv, as it imports peerlib.py
+(bench/studies/pg_costs.py, bench/peers/pgqueuer/costs.py).
 
 Write transactions: the server's next transaction id before and after (an id is given to
 each transaction that writes, committed or not; read-only ones take none, and reading it

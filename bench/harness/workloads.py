@@ -1,42 +1,37 @@
-"""psyq's side of every row of bench/run.py: each workload against one URL, and
-`run_psyq`, the whole set (the peers run the same workloads in their own scripts,
-bench/peers/<name>/)."""
+"""psyq's side of every row of the runner: each workload against one URL, and `run_psyq`,
+the whole set (the peers run the same workloads in their own scripts, bench/peers/<name>/).
+The studies take their fills, drains and no-op processor from here."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import math
-import os
-import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import psyq
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
-from peerlib import steady_adds
-
-BATCH = 1000
+from bench.harness.processes import rss_bytes
+from bench.harness.stores import redis_used_memory
+from bench.peers.peerlib import BATCH, Countdown, percentiles_ms, steady_adds
 
 
 def fresh(label: str) -> str:
     return f"bench-{label}-{uuid.uuid4().hex[:8]}"
 
 
-def rss_bytes(pid: int | str = "self") -> int:
-    with open(f"/proc/{pid}/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-async def fill(queue: psyq.Queue, count: int) -> float:
+async def fill(queue: psyq.Queue, count: int, opts: dict[str, Any] | None = None) -> float:
+    """Add `count` jobs `{"i": n}` (with `opts` when given) in add_bulk calls of BATCH;
+    jobs added per second."""
     started = time.perf_counter()
+    extra = {} if opts is None else {"opts": opts}
     for start in range(0, count, BATCH):
         size = min(BATCH, count - start)
-        await queue.add_bulk([{"name": "x", "data": {"i": start + i}} for i in range(size)])
+        await queue.add_bulk(
+            [{"name": "x", "data": {"i": start + i}, **extra} for i in range(size)]
+        )
     return count / (time.perf_counter() - started)
 
 
@@ -61,19 +56,6 @@ async def noop(job: psyq.Job) -> None:
     return None
 
 
-class Countdown:
-    """A Worker's `completed` listener: `done` is set at the `count`th completion."""
-
-    def __init__(self, count: int) -> None:
-        self.count, self.seen = count, 0
-        self.done = asyncio.Event()
-
-    def __call__(self, job: psyq.Job, result: Any) -> None:
-        self.seen += 1
-        if self.seen == self.count:
-            self.done.set()
-
-
 async def processing(url: str, count: int, concurrency: int) -> float:
     async with psyq.Queue(fresh(f"c{concurrency}"), connection=url) as queue:
         await fill(queue, count)
@@ -96,13 +78,13 @@ async def drain(
         await probe()
     started = time.perf_counter()
     worker = psyq.Worker(queue.name, noop, connection=url, concurrency=concurrency)
-    worker.on("completed", completions)
+    worker.on("completed", completions.hit)
     try:
         await asyncio.wait_for(completions.done.wait(), timeout=max(120.0, count / 100))
     except TimeoutError:  # say what the store holds rather than hang the whole run
         counts = await queue.get_job_counts("waiting", "active", "completed", "failed")
         raise RuntimeError(
-            f"c{concurrency}: the worker reported {completions.seen} of {count} completions; "
+            f"c{concurrency}: the worker reported {completions.count} of {count} completions; "
             f"the queue holds {counts}"
         ) from None
     seconds = time.perf_counter() - started
@@ -116,7 +98,7 @@ async def latency(url: str, rate: int, seconds: float, concurrency: int = 10) ->
     samples: list[float] = []
 
     async def record(job: psyq.Job) -> None:
-        samples.append((time.perf_counter() - job.data["t"]) * 1000)
+        samples.append(time.perf_counter() - job.data["t"])
 
     async with psyq.Queue(fresh("latency"), connection=url) as queue:
         worker = psyq.Worker(queue.name, record, connection=url, concurrency=concurrency)
@@ -127,8 +109,7 @@ async def latency(url: str, rate: int, seconds: float, concurrency: int = 10) ->
             await asyncio.sleep(0.005)
         await worker.close()
         await queue.obliterate()
-    samples.sort()
-    return {"p50": percentile(samples, 0.5), "p99": percentile(samples, 0.99)}
+    return percentiles_ms(samples)
 
 
 async def warm_up(queue: psyq.Queue, samples: list[float]) -> None:
@@ -138,10 +119,6 @@ async def warm_up(queue: psyq.Queue, samples: list[float]) -> None:
     while not samples:
         await asyncio.sleep(0.001)
     samples.clear()
-
-
-def percentile(ordered: list[float], fraction: float) -> float:
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def flow_tree(parents: str, children: str, i: int) -> dict[str, Any]:
@@ -162,23 +139,12 @@ async def flows(url: str, trees: int) -> dict[str, float]:
     started = time.perf_counter()
     kids = psyq.Worker(children, noop, connection=url, concurrency=100)
     tops = psyq.Worker(parents, noop, connection=url, concurrency=100)
-    tops.on("completed", finished)
+    tops.on("completed", finished.hit)
     await finished.done.wait()
     processed = trees / (time.perf_counter() - started)
     await kids.close()
     await tops.close()
     return {"added": added, "processed": processed}
-
-
-async def redis_used_memory(url: str) -> int:
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(url.split("?")[0])
-    try:
-        info = await client.info("memory")
-        return int(info["used_memory"])
-    finally:
-        await client.aclose()
 
 
 async def memory_per_job(url: str, count: int, pid: int | str = "self") -> float:
