@@ -84,7 +84,7 @@ class BackendAdapter(JobKeys, ABC):
     kind: str = "backend"
     #: True when one `settle_many` costs less than several `move_to_finished` (a store
     #: across the network): workers then settle the completions of one event-loop turn
-    #: together (psyq.core.settle)
+    #: together (psyq.core.settle_batch)
     batch_settles: bool = False
     #: With batch_settles: a turn's batch goes out as up to this many calls of at least
     #: SETTLE_GROUP_MIN settles each, sent together, so the store works on the next call while

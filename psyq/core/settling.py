@@ -1,80 +1,44 @@
 """`Settling`: the part of a Worker that settles the jobs it ran.
 
 A settle is tried again while the store cannot be reached, for at most one lock duration.
-Completions go in the loop turn's `SettleBatch` (psyq.core.settle) on a backend that
+Completions go in the loop turn's `SettleBatch` (psyq.core.settle_batch) on a backend that
 batches, taking the slot's next job in the same call (fetch-next); while the last take
 found no other job waiting they may wait in the batch for a call to ride on (`defer`),
 the slot free at once. A failure becomes a retry or a final failure (failure_outcome); a
 completion a flow refused fails the job. The part owns the batch, the deferred
-completions and the count of retried settles; it sees its Worker through `SettleContext`
-and the worker's fetching part through `Takes`.
+completions and the count of retried settles. It is given the worker's options
+(`Configured`), the slots it frees (`Slots`), the takes it asks and marks (`Takes`, shared
+with the fetching part, which it never calls) and a way to report (`Reports`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, Protocol, TypeGuard
+from typing import TypeGuard
 
 from psyq.backends.base import (
     CHILDREN_PENDING,
+    BackendAdapter,
     Completed,
     Failed,
-    FetchRequest,
-    JobRecord,
     Retry,
     Settlement,
 )
-from psyq.core.backoff import BackoffStrategy
 from psyq.core.job import Job, QueueRef, failure_outcome, settle_failure
-from psyq.core.parts import PartContext
-from psyq.core.settle import Outcome, SettleBatch, completed_earlier, log
+from psyq.core.parts import Configured, Reports, log
+from psyq.core.settle_batch import SettleBatch
+from psyq.core.slots import Slots
+from psyq.core.takes import Take, Takes
 from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
-from psyq.plugins import PluginHost
 from psyq.rules.reconnect import Reconnect
 
-__all__ = ["SettleContext", "Settling", "Takes"]
+__all__ = ["Outcome", "Settling", "completed_earlier"]
 
-
-class SettleContext(PartContext, Protocol):
-    """What the settling part sees of its Worker."""
-
-    @property
-    def remove_on_fail(self) -> bool | int | dict[str, Any] | None: ...
-
-    @property
-    def _forced(self) -> bool:
-        """Whether the worker is closing by force (a settle is then not tried again)."""
-
-    @property
-    def _plugins(self) -> PluginHost: ...
-
-    @property
-    def _strategies(self) -> Mapping[str, BackoffStrategy]: ...
-
-    async def _notify(self, hook: str, **kwargs: Any) -> None: ...
-
-    def _fetching_next(self) -> bool:
-        """Whether a completion may take the slot's next job (not closing, not paused)."""
-
-    def _slot_done(self, job: Job) -> None:
-        """The job is no longer active: its slot is free."""
-
-
-class Takes(Protocol):
-    """What the settling part sees of the worker's fetching part."""
-
-    @property
-    def short(self) -> bool:
-        """Whether the queue likely has no other job waiting."""
-
-    def request(self, n: int) -> FetchRequest: ...
-
-    def took_next(self, found: bool) -> None: ...
-
-    def found_work(self) -> None: ...
+Outcome = Completed | Failed | Retry
+READ_TRIES = 5  # completed_earlier's reads of the job while the store cannot be reached
 
 
 class Settling:
@@ -83,12 +47,14 @@ class Settling:
     same call (fetch-next), or, while the last take found no other job waiting, wait in the
     batch for a call to ride on (`defer`) while the slot takes its next job."""
 
-    def __init__(self, worker: SettleContext, fetching: Takes) -> None:
-        self._worker = worker
-        self._fetching = fetching
-        self._emit = worker.emit
+    def __init__(self, config: Configured, slots: Slots, takes: Takes, reports: Reports) -> None:
+        self._config = config
+        self._slots = slots
+        self._takes = takes
+        self._reports = reports
+        self._emit = reports.emit
         # a worker's plugins are fixed: whether one hears every completion, found once
-        self._on_completed = worker._plugins.has_hook("psyq_job_completed")
+        self._on_completed = reports.has_hook("psyq_job_completed")
         self._batch: SettleBatch | None = None  # completions batched per loop turn
         self._deferred: dict[str, asyncio.Task[None]] = {}  # job id -> its deferred settle
         self.retries = 0  # settles sent again after the store could not be reached
@@ -98,7 +64,7 @@ class Settling:
         if self._batch is not None:
             self._batch.flush()
 
-    def riding_take(self) -> Callable[[FetchRequest], Awaitable[list[JobRecord]]] | None:
+    def riding_take(self) -> Take | None:
         """The batch's take, while completions wait in it for a call to ride on."""
         batch = self._batch
         return batch.take if batch is not None and batch.deferring else None
@@ -115,10 +81,10 @@ class Settling:
         """Whether this completion may wait for a call to ride on, its slot free at once."""
         return (
             isinstance(outcome, Completed)
-            and self._fetching.short
+            and self._takes.short
             and ref.backend.batch_settles
             and self._settle_batch(ref).lingers
-            and self._worker._fetching_next()
+            and self._slots.taking_next()
         )
 
     def settle_later(self, ref: QueueRef, job: Job, outcome: Completed) -> None:
@@ -130,7 +96,7 @@ class Settling:
                 await self.settle(ref, job, outcome, None, defer=True)
             finally:
                 self._deferred.pop(job.id, None)
-                self._worker._slot_done(job)
+                self._slots.done(job)
 
         self._deferred[job.id] = asyncio.ensure_future(settle())
 
@@ -149,14 +115,15 @@ class Settling:
         backoff: Reconnect | None = None  # made on the first failure: most settles work
         while True:
             try:
-                if isinstance(outcome, Completed):  # the common case, without _settle_once
+                if isinstance(outcome, Completed):
                     return await self._complete(ref, job, job.token or "", outcome, defer)
-                return await self._settle_once(ref, job, outcome, error, defer)
+                await self._fail(job, outcome, error)
+                return None
             except ConnectionError as exc:
                 if backoff is None:
-                    duration = self._worker.lock_duration / 1000
+                    duration = self._config.options.lock_duration / 1000
                     give_up, backoff = time.monotonic() + duration, Reconnect()
-                if self._worker._forced or time.monotonic() >= give_up:
+                if self._slots.forced or time.monotonic() >= give_up:
                     self._emit("error", exc)  # given up: the stall check hands the job out
                     return None
                 self.retries += 1  # a retry that may well succeed
@@ -167,27 +134,17 @@ class Settling:
                 self._emit("error", exc)  # the job stays active; the stall check recovers it
                 return None
 
-    async def _settle_once(
-        self,
-        ref: QueueRef,
-        job: Job,
-        outcome: Outcome,
-        error: BaseException | None,
-        defer: bool,
-    ) -> Job | None:
-        token = job.token or ""
-        if isinstance(outcome, Completed):
-            return await self._complete(ref, job, token, outcome, defer)
-        await settle_failure(job, token, outcome)
+    async def _fail(self, job: Job, outcome: Failed | Retry, error: BaseException | None) -> None:
+        """Settle a failed attempt (a retry or a final failure) and report it."""
+        await settle_failure(job, job.token or "", outcome)
         await self._report_failure(job, outcome, error)
-        return None
 
     async def _complete(
         self, ref: QueueRef, job: Job, token: str, outcome: Completed, defer: bool
     ) -> Job | None:
         """Complete the job (fetching the next one unless closing or deferred); returns
         that next job."""
-        fetch = self._worker._fetching_next()
+        fetch = self._slots.taking_next()
         defer = defer and fetch
         error: PsyqError | None = None
         if ref.backend.batch_settles:
@@ -196,7 +153,7 @@ class Settling:
             settled = await (batch.defer(settling) if defer else batch.settle(settling, fetch))
             error, records = settled.error, [settled.next_job] if settled.next_job else []
         else:
-            request = self._fetching.request(1) if fetch else None
+            request = self._takes.request(1) if fetch else None
             try:
                 records = await ref.backend.move_to_finished(
                     ref.name, job.id, token, outcome, request
@@ -204,7 +161,7 @@ class Settling:
             except (LockError, JobStateError) as refused:  # as settle_many reports them
                 error, records = refused, []
         if fetch and not defer:
-            self._fetching.took_next(bool(records))
+            self._takes.took_next(bool(records))
         if error is not None and await completed_earlier(
             ref.backend, ref.name, job, outcome, error
         ):
@@ -212,25 +169,23 @@ class Settling:
         if error is None:
             await self.completed(job, outcome)
         elif _children_pending(error):
-            await self._fail_refused(job, token, error)
+            await self._fail_refused(ref, job, error)
         else:
             self._emit("error", error)
         if records:
-            self._fetching.found_work()
+            self._takes.found_work()
             return Job(ref, records[0])
         return None
 
-    async def _fail_refused(self, job: Job, token: str, error: JobStateError) -> None:
+    async def _fail_refused(self, ref: QueueRef, job: Job, error: JobStateError) -> None:
         """A completion refused because a flow gave the job a child while it ran fails the
         job with that refusal, as Node BullMQ's worker does (attempts apply): the job ran,
         and its outcome is `failed`, not a worker `error`."""
-        outcome = self._failure(job, error)
-        await settle_failure(job, token, outcome)
-        await self._report_failure(job, outcome, error)
+        await self._fail(job, self._failure(ref, job, error), error)
 
-    def _failure(self, job: Job, error: BaseException) -> Failed | Retry:
-        worker = self._worker
-        return failure_outcome(job, error, worker._strategies, worker.remove_on_fail)
+    def _failure(self, ref: QueueRef, job: Job, error: BaseException) -> Failed | Retry:
+        keep = self._config.options.remove_on_fail
+        return failure_outcome(job, error, ref.backoff_strategies, keep)
 
     async def completed(self, job: Job, outcome: Completed) -> None:
         """The job completed: its return value set, `completed` emitted, plugins told."""
@@ -239,12 +194,12 @@ class Settling:
         result = job.returnvalue
         self._emit("completed", job, result)
         if self._on_completed:
-            await self._worker._notify("psyq_job_completed", job=job, result=result)
+            await self._reports.notify("psyq_job_completed", job=job, result=result)
 
     def _settle_batch(self, ref: QueueRef) -> SettleBatch:
         if self._batch is None:
             report = partial(self._emit, "error")
-            self._batch = SettleBatch(ref.backend, ref.name, self._fetching.request, report)
+            self._batch = SettleBatch(ref.backend, ref.name, self._takes.request, report)
         return self._batch
 
     async def _report_failure(
@@ -253,11 +208,11 @@ class Settling:
         error = error or PsyqError(outcome.reason)
         self._emit("failed", job, error)
         if isinstance(outcome, Retry):
-            await self._worker._notify(
+            await self._reports.notify(
                 "psyq_job_retried", job=job, error=error, delay=outcome.delay
             )
         else:
-            await self._worker._notify("psyq_job_failed", job=job, error=error)
+            await self._reports.notify("psyq_job_failed", job=job, error=error)
 
     async def after_complete_in(self, ref: QueueRef, job: Job, outcome: Completed) -> Job | None:
         """The processor completed its job on its own transaction (Job.complete_in) and
@@ -278,10 +233,57 @@ class Settling:
                 f"job {job.id!r}: the transaction given to complete_in did not commit "
                 "before the processor returned"
             )
-            return await self.settle(ref, job, self._failure(job, error), error)
+            return await self.settle(ref, job, self._failure(ref, job, error), error)
         return None
 
 
 def _children_pending(error: PsyqError) -> TypeGuard[JobStateError]:
     """Whether a completion was refused for a child still pending (ErrorCode -4)."""
     return isinstance(error, JobStateError) and error.state == CHILDREN_PENDING
+
+
+async def completed_earlier(
+    backend: BackendAdapter, queue: str, job: Job, outcome: Completed, error: PsyqError | None
+) -> bool:
+    """Whether a completion the store refused (the job no longer active under its token)
+    was done by an earlier attempt of this same settle, one whose reply was lost with its
+    connection and which was then sent again (by the backend, or by the worker's retry).
+    So it was when the job is now completed under the same lease: started as many times,
+    at the same time (each take counts a start and stamps processedOn, so no other take
+    came between), with this outcome's value. A job its retention already removed cannot
+    be told apart: the refusal then stands. The job is read again while the store cannot
+    be reached (a few times, with backoff): the question comes right after a lost
+    connection, and a wrong no reports a completed job as refused."""
+    if not isinstance(error, (LockError, JobStateError)):
+        return False
+    backoff = Reconnect()
+    for _ in range(READ_TRIES):
+        try:
+            record = await backend.get_job(queue, job.id)
+            if record is None:
+                return False
+            state = record.state or await backend.get_state(queue, job.id)
+            break
+        except ConnectionError:
+            backoff.failed()
+            await backoff.wait()
+        except PsyqError:
+            return False
+    else:
+        return False
+    return (
+        state == "completed"
+        and record.attempts_started == job.attempts_started
+        and record.processed_on == job.processed_on
+        and _same_json(record.returnvalue, outcome.returnvalue)
+    )
+
+
+def _same_json(stored: str | None, sent: str) -> bool:
+    """The same JSON value (a store may write it back spaced otherwise: jsonb)."""
+    if stored is None:
+        return False
+    try:
+        return bool(json.loads(stored) == json.loads(sent))
+    except ValueError:
+        return stored == sent

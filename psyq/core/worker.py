@@ -10,15 +10,16 @@ Shape of the loop (each step a small method):
 - one timer renews every held lock, one timer moves stalled jobs back, one stops the jobs
   `queue.cancel_job` marked.
 
-The Worker holds its options, its slots (the active jobs and the tasks running their
-processors) and its lifecycle (run, pause, close), and owns three parts, each with its own
-state and a narrow view of the Worker (a Protocol of the part's module):
-- `Fetching` (psyq.core.fetching, sees a `FetchContext`): the fetcher loop, tokens, lost
-  takes, the drained and short marks;
-- `Settling` (psyq.core.settling, sees a `SettleContext`): settles with retries, the loop
-  turn's batch, deferred completions;
-- `Locks` (psyq.core.locks, sees a `LockContext`): lock renewal, lost locks, cancelled
-  and stalled jobs.
+The Worker holds its options (one checked `WorkerOptions`), its lifecycle (run, pause,
+close, the timers) and the per-job path (`_process`), and wires its parts, each given
+explicitly what it shares (docs/design/0011):
+- `Slots` (psyq.core.slots): the active jobs, the jobs in their processor, the idle
+  slots and the hand-off, the gate (open, paused, closing, forced);
+- `Takes` (psyq.core.takes): fresh tokens, the drained and short marks;
+- `Fetching` (psyq.core.fetching): the fetcher loop;
+- `Settling` (psyq.core.settling): settles with retries, the loop turn's batch, deferred
+  completions (the fetcher's `Riders`);
+- `Locks` (psyq.core.locks): lock renewal, lost locks, cancelled and stalled jobs.
 """
 
 from __future__ import annotations
@@ -35,14 +36,16 @@ from typing import Any
 from psyq.backends.base import BackendAdapter, Completed, Limiter
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
-from psyq.core.fetching import Fetching, Take
+from psyq.core.fetching import Fetching
 from psyq.core.job import Job, QueueRef, failure_outcome
 from psyq.core.locks import RENEW_LOCK, Locks
-from psyq.core.options import check_keep, check_limiter
+from psyq.core.parts import Hooks, log
 from psyq.core.processor import Processor, is_async, wants_token
 from psyq.core.queue import _BackendUser
-from psyq.core.settle import Outcome, log
-from psyq.core.settling import Settling
+from psyq.core.settling import Outcome, Settling
+from psyq.core.slots import Slots
+from psyq.core.takes import Takes
+from psyq.core.worker_options import Keep, OptionAttribute, WorkerOptions
 from psyq.errors import ConnectionError as Unreachable
 from psyq.errors import (
     DelayedError,
@@ -59,7 +62,7 @@ from psyq.rules.limits import check_int
 from psyq.rules.prefix import DEFAULT_PREFIX
 from psyq.rules.reconnect import until_done
 
-__all__ = ["RENEW_LOCK", "Processor", "Worker"]
+__all__ = ["RENEW_LOCK", "Processor", "Worker", "WorkerOptions"]
 
 # A slot that chains jobs through fetch-next yields to the event loop this often.
 YIELD_EVERY = 32
@@ -75,6 +78,18 @@ class Worker(_BackendUser, EventEmitter):
     Events: active(job, prev) completed(job, result) failed(job, error) progress(job, progress)
     stalled(job_id, prev) drained() error(error) closed().
     """
+
+    # the options, read from (and, set, checked into) `self.options`
+    limiter = OptionAttribute[Limiter | None]()
+    lock_duration = OptionAttribute[int]()
+    lock_renew_time = OptionAttribute[int]()
+    stalled_interval = OptionAttribute[int]()
+    max_stalled_count = OptionAttribute[int]()
+    drain_delay = OptionAttribute[float]()
+    skip_stalled_check = OptionAttribute[bool]()
+    skip_lock_renewal = OptionAttribute[bool]()
+    remove_on_complete = OptionAttribute[Keep]()
+    remove_on_fail = OptionAttribute[Keep]()
 
     def __init__(
         self,
@@ -101,51 +116,50 @@ class Worker(_BackendUser, EventEmitter):
     ) -> None:
         _BackendUser.__init__(self, name, connection, prefix)
         EventEmitter.__init__(self)
-        if processor is not None and not callable(processor):
-            raise InvalidOptionsError(f"processor must be callable, got {processor!r}")
-        self.processor = processor
-        self._concurrency = check_int("concurrency", concurrency, minimum=1)
-        self.limiter = check_limiter(limiter)
-        # BullMQ's worker options: retention for jobs without their own removeOn* option
-        self.remove_on_complete = check_keep("remove_on_complete", remove_on_complete)
-        self.remove_on_fail = check_keep("remove_on_fail", remove_on_fail)
-        self.lock_duration = check_int("lock_duration", lock_duration, minimum=1)
-        self.lock_renew_time = check_int(
-            "lock_renew_time", lock_renew_time or max(1, lock_duration // 2), minimum=1
+        self._use(processor)
+        self.options = WorkerOptions.create(
+            concurrency=concurrency,
+            limiter=limiter,
+            lock_duration=lock_duration,
+            lock_renew_time=lock_renew_time,
+            stalled_interval=stalled_interval,
+            max_stalled_count=max_stalled_count,
+            drain_delay=drain_delay,
+            autorun=autorun,
+            worker_name=worker_name,
+            skip_stalled_check=skip_stalled_check,
+            skip_lock_renewal=skip_lock_renewal,
+            remove_on_complete=remove_on_complete,
+            remove_on_fail=remove_on_fail,
         )
-        self.stalled_interval = check_int("stalled_interval", stalled_interval, minimum=1)
-        self.max_stalled_count = check_int("max_stalled_count", max_stalled_count)
-        if not isinstance(drain_delay, int | float) or drain_delay <= 0:
-            raise InvalidOptionsError(f"drain_delay must be > 0 seconds, got {drain_delay!r}")
-        self.drain_delay = float(drain_delay)
         self.id = worker_name or f"{name}:{uuid.uuid4().hex[:12]}"
-        self.skip_stalled_check = skip_stalled_check
-        self.skip_lock_renewal = skip_lock_renewal
         self._strategies = dict(backoff_strategies or {})
-        self._plugins = PluginHost(plugins)
-        hooked = self._plugins.has_hook  # the hooks of every job, looked up once
-        self._process_hooks = (hooked("psyq_before_process"), hooked("psyq_after_process"))
-        self._init_slots()
+        self._wire(PluginHost(plugins))
         self._init_lifecycle()
-        self._fetching = Fetching(self)
-        self._settler = Settling(self, self._fetching)
-        self._locks = Locks(self, self._active, self._in_processor)
-        if processor is not None:
-            self._is_async = is_async(processor)
-            self._wants_token = wants_token(processor)
         if autorun and processor is not None:
             self._start_soon()
 
-    def _init_slots(self) -> None:
-        """The slots' state: the active jobs, the tasks running their processors, the idle
-        slots and the jobs handed to them."""
-        self._active: dict[str, Job] = {}
-        self._slots: list[asyncio.Task[Any]] = []  # one task per slot, made as the worker runs
-        self._in_processor: dict[str, asyncio.Task[Any] | None] = {}
-        self._idle = 0
-        self._slot_freed = asyncio.Event()
-        self._handoff: asyncio.Queue[Job] = asyncio.Queue()
-        self._run = self._plugins.wrap_processor(self._call_processor)
+    def _use(self, processor: Processor | None) -> None:
+        """The processor, and how it is called (found once)."""
+        if processor is not None and not callable(processor):
+            raise InvalidOptionsError(f"processor must be callable, got {processor!r}")
+        self.processor = processor
+        if processor is not None:
+            self._is_async = is_async(processor)
+            self._wants_token = wants_token(processor)
+
+    def _wire(self, plugins: PluginHost) -> None:
+        """The parts, each given what it shares: the slots, the takes, the hooks."""
+        self._plugins = plugins
+        hooked = plugins.has_hook  # the hooks of every job, looked up once
+        self._process_hooks = (hooked("psyq_before_process"), hooked("psyq_after_process"))
+        self._run = plugins.wrap_processor(self._call_processor)
+        self._hooks = Hooks(self.emit, plugins)
+        self._slots = Slots(self.options.concurrency)
+        self._takes = Takes(self, self.id)
+        self._settler = Settling(self, self._slots, self._takes, self._hooks)
+        self._fetching = Fetching(self, self._slots, self._takes, self._settler, self._hooks)
+        self._locks = Locks(self, self._slots, self._hooks)
 
     def _init_lifecycle(self) -> None:
         """The state of run, pause and close."""
@@ -155,10 +169,7 @@ class Worker(_BackendUser, EventEmitter):
         self._stopped: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ref: QueueRef | None = None
-        self._forced = False
         self._hand_back_on_close = True
-        self._resumed = asyncio.Event()  # cleared while the worker is paused
-        self._resumed.set()
 
     def _start_soon(self) -> None:
         try:
@@ -194,14 +205,14 @@ class Worker(_BackendUser, EventEmitter):
     def concurrency(self) -> int:
         """How many jobs the worker runs at once. Set while it runs, it takes effect at
         once: more slots start, or slots beyond it take no job until enough are done."""
-        return self._concurrency
+        return self.options.concurrency
 
     @concurrency.setter
     def concurrency(self, value: int) -> None:
-        self._concurrency = check_int("concurrency", value, minimum=1)
-        if self.running and self._ref is not None and self._slots:
+        self.options = self.options.changed(concurrency=value)
+        self._slots.concurrency = self.options.concurrency  # the fetcher counts again
+        if self.running and self._ref is not None and self._slots.tasks:
             self._add_slots(self._ref)
-        self._slot_freed.set()  # the fetcher counts again
 
     def is_running(self) -> bool:
         return self.running
@@ -213,6 +224,7 @@ class Worker(_BackendUser, EventEmitter):
         if self._closing is not None:
             raise InvalidOptionsError(f"worker {self.id!r} is already running")
         self._closing = asyncio.Event()
+        self._slots.open()
         self._stopped = asyncio.Event()
         self._run_task = asyncio.current_task()
         try:
@@ -253,9 +265,8 @@ class Worker(_BackendUser, EventEmitter):
             self._running.cancel()
             await asyncio.gather(self._running, return_exceptions=True)
         if self._closing is not None:
-            self._forced = self._forced or force
+            self._slots.close(force)
             self._closing.set()
-            self._slot_freed.set()
             if self._stopped is not None and self._run_task is not asyncio.current_task():
                 await self._stopped.wait()  # run() returns once slots are done or handed back
         if self._closed:
@@ -267,34 +278,33 @@ class Worker(_BackendUser, EventEmitter):
 
     @property
     def paused(self) -> bool:
-        return not self._resumed.is_set()
+        return self._slots.paused
 
     async def pause(self, do_not_wait_active: bool = False) -> None:
         """Take no more jobs (this worker only; `queue.pause()` pauses every worker); wait
         for the active ones to finish unless `do_not_wait_active`. Emits `paused`."""
         if not self.paused:
-            self._resumed.clear()
+            self._slots.pause()
             self._settler.flush()
             await self._fetching.wait_idle()  # a fetch already sent may still bring a job
-            while (self._active or not self._handoff.empty()) and not do_not_wait_active:
-                await self._slot_freed.wait()
-                self._slot_freed.clear()
+            if not do_not_wait_active:
+                await self._slots.wait_paused()
         self.emit("paused")
 
     def resume(self) -> None:
         """Take jobs again after `pause()`. Emits `resumed`."""
         if self.paused:
-            self._resumed.set()
+            self._slots.resume()
             self.emit("resumed")
 
     async def get_next_job(self, token: str, block: bool = True) -> Job | None:
         """Take one job locked with `token` (manual processing); None when none came."""
         ref = await self._queue_ref()
-        fetching = self._fetching
-        jobs = await fetching.fetch(ref, fetching.request_for([token]))
+        fetching, takes = self._fetching, self._takes
+        jobs = await fetching.fetch(ref, takes.request_for([token]))
         if not jobs and block:
             await ref.backend.wait_for_job(self.name, int(self.drain_delay * 1000))
-            jobs = await fetching.fetch(ref, fetching.request_for([token]))
+            jobs = await fetching.fetch(ref, takes.request_for([token]))
         return jobs[0] if jobs else None
 
     async def rate_limit(self, expire_time_ms: int) -> None:
@@ -304,7 +314,9 @@ class Worker(_BackendUser, EventEmitter):
 
     async def extend_locks(self) -> list[str]:
         """Renew the locks of every active job now; returns the ids whose lock was lost."""
-        return await self._locks.extend()
+        if not self._slots.active:  # nothing held: no store call, nor an open for one
+            return []
+        return await self._locks.extend(await self._queue_ref())
 
     def statistics(self) -> dict[str, int]:
         """Counts of what happened that is no failure, so raised no `error` event:
@@ -318,11 +330,13 @@ class Worker(_BackendUser, EventEmitter):
 
     async def check_stalled(self) -> list[str]:
         """Move jobs whose lock expired back to waiting (or fail them); returns the ids."""
-        return await self._locks.check_stalled()
+        return await self._locks.check_stalled(await self._queue_ref())
 
     async def check_cancelled(self) -> list[str]:
         """Stop the active jobs that `queue.cancel_job` marked; returns their ids."""
-        return await self._locks.check_cancelled()
+        if not self._slots.active:
+            return []
+        return await self._locks.check_cancelled(await self._queue_ref())
 
     # ------------------------------------------------------------------ supervision
     async def _queue_ref(self) -> QueueRef:
@@ -354,23 +368,22 @@ class Worker(_BackendUser, EventEmitter):
         timers = self._timers(ref)
         await self._closing.wait()
         self._settler.flush()
-        if not self._forced:  # a take under way ends: its jobs run, the completions on it settle
-            await self._fetching.wait_idle()
+        if not self._slots.forced:  # a take under way ends: its jobs run, the completions
+            await self._fetching.wait_idle()  # on it settle
         for task in (fetcher, *timers):
             task.cancel()
         await asyncio.gather(fetcher, *timers, return_exceptions=True)
         await _ended(registering)  # still retrying: the store did not answer all along
-        abandoned = await self._stop_slots(self._slots)
+        abandoned = await self._stop_slots()
         for job in abandoned if self._hand_back_on_close else ():
             await self._hand_back(ref, job)
-        while not self._handoff.empty():
-            await self._hand_back(ref, self._handoff.get_nowait())
+        for job in self._slots.handed_unclaimed():
+            await self._hand_back(ref, job)
 
     def _add_slots(self, ref: QueueRef) -> None:
-        """Start slots until there are `concurrency` (a lower value leaves the extra ones
-        idle: `_available` does not count them)."""
-        while len(self._slots) < self._concurrency:
-            self._slots.append(self._spawn(self._slot(ref)))
+        """Start slot tasks until there are `concurrency`."""
+        for _ in range(self._slots.missing()):
+            self._slots.tasks.append(self._spawn(self._slot(ref)))
 
     def _timers(self, ref: QueueRef) -> list[asyncio.Task[None]]:
         timers = []
@@ -405,17 +418,15 @@ class Worker(_BackendUser, EventEmitter):
                 self.emit("error", exc)
             await asyncio.sleep(interval_ms / 1000)
 
-    async def _stop_slots(self, slots: list[asyncio.Task[Any]]) -> list[Job]:
+    async def _stop_slots(self) -> list[Job]:
         """Graceful: busy slots finish their job. Forced: stop now and return their jobs."""
-        while self._active and not self._forced:
-            await self._slot_freed.wait()
-            self._slot_freed.clear()
+        slots = self._slots
+        await slots.wait_closed()
         # a deferred completion's job has run: its settle (flushed at close) is awaited
-        deferred = self._settler.deferred
-        abandoned = [job for job in self._active.values() if not deferred(job.id)]
-        for task in slots:
+        abandoned = slots.abandoned(self._settler.deferred)
+        for task in slots.tasks:
             task.cancel()
-        await asyncio.gather(*slots, return_exceptions=True)
+        await asyncio.gather(*slots.tasks, return_exceptions=True)
         await self._settler.wait_deferred()
         return abandoned
 
@@ -425,58 +436,11 @@ class Worker(_BackendUser, EventEmitter):
         except PsyqError as exc:
             self.emit("error", exc)
 
-    # ------------------------------------------------------------------ the parts' view
-    async def _wait_for_slots(self) -> int:
-        """The number of idle slots within `concurrency`, once there is one and the worker
-        is not paused."""
-        while True:
-            while self._available() <= 0:
-                await self._slot_freed.wait()
-                self._slot_freed.clear()
-            await self._resumed.wait()
-            available = self._available()  # concurrency may have been lowered meanwhile
-            if available > 0:
-                return available
-
-    def _available(self) -> int:
-        """Idle slots that may take a job: none while `concurrency` or more are busy (it
-        was lowered while they ran)."""
-        return min(self._idle, self._concurrency - self._busy())
-
-    def _busy(self) -> int:
-        return len(self._slots) - self._idle
-
-    def _hand_out(self, jobs: list[Job]) -> None:
-        """Give the fetched jobs to idle slots."""
-        self._idle -= len(jobs)
-        for job in jobs:
-            self._handoff.put_nowait(job)
-
-    def _riding_take(self) -> Take | None:
-        """The take that deferred completions ride on, while there are some."""
-        return self._settler.riding_take()
-
-    def _fetching_next(self) -> bool:
-        """Whether a completion may take the slot's next job (not closing, not paused, not
-        more jobs running than `concurrency`)."""
-        return (
-            self._closing is not None
-            and not self._closing.is_set()
-            and not self.paused
-            and self._busy() <= self._concurrency
-        )
-
-    def _slot_done(self, job: Job) -> None:
-        """The job is no longer active: its slot is free."""
-        self._active.pop(job.id, None)
-        self._slot_freed.set()
-
     # ------------------------------------------------------------------ one slot
     async def _slot(self, ref: QueueRef) -> None:
+        slots = self._slots
         while True:
-            self._idle += 1
-            self._slot_freed.set()
-            job: Job | None = await self._handoff.get()
+            job: Job | None = await slots.next_job()
             chained = 0
             while job is not None:
                 job = await self._process(ref, job)
@@ -486,10 +450,10 @@ class Worker(_BackendUser, EventEmitter):
 
     async def _process(self, ref: QueueRef, job: Job) -> Job | None:
         """Run one job and settle it; returns the next job when fetch-next found one."""
-        self._active[job.id] = job
+        self._slots.begin(job)
         if self._listeners.get("active"):  # emit's own first test, without its call
             self.emit("active", job, "waiting")
-        job._keep = self.remove_on_complete
+        job._keep = self.options.remove_on_complete
         deferred = False
         following: Job | None = None
         try:
@@ -508,9 +472,7 @@ class Worker(_BackendUser, EventEmitter):
             return following
         finally:
             if not deferred:
-                self._active.pop(job.id, None)
-                if following is None:  # the slot goes idle; with a next job it stays busy,
-                    self._slot_freed.set()  # and waking the fetcher or a pause is for nothing
+                self._slots.done(job, chained=following is not None)
 
     async def _outcome(self, job: Job) -> tuple[Outcome, BaseException | None] | None:
         """Run the job through the middleware onion; None when the processor moved it."""
@@ -522,7 +484,7 @@ class Worker(_BackendUser, EventEmitter):
         try:
             result = await self._run_guarded(job)
             text = codec.dumps(result, "return value", job.id)
-            outcome: Outcome = Completed(text, self.remove_on_complete)
+            outcome: Outcome = Completed(text, self.options.remove_on_complete)
             if type(result) in _JSON_EXACT:  # what JSON gives back is the value itself
                 job._returnvalue = result
         except (DelayedError, WaitingChildrenError):
@@ -533,7 +495,8 @@ class Worker(_BackendUser, EventEmitter):
             return None
         except Exception as exc:
             error = exc
-            outcome = failure_outcome(job, exc, self._strategies, self.remove_on_fail)
+            keep = self.options.remove_on_fail
+            outcome = failure_outcome(job, exc, self._strategies, keep)
         if hooked[1]:
             await self._notify("psyq_after_process", job=job, result=result, error=error)
         return outcome, error
@@ -542,7 +505,9 @@ class Worker(_BackendUser, EventEmitter):
         """Run the onion under the job's `timeout`, and fail it if it was cancelled."""
         timeout = job.option("timeout")
         task = asyncio.current_task()
-        self._in_processor[job.id] = task
+        slots = self._slots
+        # a processor in a thread is not stopped by cancelling its task: nothing to cancel
+        slots.processing(job, task if self._is_async else None)
         try:
             if timeout is None:
                 result = await self._run(job)
@@ -551,12 +516,12 @@ class Worker(_BackendUser, EventEmitter):
         except TimeoutError:
             raise TimeoutError(f"job {job.id} timed out after {timeout} ms") from None
         except asyncio.CancelledError:
-            if job._cancelled is None or self._forced or task is None:
+            if job._cancelled is None or slots.forced or task is None:
                 raise
             task.uncancel()
             raise JobCancelledError(job.id, job._cancelled) from None
         finally:
-            self._in_processor.pop(job.id, None)
+            slots.processed(job)
         if job._cancelled is not None:  # a thread that finished after being cancelled
             raise JobCancelledError(job.id, job._cancelled)
         return result
@@ -571,10 +536,12 @@ class Worker(_BackendUser, EventEmitter):
 
     # ------------------------------------------------------------------ plugins
     async def _notify(self, hook: str, **kwargs: Any) -> None:
-        if not self._plugins.has_hook(hook):
-            return
-        for error in await self._plugins.notify(hook, **kwargs):
-            self.emit("error", error)
+        await self._hooks.notify(hook, **kwargs)
+
+    @property
+    def _active(self) -> dict[str, Job]:
+        """The active jobs (the slots'), by id: for the compat layer and tests' reports."""
+        return self._slots.active
 
 
 async def _ended(task: asyncio.Task[None]) -> None:

@@ -9,7 +9,10 @@ module needs an upper object it names a narrow Protocol of its own instead.
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
+from types import ModuleType
+from typing import Protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"psyq": ROOT / "psyq", "psyq_migrate": ROOT / "migrate" / "psyq_migrate"}
@@ -184,3 +187,56 @@ def test_the_migrate_tool_reaches_the_stores_through_their_packages() -> None:
 def test_the_checker_sees_a_reach_into_a_store() -> None:
     graph = {"psyq_migrate.x": {"psyq.backends.sqlite.export", "psyq.backends.sqlite"}}
     assert store_reaches(graph, "psyq_migrate") == ["psyq_migrate.x -> psyq.backends.sqlite.export"]
+
+
+class _Bare(Protocol):
+    """A Protocol with no member: what `typing` itself puts in every Protocol's namespace."""
+
+
+_TYPING_OWN = frozenset(vars(_Bare))
+
+
+def protocol_members(protocol: type) -> set[str]:
+    """The members a Protocol class declares itself (methods, properties, annotations)."""
+    own = set(vars(protocol)) | set(vars(protocol).get("__annotations__", {}))
+    return own - _TYPING_OWN
+
+
+def private_protocol_members(module: ModuleType) -> list[str]:
+    """`Protocol.member` for each member starting with `_` (dunders excepted) of a Protocol
+    class defined in `module`."""
+    found = []
+    for value in vars(module).values():
+        if not (isinstance(value, type) and value.__module__ == module.__name__):
+            continue
+        if not getattr(value, "_is_protocol", False) or value is Protocol:
+            continue
+        for member in protocol_members(value):
+            if member.startswith("_") and not (member.startswith("__") and member.endswith("__")):
+                found.append(f"{value.__name__}.{member}")
+    return sorted(found)
+
+
+def test_no_protocol_in_the_core_names_a_private_member() -> None:
+    """A part sees what it shares through a Protocol; a private member there would tie the
+    part to its owner's insides (docs/design/0011)."""
+    core = sorted(name for name in modules() if name.startswith("psyq.core."))
+    assert core, "found no psyq.core module"
+    found = {name: private_protocol_members(importlib.import_module(name)) for name in core}
+    assert {name: members for name, members in found.items() if members} == {}
+
+
+def test_the_checker_sees_a_private_protocol_member() -> None:
+    module = ModuleType("psyq_probe")
+
+    class Peeking(Protocol):
+        visible: int
+        _hidden: int
+
+        def __call__(self) -> None: ...
+
+        def _peek(self) -> None: ...
+
+    Peeking.__module__ = module.__name__
+    module.Peeking = Peeking  # type: ignore[attr-defined]
+    assert private_protocol_members(module) == ["Peeking._hidden", "Peeking._peek"]

@@ -20,7 +20,7 @@
                       (presence.py); `false` saves those connections
     settle_linger_ms  how long a worker's completion may wait, while its queue has no other
                       job waiting, to ride on the take the next job's arrival starts
-                      (default 20; 0 commits every completion at once; psyq.core.settle)
+                      (default 20; 0 commits every completion at once; psyq.core.settle_batch)
 
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).

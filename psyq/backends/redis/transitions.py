@@ -174,7 +174,7 @@ class Transitions(Schedulers):
         fetch: FetchRequest | None = None,
     ) -> list[JobRecord]:
         """One moveToFinished call (workers batch their settles through settle_many:
-        psyq.core.settle)."""
+        psyq.core.settle_batch)."""
         [code], fetched = await self._settle(
             queue, [self._settle_item(job_id, token, outcome)], fetch
         )

@@ -26,7 +26,7 @@ class CoreWorker(Worker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Node's worker starts not drained: its first fetch that finds nothing emits drained
-        self._fetching.drained = False
+        self._takes.drained = False
 
     async def extend_locks(self) -> list[str]:
         held = list(self._active)

@@ -1,6 +1,6 @@
 """`SettleBatch`: a worker's completions of one event-loop turn, settled in one call (or a
 few, sent together: `BackendAdapter.settle_groups`). The worker's part that uses it is
-`Settling` (psyq.core.settling); here too are `LostTakes` and `completed_earlier`.
+`Settling` (psyq.core.settling).
 
 On a store across the network (Redis, Postgres, psyq://) every `move_to_finished` is a round
 trip. A worker with many slots finishes many jobs in the same turn of the event loop; the
@@ -18,28 +18,14 @@ commit per job for its take and completion together, not two.
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from psyq.backends.base import (
-    BackendAdapter,
-    Completed,
-    Failed,
-    FetchRequest,
-    JobRecord,
-    Retry,
-    Settlement,
-)
-from psyq.core.job import Job
-from psyq.errors import ConnectionError, JobStateError, LockError, PsyqError
-from psyq.rules.reconnect import Reconnect
+from psyq.backends.base import BackendAdapter, FetchRequest, JobRecord, Settlement
+from psyq.core.takes import LostTakes
+from psyq.errors import ConnectionError, PsyqError
 
-__all__ = ["LostTakes", "Outcome", "SettleBatch", "Settled", "completed_earlier"]
-
-Outcome = Completed | Failed | Retry
-log = logging.getLogger("psyq.worker")
+__all__ = ["SETTLE_GROUP_MIN", "SettleBatch", "Settled"]
 
 
 @dataclass(slots=True)
@@ -53,47 +39,12 @@ class Settled:
 
 _Entry = tuple[Settlement, bool, "asyncio.Future[Settled]"]
 SETTLE_GROUP_MIN = 5  # settles per call at least, when a backend splits batches
-READ_TRIES = 5  # completed_earlier's reads of the job while the store cannot be reached
-MAX_HELD = 1000  # lost takes' tokens a worker keeps (an outage fails many calls in a row)
-
-
-class LostTakes:
-    """The tokens of a worker's takes (its fetcher's, a batch's fetch-next) whose call
-    failed, most often with a lost connection: the store may have run it and locked jobs
-    under them, and the reply never came. The next such take carries them
-    (`FetchRequest.held`); a backend that finds jobs by lock token (Redis) hands those jobs
-    over with it, as if the reply had come, instead of leaving them active until their
-    locks expire. Only the worker's own tokens come here: they are fresh for each take, so
-    a job locked under one is that take's (a caller's token, as get_next_job's, may lock
-    other jobs too)."""
-
-    __slots__ = ("_tokens",)
-
-    def __init__(self) -> None:
-        self._tokens: list[str] = []
-
-    def attach(self, request: FetchRequest) -> FetchRequest:
-        if self._tokens:
-            request.held, self._tokens = self._tokens, []
-        return request
-
-    def failed(self, request: FetchRequest | None) -> None:
-        if request is not None:
-            self._tokens = [*self._tokens, *request.held, *request.tokens][-MAX_HELD:]
-
-    async def take(
-        self, call: Callable[[FetchRequest], Awaitable[list[JobRecord]]], request: FetchRequest
-    ) -> list[JobRecord]:
-        """`call(request)`, a take with the worker's own (fresh) tokens: they are kept when
-        the call fails, and the lost takes' tokens go with it."""
-        try:
-            return await call(self.attach(request))
-        except BaseException:
-            self.failed(request)
-            raise
 
 
 class SettleBatch:
+    """The completions of one loop turn (and the deferred ones) of one queue, sent
+    together; each slot awaits its own `Settled`."""
+
     def __init__(
         self,
         backend: BackendAdapter,
@@ -236,50 +187,3 @@ class SettleBatch:
                 )
             except PsyqError as exc:  # it moved on (its lock expired): the stall check has it
                 self._report(exc)
-
-
-async def completed_earlier(
-    backend: BackendAdapter, queue: str, job: Job, outcome: Completed, error: PsyqError | None
-) -> bool:
-    """Whether a completion the store refused (the job no longer active under its token)
-    was done by an earlier attempt of this same settle, one whose reply was lost with its
-    connection and which was then sent again (by the backend, or by the worker's retry).
-    So it was when the job is now completed under the same lease: started as many times,
-    at the same time (each take counts a start and stamps processedOn, so no other take
-    came between), with this outcome's value. A job its retention already removed cannot
-    be told apart: the refusal then stands. The job is read again while the store cannot
-    be reached (a few times, with backoff): the question comes right after a lost
-    connection, and a wrong no reports a completed job as refused."""
-    if not isinstance(error, (LockError, JobStateError)):
-        return False
-    backoff = Reconnect()
-    for _ in range(READ_TRIES):
-        try:
-            record = await backend.get_job(queue, job.id)
-            if record is None:
-                return False
-            state = record.state or await backend.get_state(queue, job.id)
-            break
-        except ConnectionError:
-            backoff.failed()
-            await backoff.wait()
-        except PsyqError:
-            return False
-    else:
-        return False
-    return (
-        state == "completed"
-        and record.attempts_started == job.attempts_started
-        and record.processed_on == job.processed_on
-        and _same_json(record.returnvalue, outcome.returnvalue)
-    )
-
-
-def _same_json(stored: str | None, sent: str) -> bool:
-    """The same JSON value (a store may write it back spaced otherwise: jsonb)."""
-    if stored is None:
-        return False
-    try:
-        return bool(json.loads(stored) == json.loads(sent))
-    except ValueError:
-        return stored == sent
