@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test lint docs check bench fuzz soak soak-stores clean
+.PHONY: demo test system-deps lint docs check bench fuzz soak soak-stores clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,15 @@ demo: $(VENV)/.installed
 # engine, with the fault tests of the live move and of the probes. The rest (Spark
 # pipelines, Node interop, the wheel, the browser) mostly runs other processes; it passes on uvloop too (`PSYQ_TEST_LOOP=uvloop pytest`, the whole suite), at
 # about as much time again as the asyncio run (docs/architecture.md, "Tests and services").
-UVLOOP_SUBSET := $(addprefix tests/,conformance tcp postgres redis_backend sqlite native \
+UVLOOP_SUBSET := $(addprefix tests/,conformance server postgres redis_backend sqlite engine \
 	migrate/test_live_kills.py cli/test_health.py)
 
-test: $(VENV)/.installed
+# What the tests need from the system that its package tool can bring (Debian's chromium,
+# as root with apt-get); where it cannot, the tests that need it are skipped, naming it.
+system-deps:
+	scripts/system-deps
+
+test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q
 	PSYQ_TEST_LOOP=uvloop $(PY) -m pytest -q $(UVLOOP_SUBSET)
 
