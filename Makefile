@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test lint docs check bench fuzz soak soak-stores clean
+.PHONY: demo test system-deps lint docs check bench fuzz soak soak-stores clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,14 +16,20 @@ demo: $(VENV)/.installed
 
 # The whole suite on asyncio's loop, then again on uvloop, the loop of uvicorn and many servers
 # (PSYQ_TEST_LOOP, tests/conftest.py), where the loop matters most: the conformance suite
-# (every backend), the psyq:// server and client, Postgres, Redis, SQLite and the native
-# engine, with the fault tests of the live move and of the probes. The rest (Spark
-# pipelines, Node interop, the wheel, the browser) mostly runs other processes; it passes on uvloop too (`PSYQ_TEST_LOOP=uvloop pytest`, the whole suite), at
-# about as much time again as the asyncio run (docs/architecture.md, "Tests and services").
-UVLOOP_SUBSET := $(addprefix tests/,conformance tcp postgres redis_backend sqlite native \
+# (every backend), the psyq:// server and client, Postgres, Redis, SQLite and the engine,
+# with the fault tests of the live move and of the probes. The rest (Spark pipelines, Node
+# interop, the wheel, the browser) mostly runs other processes; it passes on uvloop too
+# (`PSYQ_TEST_LOOP=uvloop pytest`, the whole suite), at about as much time again as the
+# asyncio run (docs/architecture.md, "Tests and services").
+UVLOOP_SUBSET := $(addprefix tests/,conformance server postgres redis_backend sqlite engine \
 	migrate/test_live_kills.py cli/test_health.py)
 
-test: $(VENV)/.installed
+# What the tests need from the system that its package tool can bring (Debian's chromium,
+# as root with apt-get); where it cannot, the tests that need it are skipped, naming it.
+system-deps:
+	scripts/system-deps
+
+test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q
 	PSYQ_TEST_LOOP=uvloop $(PY) -m pytest -q $(UVLOOP_SUBSET)
 

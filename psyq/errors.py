@@ -12,6 +12,8 @@ Every error names the value that caused it.
     ├── LockError                  the caller does not hold the job's lock (late completion)
     ├── TransactionError           a `transaction=` the backend cannot write on (named)
     ├── JobVetoedError             an add-side plugin refused the job
+    ├── JobCancelledError          the job was cancelled while it ran (queue.cancel_job); no retry
+    ├── JobFailedError             job.wait_until_finished: the job failed (its failedReason)
     ├── UnsupportedError           the backend does not implement this part of the model yet
     ├── ClosedError                the Queue / Worker / backend was closed
     └── ProcessorSignal            raised by a processor to steer what happens to its job

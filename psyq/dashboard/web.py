@@ -1,7 +1,6 @@
 """The dashboard's HTTP side (aiohttp): the page, the JSON API, `/metrics`, and the guards.
 
-    GET  /                                    the page (static/index.html, static/app.js)
-    GET  /                                    the page (static/index.html, app.js, app.css)
+    GET  /                                    the page (static/: index.html, app.js, app.css)
     GET  /api/config                          {"read_only": bool, "now": ms}
     GET  /api/queues                          every queue: counts per state, paused, workers
     GET  /api/queues/{queue}                  one queue, with its workers and schedulers
@@ -16,7 +15,7 @@
     POST /api/queues/{queue}/jobs/{id}/retry | promote | remove | cancel
     GET  /metrics                             Prometheus text format 0.0.4
 
-With a token, every request but the page's two files needs `Authorization: Bearer <token>`
+With a token, every request but the page's files (static/) needs `Authorization: Bearer <token>`
 (the page takes it once from `?token=` and keeps it for the tab). Read-only refuses every
 POST with 403; a POST that is not `application/json` gets 415 (other sites' pages cannot send
 that type). Without a token, a request reaching a loopback socket must carry a loopback Host

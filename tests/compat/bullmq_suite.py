@@ -1,5 +1,7 @@
-"""The `bullmq` package's own test suite (../shared/bullmq-py-tests, or BULLMQ_PY_TESTS) run
-against psyq.compat.bullmq: `import bullmq` gives the layer (bullmq_alias/sitecustomize.py).
+"""The `bullmq` package's own test suite (a checkout of bullmq's tests, named by
+BULLMQ_PY_TESTS) run against psyq.compat.bullmq: `import bullmq` gives the layer
+(bullmq_alias/sitecustomize.py). Without the variable the tests that run it are skipped,
+saying so, unless PSYQ_REQUIRE_BULLMQ_SUITE=1 (CI, whose machines have the checkout).
 
 The suite talks to Redis at 127.0.0.1:6379 and FLUSHDBs it after its tests, so it runs in a
 private network namespace (`unshare -rn`) whose 127.0.0.1:6379 is a redis-server of its
@@ -21,7 +23,16 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SUITE_FILES", "Outcome", "missing_tools", "run_suite", "suite_dir"]
+__all__ = [
+    "REQUIRE_VARIABLE",
+    "SUITE_FILES",
+    "SUITE_VARIABLE",
+    "Outcome",
+    "missing_tools",
+    "run_suite",
+    "suite_dir",
+    "suite_required",
+]
 
 REPO = Path(__file__).resolve().parents[2]
 ALIAS_DIR = Path(__file__).resolve().parent / "bullmq_alias"
@@ -64,15 +75,27 @@ class Outcome:
         return len(self.passed) + len(self.failed) + len(self.skipped)
 
 
-def suite_dir() -> Path:
-    return Path(os.environ.get("BULLMQ_PY_TESTS") or REPO.parent / "shared" / "bullmq-py-tests")
+SUITE_VARIABLE = "BULLMQ_PY_TESTS"  # the folder of a checkout of the suite; no default
+REQUIRE_VARIABLE = "PSYQ_REQUIRE_BULLMQ_SUITE"  # =1: the suite's absence fails (CI)
+
+
+def suite_dir() -> Path | None:
+    """The suite's checkout, when BULLMQ_PY_TESTS names one: nothing outside the repository
+    is looked for by default."""
+    folder = os.environ.get(SUITE_VARIABLE)
+    return Path(folder) if folder else None
+
+
+def suite_required() -> bool:
+    return os.environ.get(REQUIRE_VARIABLE) == "1"
 
 
 def missing_tools() -> list[str]:
-    """What running the suite needs and this machine lacks."""
+    """What running the suite named by BULLMQ_PY_TESTS needs and this machine lacks."""
     missing = [tool for tool in ("unshare", "ip", "redis-server") if not shutil.which(tool)]
-    if not (suite_dir() / "tests").is_dir():
-        missing.append(f"the bullmq suite at {suite_dir()} (or BULLMQ_PY_TESTS)")
+    suite = suite_dir()
+    if suite is not None and not (suite / "tests").is_dir():
+        missing.append(f"the bullmq suite at {suite} ({SUITE_VARIABLE} names no checkout)")
     return missing
 
 
@@ -122,6 +145,7 @@ def _inside(report: str, folder: str) -> int:
     try:
         wait_port(SUITE_REDIS_PORT)
         suite = suite_dir()
+        assert suite is not None, f"run_suite runs only with {SUITE_VARIABLE} set"
         args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         args += ["-c", str(suite / "pytest.ini"), "--rootdir", str(suite)]
         args += [f"--junitxml={report}", "-o", "junit_family=xunit1", *SUITE_FILES]

@@ -14,7 +14,14 @@ from urllib.parse import urlsplit
 import asyncpg
 import pytest
 
-from tests.compat.bullmq_suite import missing_tools, run_suite
+from tests.compat.bullmq_suite import (
+    REQUIRE_VARIABLE,
+    SUITE_VARIABLE,
+    missing_tools,
+    run_suite,
+    suite_dir,
+    suite_required,
+)
 from tests.conformance.conftest import services_required
 from tests.postgres.conftest import pg_server  # noqa: F401 - the fixture
 
@@ -28,6 +35,15 @@ FLOOR = {"redis": 142, "postgres": 136}
 
 @pytest.fixture
 def suite_tools() -> None:
+    """The suite where a checkout of it is named (skipped, saying so, where none is, unless
+    PSYQ_REQUIRE_BULLMQ_SUITE=1), and the tools its run needs."""
+    if suite_dir() is None:
+        reason = (
+            f"the bullmq suite runs from a checkout of bullmq's tests named by {SUITE_VARIABLE}"
+        )
+        if suite_required():
+            pytest.fail(f"{reason}, unset here; {REQUIRE_VARIABLE}=1 requires it")
+        pytest.skip(f"{reason} (unset)")
     missing = missing_tools()
     if missing:
         reason = f"the bullmq suite run needs {', '.join(missing)}"

@@ -77,7 +77,16 @@ BACKENDS: dict[str, UrlFactory] = {
 
 
 def services_required() -> bool:
+    """The services the README lists (Redis, Postgres, Java, Node): a missing one fails the
+    test saying what to install, unless PSYQ_REQUIRE_SERVICES=0."""
     return os.environ.get("PSYQ_REQUIRE_SERVICES", "1") != "0"
+
+
+def system_deps_required() -> bool:
+    """What `make test` installs itself where it can (scripts/system-deps: Debian's chromium,
+    as root with apt-get): a machine where it cannot skips the tests that need it, naming
+    it, unless PSYQ_REQUIRE_SERVICES=1 is set, as CI sets it."""
+    return os.environ.get("PSYQ_REQUIRE_SERVICES") == "1"
 
 
 def service_url(

@@ -15,14 +15,14 @@ import shutil
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
 from psyq.dashboard.store import Store
 from psyq.dashboard.web import create_app
+from tests.conformance.conftest import system_deps_required
 from tests.dashboard.conftest import FAILED
-from tests.interop.conftest import _missing
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 CHROMIUM_ARGS = [
@@ -38,14 +38,22 @@ CHROMIUM_ARGS = [
 WAIT_MS = 10_000  # what a test waits at most for the page to show something
 
 
+def _missing(reason: str) -> NoReturn:
+    """Skip, naming what is missing (`make test` installs the browser where it can); fail
+    instead where PSYQ_REQUIRE_SERVICES=1 (CI)."""
+    if system_deps_required():
+        pytest.fail(f"{reason}; PSYQ_REQUIRE_SERVICES=1 requires it")
+    pytest.skip(reason)
+
+
 def chromium_path() -> str:
     found = os.environ.get("PSYQ_TEST_CHROMIUM") or shutil.which("chromium")
     if found is None and Path("/usr/bin/chromium").exists():
         found = "/usr/bin/chromium"
     if found is None:
         _missing(
-            "the dashboard's browser tests need Chromium: apt-get install chromium (or set "
-            "PSYQ_TEST_CHROMIUM to a Chromium binary)"
+            "the dashboard's browser tests need Chromium: apt-get install chromium (`make "
+            "test` does as root), or set PSYQ_TEST_CHROMIUM to a Chromium binary"
         )
     return str(found)
 

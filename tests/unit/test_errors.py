@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import re
 
 import pytest
 
@@ -97,3 +98,32 @@ def test_every_error_is_a_psyq_error(name: str) -> None:
 )
 def test_processor_signals(cls: type[Exception]) -> None:
     assert issubclass(cls, psyq.ProcessorSignal)
+
+
+def drawn_tree() -> dict[str, str]:
+    """The tree drawn in psyq.errors' docstring: each class name -> its drawn parent."""
+    parents: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    for line in (errors.__doc__ or "").splitlines():
+        found = re.match(r"^(\s*)(?:[│ ]*[├└]── )?([A-Z]\w*(?:Error|Signal))\b", line)
+        if not found or not line.startswith("    "):
+            continue
+        depth = len(line) - len(line.lstrip(" │├└─"))
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[found.group(2)] = stack[-1][1] if stack else ""
+        stack.append((depth, found.group(2)))
+    return parents
+
+
+def test_the_drawn_tree_shows_every_exception_under_its_base() -> None:
+    classes = {
+        name: cls
+        for name, cls in vars(errors).items()
+        if isinstance(cls, type) and issubclass(cls, errors.PsyqError)
+    }
+    tree = drawn_tree()
+    assert set(tree) == set(classes), "psyq.errors' drawn tree differs from its classes"
+    for name, parent in tree.items():
+        if parent:
+            assert classes[parent] in classes[name].__bases__, f"{name} is drawn under {parent}"
