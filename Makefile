@@ -30,7 +30,7 @@ test: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy --strict psyq
+	$(VENV)/bin/mypy --strict psyq tests migrate
 
 # The documentation site (mkdocs.yml) into site/; --strict: a broken link or reference fails.
 docs: $(VENV)/.installed
