@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 import psyq
+from psyq.backends.postgres import PostgresBackend
 from psyq.backends.postgres.transaction import psycopg_sql
 from tests.conftest import fresh_name
 from tests.docs.test_examples import ROOT, blocks, run_script
@@ -70,6 +71,13 @@ async def seen_elsewhere(queue: psyq.Queue) -> int:
     """How many jobs the queue's own sessions see."""
     counts = await queue.get_job_counts()
     return sum(counts.values())
+
+
+def schema_of(queue: psyq.Queue) -> str:
+    """The Postgres schema the queue's backend reads and writes."""
+    backend = queue._backend
+    assert isinstance(backend, PostgresBackend), backend
+    return backend.settings.schema
 
 
 # ---------------------------------------------------------------- commit and rollback
@@ -159,7 +167,7 @@ async def test_a_path_leading_to_other_queues_writes_in_the_backends_schema(
     psyq runs on its transaction (add, bulk add, records of custom ids, deduplication, a
     flow and its records, a completion's locks) still reads and writes the backend's."""
     async with psyq.Queue(queue.name, connection=url_for(pg_server, fresh_schema())) as other:
-        schema = other._backend.settings.schema  # type: ignore[attr-defined]
+        schema = schema_of(other)
         async with conn.transaction():
             await conn.execute(f"SET LOCAL search_path TO {schema}")
             await queue.add("a", transaction=conn)
@@ -180,7 +188,7 @@ async def test_the_layouts_functions_called_there_carry_their_own_path(
     """What lets psyq call the layout's functions schema-qualified under the application's
     search_path: each is declared `SET search_path FROM CURRENT` (BullMQ's migrations;
     Node bullmq 6.7's redefinitions keep it), so the names inside resolve in the layout."""
-    schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+    schema = schema_of(queue)
     rows = await admin.fetch(
         "SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n"
         " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY($2::text[])",
@@ -395,7 +403,7 @@ async def test_a_schema_without_the_layout_is_refused(queue: psyq.Queue, pg_serv
     the backend opened it) is refused before anything is written."""
     conn = await asyncpg.connect(pg_server)
     try:
-        schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+        schema = schema_of(queue)
         async with conn.transaction():
             await conn.execute(f"ALTER SCHEMA {schema} RENAME TO {schema}_away")
             with pytest.raises(psyq.TransactionError, match="no queue layout in schema"):
