@@ -17,8 +17,10 @@ import pytest
 import psyq
 from psyq.backends.postgres import PostgresBackend
 from psyq.backends.postgres.transaction import psycopg_sql
+from tests.conformance.conftest import wait_state
 from tests.conftest import fresh_name
 from tests.docs.test_examples import ROOT, blocks, run_script
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -71,6 +73,11 @@ async def seen_elsewhere(queue: psyq.Queue) -> int:
     """How many jobs the queue's own sessions see."""
     counts = await queue.get_job_counts()
     return sum(counts.values())
+
+
+async def back_in_its_wait(worker: psyq.Worker) -> None:
+    """Until the worker's fetcher, the job it took run, waits for the next job again."""
+    await eventually(lambda: worker._fetching.drained, "the worker back in its wait")
 
 
 def schema_of(queue: psyq.Queue) -> str:
@@ -138,9 +145,7 @@ async def test_options_and_events_behave_as_for_a_plain_add(
     async with conn.transaction():  # an id that exists gives the stored job back
         same = await queue.add("m", {"v": 2}, transaction=conn, jobId="m1")
     assert (same.id, same.data) == (mine.id, {"v": 1})
-    deadline = time.monotonic() + 10  # the stream hears the adds at commit
-    while mine.id not in added and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: mine.id in added, "the stream hearing the adds at commit")
     assert added == [delayed.id, urgent.id, first.id, mine.id]
 
 
@@ -309,11 +314,11 @@ async def test_a_waiting_worker_starts_a_committed_job_as_fast_as_a_plain_one(
         await asyncio.wait_for(started.get(), 10)
         plain, in_tx = [], []
         for _ in range(3):
-            await asyncio.sleep(0.05)  # the worker is back in its wait
+            await back_in_its_wait(worker)
             sent = time.monotonic()
             await queue.add("plain")
             plain.append(await asyncio.wait_for(started.get(), 5) - sent)
-            await asyncio.sleep(0.05)
+            await back_in_its_wait(worker)
             async with conn.transaction():
                 await queue.add("tx", transaction=conn)
                 sent = time.monotonic()
@@ -342,10 +347,10 @@ async def test_other_backends_refuse_naming_the_value(tmp_path: Any, conn: Any) 
 
         job = await other.add("b")
         async with psyq.Worker(other.name, complete_in, "memory://"):
-            deadline = time.monotonic() + 10
-            while await job.get_state() != "failed" and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-        assert "memory backend" in (await other.get_job(job.id)).failed_reason  # type: ignore[union-attr,operator]
+            await wait_state(other, job.id, "failed", timeout=10)
+        failed = await other.get_job(job.id)
+        assert failed is not None and failed.failed_reason is not None
+        assert "memory backend" in failed.failed_reason
 
 
 async def test_refused_outside_a_transaction(queue: psyq.Queue, conn: Any) -> None:
