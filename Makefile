@@ -36,8 +36,7 @@ test: $(VENV)/.installed system-deps
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy --strict psyq
-	$(VENV)/bin/mypy --strict --explicit-package-bases bench --exclude bench/peers
+	$(VENV)/bin/mypy --strict psyq tests migrate bench --exclude bench/peers
 
 # The documentation site (mkdocs.yml) into site/; --strict: a broken link or reference fails.
 docs: $(VENV)/.installed

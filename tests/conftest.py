@@ -51,7 +51,7 @@ def _checked_uvloop() -> asyncio.AbstractEventLoop:
     close() waits for it forever."""
     import uvloop
 
-    class CheckedLoop(uvloop.Loop):  # type: ignore[misc]
+    class CheckedLoop(uvloop.Loop):
         def close(self) -> None:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ResourceWarning)

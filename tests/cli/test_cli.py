@@ -6,13 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import psyq
 from psyq.cli.main import main
+from tests.polling import Deadline, eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,17 +93,19 @@ def start_worker(tmp_path: Path, seed: bool = False) -> subprocess.Popen[str]:
 
 
 def wait_for_line(proc: subprocess.Popen[str], text: str, timeout: float = 20) -> str:
+    """Read the worker's stderr up to a line holding `text` (a read, not a poll: it keeps
+    tests.polling's deadline rule)."""
     assert proc.stderr is not None
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(f"the worker printing {text!r}", timeout)
     seen = []
-    while time.monotonic() < deadline:
+    while not deadline.passed():
         line = proc.stderr.readline()
         seen.append(line)
         if text in line:
             return "".join(seen)
         if not line and proc.poll() is not None:
             break
-    pytest.fail(f"worker never printed {text!r}; it printed: {''.join(seen)}")
+    deadline.fail("".join(seen))
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -126,11 +128,7 @@ def test_worker_stops_cleanly_on_signal(tmp_path: Path, signum: int) -> None:
 
 
 def wait_for_file(path: Path, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path} never appeared")
-        time.sleep(0.02)
+    eventually_sync(path.exists, f"{path} to appear", timeout)
 
 
 def test_sigterm_lets_the_active_job_finish(tmp_path: Path) -> None:

@@ -78,6 +78,7 @@ async def test_a_scheduler_run_handed_over_without_a_fetch_adds_the_next_once(
     for _ in range(2):
         job = await worker.nextJobFromJobData(data, first.id, token="t")
         assert job is not None and job.id == first.id
-        assert (await queue.getJobScheduler("tick"))["iterationCount"] == 2
+        scheduler = await queue.getJobScheduler("tick")
+        assert scheduler is not None and scheduler["iterationCount"] == 2
     await worker.close()
     await queue.close()

@@ -18,7 +18,8 @@ from psyq.compat.bullmq import (
     UnrecoverableError,
     Worker,
 )
-from tests.conformance.conftest import Recorder, wait_for
+from tests.conformance.conftest import Recorder
+from tests.polling import eventually
 
 
 async def test_worker_processes_with_job_and_token(opts: dict[str, str], queue_name: str) -> None:
@@ -40,6 +41,7 @@ async def test_worker_processes_with_job_and_token(opts: dict[str, str], queue_n
         assert seen[0][0] == {"to": "a@b.c"} and isinstance(seen[0][1], str)
         assert events.events["active"][0][1] == "waiting"
         assert events.events["progress"][0][1] == 50
+        assert added.id is not None
         stored = await Job.fromId(queue, added.id)
         assert stored is not None
         assert (stored.returnvalue, stored.attemptsMade, stored.progress) == (result, 1, 50)
@@ -194,7 +196,7 @@ async def test_queue_events_args_and_job_channel(opts: dict[str, str], queue_nam
             queue_name, lambda job, token: asyncio.sleep(0, {"ok": job.data["x"]}), opts
         )
         try:
-            await wait_for(lambda: seen, 10)
+            await eventually(lambda: seen, timeout=10)
         finally:
             await worker.close()
         args, event_id = seen[0]

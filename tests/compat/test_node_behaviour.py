@@ -13,14 +13,15 @@ import pytest
 
 from psyq.compat.bullmq import Job, Queue, Worker
 from psyq.sandbox import Sandbox
-from tests.conformance.conftest import Recorder, wait_for
+from tests.conformance.conftest import Recorder
+from tests.polling import eventually
 
 
 async def _settled(queue: Queue, job_id: str, state: str = "completed") -> None:
     async def reached() -> bool:
         return await queue.getJobState(job_id) == state
 
-    await wait_for(reached, timeout=20)
+    await eventually(reached, timeout=20)
 
 
 # ---------------------------------------------------------------------- concurrency
@@ -39,12 +40,12 @@ async def test_concurrency_raised_at_run_time_takes_effect(
     try:
         for n in range(3):
             await queue.add("job", {"n": n})
-        await wait_for(lambda: len(running) == 1)
+        await eventually(lambda: len(running) == 1)
         worker.concurrency = 3
         assert worker.concurrency == 3
-        await wait_for(lambda: len(running) == 3)
+        await eventually(lambda: len(running) == 3)
         gate.set()
-        assert await wait_for(lambda: _count(queue, "completed", 3))
+        assert await eventually(lambda: _count(queue, "completed", 3))
     finally:
         gate.set()
         await worker.close()
@@ -71,7 +72,7 @@ async def test_concurrency_lowered_at_run_time_takes_effect(
         worker.concurrency = 1
         for n in range(6):
             await queue.add("job", {"n": n})
-        assert await wait_for(lambda: _count(queue, "completed", 6))
+        assert await eventually(lambda: _count(queue, "completed", 6))
         assert most == 1
     finally:
         await worker.close()
@@ -115,6 +116,7 @@ async def test_manual_loop_settles_every_fetched_job(opts: dict[str, str], queue
         assert done == [job.id for job in added]
         counts = await queue.getJobCounts("active", "completed", "waiting")
         assert counts == {"active": 0, "completed": 3, "waiting": 0}
+        assert added[2].id is not None
         stored = await queue.getJob(added[2].id)
         assert stored is not None and stored.returnvalue == "result of 2"
     finally:
@@ -137,6 +139,7 @@ async def test_a_job_from_json_can_fail(opts: dict[str, str], queue_name: str) -
         assert (fetched.name, fetched.attemptsMade) == ("second", 0)
         assert await fetched.moveToFailed(ValueError("no good"), token) is None
         assert await fetched.isFailed()
+        assert second.id is not None
         stored = await queue.getJob(second.id)
         assert stored is not None
         assert (stored.failedReason, stored.attemptsMade) == ("no good", 1)
@@ -294,7 +297,7 @@ async def test_completed_and_failed_listeners_take_two_or_three_arguments(
     errors = Recorder(worker, "error")
     run = asyncio.ensure_future(worker.run())
     try:
-        await wait_for(lambda: len(seen) == 6)
+        await eventually(lambda: len(seen) == 6)
         assert sorted(seen) == [
             ("completed", "fine"),
             ("completed", "fine", "active"),

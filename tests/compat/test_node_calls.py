@@ -20,7 +20,8 @@ from psyq.compat.bullmq import (
     QueueEvents,
     Worker,
 )
-from tests.conformance.conftest import Recorder, wait_for
+from tests.conformance.conftest import Recorder
+from tests.polling import eventually
 
 
 @pytest.fixture
@@ -129,7 +130,7 @@ async def _parent_with_children(
     ]
     parent: Job = added["job"]
     try:
-        await wait_for(lambda: _counts_are(parent, {"processed": 1, "ignored": 1}), timeout=10)
+        await eventually(lambda: _counts_are(parent, {"processed": 1, "ignored": 1}), timeout=10)
     finally:
         for worker in workers:
             await worker.close()
@@ -601,7 +602,7 @@ async def test_get_delayed_count_before_a_timestamp(queue: Queue) -> None:
 async def test_get_ranges_reads_two_by_default_as_node(queue: Queue) -> None:
     jobs = [await queue.add(f"j{i}", {}) for i in range(3)]
     assert len(await queue.getRanges(["waiting"])) == 2
-    assert sorted(await queue.getRanges("waiting", 0, -1)) == sorted(j.id for j in jobs)
+    assert sorted(await queue.getRanges("waiting", 0, -1)) == sorted(str(j.id) for j in jobs)
 
 
 async def test_remove_unprocessed_children_keeps_a_child_being_processed(

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from psyq.compat.bullmq import Job, Queue, Worker
-from tests.conformance.conftest import Recorder, wait_for
+from tests.conformance.conftest import Recorder
+from tests.polling import eventually
 
 
 @pytest.fixture
@@ -63,7 +64,7 @@ async def test_queue_clean_emits_cleaned_with_the_ids_and_nodes_state_name(
         cleaned.update(await queue.clean(0, 0, "waiting"))
         return cleaned == added
 
-    await wait_for(all_cleaned)
+    await eventually(all_cleaned)
     assert len(rec.events["cleaned"]) == calls
     assert {job_id for ids, _ in rec.events["cleaned"] for job_id in ids} == added
     assert {kind for _, kind in rec.events["cleaned"]} == {"wait"}
@@ -182,7 +183,7 @@ async def test_worker_stalled_gives_prev_to_a_listener_that_names_it(
     second.on("stalled", lambda job_id, prev: node_form.append((job_id, prev)))
     second.on("stalled", lambda job_id: package_form.append(job_id))
     try:
-        await wait_for(lambda: node_form and package_form, timeout=10)
+        await eventually(lambda: node_form and package_form, timeout=10)
         assert node_form[0] == (str(job.id), "active") and package_form[0] == str(job.id)
     finally:
         await second.close()

@@ -16,9 +16,9 @@ from tests.interop.conftest import (  # noqa: F401 - the fixtures
     bullmq_installs,
     interop_pg_schema,
     node_drivers,
-    pg_server,
     sides,
 )
+from tests.postgres.conftest import pg_server  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -76,7 +77,7 @@ def test_a_postgres_url_takes_the_schema_option_without_backend() -> None:
         ({"connection": "memory://", "skipVersionCheck": 1}, "skipVersionCheck"),
     ],
 )
-def test_what_a_store_cannot_honour_is_refused_by_name(opts: dict, option: str) -> None:
+def test_what_a_store_cannot_honour_is_refused_by_name(opts: dict[str, Any], option: str) -> None:
     with pytest.raises(InvalidOptionsError) as refused:
         store_url(opts)
     assert refused.value.option == option and option in str(refused.value)
@@ -99,7 +100,12 @@ async def test_every_class_runs_on_bullmqs_postgres_options(
     name = fresh_name("bullmq-pg")
     events = QueueEvents(name, {**opts, "lastEventId": "0"})
     completed = asyncio.get_running_loop().create_future()
-    events.on("completed", lambda args, _id: completed.done() or completed.set_result(args))
+
+    def on_completed(args: dict[str, Any], _id: str) -> None:
+        if not completed.done():
+            completed.set_result(args)
+
+    events.on("completed", on_completed)
     queue = Queue(name, opts)
     flow = FlowProducer(opts)
     await flow.add({"name": "parent", "queueName": name, "data": {"n": 1}})
@@ -107,6 +113,7 @@ async def test_every_class_runs_on_bullmqs_postgres_options(
     assert (await completed)["returnvalue"] == 2
     assert await queue.getJobCounts("completed") == {"completed": 1}
     job_scheduler = await queue.upsertJobScheduler("tick", {"every": 60_000}, job_name="t")
-    assert job_scheduler is not None and job_scheduler.id.startswith("repeat:tick:")
+    assert job_scheduler is not None and job_scheduler.id is not None
+    assert job_scheduler.id.startswith("repeat:tick:")
     for closing in (worker, flow, events, queue):
         await closing.close()

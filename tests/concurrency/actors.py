@@ -11,19 +11,19 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import psyq
 
 Spec = dict[str, Any]
-ROLES: dict[str, Callable[[Spec], Awaitable[dict[str, Any]]]] = {}
+ROLES: dict[str, Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]]] = {}
 
 
 def role(
-    fn: Callable[[Spec], Awaitable[dict[str, Any]]],
-) -> Callable[[Spec], Awaitable[dict[str, Any]]]:
+    fn: Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]],
+) -> Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]]:
     ROLES[fn.__name__] = fn
     return fn
 

@@ -9,7 +9,6 @@ says what to install, or skip when PSYQ_REQUIRE_SERVICES=0.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import shutil
 import time
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 import psyq
+from tests.polling import eventually
 
 UrlFactory = Callable[[pytest.FixtureRequest], str]
 
@@ -59,7 +59,8 @@ def redis_url(request: pytest.FixtureRequest) -> str:
 def redis_cluster_url(request: pytest.FixtureRequest) -> str:
     """A local 3-node Redis Cluster (one per run); the prefix's hash tag puts every queue of
     the suite in one slot, so flows across queues work."""
-    return request.getfixturevalue("redis_cluster")() + "?prefix={psyqtest}"
+    start: Callable[[], str] = request.getfixturevalue("redis_cluster")
+    return start() + "?prefix={psyqtest}"
 
 
 # id -> factory: every backend the suite runs on.
@@ -179,23 +180,6 @@ async def job_key(queue: psyq.Queue, name: str, job_id: str) -> str:
     return f"{await queue_key(queue, name)}:{job_id}"
 
 
-async def wait_for(
-    predicate: Callable[[], Any | Awaitable[Any]], timeout: float = 5, interval: float = 0.005
-) -> Any:
-    """Poll `predicate` (sync or async) until it returns something truthy; return that.
-    Fails the test when `timeout` seconds pass first."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s: {predicate!r}")
-        await asyncio.sleep(interval)
-
-
 async def wait_state(queue: psyq.Queue, job_id: str, state: str, timeout: float = 5) -> None:
     """Wait until the job is in `state`; on timeout, say which state it was in."""
     seen: list[str] = []
@@ -205,11 +189,9 @@ async def wait_state(queue: psyq.Queue, job_id: str, state: str, timeout: float 
         return seen[-1] == state
 
     try:
-        await wait_for(reached, timeout)
-    except pytest.fail.Exception:
-        pytest.fail(
-            f"job {job_id!r} did not become {state!r} within {timeout}s: it is {seen[-1]!r}"
-        )
+        await eventually(reached, f"job {job_id!r} in state {state!r}", timeout)
+    except AssertionError as failed:
+        raise AssertionError(f"{failed}: it is {seen[-1]!r}") from None
 
 
 class Recorder:
@@ -225,7 +207,9 @@ class Recorder:
 
     async def wait(self, event: str, count: int = 1, timeout: float = 5) -> list[tuple[Any, ...]]:
         """Wait until `event` was seen `count` times; return its calls."""
-        await wait_for(lambda: len(self.events[event]) >= count, timeout)
+        await eventually(
+            lambda: len(self.events[event]) >= count, f"{count} {event!r} events", timeout
+        )
         return self.events[event]
 
 

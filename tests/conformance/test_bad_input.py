@@ -144,7 +144,7 @@ async def test_a_return_value_that_cannot_be_stored_fails_its_job_at_once(
     await wait_state(queue, bad.id, "failed")
     await wait_state(queue, good.id, "completed")
     failed = await queue.get_job(bad.id)
-    assert failed is not None
+    assert failed is not None and failed.failed_reason is not None
     assert failed.failed_reason.startswith("return value of job")
     assert "lone surrogate" in failed.failed_reason
     assert failed.attempts_made == 1  # not retried: the processor's work was done

@@ -6,8 +6,9 @@ import asyncio
 import time
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import Recorder, WorkerFactory, wait_for, wait_state
+from .conftest import Recorder, WorkerFactory, wait_state
 
 
 async def test_simple_mode_until_the_job_finishes(
@@ -57,7 +58,9 @@ async def test_each_debounce_replacement_emits_deduplicated(
     rec = Recorder(queue_events, "deduplicated", "removed")
     opts = {"id": "deb", "ttl": 1000, "extend": True, "replace": True}
     added = [await queue.add("x", {"v": n}, delay=1000, deduplication=opts) for n in range(3)]
-    await wait_for(lambda: len(rec.events["deduplicated"]) >= 2 and len(rec.events["removed"]) >= 2)
+    await eventually(
+        lambda: len(rec.events["deduplicated"]) >= 2 and len(rec.events["removed"]) >= 2
+    )
     assert [args[0] for args in rec.events["deduplicated"]] == [
         {"jobId": added[1].id, "deduplicationId": "deb", "deduplicatedJobId": added[0].id},
         {"jobId": added[2].id, "deduplicationId": "deb", "deduplicatedJobId": added[1].id},

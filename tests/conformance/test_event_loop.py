@@ -17,7 +17,9 @@ async def test_the_suite_runs_on_the_chosen_loop(queue: psyq.Queue) -> None:
     else:
         assert type(loop).__module__.startswith("asyncio"), loop
     job = await queue.add("x", {"on": type(loop).__name__})
-    assert (await queue.get_job(job.id)).data == {"on": type(loop).__name__}
+    stored = await queue.get_job(job.id)
+    assert stored is not None
+    assert stored.data == {"on": type(loop).__name__}
 
 
 LIMIT = 20_000  # calls a loop makes at most while it waits for the side task's ticks

@@ -123,8 +123,8 @@ async def test_every_state_survives_an_export_and_import(
 async def assert_same_job(source: psyq.Queue, target: psyq.Queue, job_id: str) -> None:
     before, after = await source.get_job(job_id), await target.get_job(job_id)
     assert before is not None and after is not None
-    fields = ("name", "data", "opts", "timestamp", "delay", "priority", "attempts_made")
-    fields += ("finished_on", "returnvalue", "failed_reason")
+    fields: tuple[str, ...] = ("name", "data", "opts", "timestamp", "delay", "priority")
+    fields += ("attempts_made", "finished_on", "returnvalue", "failed_reason")
     assert {f: getattr(after, f) for f in fields} == {f: getattr(before, f) for f in fields}
     assert await after.get_state() == await before.get_state()
 

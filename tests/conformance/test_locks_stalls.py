@@ -7,8 +7,9 @@ import asyncio
 import pytest
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import Recorder, WorkerFactory, wait_for, wait_state
+from .conftest import Recorder, WorkerFactory, wait_state
 
 LOCK_MS = 200
 # Renewed every 500 ms: a renewal may come ~500 ms late on a busy machine (300 ms, renewed
@@ -33,7 +34,7 @@ async def test_lock_renewal_keeps_a_long_job_alive(
         moved.extend(await checker.check_stalled())
         return await job.get_state() == "completed"
 
-    await wait_for(completed_while_checked)
+    await eventually(completed_while_checked)
     done = await queue.get_job(job.id)
     assert done is not None
     assert done.returnvalue == "long"
@@ -105,7 +106,7 @@ async def test_a_job_failed_for_stalling_emits_stalled_and_failed_on_the_worker(
     async def check() -> bool:
         return job.id in await checker.check_stalled()
 
-    await wait_for(check)
+    await eventually(check)
     assert rec.events["stalled"] == [(job.id, "active")]
     [(failed, error)] = rec.events["failed"]
     assert failed.id == job.id and failed.failed_reason == "job stalled more than allowable limit"
@@ -128,7 +129,7 @@ async def test_every_stall_is_counted_the_last_one_too(
         async def check() -> bool:
             return job.id in await checker.check_stalled()
 
-        await wait_for(check)
+        await eventually(check)
     await wait_state(queue, job.id, "failed")
     failed = await queue.get_job(job.id)
     assert failed is not None and failed.stalled_counter == 2
@@ -148,7 +149,7 @@ async def test_check_stalled_returns_the_moved_ids(
         moved.extend(await checker.check_stalled())
         return job.id in moved
 
-    await wait_for(check)
+    await eventually(check)
     assert await job.get_state() == "waiting"
 
 

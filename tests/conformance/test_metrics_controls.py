@@ -6,8 +6,9 @@ import asyncio
 import threading
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import Recorder, WorkerFactory, wait_for, wait_state
+from .conftest import Recorder, WorkerFactory, wait_state
 
 
 async def test_metrics_count_finished_jobs_per_minute(
@@ -44,7 +45,7 @@ async def test_counts_per_priority(queue: psyq.Queue) -> None:
 
 async def test_worker_registry(queue: psyq.Queue, make_worker: WorkerFactory) -> None:
     worker = make_worker(lambda job: None, concurrency=3)
-    workers = await wait_for(queue.get_workers)
+    workers = await eventually(queue.get_workers)
     assert [w["name"] for w in workers] == [worker.id]
     assert workers[0]["concurrency"] == 3
     await worker.close()

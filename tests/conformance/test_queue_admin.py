@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import Recorder, WorkerFactory, wait_for, wait_state
+from .conftest import Recorder, WorkerFactory, wait_state
 
 
 async def finish(queue: psyq.Queue, worker: psyq.Worker, outcome: str, n: int = 1) -> list[str]:
@@ -218,7 +219,7 @@ async def test_retention_of_finished_jobs(
     async def settled() -> bool:
         return await queue.count() == 0 and (await queue.get_job_counts("active"))["active"] == 0
 
-    await wait_for(settled)
+    await eventually(settled)
     counts = await queue.get_job_counts(outcome)
     assert counts[outcome] == kept
     survivors = [job_id for job_id in ids if await queue.get_job(job_id) is not None]
@@ -248,11 +249,11 @@ async def test_a_workers_retention_applies_to_jobs_without_their_own(
     async def settled() -> bool:
         return await queue.count() == 0 and (await queue.get_job_counts("active"))["active"] == 0
 
-    await wait_for(settled)
+    await eventually(settled)
     assert (await queue.get_job_counts(outcome))[outcome] == 2
     own = (await queue.add("own", outcome, {name: False})).id
     await seen.wait(outcome, 6)
-    await wait_for(settled)
+    await eventually(settled)
     assert await queue.get_job(own) is not None  # its own `false`: nothing removed
     assert (await queue.get_job_counts(outcome))[outcome] == 3
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import Recorder, WorkerFactory, wait_for, wait_state
+from .conftest import Recorder, WorkerFactory, wait_state
 
 
 def names(rec: Recorder, event: str) -> list[dict[str, Any]]:
@@ -178,7 +179,7 @@ async def test_the_event_log_is_bounded(queue: psyq.Queue, backend_url: str) -> 
     try:
         rec = Recorder(events, "added", "waiting")
         last = str(jobs)
-        await wait_for(lambda: any(data["jobId"] == last for data, _ in rec.events["waiting"]))
+        await eventually(lambda: any(data["jobId"] == last for data, _ in rec.events["waiting"]))
         await asyncio.sleep(0.05)
         kept = len(rec.events["added"]) + len(rec.events["waiting"])
         assert 20 <= kept <= 20 + slack

@@ -236,5 +236,5 @@ async def test_a_backoff_that_cannot_be_worked_out_fails_the_job_saying_why(
     await wait_state(queue, bad.id, "failed")
     await wait_state(queue, good.id, "completed")
     failed = await queue.get_job(bad.id)
-    assert failed is not None
+    assert failed is not None and failed.failed_reason is not None
     assert failed.failed_reason.startswith("first try failed (not retried: unknown backoff")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import WorkerFactory, wait_for, wait_state
+from .conftest import WorkerFactory, wait_state
 
 ALL_STATES = (
     "waiting",
@@ -22,7 +23,7 @@ ALL_STATES = (
 
 async def take_all(worker: psyq.Worker) -> list[psyq.Job]:
     """Take every ready job, in the order the backend hands them out."""
-    taken = []
+    taken: list[psyq.Job] = []
     while (job := await worker.get_next_job(f"tok-{len(taken)}", block=False)) is not None:
         taken.append(job)
     return taken
@@ -219,7 +220,7 @@ async def test_state_helpers(queue: psyq.Queue) -> None:
     assert await job.is_delayed()
     assert not await job.is_waiting()
     await job.promote()
-    await wait_for(job.is_waiting)
+    await eventually(job.is_waiting)
 
 
 async def test_finished_jobs_are_listed_newest_first(

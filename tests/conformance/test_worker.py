@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 import psyq
+from tests.polling import eventually
 
-from .conftest import Recorder, WorkerFactory, wait_for, wait_state
+from .conftest import Recorder, WorkerFactory, wait_state
 
 
 async def test_worker_completes_job_and_stores_returnvalue(
@@ -314,7 +315,7 @@ async def test_two_workers_share_a_queue_without_duplicates(
     async def all_completed() -> bool:
         return (await queue.get_job_counts("completed"))["completed"] == 30
 
-    await wait_for(all_completed)
+    await eventually(all_completed)
     assert len(seen) == len(set(seen)) == 30
 
 

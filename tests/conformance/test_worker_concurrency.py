@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import psyq
-from tests.conformance.conftest import Recorder, WorkerFactory, wait_for
+from tests.conformance.conftest import Recorder, WorkerFactory
+from tests.polling import eventually
 
 
 async def test_raising_concurrency_while_running_starts_more_jobs(
@@ -25,11 +26,11 @@ async def test_raising_concurrency_while_running_starts_more_jobs(
 
     worker = make_worker(process, concurrency=1)
     await queue.add_bulk([{"name": "job", "data": n} for n in range(4)])
-    await wait_for(lambda: len(running) == 1)
+    await eventually(lambda: len(running) == 1)
     worker.concurrency = 3
-    await wait_for(lambda: len(running) == 3)
+    await eventually(lambda: len(running) == 3)
     gate.set()
-    await wait_for(lambda: _completed(queue, 4))
+    await eventually(lambda: _completed(queue, 4))
 
 
 async def test_lowering_concurrency_while_running_lets_the_busy_jobs_finish(
@@ -50,10 +51,10 @@ async def test_lowering_concurrency_while_running_lets_the_busy_jobs_finish(
 
     worker = make_worker(process, concurrency=3)
     await queue.add_bulk([{"name": "job", "data": n} for n in range(8)])
-    await wait_for(lambda: len(running) == 3)
+    await eventually(lambda: len(running) == 3)
     worker.concurrency = 1
     gate.set()  # the three busy ones finish; then one job at a time
-    await wait_for(lambda: _completed(queue, 8))
+    await eventually(lambda: _completed(queue, 8))
     assert most_after == 1
     assert worker.concurrency == 1
 

@@ -16,8 +16,9 @@ import psyq
 from psyq.dashboard.metrics import render_metrics
 from psyq.dashboard.store import Store
 from psyq.dashboard.web import HUB, create_app
-from tests.conformance.conftest import BACKENDS, wait_for
+from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
+from tests.polling import eventually
 from tests.queues import FILLED_COUNTS, fill_queue
 
 Client = Callable[..., Any]
@@ -457,7 +458,7 @@ async def test_a_closed_tab_lets_its_reader_go(url: str, caplog: pytest.LogCaptu
             reply.close()
         async with psyq.Queue(name, connection=url) as queue:
             await queue.add("after", None)
-            await wait_for(lambda: not app[HUB]._watches, timeout=10)
+            await eventually(lambda: not app[HUB]._watches, timeout=10)
     finally:
         await server.close()
     assert [r for r in caplog.records if r.levelname == "ERROR"] == []

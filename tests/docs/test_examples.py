@@ -115,7 +115,7 @@ COOKBOOK_PAGES = sorted(COOKBOOK.glob("*.md"))
 
 def cookbook_cases() -> list[object]:
     """One case per (cookbook block, backend), marked xfail where `COOKBOOK_XFAIL` says."""
-    cases = []
+    cases: list[object] = []
     for page in COOKBOOK_PAGES:
         for number, (line, code, reason) in enumerate(blocks(page), start=1):
             assert reason is None, f"{page.name}:{line}: every cookbook block runs"

@@ -23,7 +23,7 @@ def new(name: str = "j") -> NewJob:
     return NewJob(name, "null", {})
 
 
-async def settled(one_call: bool) -> tuple[list[str | None], list[str], dict[str, str | None]]:
+async def settled(one_call: bool) -> tuple[list[str | None], list[str], dict[str, str]]:
     """A mixed batch settled on a fresh engine, by the engine's settle_many or the generic."""
     backend = MemoryBackend(f"memory://settle-many-{uuid.uuid4().hex}")
     await backend.add_jobs("q", [new() for _ in range(6)])

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+
+from tests.polling import eventually_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -45,25 +47,45 @@ class Proc:
 
     def wait_for(self, text: str, timeout: float = 30) -> str:
         """The first line holding `text`; fails when the process ends or time runs out."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                if text in line:
-                    return line
-            if self.proc.poll() is not None:
+
+        def found() -> str | None:
+            line = self._line_with(text)
+            if line is None and self.proc.poll() is not None:
                 self._reader.join(5)
-                if not any(text in line for line in self.lines):
+                line = self._line_with(text)
+                if line is None:
                     pytest.fail(f"{self.argv} ended before {text!r}:\n{self.output()[-3000:]}")
-            time.sleep(0.02)
-        pytest.fail(f"no {text!r} from {self.argv} within {timeout}s:\n{self.output()[-3000:]}")
+            return line
+
+        with self._output_on_failure():
+            line = eventually_sync(found, f"{text!r} from {self.argv}", timeout, interval=0.02)
+        assert line is not None  # eventually_sync returns a truthy value
+        return line
 
     def wait_for_count(self, text: str, count: int, timeout: float = 30) -> None:
-        """Until `count` lines hold `text`; fails when time runs out."""
-        deadline = time.monotonic() + timeout
-        while sum(text in line for line in list(self.lines)) < count:
-            if time.monotonic() > deadline or self.proc.poll() is not None:
+        """Until `count` lines hold `text`; fails when the process ends or time runs out."""
+
+        def counted() -> bool:
+            if self.proc.poll() is not None and self._count(text) < count:
                 pytest.fail(f"not {count} {text!r} from {self.argv}:\n{self.output()[-3000:]}")
-            time.sleep(0.02)
+            return self._count(text) >= count
+
+        with self._output_on_failure():
+            eventually_sync(counted, f"{count} {text!r} from {self.argv}", timeout, interval=0.02)
+
+    def _line_with(self, text: str) -> str | None:
+        return next((line for line in list(self.lines) if text in line), None)
+
+    def _count(self, text: str) -> int:
+        return sum(text in line for line in list(self.lines))
+
+    @contextlib.contextmanager
+    def _output_on_failure(self) -> Iterator[None]:
+        """A wait that timed out also shows the end of the process's output."""
+        try:
+            yield
+        except AssertionError as failed:
+            raise AssertionError(f"{failed}:\n{self.output()[-3000:]}") from None
 
     def stop(self, timeout: float = 20) -> int:
         """SIGTERM, then the exit status (SIGKILL after `timeout`)."""

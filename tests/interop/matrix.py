@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.conftest import fresh_name
 from tests.interop.sides import PREFIX
+from tests.polling import eventually
 
 FINAL = ("completed", "failed")
 PENDING = ["delayed", "waiting", "prioritized"]
@@ -89,17 +90,19 @@ class Matrix:
     async def finished(
         self, ids: Iterable[str], queue: str | None = None, timeout: float = 15
     ) -> dict[str, dict[str, Any]]:
-        queue = queue or self.queue
-        wanted = list(ids)
-        deadline = time.monotonic() + timeout
-        while True:
-            jobs = {i: await self.producer.job(queue, i) for i in wanted}
-            if all(job is not None and job["state"] in FINAL for job in jobs.values()):
-                return jobs  # type: ignore[return-value]
-            if time.monotonic() > deadline:
-                states = {i: job and job["state"] for i, job in jobs.items()}
-                raise AssertionError(f"jobs not finished within {timeout}s: {states}")
-            await asyncio.sleep(0.02)
+        name, wanted = queue or self.queue, list(ids)
+        jobs: dict[str, Any] = {}
+
+        async def all_final() -> bool:
+            jobs.update({i: await self.producer.job(name, i) for i in wanted})
+            return all(job is not None and job["state"] in FINAL for job in jobs.values())
+
+        try:
+            await eventually(all_final, f"jobs {wanted} finished", timeout, interval=0.02)
+        except AssertionError as failed:
+            states = {i: job and job["state"] for i, job in jobs.items()}
+            raise AssertionError(f"{failed}: {states}") from None
+        return jobs
 
     async def same_view(self, queue: str, jobs: Mapping[str, Mapping[str, Any]]) -> None:
         """Both sides read each job the same (the fields a user reads)."""

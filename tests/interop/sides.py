@@ -243,6 +243,8 @@ class NodeSide:
 
 
 async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:
+    """Run the job's `steps` (the matrix's processor, tests/interop/matrix.json) in order; a
+    step marked `once` runs on the first attempt only."""
     data = job.data if isinstance(job.data, dict) else {}
     for index, step in enumerate(data.get("steps", [])):
         mark = f"done{index}"
@@ -251,38 +253,63 @@ async def _run_steps(job: psyq.Job, worker: psyq.Worker, side: PsyqSide) -> Any:
         if step.get("once"):
             data = {**data, mark: True}
             await job.update_data(data)
-        if "progress" in step:
-            await job.update_progress(step["progress"])
-        if "log" in step:
-            await job.log(step["log"])
-        if "fail" in step:
-            raise ValueError(step["fail"])
-        if "failUntil" in step and job.attempts_made + 1 < step["failUntil"]:
-            raise ValueError(f"attempt {job.attempts_made + 1}")
-        if "unrecoverable" in step:
-            raise psyq.UnrecoverableError(step["unrecoverable"])
-        if "delay" in step:
-            await job.move_to_delayed(int(time.time() * 1000) + step["delay"], job.token)
-            raise psyq.DelayedError()
-        if "child" in step:
-            child = step["child"]
-            parent = {"id": job.id, "queue": job.queue_qualified_name}  # as Node
-            await side.queue(child["queue"]).add(child["name"], child.get("data"), parent=parent)
-            assert job.token is not None
-            if await job.move_to_waiting_children(job.token):
-                raise psyq.WaitingChildrenError()
-        if "rateLimit" in step:
-            await worker.rate_limit(step["rateLimit"])
-            raise psyq.RateLimitError()
-        if "sleep" in step:
-            await asyncio.sleep(step["sleep"] / 1000)
-        if "childrenValues" in step:
-            return await job.get_children_values()
-        if "ignoredFailures" in step:  # psyq lists them among the dependencies (docs/api.md)
-            return (await job.get_dependencies()).get("ignored", {})
-        if "return" in step:
-            return step["return"]
+        await _record(job, step)
+        await _raise_if_asked(job, step)
+        await _suspend_if_asked(job, worker, side, step)
+        finished, value = await _result(job, step)
+        if finished:
+            return value
     return {"by": "psyq", "name": job.name}
+
+
+async def _record(job: psyq.Job, step: dict[str, Any]) -> None:
+    if "progress" in step:
+        await job.update_progress(step["progress"])
+    if "log" in step:
+        await job.log(step["log"])
+
+
+async def _raise_if_asked(job: psyq.Job, step: dict[str, Any]) -> None:
+    """The steps that fail the attempt, or end it to run later."""
+    if "fail" in step:
+        raise ValueError(step["fail"])
+    if "failUntil" in step and job.attempts_made + 1 < step["failUntil"]:
+        raise ValueError(f"attempt {job.attempts_made + 1}")
+    if "unrecoverable" in step:
+        raise psyq.UnrecoverableError(step["unrecoverable"])
+    if "delay" in step:
+        await job.move_to_delayed(int(time.time() * 1000) + step["delay"], job.token)
+        raise psyq.DelayedError()
+
+
+async def _suspend_if_asked(
+    job: psyq.Job, worker: psyq.Worker, side: PsyqSide, step: dict[str, Any]
+) -> None:
+    """The steps that park the job: for a child it just added, or for the rate limit."""
+    if "child" in step:
+        child = step["child"]
+        parent = {"id": job.id, "queue": job.queue_qualified_name}  # as Node
+        await side.queue(child["queue"]).add(child["name"], child.get("data"), parent=parent)
+        assert job.token is not None
+        if await job.move_to_waiting_children(job.token):
+            raise psyq.WaitingChildrenError()
+    if "rateLimit" in step:
+        await worker.rate_limit(step["rateLimit"])
+        raise psyq.RateLimitError()
+
+
+async def _result(job: psyq.Job, step: dict[str, Any]) -> tuple[bool, Any]:
+    """(True, what the processor returns) for a step that ends the job, else (False, None);
+    a `sleep` step waits first (the work taking time is the behaviour asked for)."""
+    if "sleep" in step:
+        await asyncio.sleep(step["sleep"] / 1000)
+    if "childrenValues" in step:
+        return True, await job.get_children_values()
+    if "ignoredFailures" in step:  # psyq lists them among the dependencies (docs/api.md)
+        return True, (await job.get_dependencies()).get("ignored", {})
+    if "return" in step:
+        return True, step["return"]
+    return False, None
 
 
 class PsyqSide:

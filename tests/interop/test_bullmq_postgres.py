@@ -23,7 +23,7 @@ from tests.postgres.conftest import conninfo_for, url_for
 
 pytestmark = pytest.mark.timeout(300)
 
-NODE_JOBS = [
+NODE_JOBS: list[dict[str, Any]] = [
     {"name": "plain", "data": {"n": 21}},
     {"name": "prioritized", "data": {"n": 1}, "opts": {"priority": 3}},
     {"name": "delayed", "data": {"n": 2}, "opts": {"delay": 100}},
@@ -111,7 +111,7 @@ async def test_psyq_adds_node_processes(
         assert counts == {"waiting": 0, "active": 0, "completed": 3, "failed": 1}
 
 
-PY_JOBS = [
+PY_JOBS: list[dict[str, Any]] = [
     {"name": "plain", "data": {"n": 21}},
     {"name": "prioritized", "data": {"n": 1}, "opts": {"priority": 3}},
     {"name": "delayed", "data": {"n": 2}, "opts": {"delay": 100}},
@@ -274,11 +274,13 @@ async def test_a_ported_program_and_bullmq_share_one_schema_both_ways(
     added = [await queue.add("plain", {"n": n}) for n in (5, 6)]
     outcomes = bullmq_py("work", name, pg_server, schema, "2")
     for job in added:
+        assert job.id is not None
         assert outcomes[job.id] == {
             "state": "completed",
             "value": {"doubled": job.data["n"] * 2, "name": "plain"},
         }
         stored = await bullmq.Job.fromId(queue, job.id)
+        assert stored is not None
         assert (stored.progress, stored.attemptsMade) == (50, 1)
         assert stored.returnvalue == {"doubled": job.data["n"] * 2, "name": "plain"}
     await queue.close()
@@ -294,6 +296,7 @@ async def _work_ported(name: str, opts: dict[str, Any], count: int) -> None:
         return {"doubled": job.data["n"] * 2, "ported": True}
 
     def completed(job: bullmq.Job, result: Any) -> None:
+        assert job.id is not None
         done.append(job.id)
         if len(done) >= count:
             all_done.set()

@@ -11,7 +11,7 @@ from typing import Any
 
 import psyq
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import Completed, Failed, FetchRequest
+from psyq.backends.base import Completed, ExportPage, Failed, FetchRequest, JobRecord
 from psyq.backends.keys import rekey_page
 from psyq_migrate.reading import export_pages
 from psyq_migrate.verify import compared_state
@@ -82,25 +82,11 @@ async def read_queue(url: str, queue: str, queues: Sequence[str] = ()) -> dict[s
         deps: dict[str, Any] = {}
         async for exported in export_pages(backend, queue, 4):
             assert exported.key_prefix == backend.key_prefix
-            for record in exported.jobs:
-                if record.parent_key:
-                    own(record.parent_key)
-            for links in exported.deps.values():
-                for kind in links.values():
-                    for key in kind:
-                        own(key)
+            for key in job_keys(exported):
+                own(key)
             page = rekey_page(exported, None)
             for record in page.jobs:
-                fields = asdict(record)
-                fields["state"] = compared_state(record.state)
-                fields["stacktrace"] = list(record.stacktrace)
-                # JSON text compared as values: Postgres keeps data and return values as
-                # jsonb, which has its own spacing and key order
-                for text in ("data", "returnvalue"):
-                    if isinstance(fields[text], str):
-                        fields[text] = json.loads(fields[text])
-                for volatile in ("lock_token", "queue"):
-                    fields.pop(volatile)
+                fields = compared_fields(record)
                 jobs[record.id] = fields
                 order.setdefault(fields["state"], []).append(record.id)
             logs.update(page.logs)
@@ -110,6 +96,28 @@ async def read_queue(url: str, queue: str, queues: Sequence[str] = ()) -> dict[s
         return {"jobs": jobs, "order": order, "logs": logs, "due": due, "deps": deps, "meta": meta}
     finally:
         await release_backend(backend)
+
+
+def job_keys(page: ExportPage) -> list[str]:
+    """The job keys an exported page holds: its jobs' parents and its flow links."""
+    keys = [record.parent_key for record in page.jobs if record.parent_key]
+    keys += [key for links in page.deps.values() for kind in links.values() for key in kind]
+    return keys
+
+
+def compared_fields(record: JobRecord) -> dict[str, Any]:
+    """A record's fields as read_queue compares them across stores."""
+    fields = asdict(record)
+    fields["state"] = compared_state(record.state)
+    fields["stacktrace"] = list(record.stacktrace)
+    # JSON text compared as values: Postgres keeps data and return values as jsonb, which
+    # has its own spacing and key order
+    for text in ("data", "returnvalue"):
+        if isinstance(fields[text], str):
+            fields[text] = json.loads(fields[text])
+    for volatile in ("lock_token", "queue"):
+        fields.pop(volatile)
+    return fields
 
 
 def read_queues(url: str, queues: list[str]) -> dict[str, dict[str, Any]]:

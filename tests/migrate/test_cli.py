@@ -155,7 +155,7 @@ def test_progress_off_a_terminal_is_a_line_a_second_and_the_last(
     from psyq_migrate import QueuePlan
 
     clock = Clock()
-    monkeypatch.setattr(migrate_cli.time, "monotonic", clock)
+    monkeypatch.setattr("psyq.cli.migrate.time.monotonic", clock)
     written = io.StringIO()
     observer = migrate_cli.ProgressObserver(Console(file=written), "enqueueing", "enqueued", "rows")
     with observer:

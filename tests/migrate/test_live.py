@@ -126,7 +126,9 @@ async def produce(world: World) -> None:
                 continue
             if side == "B" and elapsed >= PRODUCE_SECONDS:
                 return
-            opts = {"delay": 400} if n % 9 == 4 else {"priority": 3} if n % 9 == 5 else {}
+            opts: dict[str, Any] = (
+                {"delay": 400} if n % 9 == 4 else {"priority": 3} if n % 9 == 5 else {}
+            )
             job = await queue.add("live", {"n": f"p{n}"}, **opts)
             world.added[f"p{n}"] = (side, job.id)
             n += 1
@@ -287,7 +289,7 @@ async def read_progress(
     """stderr lines until `moved` jobs are reported moved (None: until the process ends);
     the first line lets the producer switch to B."""
     assert process.stderr is not None
-    lines = []
+    lines: list[str] = []
     while True:
         raw = await asyncio.wait_for(process.stderr.readline(), 120)
         if not raw:

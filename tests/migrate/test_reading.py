@@ -27,6 +27,6 @@ async def test_waves_cover_every_job_once_in_line_order() -> None:
     seen: dict[str, list[int]] = {name: [] for name in sizes}
     for wave in waves:
         for part in wave:
-            for queue, page in part:
-                seen[queue].extend(int(job.id) for job in page.jobs)
+            for queue_name, page in part:
+                seen[queue_name].extend(int(job.id) for job in page.jobs)
     assert seen == {name: list(range(1, size + 1)) for name, size in sizes.items()}

@@ -18,7 +18,7 @@ URL = "memory://plugins"
 class Quota:
     @hookimpl
     def psyq_before_add(self, spec: AddSpec) -> bool:
-        return spec.data.get("size", 0) < 10
+        return bool(spec.data.get("size", 0) < 10)
 
 
 class Double:

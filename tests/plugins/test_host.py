@@ -20,7 +20,7 @@ class Upper:
 class Refuse:
     @hookimpl
     def psyq_before_add(self, spec: AddSpec) -> bool:
-        return spec.name != "forbidden"
+        return bool(spec.name != "forbidden")
 
 
 class Broken:

@@ -98,11 +98,8 @@ async def test_a_failed_attempt_is_an_error_span_and_the_retry_continues(
 ) -> None:
     provider, exporter = traced
     name = fresh_name("otel")
-    await _run_failing(url, name, TracePropagation(provider))
-    first, second = sorted(
-        named(exporter, f"process {name}"),
-        key=lambda span: span.attributes["psyq.job.attempt"] if span.attributes else 0,
-    )
+    await _run_failing(url, name, provider)
+    first, second = sorted(named(exporter, f"process {name}"), key=_attempt)
     assert first.status.status_code == StatusCode.ERROR
     assert [event.name for event in first.events] == ["exception"]
     assert second.status.status_code != StatusCode.ERROR
@@ -112,10 +109,17 @@ async def test_a_failed_attempt_is_an_error_span_and_the_retry_continues(
     }
 
 
-async def _run_failing(url: str, name: str, plugin: TracePropagation) -> None:
+def _attempt(span: ReadableSpan) -> int:
+    attempt = (span.attributes or {}).get("psyq.job.attempt", 0)
+    assert isinstance(attempt, int), attempt
+    return attempt
+
+
+async def _run_failing(url: str, name: str, provider: TracerProvider) -> None:
+    plugin = TracePropagation(provider)
     async with psyq.Queue(name, connection=url, plugins=[plugin]) as queue:
         await queue.add("send", {"fail": True}, attempts=2)
-        worker = psyq.Worker(name, processor(plugin.provider), connection=url, plugins=[plugin])
+        worker = psyq.Worker(name, processor(provider), connection=url, plugins=[plugin])
         rec = Recorder(worker, "completed")
         try:
             await rec.wait("completed", 1, timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 
 import pytest
@@ -11,8 +12,9 @@ from cryptography.fernet import Fernet
 import psyq
 from psyq.plugins.payload import MARKER, Payload
 from psyq.plugins.validation import SchemaValidation
-from tests.conformance.conftest import BACKENDS, wait_for
+from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 KEY, OLD_KEY = Fernet.generate_key(), Fernet.generate_key()
 BIG = {"text": "é" * 3000, "nested": [{"n": i, "ok": i % 2 == 0} for i in range(50)]}
@@ -39,7 +41,7 @@ async def run(url: str, name: str, producer: list[Any], worker: list[Any], *jobs
         runner = psyq.Worker(name, process, connection=url, plugins=worker)
         try:
             for job in added:
-                await wait_for(lambda job=job: _settled(queue, job.id))
+                await eventually(partial(_settled, queue, job.id))
         finally:
             await runner.close()
         final = [await queue.get_job(job.id) for job in added]

@@ -5,7 +5,7 @@ at once with a message naming it, not retried as a lost connection."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 import pytest
@@ -17,10 +17,12 @@ from .conftest import url_for
 
 
 @pytest.fixture
-async def backend(pg_server: str, fresh_schema: Callable[[], str]) -> PostgresBackend:
+async def backend(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> AsyncIterator[PostgresBackend]:
     opened = PostgresBackend(url_for(pg_server, fresh_schema(), pool_min="1", pool_max="2"))
     await opened.open()
-    yield opened  # type: ignore[misc]
+    yield opened
     await opened.close()
 
 

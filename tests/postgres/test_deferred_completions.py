@@ -16,6 +16,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -51,10 +52,8 @@ class Seen:
         worker.on("completed", on_completed)
 
     async def until(self, job_id: str, seconds: float = 10) -> float:
-        deadline = time.monotonic() + seconds
-        while job_id not in self.completed and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
-        assert job_id in self.completed, f"job {job_id} did not complete in {seconds} s"
+        """When the job completed, once it has."""
+        await eventually(lambda: job_id in self.completed, f"job {job_id} completed", seconds)
         return self.completed[job_id]
 
 
@@ -69,15 +68,19 @@ async def idle_after_one_job(queue: psyq.Queue, worker: psyq.Worker, seen: Seen)
     waits to ride on the next job's take."""
     await worker.wait_until_ready()
     warm = await queue.add("warm", {})
-    await running(warm.id, seen)
+    await ran(warm.id, seen, worker)
 
 
-async def running(job_id: str, seen: Seen) -> None:
-    """Until the job has started, then a while for its processor to return."""
-    deadline = time.monotonic() + 10
-    while job_id not in seen.started and time.monotonic() < deadline:
-        await asyncio.sleep(0.005)
-    await asyncio.sleep(0.2)
+async def ran(job_id: str, seen: Seen, worker: psyq.Worker) -> None:
+    """Until the job's processor has returned (its completion settled, or deferred: waiting
+    in the worker to ride on a call) and the worker's fetcher, its slot free again, waits
+    for the next job."""
+
+    def done_and_waiting() -> bool:
+        finished = job_id in seen.completed or worker._settler.deferred(job_id)
+        return finished and worker._takes.drained
+
+    await eventually(done_and_waiting, f"job {job_id} run, the worker waiting for the next")
 
 
 @pytest.mark.timeout(60)
@@ -92,7 +95,7 @@ async def test_a_completion_rides_on_the_take_of_the_next_job(
         try:
             await idle_after_one_job(queue, worker, seen)
             first = await queue.add("a", {})
-            await running(first.id, seen)  # the processor has returned; its completion waits
+            await ran(first.id, seen, worker)  # its completion waits
             assert first.id not in seen.completed
             assert await state_of(pg_server, schema, name, first.id) == "active"
             added = time.monotonic()
@@ -143,7 +146,7 @@ async def test_close_settles_a_waiting_completion_at_once(
         seen = Seen(worker, pg_server, schema)
         await idle_after_one_job(queue, worker, seen)
         job = await queue.add("a", {})
-        await running(job.id, seen)
+        await ran(job.id, seen, worker)
         assert job.id not in seen.completed
         started = time.monotonic()
         await worker.close(force=force)
@@ -166,7 +169,7 @@ async def test_pause_settles_a_waiting_completion_at_once(
         try:
             await idle_after_one_job(queue, worker, seen)
             job = await queue.add("a", {})
-            await running(job.id, seen)
+            await ran(job.id, seen, worker)
             assert job.id not in seen.completed
             await asyncio.wait_for(worker.pause(), LONG_MS / 1000)
             assert job.id in seen.completed

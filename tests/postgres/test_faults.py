@@ -8,7 +8,6 @@ completed; duplicates (a job run twice after its lease was recovered) are report
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -48,7 +48,7 @@ async def test_killed_connections_lose_no_job(
     concurrency: int,
 ) -> None:
     schema, app = fresh_schema(), f"psyq_fault_{uuid.uuid4().hex[:8]}"
-    url = url_for(pg_server, schema, application_name=app, command_timeout=5)
+    url = url_for(pg_server, schema, application_name=app, command_timeout="5")
     name = fresh_name("fault")
     runs: Counter[str] = Counter()
 
@@ -73,12 +73,9 @@ async def test_killed_connections_lose_no_job(
         killed = 0
         try:
             for round_ in range(1, KILLS + 1):
-                await _wait_until(
-                    lambda r=round_: finished_count(admin, schema, name),
-                    JOBS * round_ // (KILLS + 1),
-                )
+                await _finished(admin, schema, name, JOBS * round_ // (KILLS + 1))
                 killed += await kill_connections(admin, app)
-            await _wait_until(lambda: finished_count(admin, schema, name), JOBS, 60)
+            await _finished(admin, schema, name, JOBS, 60)
         except AssertionError:
             raise AssertionError(f"exceptions that left a worker slot: {escaped!r}") from None
         finally:
@@ -97,18 +94,21 @@ async def test_killed_connections_lose_no_job(
     assert len(ok) == JOBS
 
 
-async def _wait_until(count: Callable[[], object], target: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = count()
-        reached = await value if asyncio.iscoroutine(value) else value
-        if int(reached) >= target:  # type: ignore[call-overload]
-            return
-        if time.monotonic() > deadline:
-            for task in asyncio.all_tasks():
-                task.print_stack(limit=6)
-            raise AssertionError(f"only {reached} of {target} jobs finished")
-        await asyncio.sleep(0.01)
+async def _finished(
+    admin: asyncpg.Connection, schema: str, name: str, target: int, timeout: float = 30
+) -> None:
+    """Wait until `target` jobs of the queue finished; on a timeout, print every task's
+    stack first (where the workers hang)."""
+
+    async def reached() -> bool:
+        return await finished_count(admin, schema, name) >= target
+
+    try:
+        await eventually(reached, f"{target} jobs of {name} finished", timeout)
+    except AssertionError:
+        for task in asyncio.all_tasks():
+            task.print_stack(limit=6)
+        raise
 
 
 async def _close(worker: psyq.Worker, timeout: float = 20) -> None:

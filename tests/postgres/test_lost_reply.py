@@ -78,7 +78,7 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(
 
             async def first_completed(conn: asyncpg.Connection) -> bool:
                 query = "SELECT state::text FROM job WHERE queue = $1 AND id = $2"
-                return await conn.fetchval(query, name, first) == "completed"
+                return bool(await conn.fetchval(query, name, first) == "completed")
 
             lose = LoseReply(backend, admin, first_completed)
 
@@ -156,7 +156,7 @@ async def test_move_to_completed_with_fetch_next_after_a_loss(
 
                 async def first_completed(conn: asyncpg.Connection) -> bool:
                     query = "SELECT state::text FROM job WHERE queue = $1 AND id = $2"
-                    return await conn.fetchval(query, name, first.id) == "completed"
+                    return bool(await conn.fetchval(query, name, first.id) == "completed")
 
                 lose: LoseReply | LoseFirst
                 lose = LoseReply(backend, admin, first_completed) if lost == "reply" else None  # type: ignore[assignment]

@@ -15,9 +15,12 @@ import psycopg
 import pytest
 
 import psyq
+from psyq.backends.postgres import PostgresBackend
 from psyq.backends.postgres.transaction import psycopg_sql
+from tests.conformance.conftest import wait_state
 from tests.conftest import fresh_name
 from tests.docs.test_examples import ROOT, blocks, run_script
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -70,6 +73,18 @@ async def seen_elsewhere(queue: psyq.Queue) -> int:
     """How many jobs the queue's own sessions see."""
     counts = await queue.get_job_counts()
     return sum(counts.values())
+
+
+async def back_in_its_wait(worker: psyq.Worker) -> None:
+    """Until the worker's fetcher, the job it took run, waits for the next job again."""
+    await eventually(lambda: worker._takes.drained, "the worker back in its wait")
+
+
+def schema_of(queue: psyq.Queue) -> str:
+    """The Postgres schema the queue's backend reads and writes."""
+    backend = queue._backend
+    assert isinstance(backend, PostgresBackend), backend
+    return backend.settings.schema
 
 
 # ---------------------------------------------------------------- commit and rollback
@@ -130,9 +145,7 @@ async def test_options_and_events_behave_as_for_a_plain_add(
     async with conn.transaction():  # an id that exists gives the stored job back
         same = await queue.add("m", {"v": 2}, transaction=conn, jobId="m1")
     assert (same.id, same.data) == (mine.id, {"v": 1})
-    deadline = time.monotonic() + 10  # the stream hears the adds at commit
-    while mine.id not in added and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: mine.id in added, "the stream hearing the adds at commit")
     assert added == [delayed.id, urgent.id, first.id, mine.id]
 
 
@@ -159,7 +172,7 @@ async def test_a_path_leading_to_other_queues_writes_in_the_backends_schema(
     psyq runs on its transaction (add, bulk add, records of custom ids, deduplication, a
     flow and its records, a completion's locks) still reads and writes the backend's."""
     async with psyq.Queue(queue.name, connection=url_for(pg_server, fresh_schema())) as other:
-        schema = other._backend.settings.schema  # type: ignore[attr-defined]
+        schema = schema_of(other)
         async with conn.transaction():
             await conn.execute(f"SET LOCAL search_path TO {schema}")
             await queue.add("a", transaction=conn)
@@ -180,7 +193,7 @@ async def test_the_layouts_functions_called_there_carry_their_own_path(
     """What lets psyq call the layout's functions schema-qualified under the application's
     search_path: each is declared `SET search_path FROM CURRENT` (BullMQ's migrations;
     Node bullmq 6.7's redefinitions keep it), so the names inside resolve in the layout."""
-    schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+    schema = schema_of(queue)
     rows = await admin.fetch(
         "SELECT p.proname, p.proconfig FROM pg_proc p JOIN pg_namespace n"
         " ON n.oid = p.pronamespace WHERE n.nspname = $1 AND p.proname = ANY($2::text[])",
@@ -301,11 +314,11 @@ async def test_a_waiting_worker_starts_a_committed_job_as_fast_as_a_plain_one(
         await asyncio.wait_for(started.get(), 10)
         plain, in_tx = [], []
         for _ in range(3):
-            await asyncio.sleep(0.05)  # the worker is back in its wait
+            await back_in_its_wait(worker)
             sent = time.monotonic()
             await queue.add("plain")
             plain.append(await asyncio.wait_for(started.get(), 5) - sent)
-            await asyncio.sleep(0.05)
+            await back_in_its_wait(worker)
             async with conn.transaction():
                 await queue.add("tx", transaction=conn)
                 sent = time.monotonic()
@@ -334,10 +347,10 @@ async def test_other_backends_refuse_naming_the_value(tmp_path: Any, conn: Any) 
 
         job = await other.add("b")
         async with psyq.Worker(other.name, complete_in, "memory://"):
-            deadline = time.monotonic() + 10
-            while await job.get_state() != "failed" and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-        assert "memory backend" in (await other.get_job(job.id)).failed_reason  # type: ignore[union-attr,operator]
+            await wait_state(other, job.id, "failed", timeout=10)
+        failed = await other.get_job(job.id)
+        assert failed is not None and failed.failed_reason is not None
+        assert "memory backend" in failed.failed_reason
 
 
 async def test_refused_outside_a_transaction(queue: psyq.Queue, conn: Any) -> None:
@@ -395,7 +408,7 @@ async def test_a_schema_without_the_layout_is_refused(queue: psyq.Queue, pg_serv
     the backend opened it) is refused before anything is written."""
     conn = await asyncpg.connect(pg_server)
     try:
-        schema = queue._backend.settings.schema  # type: ignore[attr-defined]
+        schema = schema_of(queue)
         async with conn.transaction():
             await conn.execute(f"ALTER SCHEMA {schema} RENAME TO {schema}_away")
             with pytest.raises(psyq.TransactionError, match="no queue layout in schema"):

@@ -18,7 +18,8 @@ from redis.asyncio.cluster import RedisCluster
 import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.redis.cluster import hash_tag
-from tests.conformance.conftest import Recorder, wait_for, wait_state
+from tests.conformance.conftest import Recorder, wait_state
+from tests.polling import eventually
 
 
 def tagged(tag: str | None = None, name: str = "q") -> str:
@@ -127,7 +128,7 @@ async def test_add_bulk_bigger_than_one_script_call(queue: psyq.Queue, worker_fo
         return (await queue.get_job_counts("completed"))["completed"] == 2500
 
     # not "drained": it says the wait list is empty while the last jobs may still settle
-    await wait_for(all_completed, timeout=30)
+    await eventually(all_completed, timeout=30)
     assert await queue.get_job_counts("completed", "waiting", "active") == {
         "completed": 2500,
         "waiting": 0,
@@ -252,8 +253,8 @@ async def test_an_open_cancelled_while_its_blocking_client_reads_the_slots_close
     new_client = backend._new_client
     reading = asyncio.Event()
 
-    def held_client(blocking: bool = False) -> Any:
-        client = new_client(blocking=blocking)
+    def held_client(blocking: bool = False, name: str | None = None) -> Any:
+        client = new_client(blocking=blocking, name=name)
         if blocking:
             initialize = client.initialize
 

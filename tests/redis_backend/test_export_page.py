@@ -12,7 +12,7 @@ import pytest
 import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import Completed, ExportPage, Failed, FetchRequest, JobRecord, NewJob
-from psyq.backends.redis import transfer
+from psyq.backends.redis import RedisBackend, transfer
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     RECORD_FIELDS,
@@ -128,6 +128,7 @@ async def test_an_export_page_holds_what_the_keys_hold(
     )
     await flow.close()
     backend = await open_backend(url)
+    assert isinstance(backend, RedisBackend), backend
     assert (backend._wire is None) == (path != "wire")
     try:
         await backend.add_jobs(queue_name, [NewJob("later", "null", {"delay": 60_000})])

@@ -31,10 +31,10 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(url: str, remove:
     armed, fired = False, 0
     original = backend._run
 
-    async def run(script: str, queue: str, *args: Any) -> Any:
+    async def run(name: str, queue: str, *args: Any) -> Any:
         nonlocal armed, fired
-        result = await original(script, queue, *args)
-        if armed and script == "moveToFinished":
+        result = await original(name, queue, *args)
+        if armed and name == "moveToFinished":
             armed, fired = False, fired + 1
             raise backend._lost("script moveToFinished (reply lost)", ConnectionResetError())
         return result
@@ -91,12 +91,12 @@ async def test_the_jobs_a_lost_call_took_are_handed_over_at_once(
     armed, fired = script == "moveToActive", 0
     original = backend._run
 
-    async def run(called: str, queue: str, *args: Any) -> Any:
+    async def run(name: str, queue: str, *args: Any) -> Any:
         nonlocal armed, fired
-        result = await original(called, queue, *args)
-        if armed and called == script:
+        result = await original(name, queue, *args)
+        if armed and name == script:
             armed, fired = False, fired + 1
-            raise backend._lost(f"script {called} (reply lost)", ConnectionResetError())
+            raise backend._lost(f"script {name} (reply lost)", ConnectionResetError())
         return result
 
     backend._run = run  # type: ignore[method-assign]
@@ -171,12 +171,12 @@ async def test_a_removed_job_completed_under_another_lease_is_not_taken_for_ones
     original = backend._run
     lose = False
 
-    async def run(called: str, queue: str, *args: Any) -> Any:
+    async def run(name: str, queue: str, *args: Any) -> Any:
         nonlocal lose
-        if lose and called == "moveToFinished":
+        if lose and name == "moveToFinished":
             lose = False
-            raise backend._lost(f"script {called} (not sent)", ConnectionResetError())
-        return await original(called, queue, *args)
+            raise backend._lost(f"script {name} (not sent)", ConnectionResetError())
+        return await original(name, queue, *args)
 
     backend._run = run  # type: ignore[method-assign]
     try:

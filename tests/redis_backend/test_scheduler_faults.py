@@ -29,7 +29,7 @@ async def _kill_clients(server: RedisProcess) -> None:
     """CLIENT KILL every normal connection but this one (a proxy or an admin would)."""
     admin = Redis.from_url(server.url)
     try:
-        await admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+        await admin.client_kill_filter(_type="normal", skipme=True)
     finally:
         await admin.aclose()
 
@@ -114,7 +114,9 @@ async def _lose_next_run(raw: Redis, queue: str, taken: str) -> str:
     """Undo the next run a take added: remove its job and score the scheduler by the taken
     run again. Returns the removed run's id."""
     key = f"bull:{queue}"
-    [(_, millis)] = await raw.zrange(f"{key}:repeat", 0, -1, withscores=True)
+    [scored] = await raw.zrange(f"{key}:repeat", 0, -1, withscores=True)
+    assert isinstance(scored, tuple), scored
+    _, millis = scored
     pending = f"repeat:tick:{int(millis)}"
     await raw.zrem(f"{key}:delayed", pending)  # due in 300 ms, or already promoted
     await raw.lrem(f"{key}:wait", 0, pending)

@@ -13,6 +13,7 @@ import psyq
 from psyq.sandbox import Sandbox
 from tests.conformance.conftest import BACKENDS, Recorder
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 
 @pytest.fixture(params=["memory", "sqlite", "psyq", "redis", "postgres"])
@@ -45,12 +46,11 @@ async def run(url: str, processor: Any, *jobs: tuple[Any, dict[str, Any]], **wor
 
 
 async def wait_for_settled(queue: psyq.Queue, job_id: str) -> None:
-    from tests.conformance.conftest import wait_for
 
     async def settled() -> bool:
         return await queue.get_job_state(job_id) in ("completed", "failed")
 
-    await wait_for(settled, timeout=20)
+    await eventually(settled, timeout=20)
 
 
 async def test_jobs_run_in_child_processes_with_progress_and_logs(

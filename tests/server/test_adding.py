@@ -190,7 +190,8 @@ async def test_records_from_ids_equal_the_servers_records(
         assert [r.state for r in records] == ["waiting", "delayed", "prioritized", "waiting"]
         for record in records:
             stored = await backend.get_job(queue_name, record.id)
-            assert replace(record, state=None) == replace(stored, state=None)  # type: ignore[arg-type]
+            assert stored is not None
+            assert replace(record, state=None) == replace(stored, state=None)
     finally:
         await backend.close()
 

@@ -57,7 +57,8 @@ async def test_client_with_token_is_served(guarded: ServerProcess, queue_name: s
     url = f"{guarded.url}?token={TOKEN}"
     async with psyq.Queue(queue_name, connection=url) as queue:
         job = await queue.add("x", {"n": 1})
-        assert (await queue.get_job(job.id)).data == {"n": 1}
+        stored = await queue.get_job(job.id)
+        assert stored is not None and stored.data == {"n": 1}
 
 
 async def test_token_in_the_url_like_a_redis_password(
@@ -66,7 +67,8 @@ async def test_token_in_the_url_like_a_redis_password(
     url = f"psyq://:{TOKEN}@{guarded.address}"
     async with psyq.Queue(queue_name, connection=url) as queue:
         job = await queue.add("x", {"n": 2})
-        assert (await queue.get_job(job.id)).data == {"n": 2}
+        stored = await queue.get_job(job.id)
+        assert stored is not None and stored.data == {"n": 2}
 
 
 @pytest.mark.parametrize(
@@ -143,7 +145,8 @@ async def test_tls_round_trip(tls_server: tuple[ServerProcess, Path], queue_name
     url = f"psyqs://localhost:{server.port}?ca={cert}"
     async with psyq.Queue(queue_name, connection=url) as queue:
         job = await queue.add("x", {"secure": True})
-        assert (await queue.get_job(job.id)).data == {"secure": True}
+        stored = await queue.get_job(job.id)
+        assert stored is not None and stored.data == {"secure": True}
 
 
 async def test_tls_client_refuses_an_unknown_certificate(

@@ -43,11 +43,13 @@ async def test_the_server_owns_its_sqlite_file_and_shares_it(
         async with psyq.Queue(queue_name, connection=server.url) as queue:
             job = await queue.add("x", {"kept": True})
         async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
-            assert (await queue.get_job(job.id)).data == {"kept": True}  # through its socket
+            stored = await queue.get_job(job.id)  # through its socket
+            assert stored is not None and stored.data == {"kept": True}
     finally:
         assert server.stop() == 0  # SIGTERM: a clean exit that flushes the file
     async with psyq.Queue(queue_name, connection=f"sqlite:///{db}") as queue:
-        assert (await queue.get_job(job.id)).data == {"kept": True}
+        stored = await queue.get_job(job.id)
+        assert stored is not None and stored.data == {"kept": True}
 
 
 @pytest.mark.parametrize(("choice", "loop"), [("auto", "uvloop"), ("asyncio", "asyncio")])

@@ -12,6 +12,8 @@ import msgpack
 import pytest
 
 import psyq
+from psyq.backends.engine import MemoryBackend
+from psyq.backends.server import ServerBackend
 from psyq.backends.server.codec import decode, frame
 from psyq.backends.server.framing import FrameBuffer
 from psyq.backends.server.protocol import HEADER, PROTOCOL_VERSION
@@ -201,8 +203,8 @@ async def test_pipelined_answers_match_their_ids(server: ServerProcess, queue_na
 async def test_server_errors_come_back_as_the_same_type(
     server: ServerProcess, queue_name: str
 ) -> None:
-    local = psyq.backends.engine.MemoryBackend("memory://local-errors")
-    remote = psyq.backends.server.ServerBackend(server.url)
+    local = MemoryBackend("memory://local-errors")
+    remote = ServerBackend(server.url)
     await remote.open()
     try:
         for backend in (local, remote):

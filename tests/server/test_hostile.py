@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import gc
 import resource
 import signal
+import struct
+import termios
 import time
 import weakref
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.server.codec import frame
 from psyq.backends.server.protocol import HEADER, PROTOCOL_VERSION
 from psyq.backends.server.server import DRAIN_TIMEOUT_S, serve
+from tests.polling import eventually
 from tests.server.server_proc import ServerProcess, start_server
 from tests.server.test_faults import RawClient
 
@@ -131,9 +135,8 @@ async def test_a_closed_connection_frees_its_buffer_at_once(server: ServerProces
     await client.writer.drain()
     held = await settled_rss(server) - before
     await client.close()
-    deadline = time.monotonic() + 5
-    while (left := rss_mib(server) - before) > 8 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await eventually(lambda: rss_mib(server) - before < 8, "its buffer freed", timeout=5)
+    left = rss_mib(server) - before
     print(f"\na partial 60 MiB frame (24 MiB sent): held {held:.1f} MiB, {left:.1f} after close")
     assert held > 16  # the buffer was there (the test can see it)
     assert left < 8
@@ -194,6 +197,14 @@ async def never_read(server: ServerProcess, queue_name: str, requests: int) -> R
     return client
 
 
+def unread_bytes(client: RawClient) -> int:
+    """What reached the client's socket and waits there (FIONREAD): the stream reader
+    stopped reading once its own buffer filled."""
+    sock = client.writer.get_extra_info("socket")
+    (count,) = struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0" * 4))
+    return int(count)
+
+
 async def test_answers_a_client_never_reads_are_bounded(
     server: ServerProcess, queue_name: str
 ) -> None:
@@ -239,10 +250,10 @@ async def test_a_closed_connection_leaves_no_cycle() -> None:
         del conn
         writer.close()
         await writer.wait_closed()
-        deadline = time.monotonic() + 5  # the cancelled wait's task ends a step after
-        while (server.connections or gone() is not None) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        assert gone() is None
+        # the cancelled wait's task ends a step after
+        await eventually(
+            lambda: not server.connections and gone() is None, "the connection gone", timeout=5
+        )
     finally:
         gc.enable()
         await server.close()
@@ -256,7 +267,8 @@ async def test_a_client_that_never_reads_holds_a_stopping_server_only_for_its_dr
     DRAIN_TIMEOUT_S: a client whose answers can never be written does not keep it up."""
     await fill(server, queue_name, 100, 4000)
     client = await never_read(server, queue_name, 100)
-    await asyncio.sleep(0.3)  # its requests read, its answers stuck
+    # its requests read, its answers stuck: they fill the client's socket, unread
+    await eventually(lambda: unread_bytes(client) > 0, "answers waiting in the client's socket")
     started = time.monotonic()
     code = await asyncio.to_thread(server.stop, signal.SIGTERM, DRAIN_TIMEOUT_S + 10)
     took = time.monotonic() - started

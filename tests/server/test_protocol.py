@@ -142,7 +142,11 @@ def _receive(frames: FrameBuffer, data: bytes, chunk: int) -> list[bytes]:
 @pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
 def test_frame_buffer_receives_into_its_own_memory(chunk: int) -> None:
     frames = FrameBuffer(size=32)  # smaller than the large frame: the buffer grows for it
-    messages = [{"id": 1, "ok": "x" * 10}, {"id": 2, "ok": "y" * 500}, {"id": 3, "ok": None}]
+    messages: list[dict[str, Any]] = [
+        {"id": 1, "ok": "x" * 10},
+        {"id": 2, "ok": "y" * 500},
+        {"id": 3, "ok": None},
+    ]
     data = b"".join(frame(m) for m in messages) * 3
     bodies = _receive(frames, data, chunk)
     assert [decode(b) for b in bodies] == messages * 3
@@ -257,7 +261,7 @@ async def _feed_and_settle(conn: ServerConnection, data: bytes) -> None:
         await asyncio.sleep(0)
 
 
-jobs = st.lists(
+jobs: st.SearchStrategy[list[Any]] = st.lists(
     st.lists(plain, max_size=5)
     | st.tuples(st.text(max_size=5), st.text(max_size=5), st.just({}), st.none()).map(list),
     max_size=3,

@@ -75,7 +75,7 @@ async def play(url: str, name: str) -> dict[str, Any]:
             store = store_of(queue)
             assert in_memory(store) <= 8
             assert isinstance(store.completed, FileLine) and store.completed.in_file > 40
-        views = [await view(queue, flow.job.id)]
+        views: list[Any] = [await view(queue, flow.job.id)]
         views.append(await queue.clean(0, 5, "completed"))
         views.append(await queue.retry_jobs("failed", 3))
         views.append(await view(queue, flow.job.id))

@@ -15,7 +15,8 @@ import pytest
 
 import psyq
 from psyq.backends.sqlite.schema import MIGRATIONS, SCHEMA, migrate
-from tests.conformance.conftest import Recorder, wait_for
+from tests.conformance.conftest import Recorder
+from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,8 +88,8 @@ async def test_a_restart_brings_everything_back(tmp_path: Path) -> None:
         kids = psyq.Queue("k", connection=db)
         kid_worker = psyq.Worker("k", lambda job: "kid", connection=db)
         parent_worker = psyq.Worker("q", lambda job: "parent", connection=db)
-        await wait_for(lambda: queue.get_job_state(node.job.id), 10)
-        await wait_for(lambda: _state_is(queue, node.job.id, "completed"), timeout=10)
+        await eventually(lambda: queue.get_job_state(node.job.id), timeout=10)
+        await eventually(lambda: _state_is(queue, node.job.id, "completed"), timeout=10)
         await kid_worker.close()
         await parent_worker.close()
         await kids.close()
@@ -131,7 +132,7 @@ async def test_buffered_changes_reach_the_file_within_the_flush_window(tmp_path:
             finally:
                 conn.close()
 
-        await wait_for(on_disk, timeout=2)
+        await eventually(on_disk, timeout=2)
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:

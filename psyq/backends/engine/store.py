@@ -98,26 +98,24 @@ class QueueStore(Mutations):
             events.add(now, "added", job_id, new.name)
             events.add(now, "waiting", job_id, None)
             return record
+        return self._add_with_options(new, now, timestamp, hold)
+
+    def _add_with_options(self, new: NewJob, now: int, timestamp: int, hold: bool) -> JobRecord:
+        """`add` for a job with options: a custom id, deduplication, a parent, a delay..."""
+        opts = new.opts
         custom = opts.get("jobId")
         if custom is not None and custom in self.jobs:
             self.emit("duplicated", custom)
             return self.jobs[custom]
-        if custom is None:  # taken before deduplication, as BullMQ does: a deduplicated
-            if self.last_id >= self.id_limit:  # add's event names the id it would have had
-                self.reserve_ids(1)
-            self.last_id += 1
-            job_id = str(self.last_id)
-        else:
-            job_id = custom
+        # the id is taken before deduplication, as BullMQ does: a deduplicated add's event
+        # names the id it would have had
+        job_id = self._next_id() if custom is None else custom
         dedup = opts.get("deduplication")
         replaced: tuple[str, int | None] | None = None
         if dedup is not None:
             existing, replaced = self._deduplicated(dedup, now, job_id)
             if existing is not None:
                 return existing
-        if dedup is not None and replaced is not None:  # as BullMQ: the new job and the old
-            extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": replaced[0]}
-            self.emit("deduplicated", job_id, extra, now)
         parent = opts.get("parent")
         record = JobRecord(
             job_id,
@@ -142,6 +140,13 @@ class QueueStore(Mutations):
         else:
             self._place_new(record)
         return record
+
+    def _next_id(self) -> str:
+        """The next id of the queue's counter (add's fast path inlines this)."""
+        if self.last_id >= self.id_limit:
+            self.reserve_ids(1)
+        self.last_id += 1
+        return str(self.last_id)
 
     def hold(self, record: JobRecord) -> None:
         self.mark(record.id)
@@ -181,6 +186,9 @@ class QueueStore(Mutations):
         if dedup.get("replace") and record.state == "delayed":
             self._drop(record)
             self.emit("removed", job_id, {"prev": "delayed"})
+            # as BullMQ: the new job and the one it replaced
+            extra = {"deduplicationId": dedup["id"], "deduplicatedJobId": job_id}
+            self.emit("deduplicated", new_id, extra, now)
             return None, (job_id, expiry)
         if dedup.get("extend") and expiry is not None:
             self.dedup[dedup["id"]] = (job_id, now + dedup["ttl"])
@@ -228,17 +236,7 @@ class QueueStore(Mutations):
             self.promote_due(now)
         if self.paused:
             return []
-        free = (
-            request.limiter is None
-            and self.global_limiter is None
-            and self.global_concurrency is None
-            and self.limited_until <= now
-        )
-        wanted = (
-            len(request.tokens)
-            if free
-            else self._allowed(len(request.tokens), request.limiter, now)
-        )
+        wanted = self._wanted(request, now)
         taken: list[JobRecord] = []
         wait, prio, jobs, active = self.wait, self.prio, self.jobs, self.active
         loader, resident = self.loader, jobs.keys()
@@ -267,13 +265,30 @@ class QueueStore(Mutations):
             if "repeatJobKey" in record.opts:
                 self.schedule_next(record, now)
             taken.append(record)
+        self._after_fetch(taken, now)
+        return taken
+
+    def _after_fetch(self, taken: list[JobRecord], now: int) -> None:
+        """Count what a fetch took in the rate window; a fetch that finds the queue empty
+        (once, until jobs come again) emits drained."""
         if taken:
             self.window_count += len(taken)
             self.drained = False
         elif not self.drained and not self.wait and not self.prio:
             self.drained = True
             self.emit("drained", None, None, now)
-        return taken
+
+    def _wanted(self, request: FetchRequest, now: int) -> int:
+        """How many jobs a fetch may take: all it asks for, unless a limit applies."""
+        free = (
+            request.limiter is None
+            and self.global_limiter is None
+            and self.global_concurrency is None
+            and self.limited_until <= now
+        )
+        if free:
+            return len(request.tokens)
+        return self._allowed(len(request.tokens), request.limiter, now)
 
     def _allowed(self, wanted: int, limiter: Limiter | None, now: int) -> int:
         if self.limited_until > now:

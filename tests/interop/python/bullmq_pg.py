@@ -12,17 +12,19 @@ line."""
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from bullmq import Queue, Worker
 
 
-def options(url, schema):
+def options(url: str, schema: str) -> dict[str, Any]:
     return {"backend": "postgres", "connection": url, "schema": schema}
 
 
-async def add(name, url, schema, jobs_json):
+async def add(name: str, url: str, schema: str, jobs_json: str) -> list[str]:
     queue = Queue(name, options(url, schema))
-    ids = []
+    ids: list[str] = []
     for spec in json.loads(jobs_json):
         job = await queue.add(spec["name"], spec.get("data", {}), spec.get("opts", {}))
         ids.append(job.id)
@@ -30,22 +32,22 @@ async def add(name, url, schema, jobs_json):
     return ids
 
 
-async def work(name, url, schema, count):
-    outcomes = {}
+async def work(name: str, url: str, schema: str, count: str) -> dict[str, Any]:
+    outcomes: dict[str, Any] = {}
     done = asyncio.Event()
 
-    async def process(job, token):
+    async def process(job: Any, token: str) -> dict[str, Any]:
         await job.updateProgress(50)
         if job.data.get("fail"):
             raise ValueError("bullmq-py says no")
         return {"doubled": job.data["n"] * 2, "name": job.name}
 
-    def finished(job_id, outcome):
+    def finished(job_id: str, outcome: dict[str, Any]) -> None:
         outcomes[job_id] = outcome
         if len(outcomes) >= int(count):
             done.set()
 
-    def on_failed(job, error, *args):
+    def on_failed(job: Any, error: BaseException, *args: Any) -> None:
         if job.attemptsMade >= job.opts.get("attempts", 1):
             finished(job.id, {"state": "failed", "reason": str(error)})
 
@@ -60,9 +62,9 @@ async def work(name, url, schema, count):
     return outcomes
 
 
-async def inspect(name, url, schema, ids_json):
+async def inspect(name: str, url: str, schema: str, ids_json: str) -> dict[str, Any]:
     queue = Queue(name, options(url, schema))
-    seen = {}
+    seen: dict[str, Any] = {}
     for job_id in json.loads(ids_json):
         job = await queue.getJob(job_id)
         seen[job_id] = (
@@ -82,4 +84,13 @@ async def inspect(name, url, schema, ids_json):
 
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    print(json.dumps(asyncio.run({"add": add, "work": work, "inspect": inspect}[command](*args))))
+    commands: dict[str, Callable[..., Awaitable[Any]]] = {
+        "add": add,
+        "work": work,
+        "inspect": inspect,
+    }
+
+    async def main() -> Any:
+        return await commands[command](*args)
+
+    print(json.dumps(asyncio.run(main())))
