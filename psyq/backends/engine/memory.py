@@ -42,6 +42,7 @@ from psyq.errors import InvalidURLError, PsyqError
 from psyq.rules import codec
 from psyq.rules.clock import Clock
 from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.rules.slices import inclusive_slice
 
 __all__ = ["MemoryBackend", "open_memory_backend"]
 
@@ -421,8 +422,7 @@ class MemoryBackend(BackendAdapter):
         def listing(store: QueueStore) -> list[dict[str, Any]]:
             entries = sorted(store.schedulers.values(), key=lambda e: e["next"] or 0)
             entries = entries if asc else entries[::-1]
-            stop = None if end == -1 else end + 1
-            return [schedulers.describe(entry) for entry in entries[start:stop]]
+            return [schedulers.describe(entry) for entry in inclusive_slice(entries, start, end)]
 
         return self._run(queue, listing)
 

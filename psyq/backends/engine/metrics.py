@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from psyq.rules.slices import inclusive_slice
+
 __all__ = ["MAX_DATA_POINTS", "MinuteCounts"]
 
 MAX_DATA_POINTS = 7 * 24 * 60  # one week of minutes
@@ -37,9 +39,8 @@ class MinuteCounts:
         if self._last_minute is not None:
             quiet = min(now_ms // 60_000 - self._last_minute, MAX_DATA_POINTS)
             newest_first = [0] * max(0, quiet) + newest_first
-        stop = None if end == -1 else end + 1
         return {
             "meta": {"count": self.total},
-            "data": newest_first[start:stop],
+            "data": inclusive_slice(newest_first, start, end),
             "count": len(newest_first),
         }

@@ -7,6 +7,7 @@ from typing import Any
 
 from psyq.backends.base import JOB_STATES, JobRecord
 from psyq.backends.postgres.connection import BullmqConnection
+from psyq.rules.slices import inclusive_slice, inclusive_stop
 
 __all__ = ["Queries"]
 
@@ -50,7 +51,7 @@ class Queries(BullmqConnection):
         [counts] = await self._rows("queries.counts", queue)
         paused = bool(counts["paused"])
         records: list[JobRecord] = []
-        position, stop = 0, None if end == -1 else end + 1
+        position, stop = 0, inclusive_stop(end)
         for state in states:
             if state not in _LISTS or (state == "waiting" and paused):
                 continue
@@ -88,8 +89,7 @@ class Queries(BullmqConnection):
     ) -> tuple[list[str], int]:
         rows = [row["row"] for row in await self._rows("queries.logs", queue, job_id)]
         ordered = rows if asc else rows[::-1]
-        stop = None if end == -1 else end + 1
-        return ordered[start:stop], len(rows)
+        return inclusive_slice(ordered, start, end), len(rows)
 
     async def is_paused(self, queue: str) -> bool:
         return bool(await self._value("queries.paused", queue))
@@ -121,5 +121,5 @@ class Queries(BullmqConnection):
         elif rows:
             total = int(rows[0]["count"])
             points = [total]
-        stop = None if end == -1 else end + 1
-        return {"meta": {"count": total}, "data": points[start:stop], "count": len(points)}
+        data = inclusive_slice(points, start, end)
+        return {"meta": {"count": total}, "data": data, "count": len(points)}

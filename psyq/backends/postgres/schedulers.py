@@ -15,6 +15,7 @@ from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import BullmqConnection, LayoutCode
 from psyq.rules import codec
 from psyq.rules.schedule import next_run, upserted_run
+from psyq.rules.slices import inclusive_slice
 
 __all__ = ["SPEC_COLUMNS", "Schedulers"]
 
@@ -133,8 +134,7 @@ class Schedulers(BullmqConnection):
     ) -> list[dict[str, Any]]:
         entries = [_describe(row) for row in await self._rows("schedulers.all", queue)]
         entries = entries if asc else entries[::-1]
-        stop = None if end == -1 else end + 1
-        return entries[start:stop]
+        return inclusive_slice(entries, start, end)
 
     async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
         """The layout removes the pending job while it is delayed; one already waiting (an

@@ -24,6 +24,7 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.errors import PsyqError
 from psyq.rules.schedule import next_run, upserted_run
+from psyq.rules.slices import inclusive_slice
 
 # The spec fields a scheduler hash and a run's `opts.repeat` hold (`immediately` only shapes
 # the first run, so BullMQ keeps it in neither).
@@ -199,8 +200,7 @@ class Schedulers(RedisConnection):
     ) -> list[dict[str, Any]]:
         ids = await self.client.zrange(self.queue_key(queue) + ":repeat", 0, -1)
         ids = ids if asc else ids[::-1]
-        stop = None if end == -1 else end + 1
-        found = [await self.get_job_scheduler(queue, i) for i in ids[start:stop]]
+        found = [await self.get_job_scheduler(queue, i) for i in inclusive_slice(ids, start, end)]
         return [entry for entry in found if entry is not None]
 
     async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
