@@ -21,14 +21,19 @@ from psyq.backends.base import (
     JOB_STATES,
     BackendAdapter,
     Completed,
+    Dependencies,
     ExportPage,
     Failed,
     FetchRequest,
     FlowNode,
+    FlowTree,
     JobRecord,
     Limiter,
+    Metrics,
     NewJob,
+    QueueMeta,
     Retry,
+    SchedulerEntry,
     Settlement,
     StalledResult,
 )
@@ -351,7 +356,7 @@ class MemoryBackend(BackendAdapter):
 
     async def get_flow(
         self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> dict[str, Any] | None:
+    ) -> FlowTree | None:
         with self.engine.every_lock():
             store = self.engine.existing_store(self._prefix + queue)
             return None if store is None else flows.get_tree(store, job_id, depth, max_children)
@@ -359,7 +364,7 @@ class MemoryBackend(BackendAdapter):
     async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
         return self._run(queue, lambda s: s.move_to_waiting_children(job_id, token))
 
-    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+    async def get_dependencies(self, queue: str, job_id: str) -> Dependencies:
         return self._run(queue, lambda s: flows.dependencies(s, job_id))
 
     async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
@@ -409,8 +414,8 @@ class MemoryBackend(BackendAdapter):
             queue, lambda s: schedulers.upsert(s, scheduler_id, repeat, template, now), True
         )
 
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
-        def get(store: QueueStore) -> dict[str, Any] | None:
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> SchedulerEntry | None:
+        def get(store: QueueStore) -> SchedulerEntry | None:
             entry = store.schedulers.get(scheduler_id)
             return None if entry is None else schedulers.describe(entry)
 
@@ -418,8 +423,8 @@ class MemoryBackend(BackendAdapter):
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
-    ) -> list[dict[str, Any]]:
-        def listing(store: QueueStore) -> list[dict[str, Any]]:
+    ) -> list[SchedulerEntry]:
+        def listing(store: QueueStore) -> list[SchedulerEntry]:
             entries = sorted(store.schedulers.values(), key=lambda e: e["next"] or 0)
             entries = entries if asc else entries[::-1]
             return [schedulers.describe(entry) for entry in inclusive_slice(entries, start, end)]
@@ -487,7 +492,7 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, remove)
 
     # ------------------------------------------------------------------ metrics and workers
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:
         now = self._now()
         return self._run(queue, lambda s: s.metrics[kind].query(start, end, now))
 
@@ -561,10 +566,10 @@ class MemoryBackend(BackendAdapter):
         page = self.own_keys(page)
         return self._run(queue, lambda s: transfer.import_page(s, page, overwrite), notify=True)
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+    async def get_queue_meta(self, queue: str) -> QueueMeta:
         return copy.deepcopy(self._run(queue, transfer.queue_meta))
 
-    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+    async def set_queue_meta(self, queue: str, meta: QueueMeta) -> None:
         self._run(queue, lambda s: transfer.apply_meta(s, meta), notify=True)
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
+from psyq.backends.base import Metrics
 from psyq.rules.slices import inclusive_slice
 
 __all__ = ["MAX_DATA_POINTS", "MinuteCounts"]
@@ -33,7 +33,7 @@ class MinuteCounts:
         self.points[-1] += 1
         self.total += 1
 
-    def query(self, start: int, end: int, now_ms: int) -> dict[str, Any]:
+    def query(self, start: int, end: int, now_ms: int) -> Metrics:
         """BullMQ's shape: data newest first, sliced [start, end] (end inclusive, -1 = all)."""
         newest_first = list(reversed(self.points))
         if self._last_minute is not None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from psyq.backends.base import JOB_STATES, JobRecord
+from psyq.backends.base import JOB_STATES, JobRecord, Metrics
 from psyq.backends.postgres.connection import BullmqConnection
 from psyq.rules.slices import inclusive_slice, inclusive_stop
 
@@ -103,7 +102,7 @@ class Queries(BullmqConnection):
         rows = await self._rows("queries.counts_per_priority", queue, list(priorities))
         return {str(p): int(row[0]) for p, row in zip(priorities, rows, strict=True)}
 
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:
         """BullMQ's shape, newest minute first; the current minute is counted too. The
         counts psyq appended since the last fold are folded first."""
         await self._fold(queue)

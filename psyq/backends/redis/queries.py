@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from psyq.backends.base import (
     JOB_STATES,
     JobRecord,
+    Metrics,
 )
 from psyq.backends.redis.connection import RedisConnection
 from psyq.backends.redis.jobs import (
@@ -100,7 +100,7 @@ class Queries(RedisConnection):
                 names.add(key[len(self.prefix) + 1 : -len(suffix)])
         return sorted(name for name in names if ":" not in name)
 
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:
         """BullMQ's shape, newest minute first; the current minute is counted too."""
         key = f"{self.queue_key(queue)}:metrics:{kind}"
         async with self.client.pipeline(transaction=False) as pipe:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from psyq.backends.base import (
     JobRecord,
     NewJob,
+    SchedulerEntry,
 )
 from psyq.backends.redis.connection import CONNECTION_ERRORS, RedisConnection, log
 from psyq.backends.redis.jobs import (
@@ -165,7 +166,8 @@ class Schedulers(RedisConnection):
         millis = next_run(entry, prev, count, now)
         if millis is None:
             return  # done: like BullMQ, the scheduler stays scored by its last run
-        spec = {name: entry[name] for name in _SPEC_FIELDS if name in entry}
+        fields_of: Mapping[str, Any] = entry  # the spec's keys, by name
+        spec = {name: fields_of[name] for name in _SPEC_FIELDS if name in fields_of}
         # BullMQ 5's repeatable jobs (Queue.add with `repeat`) keep their data and options
         # in their runs, not in the scheduler's hash: the next run takes the current one's.
         opts = entry["template"]["opts"] if "opts" in fields else _template_opts(record.opts)
@@ -184,7 +186,7 @@ class Schedulers(RedisConnection):
             fields, score = await pipe.execute()
         return fields, None if score is None else int(score)
 
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> SchedulerEntry | None:
         fields, current = await self._scheduler_fields(queue, scheduler_id)
         if not fields:
             return None
@@ -197,7 +199,7 @@ class Schedulers(RedisConnection):
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
-    ) -> list[dict[str, Any]]:
+    ) -> list[SchedulerEntry]:
         ids = await self.client.zrange(self.queue_key(queue) + ":repeat", 0, -1)
         ids = ids if asc else ids[::-1]
         found = [await self.get_job_scheduler(queue, i) for i in inclusive_slice(ids, start, end)]
@@ -255,7 +257,7 @@ class _Run:
 
 def _describe_scheduler(
     scheduler_id: str, fields: Mapping[str, str], pending: int | None
-) -> dict[str, Any]:
+) -> SchedulerEntry:
     """A scheduler hash as `get_job_scheduler` returns it (the engine's shape);
     `pending`: the millis of its run not yet taken by a worker (None: none)."""
     entry: dict[str, Any] = {"key": scheduler_id, "name": fields.get("name", "")}
@@ -271,4 +273,4 @@ def _describe_scheduler(
     }
     entry["iterationCount"] = int(fields.get("ic") or 0)
     entry["next"] = pending
-    return entry
+    return cast(SchedulerEntry, entry)  # the spec's keys are set by name
