@@ -21,22 +21,18 @@ from psyq.backends.base import (
     JOB_STATES,
     BackendAdapter,
     Completed,
-    Dependencies,
     ExportPage,
     Failed,
     FetchRequest,
     FlowNode,
-    FlowTree,
     JobRecord,
     Limiter,
-    Metrics,
     NewJob,
-    QueueMeta,
     Retry,
-    SchedulerEntry,
     Settlement,
     StalledResult,
 )
+from psyq.backends.contract import shapes
 from psyq.backends.engine import flows, schedulers, transfer
 from psyq.backends.engine.engine import Engine, Shard, named_engine, wake_futures
 from psyq.backends.engine.eventlog import Position, parse_event_id
@@ -356,7 +352,7 @@ class MemoryBackend(BackendAdapter):
 
     async def get_flow(
         self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> FlowTree | None:
+    ) -> shapes.FlowTree | None:
         with self.engine.every_lock():
             store = self.engine.existing_store(self._prefix + queue)
             return None if store is None else flows.get_tree(store, job_id, depth, max_children)
@@ -364,7 +360,7 @@ class MemoryBackend(BackendAdapter):
     async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
         return self._run(queue, lambda s: s.move_to_waiting_children(job_id, token))
 
-    async def get_dependencies(self, queue: str, job_id: str) -> Dependencies:
+    async def get_dependencies(self, queue: str, job_id: str) -> shapes.Dependencies:
         return self._run(queue, lambda s: flows.dependencies(s, job_id))
 
     async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
@@ -414,8 +410,10 @@ class MemoryBackend(BackendAdapter):
             queue, lambda s: schedulers.upsert(s, scheduler_id, repeat, template, now), True
         )
 
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> SchedulerEntry | None:
-        def get(store: QueueStore) -> SchedulerEntry | None:
+    async def get_job_scheduler(
+        self, queue: str, scheduler_id: str
+    ) -> shapes.SchedulerEntry | None:
+        def get(store: QueueStore) -> shapes.SchedulerEntry | None:
             entry = store.schedulers.get(scheduler_id)
             return None if entry is None else schedulers.describe(entry)
 
@@ -423,8 +421,8 @@ class MemoryBackend(BackendAdapter):
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
-    ) -> list[SchedulerEntry]:
-        def listing(store: QueueStore) -> list[SchedulerEntry]:
+    ) -> list[shapes.SchedulerEntry]:
+        def listing(store: QueueStore) -> list[shapes.SchedulerEntry]:
             entries = sorted(store.schedulers.values(), key=lambda e: e["next"] or 0)
             entries = entries if asc else entries[::-1]
             return [schedulers.describe(entry) for entry in inclusive_slice(entries, start, end)]
@@ -492,7 +490,7 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, remove)
 
     # ------------------------------------------------------------------ metrics and workers
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> shapes.Metrics:
         now = self._now()
         return self._run(queue, lambda s: s.metrics[kind].query(start, end, now))
 
@@ -566,10 +564,10 @@ class MemoryBackend(BackendAdapter):
         page = self.own_keys(page)
         return self._run(queue, lambda s: transfer.import_page(s, page, overwrite), notify=True)
 
-    async def get_queue_meta(self, queue: str) -> QueueMeta:
+    async def get_queue_meta(self, queue: str) -> shapes.QueueMeta:
         return copy.deepcopy(self._run(queue, transfer.queue_meta))
 
-    async def set_queue_meta(self, queue: str, meta: QueueMeta) -> None:
+    async def set_queue_meta(self, queue: str, meta: shapes.QueueMeta) -> None:
         self._run(queue, lambda s: transfer.apply_meta(s, meta), notify=True)
 
 
