@@ -27,10 +27,10 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JOB_STATES
+from psyq.backends.base import JOB_STATES, QueueMeta
 from psyq.backends.sqlite import SqliteExport
 from psyq.errors import PsyqError
 from psyq_migrate.endpoints import (
@@ -93,7 +93,7 @@ class MigrateOptions:
 class QueuePlan:
     name: str
     counts: dict[str, int]  # per export state
-    meta: dict[str, Any]
+    meta: Mapping[str, Any]  # the source's get_queue_meta ({} where none is moved)
 
     @property
     def total(self) -> int:
@@ -229,7 +229,8 @@ def copy_in_tasks(
     result.writers = max(1, min(wanted, len(names)))
     if not names:
         return
-    metas = {plan.name: plan.meta for plan in result.plans}  # set by the tasks, after the jobs
+    # set by the tasks, after the jobs
+    metas = {plan.name: cast(QueueMeta, plan.meta) for plan in result.plans}
     task = functools.partial(
         copy_partition,
         options.source,
@@ -404,7 +405,7 @@ async def _finish(
         destination = await open_backend(options.destination)
         try:
             for plan in result.plans:
-                await destination.set_queue_meta(plan.name, plan.meta)
+                await destination.set_queue_meta(plan.name, cast(QueueMeta, plan.meta))
         finally:
             await release_backend(destination)
     if options.verify:

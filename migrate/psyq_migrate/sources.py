@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import BackendAdapter, ExportPage
+from psyq.backends.base import BackendAdapter, ExportPage, QueueMeta
 from psyq.backends.sqlite import SqliteExport, is_open_here
 from psyq_migrate.endpoints import scheme, sqlite_path
 
@@ -35,7 +35,7 @@ class ExportSource(Protocol):
 
     async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]: ...
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]: ...
+    async def get_queue_meta(self, queue: str) -> QueueMeta: ...
 
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage: ...
 
@@ -82,7 +82,7 @@ class RedisSource:
     async def list_queues(self) -> list[str]:
         return sorted((await self._scanned()).names)
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+    async def get_queue_meta(self, queue: str) -> QueueMeta:
         from psyq.backends.redis import get_queue_meta
 
         dedup_ids = (await self._scanned()).dedup.get(queue, [])

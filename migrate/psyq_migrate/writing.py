@@ -14,7 +14,7 @@ from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple, TypeVar
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import BackendAdapter
+from psyq.backends.base import BackendAdapter, QueueMeta
 from psyq.errors import PsyqError
 from psyq_migrate.reading import Batch, PackedBatch, export_pages_ahead, unpack
 from psyq_migrate.sources import ExportSource, open_source, release_source
@@ -80,7 +80,7 @@ def copy_partition(
     destination: str,
     overwrite: bool,
     batch_size: int,
-    metas: Mapping[str, Mapping[str, Any]],
+    metas: Mapping[str, QueueMeta],
     queues: Iterable[str],
 ) -> Iterator[BatchResult]:
     """mapPartitions body when tasks read: export each queue of the partition from the
@@ -99,7 +99,7 @@ async def copy_queues(
     overwrite: bool,
     batch_size: int,
     queues: list[str],
-    metas: Mapping[str, Mapping[str, Any]] | None = None,
+    metas: Mapping[str, QueueMeta] | None = None,
 ) -> list[BatchResult]:
     try:
         source = await open_source(source_url, shared=True)  # the driver owns a SQLite file
@@ -123,7 +123,7 @@ async def _copy(
     overwrite: bool,
     batch_size: int,
     queues: list[str],
-    metas: Mapping[str, Mapping[str, Any]],
+    metas: Mapping[str, QueueMeta],
 ) -> list[BatchResult]:
     results: list[BatchResult] = []
     for queue in queues:

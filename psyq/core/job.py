@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from psyq.backends.base import (
     BackendAdapter,
     Completed,
+    Dependencies,
     Failed,
     FetchRequest,
     JobRecord,
@@ -361,7 +362,7 @@ class Job:
         """{child key: failed reason} of children that failed (and kept the parent going)."""
         return await self._backend.get_failed_children_values(self.queue_name, self.id)
 
-    async def get_dependencies(self) -> dict[str, Any]:
+    async def get_dependencies(self) -> Dependencies:
         return await self._backend.get_dependencies(self.queue_name, self.id)
 
     async def wait_until_finished(

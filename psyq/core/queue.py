@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JOB_STATES, BackendAdapter, JobRecord, Limiter, NewJob
+from psyq.backends.base import (
+    JOB_STATES,
+    BackendAdapter,
+    JobRecord,
+    Limiter,
+    Metrics,
+    NewJob,
+    SchedulerEntry,
+)
 from psyq.core import gate
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef
@@ -379,7 +387,7 @@ class Queue(_BackendUser, EventEmitter):
         backend = await self._open()
         return await backend.remove_deduplication_key(self.name, deduplication_id)
 
-    async def get_metrics(self, kind: str, start: int = 0, end: int = -1) -> dict[str, Any]:
+    async def get_metrics(self, kind: str, start: int = 0, end: int = -1) -> Metrics:
         """Jobs finished per minute: {"meta": {"count"}, "data": [newest first], "count"}."""
         if kind not in FINISHED_STATES:
             raise InvalidOptionsError(f"metrics kind must be one of {FINISHED_STATES}: {kind!r}")
@@ -431,10 +439,10 @@ class Queue(_BackendUser, EventEmitter):
         return await (await self._open()).remove_rate_limit_key(self.name)
 
 
-def _decoded_template(entry: dict[str, Any]) -> dict[str, Any]:
+def _decoded_template(entry: SchedulerEntry) -> dict[str, Any]:
     """A scheduler entry with its template's data as a value, as a job's data is (stores
     keep it as JSON text), as BullMQ's getJobScheduler returns it."""
     template = entry.get("template")
     if isinstance(template, dict) and isinstance(template.get("data"), str):
-        entry = {**entry, "template": {**template, "data": codec.loads(template["data"])}}
-    return entry
+        return {**entry, "template": {**template, "data": codec.loads(template["data"])}}
+    return cast("dict[str, Any]", entry)

@@ -14,10 +14,11 @@ from typing import Any
 
 import psyq
 from psyq.backends import open_backend, release_backend
-from psyq.backends.base import JOB_STATES, STATE_ORDER, BackendAdapter
+from psyq.backends.base import JOB_STATES, STATE_ORDER, BackendAdapter, FlowTree
 from psyq.core.queue import CLEANABLE_STATES, FINISHED_STATES, qualify_connection
 from psyq.errors import InvalidOptionsError, JobNotFoundError, JobStateError, PsyqError
 from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.rules.slices import inclusive_slice
 
 __all__ = ["NotFound", "Store"]
 
@@ -115,7 +116,7 @@ class Store:
             return {**page, "jobs": [_job_line(job) for job in jobs]}
         found, scanned = await _search(queue, state, search.casefold())
         page.update(total=len(found), search=search, scanned=scanned, all_scanned=scanned >= total)
-        return {**page, "jobs": [_job_line(job) for job in found[start : end + 1]]}
+        return {**page, "jobs": [_job_line(job) for job in inclusive_slice(found, start, end)]}
 
     async def job(self, name: str, job_id: str) -> dict[str, Any]:
         queue = await self.queue(name)
@@ -299,7 +300,7 @@ def _split_key(key: str | None, backend: BackendAdapter) -> dict[str, str] | Non
     return {"queue": queue, "id": job_id} if job_id else None
 
 
-async def _flow_node(backend: BackendAdapter, tree: dict[str, Any]) -> dict[str, Any]:
+async def _flow_node(backend: BackendAdapter, tree: FlowTree) -> dict[str, Any]:
     record = tree["job"]
     state = record.state or await backend.get_state(record.queue, record.id)
     return {

@@ -17,6 +17,7 @@ MAPPED = (
     "psyq/backends/engine",
     "psyq/backends/sqlite",
     "psyq/backends/server",
+    "psyq/backends/contract",
     "psyq/backends/redis",
     "psyq/backends/postgres",
     "psyq/core",

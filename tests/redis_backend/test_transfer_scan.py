@@ -8,11 +8,12 @@ from typing import Any
 
 import psyq
 from psyq.backends import open_backend, release_backend
+from psyq.backends.base import QueueMeta
 from psyq.backends.redis import transfer
 from psyq.backends.redis.backend import RedisBackend
 
 
-def steady(meta: dict[str, Any]) -> dict[str, Any]:
+def steady(meta: QueueMeta) -> dict[str, Any]:
     """The metadata without the dedup expiries (now + ttl: they move by a few ms)."""
     dedup = {key: [owner, expiry is None] for key, (owner, expiry) in meta["dedup"].items()}
     return {**meta, "dedup": dedup}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from psyq.backends.base import FlowNode, JobRecord, NewJob
+from psyq.backends.base import Dependencies, FlowNode, FlowTree, JobRecord, NewJob
 from psyq.backends.engine.state import StoreState
 from psyq.backends.engine.view import Adding, EngineView
 from psyq.errors import JobNotFoundError
@@ -188,14 +188,12 @@ def remove_children(store: StoreState, job_id: str) -> None:
         child_store.emit("removed", child_id, {"prev": prev})
 
 
-def get_tree(
-    store: StoreState, job_id: str, depth: int, max_children: int
-) -> dict[str, Any] | None:
+def get_tree(store: StoreState, job_id: str, depth: int, max_children: int) -> FlowTree | None:
     """{"job": record, "children": [...]} down to `depth` levels (0 = unlimited)."""
     record = store.jobs.get(job_id)
     if record is None:
         return None
-    children: list[dict[str, Any]] = []
+    children: list[FlowTree] = []
     if depth != 1:
         for child_key in children_keys(store, job_id)[: max_children or None]:
             queue_key, child_id = split_key(child_key)
@@ -208,7 +206,7 @@ def get_tree(
     return {"job": record, "children": children}
 
 
-def dependencies(store: StoreState, job_id: str) -> dict[str, Any]:
+def dependencies(store: StoreState, job_id: str) -> Dependencies:
     store.jobs.get(job_id)  # its links in memory, if it was only in the file
     return {
         "processed": dict(store.processed.get(job_id, {})),

@@ -32,6 +32,7 @@ from psyq.backends.base import (
     Settlement,
     StalledResult,
 )
+from psyq.backends.contract import shapes
 from psyq.backends.engine import flows, schedulers, transfer
 from psyq.backends.engine.engine import Engine, Shard, named_engine, wake_futures
 from psyq.backends.engine.eventlog import Position, parse_event_id
@@ -42,6 +43,7 @@ from psyq.errors import InvalidURLError, PsyqError
 from psyq.rules import codec
 from psyq.rules.clock import Clock
 from psyq.rules.prefix import DEFAULT_PREFIX
+from psyq.rules.slices import inclusive_slice
 
 __all__ = ["MemoryBackend", "open_memory_backend"]
 
@@ -350,7 +352,7 @@ class MemoryBackend(BackendAdapter):
 
     async def get_flow(
         self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> dict[str, Any] | None:
+    ) -> shapes.FlowTree | None:
         with self.engine.every_lock():
             store = self.engine.existing_store(self._prefix + queue)
             return None if store is None else flows.get_tree(store, job_id, depth, max_children)
@@ -358,7 +360,7 @@ class MemoryBackend(BackendAdapter):
     async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
         return self._run(queue, lambda s: s.move_to_waiting_children(job_id, token))
 
-    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+    async def get_dependencies(self, queue: str, job_id: str) -> shapes.Dependencies:
         return self._run(queue, lambda s: flows.dependencies(s, job_id))
 
     async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
@@ -408,8 +410,10 @@ class MemoryBackend(BackendAdapter):
             queue, lambda s: schedulers.upsert(s, scheduler_id, repeat, template, now), True
         )
 
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
-        def get(store: QueueStore) -> dict[str, Any] | None:
+    async def get_job_scheduler(
+        self, queue: str, scheduler_id: str
+    ) -> shapes.SchedulerEntry | None:
+        def get(store: QueueStore) -> shapes.SchedulerEntry | None:
             entry = store.schedulers.get(scheduler_id)
             return None if entry is None else schedulers.describe(entry)
 
@@ -417,12 +421,11 @@ class MemoryBackend(BackendAdapter):
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
-    ) -> list[dict[str, Any]]:
-        def listing(store: QueueStore) -> list[dict[str, Any]]:
+    ) -> list[shapes.SchedulerEntry]:
+        def listing(store: QueueStore) -> list[shapes.SchedulerEntry]:
             entries = sorted(store.schedulers.values(), key=lambda e: e["next"] or 0)
             entries = entries if asc else entries[::-1]
-            stop = None if end == -1 else end + 1
-            return [schedulers.describe(entry) for entry in entries[start:stop]]
+            return [schedulers.describe(entry) for entry in inclusive_slice(entries, start, end)]
 
         return self._run(queue, listing)
 
@@ -487,7 +490,7 @@ class MemoryBackend(BackendAdapter):
         return self._run(queue, remove)
 
     # ------------------------------------------------------------------ metrics and workers
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> shapes.Metrics:
         now = self._now()
         return self._run(queue, lambda s: s.metrics[kind].query(start, end, now))
 
@@ -561,10 +564,10 @@ class MemoryBackend(BackendAdapter):
         page = self.own_keys(page)
         return self._run(queue, lambda s: transfer.import_page(s, page, overwrite), notify=True)
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+    async def get_queue_meta(self, queue: str) -> shapes.QueueMeta:
         return copy.deepcopy(self._run(queue, transfer.queue_meta))
 
-    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+    async def set_queue_meta(self, queue: str, meta: shapes.QueueMeta) -> None:
         self._run(queue, lambda s: transfer.apply_meta(s, meta), notify=True)
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+
+from psyq.backends.base import Metrics
+from psyq.rules.slices import inclusive_slice
 
 __all__ = ["MAX_DATA_POINTS", "MinuteCounts"]
 
@@ -31,15 +33,14 @@ class MinuteCounts:
         self.points[-1] += 1
         self.total += 1
 
-    def query(self, start: int, end: int, now_ms: int) -> dict[str, Any]:
+    def query(self, start: int, end: int, now_ms: int) -> Metrics:
         """BullMQ's shape: data newest first, sliced [start, end] (end inclusive, -1 = all)."""
         newest_first = list(reversed(self.points))
         if self._last_minute is not None:
             quiet = min(now_ms // 60_000 - self._last_minute, MAX_DATA_POINTS)
             newest_first = [0] * max(0, quiet) + newest_first
-        stop = None if end == -1 else end + 1
         return {
             "meta": {"count": self.total},
-            "data": newest_first[start:stop],
+            "data": inclusive_slice(newest_first, start, end),
             "count": len(newest_first),
         }

@@ -10,6 +10,7 @@ from psyq.backends.base import JobRecord
 from psyq.backends.engine.lines import FinishedLine
 from psyq.backends.engine.state import StoreState
 from psyq.errors import JobNotFoundError
+from psyq.rules.slices import inclusive_slice, inclusive_stop
 
 __all__ = ["Queries"]
 
@@ -78,7 +79,7 @@ class Queries(StoreState):
     def get_jobs(self, states: Sequence[str], start: int, end: int, asc: bool) -> list[JobRecord]:
         """Jobs `start` to `end` (inclusive; -1: the last) of `states`, one after another."""
         ids: list[str] = []
-        stop = None if end == -1 else end + 1
+        stop = inclusive_stop(end)
         for state in states:
             if stop is not None and stop <= 0:
                 break
@@ -93,5 +94,4 @@ class Queries(StoreState):
         self.jobs.get(job_id)  # in memory with its logs, if it was only in the file
         rows = self.logs.get(job_id, [])
         ordered = rows if asc else rows[::-1]
-        stop = None if end == -1 else end + 1
-        return ordered[start:stop], len(rows)
+        return inclusive_slice(ordered, start, end), len(rows)

@@ -8,9 +8,9 @@ replaces its pending job; removing it removes the pending job too.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
-from psyq.backends.base import JobRecord, NewJob
+from psyq.backends.base import JobRecord, NewJob, SchedulerEntry
 from psyq.backends.engine.view import Adding
 from psyq.rules.schedule import next_run, upserted_run
 
@@ -105,9 +105,9 @@ def remove(store: Adding, scheduler_id: str) -> bool:
     return True
 
 
-def describe(entry: Mapping[str, Any]) -> dict[str, Any]:
+def describe(entry: Mapping[str, Any]) -> SchedulerEntry:
     """A scheduler as `get_job_scheduler` returns it (BullMQ's fields)."""
     template: NewJob = entry["template"]
     shown = {k: v for k, v in entry.items() if k not in ("template", "pending")}
     shown["template"] = {"data": template.data, "opts": template.opts}
-    return shown
+    return cast(SchedulerEntry, shown)  # the entry's keys are the shape's

@@ -18,7 +18,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import Any
 
-from psyq.backends.base import STATE_ORDER, ExportPage, JobRecord, Limiter, NewJob
+from psyq.backends.base import STATE_ORDER, ExportPage, JobRecord, Limiter, NewJob, QueueMeta
 from psyq.backends.engine.store import QueueStore
 from psyq.errors import PsyqError
 
@@ -179,7 +179,7 @@ def restore_links(store: QueueStore, job_id: str, children: Mapping[str, Any]) -
 
 
 # ---------------------------------------------------------------------- queue meta
-def queue_meta(store: QueueStore) -> dict[str, Any]:
+def queue_meta(store: QueueStore) -> QueueMeta:
     """Everything about a queue that is not a job, as plain JSON values."""
     limiter = store.global_limiter
     return {
@@ -203,7 +203,7 @@ def _scheduler(entry: Mapping[str, Any]) -> dict[str, Any]:
     return shown
 
 
-def apply_meta(store: QueueStore, meta: Mapping[str, Any]) -> None:
+def apply_meta(store: QueueStore, meta: QueueMeta) -> None:
     """Set what `queue_meta` gave (id counters only move up, so new ids never collide)."""
     store.paused = bool(meta["paused"])
     store.last_id = max(store.last_id, int(meta["last_id"]))

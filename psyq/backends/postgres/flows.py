@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from psyq.backends.base import FlowNode, JobRecord, raise_for_code
+from psyq.backends.base import Dependencies, FlowNode, FlowTree, JobRecord, raise_for_code
 from psyq.backends.postgres.adding import Adding, new_record, refuse
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.locks import entry_locks
@@ -76,11 +76,11 @@ class Flows(Adding):
 
     async def get_flow(
         self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> dict[str, Any] | None:
+    ) -> FlowTree | None:
         record = await self.get_job(queue, job_id)
         if record is None:
             return None
-        children: list[dict[str, Any]] = []
+        children: list[FlowTree] = []
         if depth != 1:
             rows = await self._rows("flows.children", queue, job_id)
             for row in rows[: max_children or None]:
@@ -100,8 +100,8 @@ class Flows(Adding):
     async def _children(self, queue: str, job_id: str) -> list[Any]:
         return await self._rows("flows.children", queue, job_id)
 
-    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
-        deps: dict[str, Any] = {"processed": {}, "unprocessed": [], "failed": {}, "ignored": {}}
+    async def get_dependencies(self, queue: str, job_id: str) -> Dependencies:
+        deps: Dependencies = {"processed": {}, "unprocessed": [], "failed": {}, "ignored": {}}
         for row in await self._children(queue, job_id):
             key = row["child_key"]
             if row["status"] == "pending":
@@ -109,7 +109,8 @@ class Flows(Adding):
             elif row["status"] == "processed":
                 deps["processed"][key] = row["value"] or "null"
             else:
-                deps[_failure_kind(row)][key] = _reason(row["value"])
+                failures = deps["failed"] if _failure_kind(row) == "failed" else deps["ignored"]
+                failures[key] = _reason(row["value"])
         deps["unprocessed"].sort()
         return deps
 

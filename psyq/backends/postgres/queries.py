@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from psyq.backends.base import JOB_STATES, JobRecord
+from psyq.backends.base import JOB_STATES, JobRecord, Metrics
 from psyq.backends.postgres.connection import BullmqConnection
+from psyq.rules.slices import inclusive_slice, inclusive_stop
 
 __all__ = ["Queries"]
 
@@ -50,7 +50,7 @@ class Queries(BullmqConnection):
         [counts] = await self._rows("queries.counts", queue)
         paused = bool(counts["paused"])
         records: list[JobRecord] = []
-        position, stop = 0, None if end == -1 else end + 1
+        position, stop = 0, inclusive_stop(end)
         for state in states:
             if state not in _LISTS or (state == "waiting" and paused):
                 continue
@@ -88,8 +88,7 @@ class Queries(BullmqConnection):
     ) -> tuple[list[str], int]:
         rows = [row["row"] for row in await self._rows("queries.logs", queue, job_id)]
         ordered = rows if asc else rows[::-1]
-        stop = None if end == -1 else end + 1
-        return ordered[start:stop], len(rows)
+        return inclusive_slice(ordered, start, end), len(rows)
 
     async def is_paused(self, queue: str) -> bool:
         return bool(await self._value("queries.paused", queue))
@@ -103,7 +102,7 @@ class Queries(BullmqConnection):
         rows = await self._rows("queries.counts_per_priority", queue, list(priorities))
         return {str(p): int(row[0]) for p, row in zip(priorities, rows, strict=True)}
 
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:
         """BullMQ's shape, newest minute first; the current minute is counted too. The
         counts psyq appended since the last fold are folded first."""
         await self._fold(queue)
@@ -121,5 +120,5 @@ class Queries(BullmqConnection):
         elif rows:
             total = int(rows[0]["count"])
             points = [total]
-        stop = None if end == -1 else end + 1
-        return {"meta": {"count": total}, "data": points[start:stop], "count": len(points)}
+        data = inclusive_slice(points, start, end)
+        return {"meta": {"count": total}, "data": data, "count": len(points)}

@@ -7,14 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
-from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
+from psyq.backends.base import ErrorCode, JobRecord, NewJob, SchedulerEntry, raise_for_code
 from psyq.backends.postgres.connection import BullmqConnection, LayoutCode
 from psyq.rules import codec
 from psyq.rules.schedule import next_run, upserted_run
+from psyq.rules.slices import inclusive_slice
 
 __all__ = ["SPEC_COLUMNS", "Schedulers"]
 
@@ -124,17 +125,16 @@ class Schedulers(BullmqConnection):
                 "schedulers.next", queue, scheduler_id, millis, json.dumps(pending), row["id"]
             )
 
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> SchedulerEntry | None:
         rows = await self._rows("schedulers.one", queue, scheduler_id)
         return _describe(rows[0]) if rows else None
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
-    ) -> list[dict[str, Any]]:
+    ) -> list[SchedulerEntry]:
         entries = [_describe(row) for row in await self._rows("schedulers.all", queue)]
         entries = entries if asc else entries[::-1]
-        stop = None if end == -1 else end + 1
-        return entries[start:stop]
+        return inclusive_slice(entries, start, end)
 
     async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
         """The layout removes the pending job while it is delayed; one already waiting (an
@@ -168,7 +168,7 @@ def _compact(text: str | None) -> str:
     return "null" if text is None else codec.dumps(json.loads(text), "template data", None)
 
 
-def _describe(row: asyncpg.Record) -> dict[str, Any]:
+def _describe(row: asyncpg.Record) -> SchedulerEntry:
     """A scheduler row as `get_job_scheduler` returns it (the engine's shape)."""
     entry: dict[str, Any] = {"key": row["scheduler_id"], "name": row["name"] or ""}
     for name, column in SPEC_COLUMNS.items():
@@ -178,4 +178,4 @@ def _describe(row: asyncpg.Record) -> dict[str, Any]:
     entry["template"] = {"data": _compact(row["template_data"]), "opts": opts}
     entry["iterationCount"] = int(row["iteration_count"] or 0)
     entry["next"] = row["next_run_ms"]
-    return entry
+    return cast(SchedulerEntry, entry)  # the spec's keys are set by name

@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from psyq.backends.base import ExportPage, JobRecord
+from psyq.backends.base import ExportPage, JobRecord, QueueMeta
 from psyq.backends.meta import exported_schedulers
 from psyq.backends.postgres.connection import BullmqConnection
 from psyq.backends.postgres.schedulers import SPEC_COLUMNS, Schedulers
@@ -177,7 +177,7 @@ class Transfer(Schedulers, BullmqConnection):
                 self._q["transfer.write_deps"], queue, parents, keys, statuses, values
             )
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+    async def get_queue_meta(self, queue: str) -> QueueMeta:
         meta = {row["field"]: row["value"] for row in await self._rows("transfer.meta", queue)}
         ttl = await self.get_rate_limit_ttl(queue, None)
         now = await self.now_ms()
@@ -197,7 +197,7 @@ class Transfer(Schedulers, BullmqConnection):
             "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
         }
 
-    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+    async def set_queue_meta(self, queue: str, meta: QueueMeta) -> None:
         if int(meta.get("last_id") or 0) > 0:
             await self._rows("transfer.counter_at_least", queue, int(meta["last_id"]))
         limiter = meta.get("global_limiter")

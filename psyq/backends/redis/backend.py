@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from psyq.backends.base import ExportPage
+from psyq.backends.base import ExportPage, QueueMeta
 from psyq.backends.redis import transfer
 from psyq.backends.redis.adding import Adding
 from psyq.backends.redis.admin import Admin
@@ -63,10 +63,10 @@ class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
         return await transfer.import_jobs(self, queue, self.own_keys(page), overwrite)
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+    async def get_queue_meta(self, queue: str) -> QueueMeta:
         return await transfer.get_queue_meta(self, queue)
 
-    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
+    async def set_queue_meta(self, queue: str, meta: QueueMeta) -> None:
         await transfer.set_queue_meta(self, queue, meta)
 
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from psyq.backends.base import Dependencies, FlowTree
 from psyq.backends.redis.connection import RedisConnection
 
 
@@ -12,11 +11,11 @@ class Flows(RedisConnection):
 
     async def get_flow(
         self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> dict[str, Any] | None:
+    ) -> FlowTree | None:
         record = await self.get_job(queue, job_id)
         if record is None:
             return None
-        children: list[dict[str, Any]] = []
+        children: list[FlowTree] = []
         if depth != 1:
             keys = await self._children_keys(f"{self.queue_key(queue)}:{job_id}")
             for child_key in keys[: max_children or None]:
@@ -38,7 +37,7 @@ class Flows(RedisConnection):
             pending, processed, failed, ignored = await pipe.execute()
         return [*sorted(pending), *processed, *failed, *ignored]
 
-    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
+    async def get_dependencies(self, queue: str, job_id: str) -> Dependencies:
         job_key = f"{self.queue_key(queue)}:{job_id}"
         async with self.client.pipeline(transaction=False) as pipe:
             pipe.hgetall(job_key + ":processed").smembers(job_key + ":dependencies")

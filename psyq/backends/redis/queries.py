@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from psyq.backends.base import (
     JOB_STATES,
     JobRecord,
+    Metrics,
 )
 from psyq.backends.redis.connection import RedisConnection
 from psyq.backends.redis.jobs import (
@@ -16,6 +16,7 @@ from psyq.backends.redis.jobs import (
     record_from_fields,
     record_from_hash,
 )
+from psyq.rules.slices import inclusive_slice
 
 MAX_METRICS_POINTS = 7 * 24 * 60  # one week of minutes, as BullMQ keeps
 # Structures that hold each state (lists count with LLEN, sorted sets with ZCARD).
@@ -52,8 +53,7 @@ class Queries(RedisConnection):
         ids: list[tuple[str, str]] = []
         for state in states:
             ids += [(job_id, state) for job_id in await self._ids(queue, state, asc)]
-        stop = None if end == -1 else end + 1
-        chosen = ids[start:stop]
+        chosen = inclusive_slice(ids, start, end)
         key = self.queue_key(queue)
         async with self.client.pipeline(transaction=False) as pipe:
             for job_id, _ in chosen:
@@ -85,8 +85,7 @@ class Queries(RedisConnection):
         key = f"{self.queue_key(queue)}:{job_id}:logs"
         rows: list[str] = await self.client.lrange(key, 0, -1)
         ordered = rows if asc else rows[::-1]
-        stop = None if end == -1 else end + 1
-        return ordered[start:stop], len(rows)
+        return inclusive_slice(ordered, start, end), len(rows)
 
     async def is_paused(self, queue: str) -> bool:
         return bool(await self.client.hexists(self.queue_key(queue) + ":meta", "paused"))
@@ -101,7 +100,7 @@ class Queries(RedisConnection):
                 names.add(key[len(self.prefix) + 1 : -len(suffix)])
         return sorted(name for name in names if ":" not in name)
 
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
+    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:
         """BullMQ's shape, newest minute first; the current minute is counted too."""
         key = f"{self.queue_key(queue)}:metrics:{kind}"
         async with self.client.pipeline(transaction=False) as pipe:
@@ -115,8 +114,8 @@ class Queries(RedisConnection):
             current = total - int(prev_count or 0)
             points = [0] * min(quiet, MAX_METRICS_POINTS) + [current] + [int(p) for p in stored]
             points = points[:MAX_METRICS_POINTS]
-        stop = None if end == -1 else end + 1
-        return {"meta": {"count": total}, "data": points[start:stop], "count": len(points)}
+        data = inclusive_slice(points, start, end)
+        return {"meta": {"count": total}, "data": data, "count": len(points)}
 
     async def get_counts_per_priority(
         self, queue: str, priorities: Sequence[int]

@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from psyq.backends.base import (
     JobRecord,
     NewJob,
+    SchedulerEntry,
 )
 from psyq.backends.redis.connection import CONNECTION_ERRORS, RedisConnection, log
 from psyq.backends.redis.jobs import (
@@ -24,6 +25,7 @@ from psyq.backends.redis.jobs import (
 )
 from psyq.errors import PsyqError
 from psyq.rules.schedule import next_run, upserted_run
+from psyq.rules.slices import inclusive_slice
 
 # The spec fields a scheduler hash and a run's `opts.repeat` hold (`immediately` only shapes
 # the first run, so BullMQ keeps it in neither).
@@ -164,7 +166,8 @@ class Schedulers(RedisConnection):
         millis = next_run(entry, prev, count, now)
         if millis is None:
             return  # done: like BullMQ, the scheduler stays scored by its last run
-        spec = {name: entry[name] for name in _SPEC_FIELDS if name in entry}
+        fields_of: Mapping[str, Any] = entry  # the spec's keys, by name
+        spec = {name: fields_of[name] for name in _SPEC_FIELDS if name in fields_of}
         # BullMQ 5's repeatable jobs (Queue.add with `repeat`) keep their data and options
         # in their runs, not in the scheduler's hash: the next run takes the current one's.
         opts = entry["template"]["opts"] if "opts" in fields else _template_opts(record.opts)
@@ -183,7 +186,7 @@ class Schedulers(RedisConnection):
             fields, score = await pipe.execute()
         return fields, None if score is None else int(score)
 
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
+    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> SchedulerEntry | None:
         fields, current = await self._scheduler_fields(queue, scheduler_id)
         if not fields:
             return None
@@ -196,11 +199,10 @@ class Schedulers(RedisConnection):
 
     async def get_job_schedulers(
         self, queue: str, start: int, end: int, asc: bool
-    ) -> list[dict[str, Any]]:
+    ) -> list[SchedulerEntry]:
         ids = await self.client.zrange(self.queue_key(queue) + ":repeat", 0, -1)
         ids = ids if asc else ids[::-1]
-        stop = None if end == -1 else end + 1
-        found = [await self.get_job_scheduler(queue, i) for i in ids[start:stop]]
+        found = [await self.get_job_scheduler(queue, i) for i in inclusive_slice(ids, start, end)]
         return [entry for entry in found if entry is not None]
 
     async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
@@ -255,7 +257,7 @@ class _Run:
 
 def _describe_scheduler(
     scheduler_id: str, fields: Mapping[str, str], pending: int | None
-) -> dict[str, Any]:
+) -> SchedulerEntry:
     """A scheduler hash as `get_job_scheduler` returns it (the engine's shape);
     `pending`: the millis of its run not yet taken by a worker (None: none)."""
     entry: dict[str, Any] = {"key": scheduler_id, "name": fields.get("name", "")}
@@ -271,4 +273,4 @@ def _describe_scheduler(
     }
     entry["iterationCount"] = int(fields.get("ic") or 0)
     entry["next"] = pending
-    return entry
+    return cast(SchedulerEntry, entry)  # the spec's keys are set by name

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgpack
 
-from psyq.backends.base import ExportPage, JobRecord
+from psyq.backends.base import ExportPage, JobRecord, QueueMeta
 from psyq.backends.meta import exported_schedulers
 from psyq.backends.redis.connection import RedisConnection
 from psyq.backends.redis.jobs import (
@@ -451,7 +451,7 @@ def _classify(rest: str, found: QueueScan) -> None:
 
 async def get_queue_meta(
     backend: RedisConnection, queue: str, dedup_ids: list[str] | None = None
-) -> dict[str, Any]:
+) -> QueueMeta:
     """The queue's metadata; `dedup_ids`: its deduplication keys if known (from
     `scan_queues`), else found by a SCAN of the keyspace."""
     key = backend.queue_key(queue)
@@ -501,7 +501,7 @@ async def _dedup_keys(
     return found
 
 
-async def set_queue_meta(backend: RedisConnection, queue: str, meta: Mapping[str, Any]) -> None:
+async def set_queue_meta(backend: RedisConnection, queue: str, meta: QueueMeta) -> None:
     key = backend.queue_key(queue)
     client = backend.client
     current = int(await client.get(key + ":id") or 0)
@@ -510,8 +510,9 @@ async def set_queue_meta(backend: RedisConnection, queue: str, meta: Mapping[str
     limiter = meta.get("global_limiter")
     if limiter:
         await client.hset(key + ":meta", mapping={"max": limiter[0], "duration": limiter[1]})
-    if meta.get("global_concurrency"):
-        await client.hset(key + ":meta", "concurrency", int(meta["global_concurrency"]))
+    concurrency = meta.get("global_concurrency")
+    if concurrency:
+        await client.hset(key + ":meta", "concurrency", int(concurrency))
     await client.hset(key + ":meta", "opts.maxLenEvents", int(meta.get("max_len_events") or 10_000))
     now = await backend.now_ms()
     if int(meta.get("limited_until") or 0) > now:

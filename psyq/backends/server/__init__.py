@@ -4,7 +4,9 @@ Both ends: protocol.py the protocol's words (versions, limits, commands, its err
 fields.py how each record travels; codec.py packing and unpacking; framing.py received
 bytes into frames; outbox.py frames out in batches; adding.py adds of one loop turn in one
 request (protocol 2). settings.py: the URL; commands.py: argument checks; server.py: the
-asyncio server; connection.py: the client's connection; client.py: the adapter."""
+asyncio server; connection.py: the client's connection; client.py: the adapter;
+generated.py: the commands and the client's forwarders, written from the contract by
+generate.py."""
 
 from psyq.backends.server.client import ServerBackend, open_server_backend
 from psyq.backends.server.protocol import PROTOCOL_VERSION, ProtocolError

@@ -10,37 +10,26 @@
     ?connect_timeout=10              seconds a call keeps reconnecting before it raises
 
 Every adapter method is one request (settle_many and multi-slot fetches included: one round
-trip each). A connection that drops fails its pending calls with `psyq.ConnectionError`; the
-next call reconnects with capped, jittered exponential backoff. Errors raised on the server
-come back as the same psyq exception type with the same message. wait_for_job and
-read_events block on the server, which answers when the engine wakes them (no polling).
+trip each), forwarded by generated.py, which is written from the contract. A connection that
+drops fails its pending calls with `psyq.ConnectionError`; the next call reconnects with
+capped, jittered exponential backoff. Errors raised on the server come back as the same psyq
+exception type with the same message. wait_for_job and read_events block on the server,
+which answers when the engine wakes them (no polling).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
-from psyq.backends.base import (
-    BackendAdapter,
-    Completed,
-    ExportPage,
-    Failed,
-    FetchRequest,
-    FlowNode,
-    JobRecord,
-    Limiter,
-    NewJob,
-    Retry,
-    Settlement,
-    StalledResult,
-)
+from psyq.backends.base import ExportPage, JobRecord, NewJob
 from psyq.backends.server.connection import ClientConnection
+from psyq.backends.server.generated import Forwarders
 from psyq.backends.server.protocol import BLOCKING_COMMANDS, PROTOCOL_VERSION, ProtocolError
 from psyq.backends.server.settings import PsyqSettings
-from psyq.errors import ClosedError, ConnectionError, PsyqError
+from psyq.errors import ClosedError, ConnectionError
 from psyq.rules.reconnect import Reconnect
 
 __all__ = ["ServerBackend", "open_server_backend"]
@@ -48,7 +37,7 @@ __all__ = ["ServerBackend", "open_server_backend"]
 CLOSE_TIMEOUT_S = 2.0  # how long close() waits for its connections' closing handshakes
 
 
-class ServerBackend(BackendAdapter):
+class ServerBackend(Forwarders):
     """The adapter of a remote `psyq server`; see the module docstring for the URL."""
 
     kind = "psyq"
@@ -168,6 +157,8 @@ class ServerBackend(BackendAdapter):
         """Raise when the server's hello answer says it is not the one wanted."""
 
     async def _call(self, op: str, *args: Any) -> Any:
+        """One request on a connection of the pool; a blocking one cancelled here is
+        cancelled on the server too."""
         conn = await self._connection()
         request_id, future = conn.request(op, list(args))
         try:
@@ -180,9 +171,8 @@ class ServerBackend(BackendAdapter):
             raise
 
     # ------------------------------------------------------------------ the contract
-    async def now_ms(self) -> int:
-        return cast(int, await self._call("now_ms"))
-
+    # `Forwarders` (generated.py, written from the contract) sends every command as one
+    # request; the methods below are those where the client does more.
     async def check_ready(self) -> None:
         """The server's store can take changes (protocol 5; an older server: it answers)."""
         await self._call("now_ms")  # connected: the server's version is known
@@ -217,106 +207,11 @@ class ServerBackend(BackendAdapter):
             return cast("list[JobRecord]", await self._call("add_jobs", queue, list(jobs)))
         return await conn.add_jobs(queue, jobs if type(jobs) is list else list(jobs))
 
-    async def move_to_active(self, queue: str, request: FetchRequest) -> list[JobRecord]:
-        records: list[JobRecord] = await self._call("move_to_active", queue, request)
-        return records
-
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
         try:
             await self._call("wait_for_job", queue, timeout_ms)
         except ConnectionError:
             return  # may return early: the caller's next fetch reconnects (or raises)
-
-    async def move_to_finished(
-        self,
-        queue: str,
-        job_id: str,
-        token: str,
-        outcome: Completed | Failed,
-        fetch: FetchRequest | None = None,
-    ) -> list[JobRecord]:
-        records = await self._call("move_to_finished", queue, job_id, token, outcome, fetch)
-        return cast("list[JobRecord]", records)
-
-    async def retry_job(self, queue: str, job_id: str, token: str, outcome: Retry) -> None:
-        await self._call("retry_job", queue, job_id, token, outcome)
-
-    async def settle_many(
-        self, queue: str, settlements: Sequence[Settlement], fetch: FetchRequest | None = None
-    ) -> tuple[list[PsyqError | None], list[JobRecord]]:
-        errors, fetched = await self._call("settle_many", queue, list(settlements), fetch)
-        return errors, fetched  # as decoded (typing.cast is a call per request)
-
-    async def move_to_delayed(
-        self, queue: str, job_id: str, timestamp_ms: int, token: str | None = None
-    ) -> None:
-        await self._call("move_to_delayed", queue, job_id, timestamp_ms, token)
-
-    async def move_job_from_active_to_wait(self, queue: str, job_id: str, token: str) -> None:
-        await self._call("move_job_from_active_to_wait", queue, job_id, token)
-
-    async def extend_locks(
-        self, queue: str, locks: Mapping[str, str], duration_ms: int
-    ) -> list[str]:
-        return cast("list[str]", await self._call("extend_locks", queue, dict(locks), duration_ms))
-
-    async def move_stalled_jobs_to_wait(
-        self, queue: str, max_stalled_count: int, stalled_interval_ms: int
-    ) -> StalledResult:
-        result = await self._call(
-            "move_stalled_jobs_to_wait", queue, max_stalled_count, stalled_interval_ms
-        )
-        return cast(StalledResult, result)
-
-    async def get_job(self, queue: str, job_id: str) -> JobRecord | None:
-        return cast("JobRecord | None", await self._call("get_job", queue, job_id))
-
-    async def get_state(self, queue: str, job_id: str) -> str:
-        return cast(str, await self._call("get_state", queue, job_id))
-
-    async def get_jobs(
-        self, queue: str, states: Sequence[str], start: int, end: int, asc: bool
-    ) -> list[JobRecord]:
-        records = await self._call("get_jobs", queue, list(states), start, end, asc)
-        return cast("list[JobRecord]", records)
-
-    async def get_job_counts(self, queue: str, states: Sequence[str]) -> dict[str, int]:
-        return cast("dict[str, int]", await self._call("get_job_counts", queue, list(states)))
-
-    async def get_job_logs(
-        self, queue: str, job_id: str, start: int, end: int, asc: bool
-    ) -> tuple[list[str], int]:
-        rows, total = await self._call("get_job_logs", queue, job_id, start, end, asc)
-        return cast("list[str]", rows), cast(int, total)
-
-    async def is_paused(self, queue: str) -> bool:
-        return cast(bool, await self._call("is_paused", queue))
-
-    async def list_queues(self) -> list[str]:
-        return cast("list[str]", await self._call("list_queues"))
-
-    async def update_progress(self, queue: str, job_id: str, progress: Any) -> None:
-        await self._call("update_progress", queue, job_id, progress)
-
-    async def add_log(self, queue: str, job_id: str, row: str, keep_logs: int | None) -> int:
-        return cast(int, await self._call("add_log", queue, job_id, row, keep_logs))
-
-    async def clear_logs(self, queue: str, job_id: str, keep: int) -> None:
-        await self._call("clear_logs", queue, job_id, keep)
-
-    async def update_data(self, queue: str, job_id: str, data: str) -> None:
-        await self._call("update_data", queue, job_id, data)
-
-    async def change_priority(
-        self, queue: str, job_id: str, priority: int, lifo: bool = False
-    ) -> None:
-        await self._call("change_priority", queue, job_id, priority, lifo)
-
-    async def change_delay(self, queue: str, job_id: str, delay_ms: int) -> None:
-        await self._call("change_delay", queue, job_id, delay_ms)
-
-    async def promote(self, queue: str, job_id: str) -> None:
-        await self._call("promote", queue, job_id)
 
     async def reprocess_job(
         self, queue: str, job_id: str, state: str, made: bool = False, started: bool = False
@@ -326,142 +221,12 @@ class ServerBackend(BackendAdapter):
         else:  # as a server that predates the flags takes it
             await self._call("reprocess_job", queue, job_id, state)
 
-    async def remove_job(self, queue: str, job_id: str, remove_children: bool = True) -> bool:
-        return cast(bool, await self._call("remove_job", queue, job_id, remove_children))
-
-    async def pause(self, queue: str) -> None:
-        await self._call("pause", queue)
-
-    async def resume(self, queue: str) -> None:
-        await self._call("resume", queue)
-
-    async def drain(self, queue: str, delayed: bool) -> None:
-        await self._call("drain", queue, delayed)
-
-    async def clean(self, queue: str, grace_ms: int, limit: int, state: str) -> list[str]:
-        return cast("list[str]", await self._call("clean", queue, grace_ms, limit, state))
-
-    async def obliterate(self, queue: str, force: bool) -> None:
-        await self._call("obliterate", queue, force)
-
-    async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
-        return cast(int, await self._call("retry_jobs", queue, state, count, timestamp_ms))
-
-    async def promote_jobs(self, queue: str, count: int) -> int:
-        return cast(int, await self._call("promote_jobs", queue, count))
-
-    # Flows
-    async def add_flow(self, roots: Sequence[FlowNode]) -> list[JobRecord]:
-        return cast("list[JobRecord]", await self._call("add_flow", list(roots)))
-
-    async def get_flow(
-        self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> dict[str, Any] | None:
-        tree = await self._call("get_flow", queue, job_id, depth, max_children)
-        return cast("dict[str, Any] | None", tree)
-
-    async def move_to_waiting_children(self, queue: str, job_id: str, token: str) -> bool:
-        return cast(bool, await self._call("move_to_waiting_children", queue, job_id, token))
-
-    async def get_dependencies(self, queue: str, job_id: str) -> dict[str, Any]:
-        return cast("dict[str, Any]", await self._call("get_dependencies", queue, job_id))
-
-    async def get_children_values(self, queue: str, job_id: str) -> dict[str, str]:
-        return cast("dict[str, str]", await self._call("get_children_values", queue, job_id))
-
-    async def get_failed_children_values(self, queue: str, job_id: str) -> dict[str, str]:
-        values = await self._call("get_failed_children_values", queue, job_id)
-        return cast("dict[str, str]", values)
-
-    # Events
     async def read_events(
         self, queue: str, last_id: str, count: int, block_ms: int
     ) -> list[tuple[str, str, dict[str, Any]]]:
         rows = await self._call("read_events", queue, last_id, count, block_ms)
         return [(row[0], row[1], row[2]) for row in rows]
 
-    async def newest_event_id(self, queue: str) -> str:
-        return cast("str", await self._call("newest_event_id", queue))
-
-    async def set_max_len_events(self, queue: str, max_len: int) -> None:
-        await self._call("set_max_len_events", queue, max_len)
-
-    # Job schedulers
-    async def upsert_job_scheduler(
-        self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
-    ) -> JobRecord | None:
-        record = await self._call(
-            "upsert_job_scheduler", queue, scheduler_id, dict(repeat), template
-        )
-        return cast("JobRecord | None", record)
-
-    async def get_job_scheduler(self, queue: str, scheduler_id: str) -> dict[str, Any] | None:
-        entry = await self._call("get_job_scheduler", queue, scheduler_id)
-        return cast("dict[str, Any] | None", entry)
-
-    async def get_job_schedulers(
-        self, queue: str, start: int, end: int, asc: bool
-    ) -> list[dict[str, Any]]:
-        entries = await self._call("get_job_schedulers", queue, start, end, asc)
-        return cast("list[dict[str, Any]]", entries)
-
-    async def remove_job_scheduler(self, queue: str, scheduler_id: str) -> bool:
-        return cast(bool, await self._call("remove_job_scheduler", queue, scheduler_id))
-
-    # Rate limits and global concurrency
-    async def rate_limit(self, queue: str, delay_ms: int) -> None:
-        await self._call("rate_limit", queue, delay_ms)
-
-    async def get_rate_limit_ttl(self, queue: str, max_jobs: int | None) -> int:
-        return cast(int, await self._call("get_rate_limit_ttl", queue, max_jobs))
-
-    async def remove_rate_limit_key(self, queue: str) -> bool:
-        return cast(bool, await self._call("remove_rate_limit_key", queue))
-
-    async def set_global_rate_limit(self, queue: str, limiter: Limiter | None) -> None:
-        await self._call("set_global_rate_limit", queue, limiter)
-
-    async def set_global_concurrency(self, queue: str, concurrency: int | None) -> None:
-        await self._call("set_global_concurrency", queue, concurrency)
-
-    # Deduplication
-    async def get_deduplication_job_id(self, queue: str, dedup_id: str) -> str | None:
-        return cast("str | None", await self._call("get_deduplication_job_id", queue, dedup_id))
-
-    async def remove_deduplication_key(
-        self, queue: str, dedup_id: str, job_id: str | None = None
-    ) -> bool:
-        removed = await self._call("remove_deduplication_key", queue, dedup_id, job_id)
-        return cast(bool, removed)
-
-    # Metrics and workers
-    async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> dict[str, Any]:
-        return cast("dict[str, Any]", await self._call("get_metrics", queue, kind, start, end))
-
-    async def get_counts_per_priority(
-        self, queue: str, priorities: Sequence[int]
-    ) -> dict[str, int]:
-        counts = await self._call("get_counts_per_priority", queue, list(priorities))
-        return cast("dict[str, int]", counts)
-
-    async def register_worker(self, queue: str, worker_name: str, info: Mapping[str, Any]) -> None:
-        await self._call("register_worker", queue, worker_name, dict(info))
-
-    async def unregister_worker(self, queue: str, worker_name: str) -> None:
-        await self._call("unregister_worker", queue, worker_name)
-
-    async def get_workers(self, queue: str) -> list[dict[str, Any]]:
-        return cast("list[dict[str, Any]]", await self._call("get_workers", queue))
-
-    # Cancellation
-    async def cancel_job(self, queue: str, job_id: str, reason: str) -> bool:
-        return cast(bool, await self._call("cancel_job", queue, job_id, reason))
-
-    async def get_cancelled(self, queue: str, job_ids: Sequence[str]) -> dict[str, str]:
-        marks = await self._call("get_cancelled", queue, list(job_ids))
-        return cast("dict[str, str]", marks)
-
-    # Export / import
     async def export_jobs(self, queue: str, cursor: str | None, limit: int) -> ExportPage:
         page = cast(ExportPage, await self._call("export_jobs", queue, cursor, limit))
         page.key_prefix = self.key_prefix  # the form is not on the wire: the server's
@@ -470,12 +235,6 @@ class ServerBackend(BackendAdapter):
     async def import_jobs(self, queue: str, page: ExportPage, overwrite: bool = False) -> int:
         page = self.own_keys(page)  # the server takes the page in its own form
         return cast(int, await self._call("import_jobs", queue, page, overwrite))
-
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
-        return cast("dict[str, Any]", await self._call("get_queue_meta", queue))
-
-    async def set_queue_meta(self, queue: str, meta: Mapping[str, Any]) -> None:
-        await self._call("set_queue_meta", queue, dict(meta))
 
 
 def open_server_backend(url: str) -> ServerBackend:

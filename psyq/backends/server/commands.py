@@ -1,9 +1,9 @@
 """Argument checks for the commands a `psyq server` accepts.
 
-Each command of `COMMANDS` is an adapter method; its parameters' annotations (read from
-`BackendAdapter`) become a checker run on the decoded arguments before the call, so a wrong
-count or type is answered with an error naming the argument and the value, and never reaches
-the engine.
+Each command of `COMMANDS` (generated from the contract: generated.py) is an adapter method;
+its parameters' annotations (read from `BackendAdapter`) become a checker run on the decoded
+arguments before the call, so a wrong count or type is answered with an error naming the
+argument and the value, and never reaches the engine.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def _check_for(tp: Any) -> tuple[Check, str]:
     """A checker and a readable description for an annotation."""
     if tp is Any:
         return (lambda v: True), "any value"
+    if typing.is_typeddict(tp):  # a contract shape (contract/shapes.py): a map, as before
+        return _check_for(dict[str, Any])
     origin = typing.get_origin(tp)
     if origin is None:
         return _scalar(tp)

@@ -30,15 +30,17 @@ Values are plain MessagePack; the contract's dataclasses and psyq errors travel 
 on decode. Never pickle.
 
 This module holds the protocol's words: versions, limits, the frame header, the commands
-and its error. The rest lies beside it: `fields.py` how each record travels (ext codes,
-fields, checks), `codec.py` packing and unpacking messages, `framing.py` splitting received
-bytes into frames, `outbox.py` batching the frames to write.
+and its error; the commands themselves are generated from the contract (generated.py).
+The rest lies beside it: `fields.py` how each record travels (ext codes, fields, checks),
+`codec.py` packing and unpacking messages, `framing.py` splitting received bytes into
+frames, `outbox.py` batching the frames to write.
 """
 
 from __future__ import annotations
 
 import struct
 
+from psyq.backends.server.generated import COMMANDS
 from psyq.errors import PsyqError
 
 __all__ = [
@@ -64,78 +66,8 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HELLO_FRAME = 16 * 1024  # the largest frame before a connection's hello is accepted
 HEADER = struct.Struct(">I")  # a frame's length, before its body
 
-# The adapter methods a client may call: an explicit allow-list (open/close stay local).
-COMMANDS: frozenset[str] = frozenset(
-    {
-        "now_ms",
-        "check_ready",
-        "wait_committed",
-        "add_jobs",
-        "move_to_active",
-        "wait_for_job",
-        "move_to_finished",
-        "retry_job",
-        "settle_many",
-        "move_to_delayed",
-        "move_job_from_active_to_wait",
-        "extend_locks",
-        "move_stalled_jobs_to_wait",
-        "get_job",
-        "get_state",
-        "get_jobs",
-        "get_job_counts",
-        "get_job_logs",
-        "is_paused",
-        "list_queues",
-        "update_progress",
-        "add_log",
-        "clear_logs",
-        "update_data",
-        "change_priority",
-        "change_delay",
-        "promote",
-        "reprocess_job",
-        "remove_job",
-        "pause",
-        "resume",
-        "drain",
-        "clean",
-        "obliterate",
-        "retry_jobs",
-        "promote_jobs",
-        "add_flow",
-        "get_flow",
-        "move_to_waiting_children",
-        "get_dependencies",
-        "get_children_values",
-        "get_failed_children_values",
-        "read_events",
-        "newest_event_id",
-        "set_max_len_events",
-        "upsert_job_scheduler",
-        "get_job_scheduler",
-        "get_job_schedulers",
-        "remove_job_scheduler",
-        "rate_limit",
-        "get_rate_limit_ttl",
-        "remove_rate_limit_key",
-        "set_global_rate_limit",
-        "set_global_concurrency",
-        "get_deduplication_job_id",
-        "remove_deduplication_key",
-        "get_metrics",
-        "get_counts_per_priority",
-        "register_worker",
-        "unregister_worker",
-        "get_workers",
-        "cancel_job",
-        "get_cancelled",
-        "export_jobs",
-        "import_jobs",
-        "get_queue_meta",
-        "set_queue_meta",
-    }
-)
+# The adapter methods a client may call (`COMMANDS`) are generated from the contract
+# (generated.py): the import above.
 
 # Requests that block until the engine wakes them; a client may cancel them.
 BLOCKING_COMMANDS = frozenset({"wait_for_job", "read_events"})

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from psyq.backends.base import FlowNode, JobRecord, NewJob
+from psyq.backends.base import FlowNode, FlowTree, JobRecord, NewJob
 from psyq.backends.engine.memory import MemoryBackend
 from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite.database import CACHE, Database
@@ -184,7 +184,7 @@ class SqliteBackend(MemoryBackend):
 
     async def get_flow(
         self, queue: str, job_id: str, depth: int, max_children: int
-    ) -> dict[str, Any] | None:
+    ) -> FlowTree | None:
         self._check()
         return await super().get_flow(queue, job_id, depth, max_children)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from psyq.backends.base import JOB_STATES, ExportPage
+from psyq.backends.base import JOB_STATES, ExportPage, QueueMeta
 from psyq.backends.engine import transfer
 from psyq.backends.engine.engine import Engine
 from psyq.backends.sqlite import rows
@@ -123,7 +123,7 @@ class SqliteExport:
         prefix = self._prefix
         return sorted(key[len(prefix) :] for key in keys if key.startswith(prefix))
 
-    async def get_queue_meta(self, queue: str) -> dict[str, Any]:
+    async def get_queue_meta(self, queue: str) -> QueueMeta:
         """The queue's stored settings, as the engine gives them once it opens the file."""
         store = Engine(persistent=True).store_for_key(self._prefix + queue)
         row = self.conn.execute(

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
-from psyq.backends.base import JobRecord
+from psyq.backends.base import JobRecord, QueueMeta
 from psyq.backends.engine import transfer
 from psyq.backends.engine.store import QueueStore
 from psyq.rules import codec
@@ -126,7 +126,8 @@ def queue_meta(store: QueueStore) -> str:
 
 
 def restore_meta(store: QueueStore, meta: dict[str, Any]) -> None:
-    transfer.apply_meta(store, meta)
+    """Apply a queue's meta as the file keeps it (JSON of `transfer.queue_meta`)."""
+    transfer.apply_meta(store, cast(QueueMeta, meta))
 
 
 _options = codec.options_parser(json.loads)

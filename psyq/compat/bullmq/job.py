@@ -314,7 +314,7 @@ class Job:
         "count"}, ...}`), a page of each kind asked, as Node pages them."""
         dependencies = await self.core.get_dependencies()
         if not opts or not any(opts.get(kind) for kind in _DEPENDENCY_KINDS):
-            return dependencies
+            return dict(dependencies)
         return _dependency_pages(dependencies, opts)
 
     async def waitUntilFinished(self, queueEvents: Any, ttl: int | None = None) -> Any:
@@ -444,7 +444,7 @@ class Job:
         """How many children are processed / unprocessed / failed / ignored: the types
         `opts` sets true, else all four (as Node)."""
         kinds = [kind for kind, wanted in (opts or {}).items() if wanted]
-        dependencies = await self.core.get_dependencies()
+        dependencies: Mapping[str, Any] = await self.core.get_dependencies()
         chosen = kinds or ["processed", "unprocessed", "ignored", "failed"]
         return {kind: len(dependencies.get(kind) or ()) for kind in chosen}
 

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from psyq.backends.base import QueueMeta
 from psyq.compat.bullmq.backend import Backend
 from psyq.compat.bullmq.job import Job
 from psyq.core.events import EventEmitter
@@ -58,7 +59,7 @@ class NodeQueueCalls(EventEmitter):
     async def getGlobalConcurrency(self) -> int | None:
         raise NotImplementedError  # the Queue's
 
-    async def _meta(self) -> dict[str, Any]:
+    async def _meta(self) -> QueueMeta:
         raise NotImplementedError  # the Queue's
 
     async def removeDeduplicationKey(self, id: str) -> int:
@@ -119,7 +120,7 @@ class NodeQueueCalls(EventEmitter):
     async def getMeta(self) -> dict[str, Any]:
         """The queue's settings: `paused`, and when set `concurrency`, `max` and
         `duration` (the global limits) and `maxLenEvents`."""
-        meta = await self._meta()
+        meta: Mapping[str, Any] = await self._meta()
         result: dict[str, Any] = {"paused": bool(meta.get("paused"))}
         if meta.get("global_concurrency") is not None:
             result["concurrency"] = int(meta["global_concurrency"])
@@ -140,7 +141,7 @@ class NodeQueueCalls(EventEmitter):
         parent = await self.getJob(parentId)
         if parent is None:
             return {"items": [], "jobs": [], "total": 0}
-        dependencies = await parent.core.get_dependencies()
+        dependencies: Mapping[str, Any] = await parent.core.get_dependencies()
         keys = sorted(dependencies.get("processed" if type == "processed" else "unprocessed") or ())
         page = keys[start : None if end < 0 else end + 1]
         values = dependencies.get("processed") or {}

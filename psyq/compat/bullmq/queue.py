@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from psyq.backends.base import QueueMeta
 from psyq.compat.bullmq.backend import Backend, create_backend
 from psyq.compat.bullmq.job import Job
 from psyq.compat.bullmq.node_queue import NodeQueueCalls
@@ -349,7 +350,7 @@ class Queue(NodeQueueCalls):
         adapter = await self.backend.adapter()
         return int(await adapter.remove_rate_limit_key(self.name))
 
-    async def _meta(self) -> dict[str, Any]:
+    async def _meta(self) -> QueueMeta:
         adapter = await self.backend.adapter()
         return await adapter.get_queue_meta(self.name)
 
