@@ -110,24 +110,6 @@ __all__ = [
 # The methods that write on a connection of the caller's own process (its transaction).
 IN_TRANSACTION = frozenset({"add_jobs_in", "add_flow_in", "complete_in"})
 
-# The groups in the order a reader (and the psyq:// generator) walks them.
-CONTRACT_GROUPS: tuple[type, ...] = (
-    Lifecycle,
-    Adding,
-    InTransaction,
-    Transitions,
-    Queries,
-    JobMutations,
-    QueueAdmin,
-    Flows,
-    Events,
-    Schedulers,
-    Limits,
-    Monitoring,
-    Cancellation,
-    Transfer,
-)
-
 
 class BackendAdapter(
     Lifecycle,
@@ -147,3 +129,7 @@ class BackendAdapter(
 ):
     """The storage contract every backend implements: every group of psyq/backends/contract/
     (see the module docstring; job keys: `JobKeys`, psyq/backends/keys.py)."""
+
+
+# The groups in the order a reader (and the psyq:// generator) walks them: the class's own.
+CONTRACT_GROUPS: tuple[type, ...] = BackendAdapter.__bases__
