@@ -78,9 +78,6 @@ PENDING: set[str] = {
     "tests/sqlite/test_shared.py",
     "tests/sqlite/test_shared_faults.py",
     "tests/sqlite/test_writer_faults.py",
-    "tests/unit/test_backend_sharing.py",
-    "tests/unit/test_deferred_completions.py",
-    "tests/unit/test_worker_parts.py",
     "tests/worker_run.py",
 }
 
