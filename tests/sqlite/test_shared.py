@@ -25,8 +25,9 @@ from psyq.backends.server.client import ServerBackend
 from psyq.backends.server.connection import ClientConnection
 from psyq.backends.server.server import Server
 from psyq.backends.sqlite.sharing.server import share_address
+from tests.polling import eventually
 from tests.server.server_proc import ROOT
-from tests.server.test_processes import runs_per_job, start_workers, stop_workers, wait_until
+from tests.server.test_processes import runs_per_job, start_workers, stop_workers
 from tests.sqlite.test_file_owner import add_from_child
 
 
@@ -103,7 +104,7 @@ async def test_worker_processes_on_the_app_s_file_run_every_job_once(tmp_path: P
             async def all_completed() -> bool:
                 return (await queue.get_job_counts("completed"))["completed"] == total
 
-            await wait_until(all_completed, 60, "the worker processes did not finish")
+            await eventually(all_completed, "the worker processes finishing", 60)
         finally:
             stop_workers(workers)
     runs = runs_per_job(logs)

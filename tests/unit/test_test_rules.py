@@ -26,7 +26,6 @@ PENDING: set[str] = {
     "tests/compat/test_node_behaviour.py",
     "tests/concurrency/actors.py",
     "tests/dashboard/test_browser.py",
-    "tests/engine/test_engine.py",
     "tests/interop/matrix.py",
     "tests/interop/sides.py",
     "tests/interop/test_bullmq_postgres.py",
