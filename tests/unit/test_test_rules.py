@@ -21,8 +21,6 @@ EXEMPT = TESTS / "polling.py"  # the one place that sleeps, between two polls
 # behaviour to mark). Emptied as the files are done; a file listed here that no longer
 # needs it fails the test below, so the list stays honest.
 PENDING: set[str] = {
-    "tests/cli/procs.py",
-    "tests/cli/test_health.py",
     "tests/compat/test_node_behaviour.py",
     "tests/concurrency/actors.py",
     "tests/dashboard/test_browser.py",
@@ -57,13 +55,6 @@ PENDING: set[str] = {
     "tests/redis_backend/test_sentinel.py",
     "tests/redis_service.py",
     "tests/sandbox/tasks.py",
-    "tests/sqlite/fork_procs.py",
-    "tests/sqlite/helpers.py",
-    "tests/sqlite/shared_procs.py",
-    "tests/sqlite/test_memory_model.py",
-    "tests/sqlite/test_shared.py",
-    "tests/sqlite/test_shared_faults.py",
-    "tests/sqlite/test_writer_faults.py",
     "tests/worker_run.py",
 }
 
