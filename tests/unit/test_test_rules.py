@@ -21,9 +21,7 @@ EXEMPT = TESTS / "polling.py"  # the one place that sleeps, between two polls
 # behaviour to mark). Emptied as the files are done; a file listed here that no longer
 # needs it fails the test below, so the list stays honest.
 PENDING: set[str] = {
-    "tests/compat/test_node_behaviour.py",
     "tests/concurrency/actors.py",
-    "tests/dashboard/test_browser.py",
     "tests/interop/matrix.py",
     "tests/interop/sides.py",
     "tests/interop/test_bullmq_postgres.py",
@@ -31,21 +29,6 @@ PENDING: set[str] = {
     "tests/migrate/test_cli.py",
     "tests/migrate/test_live.py",
     "tests/migrate/test_live_kills.py",
-    "tests/plugins/test_otel.py",
-    "tests/plugins/test_prometheus.py",
-    "tests/postgres/deadlocks.py",
-    "tests/postgres/test_event_order.py",
-    "tests/postgres/test_export_import.py",
-    "tests/postgres/test_faults.py",
-    "tests/postgres/test_idle_take.py",
-    "tests/postgres/test_listen.py",
-    "tests/postgres/test_lock_order.py",
-    "tests/postgres/test_pool_release.py",
-    "tests/postgres/test_restart.py",
-    "tests/postgres/test_scheduler_runs.py",
-    "tests/postgres/test_transaction_crash.py",
-    "tests/postgres/test_worker_registry.py",
-    "tests/postgres/tx_app.py",
     "tests/redis_backend/test_cluster_failover.py",
     "tests/redis_backend/test_faults.py",
     "tests/redis_backend/test_layout.py",
@@ -53,9 +36,6 @@ PENDING: set[str] = {
     "tests/redis_backend/test_restart.py",
     "tests/redis_backend/test_scheduler_faults.py",
     "tests/redis_backend/test_sentinel.py",
-    "tests/redis_service.py",
-    "tests/sandbox/tasks.py",
-    "tests/worker_run.py",
 }
 
 
