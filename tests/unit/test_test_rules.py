@@ -21,7 +21,6 @@ EXEMPT = TESTS / "polling.py"  # the one place that sleeps, between two polls
 # behaviour to mark). Emptied as the files are done; a file listed here that no longer
 # needs it fails the test below, so the list stays honest.
 PENDING: set[str] = {
-    "tests/concurrency/actors.py",
     "tests/interop/matrix.py",
     "tests/interop/sides.py",
     "tests/interop/test_bullmq_postgres.py",
