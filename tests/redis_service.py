@@ -10,11 +10,12 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.polling import eventually_sync
 
 __all__ = [
     "FailoverCluster",
@@ -110,15 +111,14 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 
 
 def wait_port(port: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    def accepts() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
         except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
+            return False
+        return True
+
+    eventually_sync(accepts, f"a server listening on port {port}", timeout)
 
 
 CLUSTER_NODES = 3
@@ -191,12 +191,12 @@ def _create_cluster(cli: str, ports: list[int], timeout: float = 20, replicas: i
         stderr=subprocess.PIPE,
         timeout=timeout,
     )
-    deadline = time.monotonic() + timeout
-    for port in ports:
-        while b"cluster_state:ok" not in _cluster_info(cli, port):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the Redis Cluster on ports {ports} did not become ok")
-            time.sleep(0.05)
+    eventually_sync(
+        lambda: all(b"cluster_state:ok" in _cluster_info(cli, port) for port in ports),
+        f"the Redis Cluster on ports {ports} ok",
+        timeout,
+        interval=0.05,
+    )
 
 
 def _cluster_info(cli: str, port: int) -> bytes:
@@ -230,11 +230,12 @@ class FailoverCluster:
 
     def _wait_synced(self, port: int, timeout: float = 20) -> None:
         """Wait until every node is online (each replica's first sync is over)."""
-        deadline = time.monotonic() + timeout
-        while self._shards(port).count("\nonline") < len(self.procs):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the replicas of the cluster did not sync")
-            time.sleep(0.05)
+        eventually_sync(
+            lambda: self._shards(port).count("\nonline") >= len(self.procs),
+            "every node of the cluster online",
+            timeout,
+            interval=0.05,
+        )
 
     def _shards(self, asking: int) -> str:
         return subprocess.run(
@@ -363,18 +364,17 @@ class SentinelGroup:
 
     def wait_synced(self, replica: RedisProcess, timeout: float = 20) -> None:
         """Wait until `replica`'s link to its primary is up (its first sync is over)."""
-        cli, deadline = redis_binary("redis-cli"), time.monotonic() + timeout
-        while (
-            b"master_link_status:up"
-            not in subprocess.run(
-                [cli, "-p", str(replica.port), "info", "replication"],
-                capture_output=True,
-                timeout=5,
-            ).stdout
-        ):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the replica on port {replica.port} did not sync")
-            time.sleep(0.05)
+        cli = redis_binary("redis-cli")
+        info = [cli, "-p", str(replica.port), "info", "replication"]
+        eventually_sync(
+            lambda: (
+                b"master_link_status:up"
+                in subprocess.run(info, capture_output=True, timeout=5).stdout
+            ),
+            f"the replica on port {replica.port} synced",
+            timeout,
+            interval=0.05,
+        )
 
     def url(self, query: str = "") -> str:
         hosts = ",".join(f"127.0.0.1:{port}" for port in self.sentinel_ports)

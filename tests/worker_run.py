@@ -3,14 +3,14 @@ the worker reported, and the state and start count each job was left with."""
 
 from __future__ import annotations
 
-import asyncio
-import time
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psyq
 from psyq.backends.base import BackendAdapter
+from tests.polling import eventually
 
 
 @dataclass
@@ -45,9 +45,8 @@ async def run_each_job(
     worker.on("completed", lambda job, result: run.completed.append(job.id))
     worker.on("error", run.errors.append)
     try:
-        deadline = time.monotonic() + 20
-        while len(run.completed) < len(jobs) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        with contextlib.suppress(AssertionError):  # the caller asserts on the states
+            await eventually(lambda: len(run.completed) >= len(jobs), "every job completed", 20)
     finally:
         await worker.close()
     run.statistics = worker.statistics()

@@ -20,7 +20,7 @@ async def slow_job(job: psyq.Job) -> str:
     """Write `<marker>.started`, sleep, then write `<marker>.done`."""
     marker = os.environ["PSYQ_TEST_MARKER"]
     Path(marker + ".started").write_text(job.id)
-    await asyncio.sleep(float(job.data.get("seconds", 1)))
+    await asyncio.sleep(float(job.data.get("seconds", 1)))  # sleep: the job's work
     Path(marker + ".done").write_text(job.id)
     return "slept"
 

@@ -5,7 +5,6 @@ and comes back, /healthz stays up."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sqlite3
 import subprocess
@@ -19,6 +18,7 @@ import pytest
 
 from psyq.cli.health import Health, HealthLimits
 from psyq.cli.main import main
+from tests.polling import eventually, eventually_sync
 from tests.redis_service import RedisProcess, free_ports
 from tests.server.server_proc import start_server
 
@@ -38,13 +38,13 @@ def _get(port: int, path: str) -> tuple[int, str]:
 
 
 def _wait_status(port: int, path: str, status: int) -> str:
-    deadline = time.monotonic() + LIMIT_S
-    while True:
+    """The body of `path` once it answers `status`."""
+
+    def answered() -> list[str]:
         got, body = _get(port, path)
-        if got == status:
-            return body
-        assert time.monotonic() < deadline, f"{path}: {got} {body!r}, not {status}"
-        time.sleep(0.1)
+        return [body] if got == status else []
+
+    return eventually_sync(answered, f"{path} answering {status}", LIMIT_S, interval=0.1)[0]
 
 
 def _start(*args: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -139,14 +139,12 @@ async def test_healthz_fails_once_the_loop_stalled_past_the_limit() -> None:
     health = Health(answers, lambda: True, HealthLimits(stall_s=0.3, unreachable_s=5))
     await health.start("127.0.0.1", 0)
     try:
-        await asyncio.sleep(0.05)
-        assert health.live() == (True, "ok")
-        time.sleep(0.8)  # a blocking call on the loop: the ticks are late
+        await eventually(lambda: health.live() == (True, "ok"), "live")
+        time.sleep(0.8)  # sleep: a blocking call on the loop: the ticks are late
         live, reason = health.live()
         assert not live and "event loop stalled" in reason
         assert not health.ready()[0]
-        await asyncio.sleep(0.3)  # the loop turns again
-        assert health.live() == (True, "ok")
+        await eventually(lambda: health.live() == (True, "ok"), "live once the loop turns again")
     finally:
         await health.close()
 

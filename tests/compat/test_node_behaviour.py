@@ -63,7 +63,7 @@ async def test_concurrency_lowered_at_run_time_takes_effect(
         nonlocal most
         running.add(str(job.id))
         most = max(most, len(running))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # sleep: the job's work
         running.discard(str(job.id))
 
     worker = Worker(queue_name, process, {**opts, "concurrency": 4})

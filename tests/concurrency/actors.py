@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import psyq
+from tests.polling import eventually
 
 Spec = dict[str, Any]
+STOP_WAIT_S = 3600.0  # an actor waits to be told to stop; the scenario's timeout ends first
 ROLES: dict[str, Callable[[Spec], Coroutine[Any, Any, dict[str, Any]]]] = {}
 
 
@@ -44,8 +46,7 @@ async def attempt(call: Awaitable[Any], raised: list[list[str]]) -> bool:
 
 async def wait_stop(spec: Spec) -> None:
     stop = Path(spec["stop"])
-    while not stop.exists():
-        await asyncio.sleep(0.05)
+    await eventually(stop.exists, "the stop file", STOP_WAIT_S, interval=0.05)
 
 
 def until(spec: Spec) -> float:
@@ -65,7 +66,7 @@ async def worker(spec: Spec) -> dict[str, Any]:
     def processor(queue: str) -> Callable[[psyq.Job], Awaitable[int]]:
         async def run(job: psyq.Job) -> int:
             runs.append([queue, job.id])
-            await asyncio.sleep(job.data.get("ms", spec.get("ms", 0)) / 1000)
+            await asyncio.sleep(job.data.get("ms", spec.get("ms", 0)) / 1000)  # sleep: the work
             return 1
 
         return run
@@ -106,7 +107,7 @@ async def flows(spec: Spec) -> dict[str, Any]:
                 "children": [{**child, "opts": {"jobId": f"c{spec['tag']}-{i}"}}],
             }
             added += await attempt(producer.add(tree), raised)
-            await asyncio.sleep(spec["interval"] / 1000)
+            await asyncio.sleep(spec["interval"] / 1000)  # sleep: the pause between two adds
     return {"added": added, "raised": raised}
 
 
@@ -120,7 +121,7 @@ async def upserter(spec: Spec) -> dict[str, Any]:
         while time.monotonic() < deadline:
             upsert = queue.upsert_job_scheduler("tick", {"every": spec["every"]}, {"name": "tick"})
             calls += await attempt(upsert, raised)
-            await asyncio.sleep(spec["interval"] / 1000)
+            await asyncio.sleep(spec["interval"] / 1000)  # sleep: the pause between two calls
     return {"calls": calls, "raised": raised}
 
 
@@ -165,7 +166,7 @@ async def admin(spec: Spec) -> dict[str, Any]:
         while not stop.exists():
             await attempt(ADMIN_CALLS[calls % len(ADMIN_CALLS)](queue), raised)
             calls += 1
-            await asyncio.sleep(spec["interval"] / 1000)
+            await asyncio.sleep(spec["interval"] / 1000)  # sleep: the pause between two calls
         await queue.resume()
     return {"calls": calls, "raised": raised}
 

@@ -13,7 +13,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
-from tests.server.test_processes import wait_until
+from tests.polling import eventually
 
 from .conftest import SCALE, Actors, scaled
 
@@ -73,8 +73,8 @@ async def test_flows_sharing_parents_run_each_parent_once(actors: Actors) -> Non
     for _ in range(2):
         actors.start("worker", queues=[parent_queue, child_queue], options={"concurrency": 10})
     produced = actors.results("flows", timeout=60 * SCALE)
-    await wait_until(
-        lambda: drained(actors.url, parent_queue, child_queue), 60 * SCALE, "flows not done"
+    await eventually(
+        lambda: drained(actors.url, parent_queue, child_queue), "flows done", 60 * SCALE
     )
     actors.stop()
     ran = actors.results("worker")
@@ -148,7 +148,7 @@ async def test_admin_calls_under_load_lose_and_repeat_no_job(actors: Actors) -> 
         actors.start("worker", queues=[queue], options={"concurrency": 10})
     actors.start("admin", queue=queue, interval=20)
     produced = actors.results("producer")
-    await wait_until(lambda: drained(actors.url, queue), 60 * SCALE, "jobs not done")
+    await eventually(lambda: drained(actors.url, queue), "jobs done", 60 * SCALE)
     actors.stop()
     ran, admin = actors.results("worker"), actors.results("admin")
     runs = Counter(job_id for _, job_id in merged(ran, "runs"))
@@ -180,7 +180,7 @@ async def test_lock_renewal_on_a_loaded_machine_reports_no_error(actors: Actors)
     options = {"concurrency": 50, "lock_duration": 600}
     actors.start("worker", queues=[queue], options=options)
     actors.results("producer")
-    await wait_until(lambda: drained(actors.url, queue), 60 * SCALE, "jobs not done")
+    await eventually(lambda: drained(actors.url, queue), "jobs done", 60 * SCALE)
     actors.stop()
     [ran] = actors.results("worker")
     actors.results("burner")

@@ -18,7 +18,7 @@ async def test_graceful_close_waits_for_the_active_job(
 
     async def process(job: psyq.Job) -> str:
         started.set()
-        await asyncio.sleep(0.2)  # the job's work, still running when close() is called
+        await asyncio.sleep(0.2)  # sleep: the job's work, still running when close() is called
         return "finished"
 
     job = await queue.add("a")

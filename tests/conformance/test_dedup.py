@@ -35,7 +35,7 @@ async def test_throttle_mode_holds_for_the_ttl(queue: psyq.Queue) -> None:
     opts = {"id": "t", "ttl": 1000}
     first = await queue.add("x", deduplication=opts)
     assert (await queue.add("x", deduplication=opts)).id == first.id
-    await asyncio.sleep(1.05)
+    await asyncio.sleep(1.05)  # sleep: past the ttl, the key expires
     assert (await queue.add("x", deduplication=opts)).id != first.id
 
 
@@ -98,10 +98,10 @@ async def test_a_debounce_replace_without_extend_keeps_the_ttl(queue: psyq.Queue
     opts = {"id": "keep", "ttl": 2000, "replace": True}
     first = await queue.add("x", {"v": 1}, delay=60_000, deduplication=opts)
     first_added = time.monotonic()
-    await asyncio.sleep(1.0)  # the second add lands inside the first one's ttl
+    await asyncio.sleep(1.0)  # sleep: the second add lands inside the first one's ttl
     second = await queue.add("x", {"v": 2}, delay=60_000, deduplication=opts)
     assert await queue.get_job(first.id) is None
-    await asyncio.sleep(max(0.0, first_added + 2.1 - time.monotonic()))  # past its expiry
+    await asyncio.sleep(max(0.0, first_added + 2.1 - time.monotonic()))  # sleep: past its expiry
     third = await queue.add("x", {"v": 3}, delay=60_000, deduplication=opts)
     assert third.id not in (first.id, second.id)
     assert await queue.get_job(second.id) is not None, "the ttl was restarted by the replace"

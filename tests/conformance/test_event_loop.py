@@ -36,7 +36,7 @@ async def test_a_loop_of_awaited_calls_lets_the_event_loop_turn(queue: psyq.Queu
     async def side() -> None:
         nonlocal ticks
         while True:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # sleep: the side task's tick
             ticks += 1
 
     task = asyncio.ensure_future(side())

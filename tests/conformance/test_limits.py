@@ -8,6 +8,7 @@ import time
 import pytest
 
 import psyq
+from tests.polling import eventually
 
 from .conftest import Recorder, WorkerFactory, wait_state
 
@@ -40,10 +41,7 @@ async def test_global_rate_limit_holds_across_workers(
     await queue.add_bulk([{"name": "x"} for _ in range(9)])
     workers = [make_worker(lambda job: None, concurrency=5) for _ in range(2)]
     recs = [Recorder(w, "completed") for w in workers]
-    deadline = time.monotonic() + 10
-    while sum(len(r.events["completed"]) for r in recs) < 9:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    await eventually(lambda: sum(len(r.events["completed"]) for r in recs) >= 9, "9 completed")
     assert max_in_window(await finish_times(queue), 200) <= 3
 
 
@@ -58,16 +56,13 @@ async def test_global_concurrency_holds_across_workers(
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # sleep: the job's work, the slot held
         running -= 1
 
     await queue.add_bulk([{"name": "x"} for _ in range(12)])
     workers = [make_worker(process, concurrency=4) for _ in range(3)]
     recs = [Recorder(w, "completed") for w in workers]
-    deadline = time.monotonic() + 10
-    while sum(len(r.events["completed"]) for r in recs) < 12:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    await eventually(lambda: sum(len(r.events["completed"]) for r in recs) >= 12, "12 completed")
     assert peak <= 2
 
 

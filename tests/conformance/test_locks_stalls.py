@@ -21,7 +21,7 @@ async def test_lock_renewal_keeps_a_long_job_alive(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
     async def process(job: psyq.Job) -> str:
-        await asyncio.sleep(1.6 * RENEWED_LOCK_MS / 1000)  # the job's work outlives its lock
+        await asyncio.sleep(1.6 * RENEWED_LOCK_MS / 1000)  # sleep: the job's work outlives its lock
         return "long"
 
     job = await queue.add("long")

@@ -57,7 +57,7 @@ async def test_cancel_a_running_async_job(queue: psyq.Queue, make_worker: Worker
 
     async def process(job: psyq.Job) -> None:
         started.set()
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # sleep: the job's work, cancelled long before it ends
 
     job = await queue.add("long", attempts=3)
     worker = make_worker(process)
@@ -96,7 +96,7 @@ async def test_cancel_a_running_thread_job(queue: psyq.Queue, make_worker: Worke
 async def test_timeout_fails_the_attempt(queue: psyq.Queue, make_worker: WorkerFactory) -> None:
     async def process(job: psyq.Job) -> str:
         if job.attempts_made == 0:
-            await asyncio.sleep(5)
+            await asyncio.sleep(5)  # sleep: the first attempt outlasts its timeout
         return "second try"
 
     job = await queue.add("slow", timeout=50, attempts=2)

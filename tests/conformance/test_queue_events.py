@@ -84,8 +84,9 @@ async def test_resume_from_a_seen_event_id(queue: psyq.Queue, backend_url: str) 
     try:
         rec2 = Recorder(later, "added")
         await rec2.wait("added")
-        await asyncio.sleep(0.05)
-        assert [args[0]["name"] for args in rec2.events["added"]] == ["b"]
+        await queue.add("c")  # a mark: whatever came before it has been read once it arrives
+        await rec2.wait("added", 2)
+        assert [args[0]["name"] for args in rec2.events["added"]] == ["b", "c"]
     finally:
         await later.close()
 
@@ -144,7 +145,7 @@ async def test_wait_until_finished(
     async def process(job: psyq.Job) -> Any:
         if job.name == "bad":
             raise RuntimeError("it broke")
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # sleep: the job's work
         return {"n": job.data}
 
     good = await queue.add("good", 7)
@@ -180,7 +181,7 @@ async def test_the_event_log_is_bounded(queue: psyq.Queue, backend_url: str) -> 
         rec = Recorder(events, "added", "waiting")
         last = str(jobs)
         await eventually(lambda: any(data["jobId"] == last for data, _ in rec.events["waiting"]))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # sleep: nothing arrives past the last event
         kept = len(rec.events["added"]) + len(rec.events["waiting"])
         assert 20 <= kept <= 20 + slack
         assert rec.events["waiting"][-1][0]["jobId"] == last
@@ -206,7 +207,7 @@ async def test_stalled_event(
     worker = make_worker(autorun=False, lock_duration=20)
     taken = await worker.get_next_job("tok")
     assert taken is not None and taken.id == job.id
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # sleep: the 20 ms lock expires
     await worker.check_stalled()
     await wait_state(queue, job.id, "waiting")
     await rec.wait("stalled")

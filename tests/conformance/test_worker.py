@@ -99,7 +99,7 @@ async def test_concurrency_is_never_exceeded(queue: psyq.Queue, make_worker: Wor
         nonlocal in_flight, most
         in_flight += 1
         most = max(most, in_flight)
-        await asyncio.sleep(0.01)  # the job's work
+        await asyncio.sleep(0.01)  # sleep: the job's work
         in_flight -= 1
 
     await queue.add_bulk([{"name": "n", "data": i} for i in range(8)])
@@ -342,7 +342,7 @@ async def test_an_idle_worker_and_queue_events_report_no_error(
     completed = Recorder(events, "completed")
     try:
         await events.wait_until_ready()
-        await asyncio.sleep(2.5)  # idle: the blocking reads outlast the 1 s read timeout
+        await asyncio.sleep(2.5)  # sleep: idle: the blocking reads outlast the 1 s read timeout
         async with psyq.Queue(queue_name, connection=url) as queue:
             await queue.add("after", {})
         await completed.wait("completed")

@@ -46,7 +46,7 @@ async def test_lowering_concurrency_while_running_lets_the_busy_jobs_finish(
         if gate.is_set():
             most_after = max(most_after, len(running))
         await gate.wait()
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # sleep: the job's work
         running.discard(job.id)
 
     worker = make_worker(process, concurrency=3)

@@ -5,7 +5,6 @@ Screenshots of the main views go to build/screenshots/ (docs/dashboard.md shows 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ import psyq
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
 from tests.dashboard.browser import WAIT_MS, Site, browser, page, screenshot, site
+from tests.polling import eventually_sync
 from tests.queues import fill_queue
 
 __all__ = ["browser", "page", "site"]  # the fixtures, imported for the tests below
@@ -72,14 +72,7 @@ async def state_of(url: str, name: str, job_id: str) -> str:
 
 
 def wait_until(check: Callable[[], Any], timeout: float = WAIT_MS / 1000) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not so within {timeout}s: {check!r}")
-        time.sleep(0.05)
+    return eventually_sync(check, timeout=timeout, interval=0.05)
 
 
 def open_state(tab: Any, state: str) -> None:

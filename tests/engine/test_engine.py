@@ -12,6 +12,7 @@ from psyq.backends.base import Completed, FetchRequest, NewJob
 from psyq.backends.engine import Engine, MemoryBackend, fnv1a
 from psyq.errors import InvalidURLError
 from psyq.rules.clock import ManualClock
+from tests.polling import eventually, eventually_sync
 
 
 def new(name: str = "j", **opts: object) -> NewJob:
@@ -74,12 +75,17 @@ async def test_plain_before_prioritized_and_lifo_in_front() -> None:
     assert [r.name for r in taken] == ["l", "a", "b", "p1", "p5"]
 
 
+def waiting(backend: MemoryBackend, queue: str) -> bool:
+    """Whether a `wait_for_job` on `queue` is registered, waiting to be woken."""
+    return backend._run(queue, lambda store: bool(store.waiters))
+
+
 async def test_waiter_wakes_on_add_from_another_thread() -> None:
     backend = MemoryBackend("memory://wake-thread")
     started = time.monotonic()
 
     def producer() -> None:
-        time.sleep(0.05)
+        eventually_sync(lambda: waiting(backend, "q"), "the waiter waiting")
         asyncio.run(backend.add_jobs("q", [new()]))
 
     thread = threading.Thread(target=producer)
@@ -122,7 +128,7 @@ async def test_manual_clock_advance_wakes_and_promotes() -> None:
     backend = MemoryBackend("memory://", clock=clock)
     await backend.add_jobs("q", [new(delay=10_000)])
     waiter = asyncio.ensure_future(backend.wait_for_job("q", 60_000))
-    await asyncio.sleep(0.01)
+    await eventually(lambda: waiting(backend, "q"), "the waiter waiting")
     assert not waiter.done()
     clock.advance(10_000)
     await asyncio.wait_for(waiter, 1)
@@ -135,7 +141,8 @@ async def test_paused_queue_blocks_waiters_until_resume() -> None:
     await backend.pause("q")
     await backend.add_jobs("q", [new()])
     waiter = asyncio.ensure_future(backend.wait_for_job("q", 5_000))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: waiting(backend, "q"), "the waiter waiting")
+    await asyncio.sleep(0.05)  # sleep: a while in which the paused queue must not wake it
     assert not waiter.done()
     assert await backend.move_to_active("q", fetch()) == []
     await backend.resume("q")

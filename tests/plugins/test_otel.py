@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +15,7 @@ import psyq
 from psyq.plugins.otel import TracePropagation
 from tests.conformance.conftest import BACKENDS, Recorder
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 
 @pytest.fixture(params=["memory", "sqlite", "psyq", "redis", "postgres"])
@@ -45,17 +45,12 @@ async def run_jobs(url: str, name: str, plugin: Any, count: int, **add: Any) -> 
         worker = psyq.Worker(name, processor(plugin.provider), connection=url, plugins=[plugin])
         rec = Recorder(worker, "completed", "failed")
         try:
-            await _until(lambda: len(rec.events["completed"]) + len(rec.events["failed"]) >= count)
+            await eventually(
+                lambda: len(rec.events["completed"]) + len(rec.events["failed"]) >= count,
+                "the jobs run",
+            )
         finally:
             await worker.close()
-
-
-async def _until(done: Any) -> None:
-    for _ in range(1000):
-        if done():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the jobs did not run")
 
 
 def processor(provider: TracerProvider) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -12,6 +11,7 @@ import psyq
 from psyq.plugins.prometheus import PrometheusMetrics
 from tests.conformance.conftest import BACKENDS, Recorder, now_ms
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 
 @pytest.fixture(params=["memory", "sqlite", "psyq", "redis", "postgres"])
@@ -51,7 +51,7 @@ async def test_counts_and_times_what_queues_and_workers_do(url: str) -> None:
         try:
             await rec.wait("completed", 3, timeout=10)
             await rec.wait("failed", 2, timeout=10)  # bad, and flaky's first attempt
-            await asyncio.wait_for(_until_delayed(queue), 10)
+            await eventually(lambda: _one_delayed(queue), "the job delayed")
         finally:
             await worker.close()
     ok, flaky, bad = (dict(queue=name, name=n) for n in ("ok", "flaky", "bad"))
@@ -72,9 +72,8 @@ async def test_counts_and_times_what_queues_and_workers_do(url: str) -> None:
     assert value(registry, "psyq_jobs_active", queue=name) == 0
 
 
-async def _until_delayed(queue: psyq.Queue) -> None:
-    while (await queue.get_job_counts("delayed"))["delayed"] != 1:
-        await asyncio.sleep(0.01)
+async def _one_delayed(queue: psyq.Queue) -> bool:
+    return (await queue.get_job_counts("delayed"))["delayed"] == 1
 
 
 async def test_stalled_jobs_are_counted(url: str) -> None:
@@ -88,10 +87,7 @@ async def test_stalled_jobs_are_counted(url: str) -> None:
         )
         try:
             assert await lost.get_next_job("gone", block=False) is not None
-            for _ in range(500):
-                if await checker.check_stalled():
-                    break
-                await asyncio.sleep(0.02)
+            await eventually(checker.check_stalled, "the lost job's lock expired, found stalled")
         finally:
             await lost.close(force=True)
             await checker.close()

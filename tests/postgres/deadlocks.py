@@ -7,14 +7,14 @@ every session of the database has ended, on a fresh snapshot."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
+
+from tests.polling import eventually
 
 __all__ = ["database_url", "deadlocks", "own_database", "sessions_gone"]
 
@@ -60,13 +60,12 @@ async def sessions_gone(server: str, url: str, timeout: float = 20.0) -> None:
     """Until no session is connected to the database of `url` (each ended session has
     reported its counts)."""
     admin = await asyncpg.connect(server)
-    deadline = time.monotonic() + timeout
+    query = "SELECT count(*) FROM pg_stat_activity WHERE datname = $1"
+
+    async def none_left() -> bool:
+        return not await admin.fetchval(query, database_name(url))
+
     try:
-        while await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", database_name(url)
-        ):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"sessions still connected to {url} after {timeout} s")
-            await asyncio.sleep(0.05)
+        await eventually(none_left, f"no session connected to {url}", timeout)
     finally:
         await admin.close()

@@ -35,7 +35,7 @@ async def test_an_event_committed_late_is_not_skipped(
         await slow.execute(INSERT, "order", "first")  # numbered first, not yet committed
         await fast.execute(INSERT, "order", "second")  # numbered second, committed
         read = asyncio.create_task(backend.read_events("order", "0", 100, 0))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # sleep: a while in which the read must hand nothing out
         assert not read.done(), "the read handed out events while an earlier one was open"
         await late.commit()
         events = await asyncio.wait_for(read, 5)

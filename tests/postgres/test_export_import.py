@@ -3,8 +3,6 @@ arrive; a second import writes nothing; auto ids continue after the imported one
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import psyq
 from psyq.backends import open_backend, release_backend
 from psyq.backends.base import ExportPage, JobRecord, NewJob
 from psyq.backends.postgres import PostgresBackend
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -330,10 +329,11 @@ async def test_a_flow_waiting_on_its_child_moves_to_a_prefixed_store_and_ends_th
         async with psyq.Queue(name, connection=target_url) as moved:
             worker = psyq.Worker(name, run, connection=target_url)
             try:
-                deadline = time.monotonic() + 10
-                while (state := await moved.get_job_state(node.job.id)) != "completed":
-                    assert time.monotonic() < deadline, f"the parent is {state}; ran {ran}"
-                    await asyncio.sleep(0.05)
+
+                async def parent_completed() -> bool:
+                    return await moved.get_job_state(node.job.id) == "completed"
+
+                await eventually(parent_completed, "the parent completed, after its children")
             finally:
                 await worker.close()
     finally:

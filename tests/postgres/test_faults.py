@@ -54,7 +54,7 @@ async def test_killed_connections_lose_no_job(
 
     async def process(job: psyq.Job) -> str:
         runs[job.id] += 1
-        await asyncio.sleep(0.002)  # the job's work
+        await asyncio.sleep(0.002)  # sleep: the job's work
         return job.id
 
     async with psyq.Queue(name, connection=url) as queue:

@@ -41,7 +41,7 @@ async def test_an_added_job_ends_the_idle_wait(
         assert len(await backend.move_to_active("q", request(5))) == 1
         assert await backend.move_to_active("q", request(5)) == []  # the idle mark
         waiting = asyncio.ensure_future(backend.wait_for_job("q", DRAIN_MS))
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # sleep: a while in which the idle wait must go on
         assert not waiting.done()
         await backend.add_jobs("q", [NewJob("y", "{}", {})])
         await asyncio.wait_for(waiting, 10)

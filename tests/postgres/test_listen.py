@@ -10,13 +10,13 @@ go on after it (the backend's calls are retried after it too, retry.py)."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import asyncpg
 
 from psyq.backends.postgres.listen import JOBS_CHANNEL, Listener
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 
 async def test_a_reconnect_that_finds_its_connection_mid_operation_tries_again(
@@ -42,10 +42,9 @@ async def test_a_reconnect_that_finds_its_connection_mid_operation_tries_again(
     try:
         query = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1"
         assert [row[0] for row in await admin.fetch(query, app)] == [True]
-        deadline = time.monotonic() + 10
-        while listener._conn is None or attempts < 3:  # lost, then opened again
-            assert time.monotonic() < deadline, f"not listening again after {attempts} attempts"
-            await asyncio.sleep(0.01)
+        await eventually(  # lost, then opened again
+            lambda: listener._conn is not None and attempts >= 3, "listening again, 3 attempts on"
+        )
         queue = fresh_name()
         woken = listener.register(JOBS_CHANNEL, queue)
         await admin.execute("SELECT pg_notify($1, $2)", JOBS_CHANNEL, queue)

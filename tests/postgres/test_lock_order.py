@@ -19,6 +19,7 @@ from psyq.backends.postgres.statements import load_statements
 from psyq.plugins.prometheus import PrometheusMetrics
 from psyq.rules.conflicts import conflicts
 from tests.conftest import fresh_name
+from tests.polling import eventually
 from tests.postgres.deadlocks import deadlocks, own_database, sessions_gone
 from tests.postgres.lock_load import Load, make_parents, produce
 
@@ -131,11 +132,11 @@ async def waiting_for(conn: asyncpg.Connection, name: str) -> None:
     """Until another session waits for advisory lock `name`."""
     query = """SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
                 AND objid = (hashtext($1)::bigint & 4294967295)::oid"""
-    for _ in range(1000):
-        if await conn.fetchval(query, name):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"nobody waited for {name}")
+
+    async def waited() -> bool:
+        return bool(await conn.fetchval(query, name))
+
+    await eventually(waited, f"a session waiting for {name}")
 
 
 async def test_a_lock_renewal_waits_for_no_row(pg_server: str, database: str) -> None:

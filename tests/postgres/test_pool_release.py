@@ -5,7 +5,6 @@ does that before it calls the pool's reset)."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Callable
 
@@ -13,6 +12,7 @@ import asyncpg
 
 from psyq.backends.base import NewJob
 from psyq.backends.postgres import PostgresBackend
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -80,7 +80,8 @@ async def test_a_call_cancelled_while_the_held_connection_opens_leaves_none_open
     finally:
         await backend.close()
     count = "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1"
-    deadline = time.monotonic() + 5
-    while (left := await admin.fetchval(count, name)) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert left == 0
+
+    async def none_left() -> bool:
+        return bool(await admin.fetchval(count, name) == 0)
+
+    await eventually(none_left, f"no session of {name} left", 5)

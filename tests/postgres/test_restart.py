@@ -11,6 +11,7 @@ worker until the server is back, inside its lease.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 import uuid
@@ -23,6 +24,7 @@ import pytest
 import psyq
 from psyq.rules.reconnect import Reconnect
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 from .server import PrivateCluster, postgres_binaries
 
@@ -73,11 +75,10 @@ async def _listening(url: str, app: str) -> int:
 
 
 async def _wait_listening(url: str, app: str, count: int) -> None:
-    deadline = time.monotonic() + 30
-    while (found := await _listening(url, app)) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"only {found} of {count} LISTEN connections came back")
-        await asyncio.sleep(0.05)
+    async def back() -> bool:
+        return await _listening(url, app) >= count
+
+    await eventually(back, f"{count} LISTEN connections back", 30)
 
 
 async def _add_until_acknowledged(queue: psyq.Queue, first: int, errors: list[str]) -> None:
@@ -98,16 +99,12 @@ async def _produce(queue: psyq.Queue, errors: list[str], added: list[str]) -> li
     for first in range(0, JOBS, BATCH):
         await _add_until_acknowledged(queue, first, errors)
         added += [f"r{i}" for i in range(first, first + BATCH)]
-        await asyncio.sleep(0.1)  # the producer spans the restart
+        await asyncio.sleep(0.1)  # sleep: a pause between bursts: the producer spans the restart
     return added
 
 
-async def _wait_for(predicate: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
+async def _all_completed(queue: psyq.Queue) -> bool:
+    return await _completed_count(queue) >= JOBS
 
 
 async def _completed_count(queue: psyq.Queue) -> int:
@@ -122,7 +119,7 @@ def _restart(cluster: PrivateCluster, how: str) -> None:
         cluster.restart()
         return
     cluster.stop()
-    time.sleep(OUTAGE_S)  # the fault itself: the server stays down this long
+    time.sleep(OUTAGE_S)  # sleep: the fault itself: the server stays down this long
     cluster.start()
 
 
@@ -140,7 +137,7 @@ async def test_server_restart_loses_and_repeats_no_job(cluster: PrivateCluster, 
 
     async def process(job: psyq.Job) -> str:
         runs[job.id] += 1
-        await asyncio.sleep(0.005)  # the job's work
+        await asyncio.sleep(0.005)  # sleep: the job's work
         return job.id
 
     async with psyq.Queue(name, connection=url) as queue:
@@ -161,15 +158,14 @@ async def test_server_restart_loses_and_repeats_no_job(cluster: PrivateCluster, 
         before = await _started_at(cluster.url)
         producer = asyncio.create_task(_produce(queue, producer_errors, added))
         try:
-            await _wait_for(lambda: len(added) >= JOBS // 2, 60, "half the jobs to be added")
+            await eventually(lambda: len(added) >= JOBS // 2, "half the jobs added", 60)
             listeners = await _listening(cluster.url, app)
             await asyncio.to_thread(_restart, cluster, how)
             await _wait_listening(cluster.url, app, listeners)
             added_at_restart = len(added)
             await producer
-            deadline = time.monotonic() + 90
-            while await _completed_count(queue) < JOBS and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            with contextlib.suppress(AssertionError):  # the counts below say what was not
+                await eventually(lambda: _all_completed(queue), f"{JOBS} completed", 90)
         finally:
             producer.cancel()
             await asyncio.gather(*(asyncio.wait_for(w.close(), 30) for w in workers))

@@ -7,13 +7,11 @@ first case leaves a job whose order never was."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -24,6 +22,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
+from tests.polling import Deadline, eventually
 
 from .conftest import url_for
 
@@ -42,7 +41,7 @@ def killed_at(app: subprocess.Popen[str], word: str, n: int) -> set[int]:
     every commit it acknowledged."""
     assert app.stdout is not None
     committed: set[int] = set()
-    deadline = time.monotonic() + 60
+    deadline = Deadline(f"the app saying {word} {n}", 60)
     for line in app.stdout:
         said, number = line.split() if " " in line else (line.strip(), "-1")
         if said == "committed":
@@ -50,7 +49,8 @@ def killed_at(app: subprocess.Popen[str], word: str, n: int) -> set[int]:
         if (said, int(number)) == (word, n):
             app.send_signal(signal.SIGKILL)
             break
-        assert time.monotonic() < deadline, f"the app committed {len(committed)} in 60 s"
+        if deadline.passed():
+            deadline.fail(f"{len(committed)} committed")
     app.wait(10)
     app.stdout.close()
     assert app.returncode == -signal.SIGKILL, f"the app ended by itself ({app.returncode})"
@@ -90,10 +90,7 @@ async def _run_each_once(url: str, queue_name: str, orders: set[int]) -> None:
 
     worker = psyq.Worker(queue_name, send, connection=url, concurrency=10)
     try:
-        deadline = time.monotonic() + 30
-        while sum(runs.values()) < len(orders):
-            assert time.monotonic() < deadline, f"ran {len(runs)} of {len(orders)}"
-            await asyncio.sleep(0.05)
+        await eventually(lambda: sum(runs.values()) >= len(orders), f"{len(orders)} runs", 30)
     finally:
         await worker.close()
     assert set(runs) == orders and set(runs.values()) == {1}

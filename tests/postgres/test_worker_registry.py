@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 
 import asyncpg
@@ -16,6 +15,7 @@ import pytest
 
 import psyq
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -36,11 +36,10 @@ async def _names(queue: psyq.Queue) -> set[str]:
 
 
 async def _wait_until(check: Callable[[set[str]], bool], queue: psyq.Queue, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not check(names := await _names(queue)):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting until {what}; listed: {sorted(names)}")
-        await asyncio.sleep(0.05)
+    async def listed() -> bool:
+        return check(await _names(queue))
+
+    await eventually(listed, what, 30)
 
 
 @pytest.mark.timeout(60)
@@ -112,12 +111,13 @@ async def _wait_sessions(
     admin: asyncpg.Connection, name: str, count: int, gone: int | None = None
 ) -> list[int]:
     """The pids of the sessions named `name` once there are `count` (and `gone` is not one)."""
-    deadline = time.monotonic() + 20
-    while len(pids := await _sessions(admin, name)) != count or gone in pids:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"sessions named {name!r}: {pids}, not {count} without {gone}")
-        await asyncio.sleep(0.05)
-    return pids
+
+    async def counted() -> list[list[int]]:
+        pids = await _sessions(admin, name)
+        return [pids] if len(pids) == count and gone not in pids else []
+
+    what = f"{count} sessions named {name!r} without {gone}"
+    return (await eventually(counted, what, 20))[0]
 
 
 @pytest.mark.timeout(60)

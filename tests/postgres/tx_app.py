@@ -25,7 +25,7 @@ async def place_orders(server: str, url: str, queue_name: str, table: str) -> No
                     await conn.execute(f"INSERT INTO {table} (n) VALUES ($1)", n)
                     await queue.add("mail", {"n": n}, transaction=conn)
                     print(f"added {n}", flush=True)
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(0.02)  # sleep: the transaction stays open a while
                 print(f"committed {n}", flush=True)
                 n += 1
     finally:

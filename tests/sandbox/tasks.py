@@ -21,7 +21,7 @@ def work(job: Any) -> dict[str, Any]:
     if job.data.get("crash"):
         os._exit(3)
     if job.data.get("sleep"):
-        time.sleep(job.data["sleep"])
+        time.sleep(job.data["sleep"])  # sleep: the job's work
     if job.data.get("not_json"):
         return {"value": object()}
     return {"pid": os.getpid(), "doubled": job.data.get("n", 0) * 2}

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
 
 import psyq
 from psyq.cli.main import main
+from tests.polling import eventually, eventually_sync
 from tests.server.server_proc import start_server
 from tests.sqlite.test_file_owner import PSYQ, read_only_folder, run_where_read_only
 
@@ -60,10 +60,7 @@ def test_the_server_runs_on_uvloop_when_installed(
     log = tmp_path / "server.log"
     server = start_server(log, "--data", "memory")
     try:
-        deadline = time.monotonic() + 10
-        while f", {loop} loop" not in log.read_text():
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.02)
+        eventually_sync(lambda: f", {loop} loop" in log.read_text(), f"the log naming {loop}")
     finally:
         assert server.stop() == 0
 
@@ -116,7 +113,8 @@ async def test_a_stopped_server_answers_every_call_it_was_sent(
             for q, queue in enumerate(queues)
             for p in range(20)
         ]
-        await asyncio.sleep(0.5)
+        every = {f"q{q}p{p}" for q in range(2) for p in range(20)}
+        await eventually(lambda: {i.rsplit("-", 1)[0] for i in acknowledged} == every, "all adding")
         assert await asyncio.to_thread(server.stop) == 0
         await asyncio.wait_for(asyncio.gather(*producers), 30)
     finally:

@@ -25,7 +25,7 @@ from psyq.backends import open_backend, release_backend
 from psyq.backends.server.codec import frame
 from psyq.backends.server.protocol import HEADER, PROTOCOL_VERSION
 from psyq.backends.server.server import DRAIN_TIMEOUT_S, serve
-from tests.polling import eventually
+from tests.polling import Deadline, eventually
 from tests.server.server_proc import ServerProcess, start_server
 from tests.server.test_faults import RawClient
 
@@ -44,10 +44,10 @@ def rss_mib(server: ServerProcess) -> float:
 
 async def settled_rss(server: ServerProcess, quiet: float = 0.3, deadline: float = 5) -> float:
     """The server's RSS once it stops changing by more than 1 MiB for `quiet` seconds."""
-    end = time.monotonic() + deadline
+    end = Deadline("the server's RSS settling", deadline)
     last, since = rss_mib(server), time.monotonic()
-    while time.monotonic() < end:
-        await asyncio.sleep(0.05)
+    while not end.passed():
+        await asyncio.sleep(0.05)  # sleep: the interval between two samples of the RSS
         now = rss_mib(server)
         if abs(now - last) > 1:
             last, since = now, time.monotonic()

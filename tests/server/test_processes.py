@@ -10,24 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import psyq
+from tests.polling import eventually
 from tests.server.server_proc import ROOT, start_server
-
-
-async def wait_until(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} within {timeout}s")
-        await asyncio.sleep(0.05)
 
 
 def start_workers(count: int, url: str, queue: str, logs: Path) -> list[subprocess.Popen[bytes]]:
@@ -78,7 +67,7 @@ async def test_four_worker_processes_run_every_job_exactly_once(
             async def all_completed() -> bool:
                 return (await queue.get_job_counts("completed"))["completed"] == total
 
-            await wait_until(all_completed, 45, f"{total} jobs were not completed")
+            await eventually(all_completed, f"{total} jobs completed", 45)
     finally:
         stop_workers(workers)
         server.stop()
@@ -137,7 +126,7 @@ async def test_kill9_of_a_durable_server_loses_no_acknowledged_job(
         worker.on("error", errors.append)
     try:
         adding = asyncio.ensure_future(producer.run(tasks=8))
-        await wait_until(_true_when(lambda: len(producer.acked) >= total // 3), 30, "no adds")
+        await eventually(lambda: len(producer.acked) >= total // 3, "a third added", 30)
         acked_before_kill = set(producer.acked)
         server.kill9()
         server = start_server(log, *data, port=server.port)
@@ -146,7 +135,7 @@ async def test_kill9_of_a_durable_server_loses_no_acknowledged_job(
         async def all_completed() -> bool:
             return (await queue.get_job_counts("completed"))["completed"] == total
 
-        await wait_until(all_completed, 40, f"{total} jobs were not completed after the restart")
+        await eventually(all_completed, f"{total} jobs completed after the restart", 40)
         states = {job_id: await queue.get_job_state(job_id) for job_id in producer.acked}
     finally:
         for worker in workers:
@@ -162,10 +151,3 @@ async def test_kill9_of_a_durable_server_loses_no_acknowledged_job(
     )
     assert lost == []
     assert len(producer.acked) == total
-
-
-def _true_when(predicate: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
-    async def check() -> bool:
-        return predicate()
-
-    return check

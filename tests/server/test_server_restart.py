@@ -14,14 +14,15 @@ import asyncio
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import psyq
+from tests.polling import eventually
 from tests.server.server_proc import start_server
-from tests.server.test_processes import wait_until
 
 SCALE = float(os.environ.get("PSYQ_SOAK_SCALE", "1"))
 TOTAL = round(60 * SCALE)
@@ -45,7 +46,7 @@ async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
         runs[job.id] += 1
         running.add(job.id)
         try:
-            await asyncio.sleep(1)
+            await asyncio.sleep(1)  # sleep: the job's work, under way across the kill
         finally:
             running.discard(job.id)
 
@@ -63,12 +64,12 @@ async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
     began_all = time.monotonic()
     try:
         for _ in range(RESTARTS):
-            await wait_until(_busy(running, runs, len(runs)), 30, "no jobs running")
+            await eventually(busy(running, runs, len(runs)), "5 jobs running, one new", 30)
             began = time.monotonic()
             assert await asyncio.to_thread(server.stop) == 0
             server = await asyncio.to_thread(start_server, log, *data, port=server.port)
             restarted_at.append(time.monotonic() - began)
-        await wait_until(_true(lambda: len(done) == TOTAL), 60 * SCALE, f"{TOTAL} not completed")
+        await eventually(lambda: len(done) == TOTAL, f"{TOTAL} completed", 60 * SCALE)
         counts = await queue.get_job_counts("completed", "active", "waiting")
     finally:
         await worker.close(force=True)
@@ -88,13 +89,6 @@ async def test_sigterm_restarts_under_running_jobs_run_no_job_twice(
     assert counts == {"completed": TOTAL, "active": 0, "waiting": 0}
 
 
-def _busy(running: set[str], runs: Counter[str], started: int) -> Any:
+def busy(running: set[str], runs: Counter[str], started: int) -> Callable[[], bool]:
     """Whether 5 jobs run, one of them started since `started` jobs had."""
-    return _true(lambda: len(running) >= 5 and len(runs) > started)
-
-
-def _true(predicate: Any) -> Any:
-    async def check() -> bool:
-        return bool(predicate())
-
-    return check
+    return lambda: len(running) >= 5 and len(runs) > started

@@ -28,6 +28,7 @@ import sys
 import psyq
 from psyq.backends.sqlite.backend import parse_sqlite_url
 from psyq.backends.sqlite.lifecycle import is_open_here
+from tests.polling import eventually
 
 
 async def child(url: str, inherited: psyq.Queue, adds: int) -> None:
@@ -84,8 +85,7 @@ async def survive(url: str, parent: int, adds: int) -> None:
     async with psyq.Queue("forked", connection=url) as queue:
         await add_each(queue, adds)
         say("waiting for the parent")
-        while os.getppid() == parent:  # the test kills it
-            await asyncio.sleep(0.01)
+        await eventually(lambda: os.getppid() != parent, "the parent killed by the test", 60)
         await add_each(queue, adds)
         role = "owner" if is_open_here(parse_sqlite_url(url)[0]) else "peer"
         say(f"role {role}")
@@ -113,7 +113,7 @@ async def outlive(url: str, adds: int) -> None:
                 say(f"child failed {type(exc).__name__}: {exc}")
                 code = 1
             os._exit(code)
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # sleep: until the test kills it
 
 
 async def main(url: str, children: int, adds: int, how: str) -> None:

@@ -28,7 +28,7 @@ async def hold(url: str) -> None:
     async with psyq.Queue("held", connection=url) as queue:
         await queue.add("x")
         print("ready", flush=True)
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # sleep: until killed
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ async def work_slowly(url: str, seconds: float) -> None:
 
     async def slow(job: psyq.Job) -> None:
         print(f"start {job.id}", flush=True)
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(seconds)  # sleep: the job's work
         print(f"done {job.id}", flush=True)
 
     async with psyq.Worker("shared", slow, connection=url, stalled_interval=200):
@@ -142,12 +142,12 @@ async def hold_active(url: str, count: int) -> None:
         started.append(job.id)
         if len(started) == count:
             print("holding", flush=True)
-        await asyncio.sleep(3600)
+        await asyncio.sleep(3600)  # sleep: a job that never ends; the parent kills us
 
     async with psyq.Queue("shared", connection=url) as queue:
         await queue.add_bulk([{"name": "x", "data": {}} for _ in range(count)])
         async with psyq.Worker("shared", forever, connection=url, concurrency=count):
-            await asyncio.sleep(3600)
+            await asyncio.sleep(3600)  # sleep: until the parent kills us
 
 
 async def work(url: str) -> None:

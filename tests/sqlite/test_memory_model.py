@@ -8,7 +8,6 @@ checks that the records did leave memory (otherwise the comparison proves nothin
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +17,7 @@ import psyq
 from psyq.backends.engine.store import QueueStore
 from psyq.backends.sqlite.backend import SqliteBackend
 from psyq.backends.sqlite.resident import FileLine
+from tests.polling import eventually
 
 STATES = ("waiting", "prioritized", "delayed", "active", "completed", "failed")
 PAGES = ((0, -1), (0, 0), (3, 9), (20, 200))
@@ -136,10 +136,10 @@ async def test_a_long_run_keeps_memory_bounded_and_counts_exact(tmp_path: Path) 
 
 
 async def wait_for(queue: psyq.Queue, state: str, count: int) -> None:
-    deadline = time.monotonic() + 60
-    while (await queue.get_job_counts(state))[state] < count:
-        assert time.monotonic() < deadline, f"{state} never reached {count}"
-        await asyncio.sleep(0.02)
+    async def reached() -> bool:
+        return (await queue.get_job_counts(state))[state] >= count
+
+    await eventually(reached, f"{count} {state}", 60)
 
 
 async def test_opening_a_large_file_reads_lines_not_records(tmp_path: Path) -> None:

@@ -25,8 +25,10 @@ from psyq.backends.server.client import ServerBackend
 from psyq.backends.server.connection import ClientConnection
 from psyq.backends.server.server import Server
 from psyq.backends.sqlite.sharing.server import share_address
+from tests.engine.test_engine import waiting
+from tests.polling import eventually, eventually_sync
 from tests.server.server_proc import ROOT
-from tests.server.test_processes import runs_per_job, start_workers, stop_workers, wait_until
+from tests.server.test_processes import runs_per_job, start_workers, stop_workers
 from tests.sqlite.test_file_owner import add_from_child
 
 
@@ -55,11 +57,14 @@ class Child:
         return [line.split()[1] for line in list(self.lines) if line.startswith("added ")]
 
     def wait_for(self, check: Callable[[], bool], what: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"{what}: {self.lines[-3:]} {self.stderr()}")
-            time.sleep(0.02)
+        """Until `check()` holds; fails (with the child's last lines and stderr) past
+        `timeout`, or at once when the child exits first."""
+        try:
+            eventually_sync(lambda: check() or self.proc.poll() is not None, what, timeout)
+        except AssertionError as late:
+            pytest.fail(f"{late}: {self.lines[-3:]} {self.stderr()}")
+        if not check():
+            pytest.fail(f"{what}, the child exited: {self.lines[-3:]} {self.stderr()}")
 
     def wait_for_acks(self, count: int, what: str) -> None:
         self.wait_for(lambda: len(self.acked()) >= count, what)
@@ -103,7 +108,7 @@ async def test_worker_processes_on_the_app_s_file_run_every_job_once(tmp_path: P
             async def all_completed() -> bool:
                 return (await queue.get_job_counts("completed"))["completed"] == total
 
-            await wait_until(all_completed, 60, "the worker processes did not finish")
+            await eventually(all_completed, "the worker processes finishing", 60)
         finally:
             stop_workers(workers)
     runs = runs_per_job(logs)
@@ -188,7 +193,7 @@ def test_a_graceful_handover_keeps_the_peers_jobs_locked(tmp_path: Path) -> None
         other.wait_for(lambda: "ready" in other.lines, "the other peer's worker did not start")
         assert owner.end(signal.SIGTERM) == 0, owner.err
         slow.wait_for(lambda: f"done {job}" in slow.lines, "the slow peer did not finish it")
-        time.sleep(0.5)  # the other peer's stalled checks ran meanwhile
+        time.sleep(0.5)  # sleep: the other peer's stalled checks run meanwhile, not the job
     finally:
         for child in (slow, other):
             if child is not None:
@@ -211,14 +216,15 @@ async def test_a_draining_server_answers_what_it_read_and_the_blocked_calls(
     """The server side of a graceful handover (Server.drain): a version 4 client is told
     (`bye`) and every call it sent before it half-closed is answered; an older client is
     not told, and the server does not wait for it. A blocked call is answered at once."""
-    server = Server(MemoryBackend("memory://drain"))
+    engine = MemoryBackend(f"memory://drain-{version}")  # a URL's engine is shared
+    server = Server(engine)
     host, port = await server.start("127.0.0.1", 0)
     client = ServerBackend(f"psyq://{host}:{port}?connect_timeout=0.2&pool=1")
     client._version = version
     try:
         await client.now_ms()
         blocked = asyncio.ensure_future(client.wait_for_job("q", 60_000))
-        await asyncio.sleep(0.05)  # the wait is blocked on the server
+        await eventually(lambda: waiting(engine, "q"), "the wait blocked on the server")
         adds = [client.add_jobs("q", [NewJob("x", str(i), {})]) for i in range(50)]
         added = asyncio.gather(*adds, return_exceptions=True)  # in flight as the drain starts
         started = time.monotonic()

@@ -4,9 +4,11 @@ fault tests count outcomes (lost == 0)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,9 +32,8 @@ EVERY_ALIAS: dict[str, Callable[[Path], Path]] = {**ALIASES, "relative path": re
 
 def finish(child: Child, timeout: float = 60) -> int:
     """Wait for `child` to exit by itself (killed past `timeout`); its exit code."""
-    deadline = time.monotonic() + timeout
-    while child.proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.proc.wait(timeout)
     return child.end(signal.SIGKILL)
 
 

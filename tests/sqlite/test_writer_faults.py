@@ -105,7 +105,7 @@ async def test_a_full_disk_holds_the_changes_until_there_is_room(tmp_path: Path)
         with pytest.raises(psyq.PsyqError, match="the last write failed"):
             await backend.check_ready()  # what /readyz and psyq check report
         waiting = asyncio.ensure_future(durable.add("durable", {}))
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # sleep: a while in which the add must stay unacknowledged
         assert not waiting.done()  # not acknowledged before a commit holds it
         db._conn.execute("PRAGMA max_page_count = 1073741823")
         ids.append((await asyncio.wait_for(waiting, 10)).id)

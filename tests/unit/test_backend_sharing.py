@@ -10,17 +10,20 @@ import pytest
 
 from psyq.backends import open_backend, register_backend, release_backend
 from psyq.backends.engine.memory import MemoryBackend
+from tests.polling import eventually
 
 
 class SlowOpen(MemoryBackend):
     """The in-process engine with an open that takes a while, as a network store's does."""
 
     opened: list[SlowOpen] = []
+    started = 0
     cancelled = 0
 
     async def open(self) -> None:
+        SlowOpen.started += 1
         try:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # sleep: the open that takes a while
         except asyncio.CancelledError:
             SlowOpen.cancelled += 1
             raise
@@ -35,7 +38,7 @@ class SlowOpen(MemoryBackend):
 def slow_scheme() -> None:
     register_backend("slowopen", lambda url: SlowOpen("memory://"))
     SlowOpen.opened.clear()
-    SlowOpen.cancelled = 0
+    SlowOpen.started = SlowOpen.cancelled = 0
 
 
 async def test_callers_asking_while_it_opens_share_one_open() -> None:
@@ -51,7 +54,7 @@ async def test_callers_asking_while_it_opens_share_one_open() -> None:
 
 async def test_an_open_whose_callers_all_left_is_stopped() -> None:
     callers = [asyncio.ensure_future(open_backend("slowopen://b")) for _ in range(3)]
-    await asyncio.sleep(0.01)
+    await eventually(lambda: SlowOpen.started == 1, "the open under way")
     callers[0].cancel()
     await asyncio.sleep(0)
     assert SlowOpen.cancelled == 0  # two callers still wait
@@ -69,13 +72,15 @@ class SlowCleanup(MemoryBackend):
     """An open whose cancellation takes a while to undo (a network store closing the
     connection it had made)."""
 
+    started = 0
     undone = 0
 
     async def open(self) -> None:
+        SlowCleanup.started += 1
         try:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # sleep: the open that takes a while
         except asyncio.CancelledError:
-            await asyncio.sleep(0.01)  # closing what it had opened
+            await asyncio.sleep(0.01)  # sleep: closing what it had opened takes a while
             SlowCleanup.undone += 1
             raise
 
@@ -85,9 +90,9 @@ async def test_the_last_caller_leaving_returns_once_the_open_is_undone() -> None
     running then could outlive its event loop (a test's, a script's) and leave its
     connections to the garbage collector."""
     register_backend("slowcleanup", lambda url: SlowCleanup("memory://"))
-    SlowCleanup.undone = 0
+    SlowCleanup.started = SlowCleanup.undone = 0
     caller = asyncio.ensure_future(open_backend("slowcleanup://c"))
-    await asyncio.sleep(0.01)
+    await eventually(lambda: SlowCleanup.started == 1, "the open under way")
     caller.cancel()
     await asyncio.gather(caller, return_exceptions=True)
     assert caller.cancelled()

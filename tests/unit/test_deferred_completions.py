@@ -13,6 +13,7 @@ import psyq
 from psyq.backends.base import FetchRequest, JobRecord, Settlement
 from psyq.backends.engine.memory import MemoryBackend
 from psyq.errors import PsyqError
+from tests.polling import eventually
 
 
 class LingeringBackend(MemoryBackend):
@@ -34,12 +35,13 @@ class LingeringBackend(MemoryBackend):
         takes = fetch is not None and bool(fetch.tokens)
         self.calls.append((len(settlements), takes))
         if takes and self.take_delay:
-            await asyncio.sleep(self.take_delay)
+            await asyncio.sleep(self.take_delay)  # sleep: a take slow across the network
         return await super().settle_many(queue, settlements, fetch)
 
 
 class Watched:
     def __init__(self, worker: psyq.Worker) -> None:
+        self.worker = worker
         self.started: set[str] = set()
         self.completed: list[str] = []
         self.errors: list[BaseException] = []
@@ -48,12 +50,15 @@ class Watched:
         worker.on("error", self.errors.append)
 
     async def until_started(self, job_id: str) -> None:
-        for _ in range(1000):
-            if job_id in self.started:
-                await asyncio.sleep(0.05)  # its processor returns
-                return
-            await asyncio.sleep(0.005)
-        raise AssertionError(f"job {job_id} did not start")
+        """Until the job's processor has returned (its completion settled, or deferred:
+        waiting to ride on a call) and the worker's fetcher waits for the next job."""
+
+        def ran_and_waiting() -> bool:
+            settler, takes = self.worker._settler, self.worker._takes
+            finished = job_id in self.completed or settler.deferred(job_id)
+            return finished and takes.drained
+
+        await eventually(ran_and_waiting, f"job {job_id} run, the worker waiting for the next")
 
 
 async def noop(job: psyq.Job) -> None:
@@ -88,7 +93,7 @@ async def test_a_close_during_a_take_carrying_completions_lets_it_end() -> None:
     first = await queue.add("x", {})
     await seen.until_started(first.id)
     second = await queue.add("x", {})  # its take carries the first's completion, slowly
-    await asyncio.sleep(0.1)
+    await eventually(lambda: (1, True) in backend.calls, "the take carrying the completion")
     await asyncio.wait_for(worker.close(), 5)
     assert seen.errors == []  # the take was not cancelled under its completions
     assert sorted(seen.completed) == sorted([first.id, second.id])

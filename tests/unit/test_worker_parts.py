@@ -6,7 +6,6 @@ it is asked. No Worker is made: what a part does is what these tests see."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
@@ -20,6 +19,7 @@ from psyq.core.slots import Slots
 from psyq.core.takes import Take, Takes
 from psyq.core.worker_options import WorkerOptions
 from psyq.errors import ConnectionError, InvalidOptionsError, LockError
+from tests.polling import eventually
 
 DEADLINE = 5.0  # seconds a test waits for a condition before it fails
 
@@ -100,7 +100,7 @@ class Store:
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:
         self.calls.append(("wait_for_job", (queue, timeout_ms)))
         self.woken.set()
-        await asyncio.sleep(3600)  # the test ends the fetcher first
+        await asyncio.sleep(3600)  # sleep: a wait no job ends; the test ends the fetcher first
 
     async def move_to_finished(
         self, queue: str, job_id: str, token: str, outcome: Any, fetch: FetchRequest | None
@@ -127,20 +127,11 @@ def ref_of(store: Store, name: str = "q") -> QueueRef:
     return QueueRef(name, cast(BackendAdapter, store))
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Poll `condition` until it holds, failing past DEADLINE."""
-    loop = asyncio.get_running_loop()
-    end = loop.time() + DEADLINE
-    while not condition():
-        assert loop.time() < end, "the condition did not come true in time"
-        await asyncio.sleep(0.001)
-
-
 async def idle_slots(slots: Slots, n: int) -> list[asyncio.Task[Job]]:
     """`n` slot tasks waiting for a job, as a worker's slots wait."""
     tasks = [asyncio.ensure_future(slots.next_job()) for _ in range(n)]
     slots.tasks.extend(tasks)
-    await until(lambda: slots.available() == n)
+    await eventually(lambda: slots.available() == n, f"{n} slots waiting", DEADLINE)
     return tasks
 
 
@@ -218,13 +209,13 @@ async def test_locks_stops_the_marked_jobs_whose_processor_can_be_cancelled() ->
     locks = Locks(Config(), slots, Reports())
     ref = ref_of(store)
     on_loop, in_thread = Job(ref, record("loop")), Job(ref, record("thread"))
-    task = asyncio.ensure_future(asyncio.sleep(3600))
+    task = asyncio.ensure_future(asyncio.sleep(3600))  # sleep: a processor still running
     for job, runner in ((on_loop, task), (in_thread, None)):
         slots.begin(job)
         slots.processing(job, runner)
     store.cancelled = {"loop": "stop", "thread": "stop too"}
     assert sorted(await locks.check_cancelled(ref)) == ["loop", "thread"]
-    await until(task.cancelled)
+    await eventually(task.cancelled, "the processor on the loop cancelled", DEADLINE)
     assert (on_loop._cancelled, in_thread._cancelled) == ("stop", "stop too")
 
 
