@@ -250,6 +250,18 @@ class FailoverCluster:
         """The port of a replica in the shard serving `slot` (0: none)."""
         return _replica_in_shards(self._shards(asking), slot)
 
+    def replication_offset(self, port: int) -> int:
+        """How far into its shard's replication stream the node on `port` is: on a primary,
+        what it has written; on a replica, what it has received of that."""
+        out = subprocess.run(
+            [self.cli, "-p", str(port), "info", "replication"], capture_output=True, timeout=5
+        ).stdout.decode()
+        for line in out.splitlines():
+            key, _, value = line.strip().partition(":")
+            if key == "master_repl_offset":
+                return int(value)
+        return -1  # not answering (yet)
+
     def take_over(self, replica: int) -> None:
         """Make `replica` its shard's primary now (CLUSTER FAILOVER TAKEOVER: no vote)."""
         subprocess.run(

@@ -13,27 +13,20 @@ until the backend sent XREAD to the slot's node itself."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from typing import Any
 
 from redis.crc import key_slot
 
 import psyq
 from psyq.errors import PsyqError
+from tests.polling import eventually
 from tests.redis_service import FailoverCluster
 
 LIMIT_S = 30  # a deadline, not a figure asserted
 AUTOMATIC_S = 10  # the automatic failover's deadline, before a CLUSTER FAILOVER TAKEOVER
 BEFORE = 20
-
-
-async def _wait(check: Any, what: str, limit: float = LIMIT_S) -> None:
-    deadline = time.monotonic() + limit
-    while not await check():
-        assert time.monotonic() < deadline, f"{what} not within {limit}s"
-        await asyncio.sleep(0.05)
+POLL_S = 0.05  # between two looks at the cluster (each a redis-cli run) or two adds
 
 
 async def test_a_running_process_goes_on_after_a_primary_failover(
@@ -68,25 +61,31 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
     try:
         for n in range(BEFORE):
             assert await add(n)
-        await _wait(lambda: _true(len(done) == BEFORE), "the jobs before the kill")
-        await asyncio.sleep(0.2)  # the replica's copy (async replication) catches up
+        await eventually(lambda: len(done) == BEFORE, "the jobs before the kill", LIMIT_S)
         replica = failover_cluster.replica_of(slot, primary)
+        written = failover_cluster.replication_offset(primary)
+        await eventually(  # asynchronous replication: the replica's copy catches up
+            lambda: failover_cluster.replication_offset(replica) >= written,
+            "the replica has every write of its primary",
+            LIMIT_S,
+            POLL_S,
+        )
         failover_cluster.kill(primary)
         killed = time.monotonic()
 
-        async def promoted() -> bool:
+        def promoted() -> bool:
             return failover_cluster.primary_of(slot, replica) not in (0, primary)
 
         how = "promoted"
         try:
-            await _wait(promoted, "the replica's promotion", AUTOMATIC_S)
+            await eventually(promoted, "the replica's promotion", AUTOMATIC_S, POLL_S)
         except AssertionError:  # a loaded machine can hold up the election: take over
             failover_cluster.take_over(replica)
-            await _wait(promoted, "the replica's takeover")
+            await eventually(promoted, "the replica's takeover", LIMIT_S, POLL_S)
             how = f"no election within {AUTOMATIC_S}s, taken over"
         promoted_after = time.monotonic() - killed
         counter = iter([BEFORE] * 10**6)  # the same job data until one add works
-        await _wait(lambda: add(next(counter)), "an add after the failover")
+        await eventually(lambda: add(next(counter)), "an add after the failover", LIMIT_S, POLL_S)
         add_after = time.monotonic() - killed
         for n in range(BEFORE + 1, 2 * BEFORE):
             assert await add(n)
@@ -95,10 +94,11 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
             acknowledged.append((await fresh.add("j", 2 * BEFORE)).data)
         finally:
             await fresh.close()
-        await _wait(lambda: _true(done >= set(acknowledged)), "every acknowledged job run")
+        await eventually(lambda: done >= set(acknowledged), "every acknowledged job run", LIMIT_S)
         run_after = time.monotonic() - killed
         completed = await queue.get_job_counts("completed")
-        await _wait(lambda: _true(len(announced) >= completed["completed"]), "events read")
+        read = completed["completed"]
+        await eventually(lambda: len(announced) >= read, "every completion's event read", LIMIT_S)
     finally:
         await events.close()
         await worker.close()
@@ -108,10 +108,6 @@ async def test_a_running_process_goes_on_after_a_primary_failover(
         f"every acknowledged job run {run_after:.1f}s; acknowledged {len(acknowledged)}, "
         f"lost {len(set(acknowledged) - done)}"
     )
-
-
-async def _true(value: bool) -> bool:
-    return value
 
 
 def _queue_served_by(cluster: FailoverCluster, port: int) -> tuple[str, int]:

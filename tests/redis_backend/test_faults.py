@@ -4,15 +4,14 @@ delivery is at least once)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import psyq
+from tests.polling import eventually
 
 JOBS = 200
 LOCK_MS = 500
@@ -60,11 +59,14 @@ async def test_jobs_of_a_killed_worker_are_all_processed(queue: psyq.Queue, url:
         lock_duration=LOCK_MS,
         stalled_interval=LOCK_MS // 2,
     )
+
+    async def all_completed() -> bool:
+        return (await queue.get_job_counts("completed"))["completed"] >= JOBS
+
     try:
-        deadline = time.monotonic() + 30
-        while (await queue.get_job_counts("completed"))["completed"] < JOBS:
-            assert time.monotonic() < deadline, await queue.get_job_counts()
-            await asyncio.sleep(0.05)
+        await eventually(all_completed, f"all {JOBS} jobs completed", 30, interval=0.05)
+    except AssertionError as late:
+        raise AssertionError(f"{late}; counts: {await queue.get_job_counts()}") from None
     finally:
         await worker.close()
     finished = await queue.get_jobs(["completed"])

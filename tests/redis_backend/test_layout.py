@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import psyq
+from tests.polling import eventually
 
 PRIORITY_SPAN = 2**32
 DELAY_SPAN = 0x1000
@@ -122,18 +123,16 @@ async def test_a_prefix_in_the_url(url: str, queue_name: str, raw: Any) -> None:
 async def test_waiting_workers_are_named_as_bullmq_names_them(
     queue: psyq.Queue, raw: Any, url: str
 ) -> None:
-    import asyncio
     import base64
 
     worker = psyq.Worker(queue.name, lambda job: None, connection=url)
     expected = f"bull:{base64.b64encode(queue.name.encode()).decode()}:w:psyq"  # a named worker
+
+    async def named() -> bool:
+        return expected in [client.get("name") for client in await raw.client_list()]
+
     try:
-        for _ in range(500):
-            names = [client.get("name") for client in await raw.client_list()]
-            if expected in names:
-                break
-            await asyncio.sleep(0.01)
-        assert expected in names
+        await eventually(named, f"a connection named {expected}")
         assert await raw.hget(f"bull:{queue.name}:meta", "version") == f"psyq:{psyq.__version__}"
     finally:
         await worker.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import Counter
 from typing import Any
 
@@ -19,6 +18,7 @@ import psyq
 from psyq.backends.base import Completed, FetchRequest, Settlement
 from psyq.backends.redis import RedisBackend
 from tests.conftest import fresh_name
+from tests.polling import eventually
 from tests.worker_run import run_each_job
 
 
@@ -55,9 +55,7 @@ async def test_a_settle_whose_reply_was_lost_reports_completed(url: str, remove:
             worker.on("completed", lambda done, result: completed.append(done.id))
             worker.on("error", errors.append)
             try:
-                deadline = time.monotonic() + 20
-                while not completed and time.monotonic() < deadline:
-                    await asyncio.sleep(0.02)
+                await eventually(lambda: completed, "the job reported completed", 20)
             finally:
                 await worker.close()
             # removed on completion: then only the events stream tells that the lost
@@ -183,9 +181,11 @@ async def test_a_removed_job_completed_under_another_lease_is_not_taken_for_ones
         async with psyq.Queue(name, connection=backend) as queue:
             job = await queue.add("x", {"n": 1}, remove_on_complete=True)
             [mine] = await backend.move_to_active(name, FetchRequest(["mine"], 300))
-            deadline = time.monotonic() + 10
-            while await raw.exists(f"bull:{name}:{job.id}:lock") and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
+
+            async def expired() -> bool:
+                return not await raw.exists(f"bull:{name}:{job.id}:lock")
+
+            await eventually(expired, "the first lease's lock expired")
             stalled = await backend.move_stalled_jobs_to_wait(name, 1, LONG_LOCK_MS)
             assert stalled.stalled == [job.id]
             [taken] = await backend.move_to_active(name, FetchRequest(["theirs"], LONG_LOCK_MS))
@@ -229,7 +229,7 @@ async def test_connections_killed_under_a_worker_lose_no_job_and_run_none_twice(
     async def kill() -> None:
         nonlocal kills
         while not stop.is_set():
-            await asyncio.sleep(0.015)
+            await asyncio.sleep(0.015)  # sleep: the fault's pace: a kill every 15 ms
             wire = backend._wire._wire if backend._wire is not None else None
             transport = getattr(wire, "_transport", None)
             if transport is None:
@@ -249,7 +249,7 @@ async def test_connections_killed_under_a_worker_lose_no_job_and_run_none_twice(
 
             async def process(job: psyq.Job) -> int:
                 runs[job.id] += 1
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.002)  # sleep: the job's work
                 return int(job.data["n"])
 
             worker = psyq.Worker(
@@ -265,9 +265,10 @@ async def test_connections_killed_under_a_worker_lose_no_job_and_run_none_twice(
             worker.on("error", errors.append)
             killer = asyncio.ensure_future(kill())
             try:
-                deadline = time.monotonic() + 40
-                while len(completed) < KILL_JOBS and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
+                # at most 40 s; the jobs not completed by then are named below, as lost
+                with contextlib.suppress(AssertionError):
+                    every = f"all {KILL_JOBS} jobs completed"
+                    await eventually(lambda: len(completed) >= KILL_JOBS, every, 40, 0.05)
             finally:
                 stop.set()
                 await killer

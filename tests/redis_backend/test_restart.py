@@ -13,11 +13,11 @@ import asyncio
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
 import psyq
+from tests.polling import eventually
 from tests.redis_service import RedisProcess
 
 JOBS = 400
@@ -33,10 +33,10 @@ async def _completed(queue: psyq.Queue) -> int:
 
 
 async def _wait_completed(queue: psyq.Queue, at_least: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while await _completed(queue) < at_least:
-        assert time.monotonic() < deadline, f"fewer than {at_least} jobs completed in {timeout}s"
-        await asyncio.sleep(0.05)
+    async def reached() -> bool:
+        return await _completed(queue) >= at_least
+
+    await eventually(reached, f"{at_least} jobs completed", timeout, interval=0.05)
 
 
 async def test_worker_resumes_after_redis_restarts(
@@ -47,7 +47,7 @@ async def test_worker_resumes_after_redis_restarts(
 
     async def process(job: psyq.Job) -> int:
         invoked[job.data] += 1
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0.005)  # sleep: the job's work
         return int(job.data)
 
     queue = psyq.Queue(queue_name, connection=redis_process.url)
@@ -69,14 +69,13 @@ async def test_worker_resumes_after_redis_restarts(
     try:
         await _wait_completed(queue, 50, 30)
         redis_process.stop()
-        await asyncio.sleep(OUTAGE_S)  # the outage itself
+        await asyncio.sleep(OUTAGE_S)  # sleep: the outage itself
         redis_process.start()
         await _wait_completed(queue, JOBS, 60)
         assert worker.is_running()
-        deadline = time.monotonic() + 30  # QueueEvents resumes from its last event id
-        while len(announced) < JOBS:
-            assert time.monotonic() < deadline, f"{len(announced)} completed events seen"
-            await asyncio.sleep(0.05)
+        await eventually(  # QueueEvents resumes from its last event id
+            lambda: len(announced) >= JOBS, f"{JOBS} completed events seen", 30, interval=0.05
+        )
     finally:
         await worker.close()
         await events.close()
@@ -112,7 +111,7 @@ async def test_a_worker_started_while_redis_is_down_waits_for_it(
     errors: list[BaseException] = []
     worker = psyq.Worker(queue_name, lambda job: done.set(), connection=redis_process.url)
     worker.on("error", errors.append)
-    await _until(lambda: len(errors) >= 2, "two failed connects reported")
+    await eventually(lambda: len(errors) >= 2, "two failed connects reported", 20)
     assert all(isinstance(error, psyq.errors.ConnectionError) for error in errors)
     redis_process.start()
     queue = psyq.Queue(queue_name, connection=redis_process.url)
@@ -127,15 +126,8 @@ async def test_a_worker_started_while_redis_is_down_waits_for_it(
     errors.clear()
     idle = psyq.Worker(queue_name, lambda job: None, connection=redis_process.url)
     idle.on("error", errors.append)
-    await _until(lambda: len(errors) >= 1, "a failed connect reported")
+    await eventually(lambda: len(errors) >= 1, "a failed connect reported", 20)
     started = time.monotonic()
     await asyncio.wait_for(idle.close(), 5)
     assert time.monotonic() - started < 1, "close waited for the store"
     assert not idle.is_running()
-
-
-async def _until(check: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
-        await asyncio.sleep(0.02)

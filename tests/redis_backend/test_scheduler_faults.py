@@ -17,6 +17,7 @@ import pytest
 from redis.asyncio import Redis
 
 import psyq
+from tests.polling import eventually
 from tests.redis_service import RedisProcess
 
 EVERY_MS = 300
@@ -39,15 +40,12 @@ async def _fault(server: RedisProcess, kind: str) -> None:
         await _kill_clients(server)
         return
     server.stop(signal.SIGKILL if kind == "kill-9" else signal.SIGTERM)
-    await asyncio.sleep(0.3)  # the outage itself
+    await asyncio.sleep(0.3)  # sleep: the outage itself
     server.start()
 
 
 async def _wait_runs(runs: list[float], count: int) -> None:
-    deadline = time.monotonic() + RESUME_LIMIT_S
-    while len(runs) < count:
-        assert time.monotonic() < deadline, f"{len(runs)} runs, fewer than {count}"
-        await asyncio.sleep(0.02)
+    await eventually(lambda: len(runs) >= count, f"{count} runs", RESUME_LIMIT_S, 0.02)
 
 
 @pytest.mark.parametrize("kind", ["restart", "kill-9", "client-kill"])
@@ -64,7 +62,7 @@ async def test_a_scheduler_keeps_running_across_a_fault(
     worker.on("error", lambda error: None)  # the outage's errors: counted by the runs
     try:
         await queue.upsert_job_scheduler("tick", {"every": EVERY_MS}, {"name": "tick"})
-        await asyncio.sleep(BEFORE_S)
+        await asyncio.sleep(BEFORE_S)  # sleep: the scheduler runs a while before the fault
         before = len(runs)
         await _fault(redis_process, kind)
         back = time.monotonic()

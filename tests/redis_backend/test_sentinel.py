@@ -20,7 +20,6 @@ import asyncio
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 import psyq
+from tests.polling import eventually
 from tests.redis_service import SentinelGroup
 
 LOAD_S = 1.0  # adds under load before the kill
@@ -55,29 +55,29 @@ class Load:
             except psyq.errors.ConnectionError:
                 self.failed += 1
                 self.failing = self.killed_at is not None
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # sleep: the producer's pause before it adds again
                 continue
             self.acknowledged.append(n)
             if self.failing and self.first_ok_after is None and self.killed_at is not None:
                 self.first_ok_after = time.monotonic() - self.killed_at
 
 
-async def _wait(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + LIMIT_S
-    while not check():
-        assert time.monotonic() < deadline, f"{what} not within {LIMIT_S}s"
-        await asyncio.sleep(0.05)
+POLL_S = 0.05  # between two looks at the Sentinels (each a redis-cli run) or the load
 
 
 async def _exists(queue: psyq.Queue, job_id: str) -> bool:
     """Whether the job is stored, asked again while the store does not answer."""
-    deadline = time.monotonic() + LIMIT_S
-    while True:
+
+    async def answer() -> list[bool]:
+        """[whether it is stored], or [] while the store does not answer."""
         try:
-            return await queue.get_job(job_id) is not None
-        except (psyq.errors.ConnectionError, RedisError) as exc:  # queries raise redis-py's
-            assert time.monotonic() < deadline, f"the store did not answer: {exc}"
-            await asyncio.sleep(0.1)
+            return [await queue.get_job(job_id) is not None]
+        except (psyq.errors.ConnectionError, RedisError):  # queries raise redis-py's
+            return []
+
+    what = f"the store answering whether job {job_id} is stored"
+    [stored] = await eventually(answer, what, LIMIT_S, interval=0.1)
+    return stored
 
 
 @pytest.mark.parametrize("mode", ["async", "wait_replicas=1", "first Sentinel down"])
@@ -111,21 +111,31 @@ async def _failover_under_load(
     producing = asyncio.ensure_future(load.run(stop))
     old = sentinel_group.primary
     try:
-        await asyncio.sleep(LOAD_S)
+        await asyncio.sleep(LOAD_S)  # sleep: the load runs a while before the kill
         before, failed_before = len(load.acknowledged), load.failed
         old.stop(signal.SIGKILL)
         load.killed_at = time.monotonic()
-        await _wait(lambda: sentinel_group.primary_port() not in (0, old.port), "promotion")
+        await eventually(
+            lambda: sentinel_group.primary_port() not in (0, old.port),
+            "the replica's promotion",
+            LIMIT_S,
+            POLL_S,
+        )
         promoted = time.monotonic() - load.killed_at
         if waits:  # back, once replaced, as the new primary's replica
             old.extra = ("--replicaof", "127.0.0.1", str(sentinel_group.primary_port()))
             old.start()
-        await _wait(lambda: len(load.acknowledged) >= before + AFTER, "adds after the kill")
+        await eventually(
+            lambda: len(load.acknowledged) >= before + AFTER,
+            f"{AFTER} adds after the kill",
+            LIMIT_S,
+            POLL_S,
+        )
         stop.set()
         await producing
         acknowledged = set(load.acknowledged)
         found = {n for n in acknowledged if await _exists(queue, f"j{n}")}
-        await _wait(lambda: found <= set(runs), "every job found run")
+        await eventually(lambda: found <= set(runs), "every job found run", LIMIT_S, POLL_S)
     finally:
         stop.set()
         await producing
@@ -159,15 +169,19 @@ async def test_the_bullmq_layer_takes_ioredis_sentinel_options(
         await queue.close()
 
 
-async def _ping_until_refused(client: Any) -> None:
-    """Ping again and again, as a call retrying after a failover does, until refused."""
-    for _ in range(1000):
+async def _ping_until_refused(client: Any, answered: set[int], n: int) -> None:
+    """Ping again and again, as a call retrying after a failover does, until refused;
+    `n` goes into `answered` once a ping of it was answered (the call is under way)."""
+
+    async def refused() -> bool:
         try:
             await client.ping()
         except RedisConnectionError:
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("a closed Sentinel client still answered")
+            return True
+        answered.add(n)
+        return False
+
+    await eventually(refused, "a closed Sentinel client refusing a ping", interval=0.001)
 
 
 def _connected(client: Any) -> list[Any]:
@@ -190,8 +204,9 @@ async def test_a_closed_sentinel_client_connects_no_more(sentinel_group: Sentine
     assert settings is not None
     client = new_sentinel_client(settings, retry=None)
     assert await client.ping()
-    running = [asyncio.ensure_future(_ping_until_refused(client)) for _ in range(8)]
-    await asyncio.sleep(0.05)
+    answered: set[int] = set()
+    running = [asyncio.ensure_future(_ping_until_refused(client, answered, n)) for n in range(8)]
+    await eventually(lambda: len(answered) == len(running), "every call under way")
     await close_sentinel_client(client)
     await asyncio.gather(*running)
     with pytest.raises(RedisConnectionError, match="closed"):

@@ -28,13 +28,6 @@ PENDING: set[str] = {
     "tests/migrate/test_cli.py",
     "tests/migrate/test_live.py",
     "tests/migrate/test_live_kills.py",
-    "tests/redis_backend/test_cluster_failover.py",
-    "tests/redis_backend/test_faults.py",
-    "tests/redis_backend/test_layout.py",
-    "tests/redis_backend/test_lost_reply.py",
-    "tests/redis_backend/test_restart.py",
-    "tests/redis_backend/test_scheduler_faults.py",
-    "tests/redis_backend/test_sentinel.py",
 }
 
 
