@@ -9,11 +9,12 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyspark
+
+from tests.polling import eventually_sync
 
 SPARK_HOME = Path(pyspark.__file__).parent
 # The daemons and executors only schedule and carry small results: the quick compiler and a
@@ -80,12 +81,18 @@ class Cluster:
                 start_new_session=True,
             )
         self.processes.append(process)
-        deadline = time.monotonic() + START_TIMEOUT
-        while ready not in log.read_text(errors="replace"):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"the Spark {name} did not start ({log}):\n{tail}")
-            time.sleep(0.1)  # polling the log with a deadline
+
+        def started() -> bool:
+            if ready in log.read_text(errors="replace"):
+                return True
+            if process.poll() is not None:
+                raise RuntimeError(not_started(name, log))
+            return False
+
+        try:
+            eventually_sync(started, f"the Spark {name} started", START_TIMEOUT, interval=0.1)
+        except AssertionError as late:
+            raise RuntimeError(not_started(name, log)) from late
 
     def stop(self) -> None:
         for process in reversed(self.processes):
@@ -98,3 +105,9 @@ class Cluster:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         self.processes.clear()
+
+
+def not_started(name: str, log: Path) -> str:
+    """Why a Spark daemon is not up: the end of its log."""
+    tail = log.read_text(errors="replace")[-3000:]
+    return f"the Spark {name} did not start ({log}):\n{tail}"

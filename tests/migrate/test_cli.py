@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from pyspark.sql import SparkSession
 import psyq
 from psyq.cli.main import main
 from psyq_migrate import MigrateOptions, migrate, verify_backends
+from tests.polling import Deadline, eventually_sync
 
 from .fill import read_queues, state_counts
 
@@ -35,17 +35,17 @@ async def fill_plain(url: str, queue: str, jobs: int) -> None:
 def wait_until_free(database: Path, timeout: float = 30) -> None:
     """Poll until no process holds the SQLite file's lock (a killed writer's lock goes with
     its process)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def free() -> bool:
         with open(database, "a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(handle, fcntl.LOCK_UN)
-                return
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"{database} still locked {timeout}s after the kill")
-        time.sleep(0.05)
+                return False
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return True
+
+    eventually_sync(free, f"{database} unlocked after the kill", timeout, interval=0.05)
 
 
 def read_until_moved(process: subprocess.Popen[str], jobs: int, timeout: float = 120) -> int:
@@ -53,8 +53,8 @@ def read_until_moved(process: subprocess.Popen[str], jobs: int, timeout: float =
     one a second) with N >= `jobs`; returns N (fails on exit or timeout)."""
     assert process.stderr is not None
     seen: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(f"psyq migrate moving {jobs} jobs", timeout)
+    while not deadline.passed():
         line = process.stderr.readline()
         if not line:
             pytest.fail(f"psyq migrate ended before moving {jobs}: {''.join(seen)[-2000:]}")
@@ -62,7 +62,7 @@ def read_until_moved(process: subprocess.Popen[str], jobs: int, timeout: float =
         found = re.match(r"moved (\d+)/", line)
         if found and int(found.group(1)) >= jobs:
             return int(found.group(1))
-    pytest.fail(f"{jobs} jobs not moved within {timeout}s")
+    deadline.fail(seen[-1:])
 
 
 @pytest.mark.timeout(240)  # a second Spark session starts in the subprocess

@@ -29,12 +29,14 @@ from psyq_migrate.journal import Journal, entry_page, job_payload
 from psyq_migrate.live import LiveProgress
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
+from tests.polling import eventually
 
 PSYQ = str(Path(sys.executable).with_name("psyq"))
 PREFILL = 400  # jobs on A before the mover starts
 PRODUCE_SECONDS = 1.5  # on each side
 QUIET = 2.0
 KILL_AFTER = 0.05  # seconds after the first progress line
+FIRST = 10  # jobs A's workers finish before the mover starts
 DONE = frozenset({"completed", "failed"})
 
 LIVE_PAIRS = {
@@ -66,7 +68,7 @@ class World:
             await job.update_progress(50)
             if (job.data or {}).get("fail"):
                 raise psyq.UnrecoverableError("planned failure")
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(0.002)  # sleep: the job's work
             return {"n": key, "side": side}
 
         return process
@@ -132,7 +134,7 @@ async def produce(world: World) -> None:
             job = await queue.add("live", {"n": f"p{n}"}, **opts)
             world.added[f"p{n}"] = (side, job.id)
             n += 1
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0.005)  # sleep: the producer's pace between two adds
 
 
 async def add_mid_move(world: World, on_a: psyq.Queue) -> None:
@@ -161,10 +163,11 @@ async def add_deduplicated_on_b(world: World, on_b: psyq.Queue) -> None:
     """Once the deduplicated job reached B (its key goes first), an add of the same
     deduplication id on B is deduplicated against it."""
     job_id = world.added["dedup"][1]
-    deadline = time.monotonic() + 20
-    while await on_b.get_job(job_id) is None:
-        assert time.monotonic() < deadline, "the deduplicated job did not reach B"
-        await asyncio.sleep(0.05)
+
+    async def arrived() -> bool:
+        return await on_b.get_job(job_id) is not None
+
+    await eventually(arrived, "the deduplicated job reaching B", 20, interval=0.05)
     again = await on_b.add("live", {"n": "dedup"}, deduplication={"id": "once"})
     assert again.id == job_id, "B took a deduplicated add"
 
@@ -177,7 +180,7 @@ async def run_scenario(world: World, mover: Callable[[World], Awaitable[None]]) 
     ]
     try:
         producing = asyncio.ensure_future(produce(world))
-        await asyncio.sleep(0.3)  # A's workers take and finish some jobs first
+        await finished_on_a(world, FIRST)  # A's workers take and finish some jobs first
         await mover(world)
         await producing
         await drain_b(world)
@@ -187,18 +190,32 @@ async def run_scenario(world: World, mover: Callable[[World], Awaitable[None]]) 
     await check(world)
 
 
+async def finished_on_a(world: World, count: int) -> None:
+    """Until A's workers have finished `count` jobs (completed or failed) on A."""
+    async with psyq.Queue(world.queue, connection=world.a) as on_a:
+
+        async def finished() -> bool:
+            return sum((await on_a.get_job_counts(*DONE)).values()) >= count
+
+        await eventually(finished, f"{count} jobs finished on A", 30, interval=0.02)
+
+
 async def drain_b(world: World, timeout: float = 60) -> None:
     """Stop the scheduler (now on B) and wait for B to finish every job."""
     async with psyq.Queue(world.queue, connection=world.b) as queue:
         assert await queue.remove_job_scheduler("tick")
         assert await queue.remove_job_scheduler("tock")  # upserted on A mid-move
-        deadline = time.monotonic() + timeout
-        while True:
+        counts: dict[str, int] = {}
+
+        async def finished() -> bool:
+            nonlocal counts
             counts = await queue.get_job_counts()
-            if sum(v for k, v in counts.items() if k not in DONE) == 0:
-                return
-            assert time.monotonic() < deadline, f"B did not finish: {counts}"
-            await asyncio.sleep(0.1)
+            return sum(v for k, v in counts.items() if k not in DONE) == 0
+
+        try:
+            await eventually(finished, "B finishing every job", timeout, interval=0.1)
+        except AssertionError as late:
+            raise AssertionError(f"{late}; counts on B: {counts}") from None
 
 
 async def check(world: World) -> None:
@@ -263,7 +280,7 @@ async def run_cli(world: World, journal: Path, kill_after_moved: int | None = No
             stdout=asyncio.subprocess.DEVNULL,
         )
         await read_progress(process, kill_after_moved, world)
-        await asyncio.sleep(KILL_AFTER)  # amid the batches that follow
+        await asyncio.sleep(KILL_AFTER)  # sleep: the kill lands amid the batches that follow
         process.send_signal(signal.SIGKILL)
         assert await process.wait() == -signal.SIGKILL
         with closing(sqlite3.connect(journal)) as book:

@@ -41,6 +41,7 @@ from psyq_migrate.journal import Journal
 from psyq_migrate.live import LiveMove
 from tests.conformance.conftest import BACKENDS
 from tests.conftest import fresh_name
+from tests.polling import Deadline, eventually
 from tests.soak import report, scaled
 
 PSYQ = str(Path(sys.executable).with_name("psyq"))
@@ -121,23 +122,31 @@ def moved(journal: Path) -> int:
 async def wait_moved(journal: Path, more: int, mover: asyncio.subprocess.Process) -> bool:
     """Until the mover marked `more` entries done from now; False when it ended first (exit
     0: it moved every job; a loaded machine lets it run ahead of the kills)."""
-    target, deadline = moved(journal) + more, time.monotonic() + 60
-    while moved(journal) < target:
+    target = moved(journal) + more
+
+    def moved_or_ended() -> str:
+        if moved(journal) >= target:
+            return "moved"
         if mover.returncode is not None:
             assert mover.returncode == 0, f"the mover failed ({mover.returncode})"
-            return False
-        assert time.monotonic() < deadline, f"the mover did not move {more} jobs"
-        await asyncio.sleep(0.005)
-    return True
+            return "ended"
+        return ""
+
+    what = f"the mover moving {more} jobs"
+    return await eventually(moved_or_ended, what, 60, interval=0.005) == "moved"
 
 
 async def wait_owner(path: Path, mover: asyncio.subprocess.Process) -> None:
     """Until the mover owns the file (its `.owner` note names it)."""
-    note, deadline = Path(f"{path}.owner"), time.monotonic() + 30
-    while not (note.exists() and note.read_text().startswith(f"pid {mover.pid} ")):
+    note = Path(f"{path}.owner")
+
+    def owned() -> bool:
+        if note.exists() and note.read_text().startswith(f"pid {mover.pid} "):
+            return True
         assert mover.returncode is None, f"the mover ended ({mover.returncode})"
-        assert time.monotonic() < deadline, "the mover did not take the file over"
-        await asyncio.sleep(0.005)
+        return False
+
+    await eventually(owned, "the mover taking the file over", 30, interval=0.005)
 
 
 async def kill(mover: asyncio.subprocess.Process) -> None:
@@ -188,13 +197,17 @@ async def wait_b_empty(b: str, queue: str) -> None:
     """Until B holds no job of the queue to run (its worker ran them all and removed them;
     a receipt, a finished job, may be there still)."""
     async with psyq.Queue(queue, connection=b) as on_b:
-        deadline = time.monotonic() + 30
-        while True:
+        counts: dict[str, int] = {}
+
+        async def empty() -> bool:
+            nonlocal counts
             counts = await on_b.get_job_counts()
-            if sum(v for k, v in counts.items() if k not in ("completed", "failed")) == 0:
-                return
-            assert time.monotonic() < deadline, f"B did not finish: {counts}"
-            await asyncio.sleep(0.05)
+            return sum(v for k, v in counts.items() if k not in ("completed", "failed")) == 0
+
+        try:
+            await eventually(empty, "B running every job", 30, interval=0.05)
+        except AssertionError as late:
+            raise AssertionError(f"{late}; counts on B: {counts}") from None
 
 
 SOURCES = {
@@ -413,13 +426,14 @@ async def test_a_peers_wait_committed_fails_once_the_owner_died_with_its_changes
     try:
         assert await peer.remove_job("q", "1", remove_children=False)  # answered, buffered
         await kill(app)
-        deadline = time.monotonic() + 30
+        deadline = Deadline("the peer taking the file over", 30)
         while True:  # the call in flight when the owner died fails; the next takes over
             try:
                 job = await peer.get_job("q", "1")
                 break
-            except psyq.ConnectionError:
-                assert time.monotonic() < deadline
+            except psyq.ConnectionError as exc:
+                if deadline.passed():
+                    deadline.fail(exc)
         assert job is not None  # the removal died with the owner
         with pytest.raises(psyq.ConnectionError, match="whether they were committed"):
             await peer.wait_committed()

@@ -24,10 +24,6 @@ PENDING: set[str] = {
     "tests/interop/matrix.py",
     "tests/interop/sides.py",
     "tests/interop/test_bullmq_postgres.py",
-    "tests/migrate/cluster.py",
-    "tests/migrate/test_cli.py",
-    "tests/migrate/test_live.py",
-    "tests/migrate/test_live_kills.py",
 }
 
 
