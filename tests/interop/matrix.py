@@ -9,7 +9,7 @@ matrix.json, from which docs/interop.md is rendered (render.py)."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -24,6 +24,27 @@ FINAL = ("completed", "failed")
 PENDING = ["delayed", "waiting", "prioritized"]
 Case = Callable[["Matrix"], Awaitable[None]]
 CASES: dict[str, Case] = {}
+
+
+async def _within(condition: Callable[[], Awaitable[bool]], timeout: float) -> None:
+    """Poll `condition` until it holds or `timeout` seconds pass, failing neither way: the
+    case then notes what it sees with `m.expect` (the sides differ; the harness is fine)."""
+    with contextlib.suppress(AssertionError):
+        await eventually(condition, timeout=timeout, interval=0.02)
+
+
+async def _events_within(
+    side: Any, handle: int, enough: Callable[[list[dict[str, Any]]], bool], timeout: float = 5
+) -> list[dict[str, Any]]:
+    """The events a side's QueueEvents read, once `enough` of them (`timeout` s at most)."""
+    events: list[dict[str, Any]] = []
+
+    async def read() -> bool:
+        events[:] = await side.events(handle)
+        return enough(events)
+
+    await _within(read, timeout)
+    return events
 
 
 def case(feature: str) -> Callable[[Case], Case]:
@@ -353,15 +374,14 @@ async def _deduplicated_events(
 ) -> list[list[dict[str, Any]]]:
     """The `deduplicated` events each side's QueueEvents read (waiting for `count` of them,
     5 s at most); the listeners are stopped."""
+
+    def deduplicated(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e["args"] for e in events if e["event"] == "deduplicated"]
+
     views = []
     for side, handle in listeners:
-        deadline = time.monotonic() + 5
-        while True:
-            seen = [e["args"] for e in await side.events(handle) if e["event"] == "deduplicated"]
-            if len(seen) >= count or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.02)
-        views.append(seen)
+        events = await _events_within(side, handle, lambda got: len(deduplicated(got)) >= count)
+        views.append(deduplicated(events))
         await side.stop_events(handle)
     return views
 
@@ -433,13 +453,15 @@ async def _flow(m: Matrix, child_opts: Mapping[str, Any], parent_steps: Any) -> 
     try:
         await m.finished(kid_ids, children)
         worker = await m.consumer.start_worker(m.queue)
+        parent: Any = None
+
+        async def parent_final() -> bool:
+            nonlocal parent
+            parent = await m.producer.job(m.queue, tree["id"])
+            return parent["state"] in FINAL
+
         try:
-            deadline = time.monotonic() + 10
-            while True:
-                parent = await m.producer.job(m.queue, tree["id"])
-                if parent["state"] in FINAL or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.02)
+            await _within(parent_final, 10)
         finally:
             await m.consumer.stop_worker(worker)
     finally:
@@ -577,15 +599,14 @@ async def queue_events(m: Matrix) -> None:
         ("added", ok), ("active", ok), ("progress", ok), ("completed", ok), ("failed", bad),
         ("delayed", later), ("completed", later),
     }  # fmt: skip
+
+    def keys(events: list[dict[str, Any]]) -> set[tuple[str, Any]]:
+        return {(e["event"], e["args"].get("jobId")) for e in events}
+
     views = []
     for side, handle in listeners:
-        deadline = time.monotonic() + 5
-        while True:
-            events = await side.events(handle)
-            got = {(e["event"], e["args"].get("jobId")) for e in events}
-            if wanted <= got or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.02)
+        events = await _events_within(side, handle, lambda read: wanted <= keys(read))
+        got = keys(events)
         m.expect(wanted <= got, f"{side.name}'s QueueEvents miss {sorted(wanted - got)}")
         views.append({(e["event"], e["args"].get("jobId")): e["args"] for e in events})
     for key in sorted(wanted):
@@ -661,9 +682,14 @@ async def get_workers(m: Matrix) -> None:
     try:
         job_id = await m.producer.add(m.queue, "w", {})
         await m.finished([job_id])
-        deadline = time.monotonic() + 5
-        while not (seen := await m.producer.workers(m.queue)) and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        seen: int = 0
+
+        async def listed() -> bool:
+            nonlocal seen
+            seen = await m.producer.workers(m.queue)
+            return seen >= 1
+
+        await _within(listed, 5)
         m.expect(seen >= 1, f"{m.producer.name} does not list {m.consumer.name}'s worker")
     finally:
         await m.consumer.stop_worker(worker)
@@ -689,15 +715,16 @@ async def _scheduled(m: Matrix, count: int, until_done: bool = False) -> list[st
     """The ids of the runs the consumer's worker completed: at least `count`, and with
     `until_done` all of them (none left pending or running)."""
     worker = await m.consumer.start_worker(m.queue)
+    ids: list[str] = []
+
+    async def completed() -> bool:
+        ids[:] = await m.producer.get_jobs(m.queue, ["completed"])
+        left = await m.producer.get_jobs(m.queue, [*PENDING, "active"]) if until_done else []
+        return len(ids) >= count and not left
+
     try:
-        deadline = time.monotonic() + 15
-        while True:
-            ids: list[str] = await m.producer.get_jobs(m.queue, ["completed"])
-            left = await m.producer.get_jobs(m.queue, [*PENDING, "active"]) if until_done else []
-            if len(ids) >= count and not left:
-                break
-            assert time.monotonic() < deadline, f"{len(ids)} of {count} runs completed"
-            await asyncio.sleep(0.02)
+        what = f"{count} runs completed" + (", none left" if until_done else "")
+        await eventually(completed, what, 15, interval=0.02)
     finally:
         errors = await m.consumer.stop_worker(worker)
     m.expect(not errors, f"{m.consumer.name}'s worker reports errors")
@@ -842,11 +869,14 @@ async def scheduler_admin(m: Matrix) -> None:
 async def scheduler_mixed(m: Matrix) -> None:
     await m.producer.upsert_scheduler(m.queue, "mix", {"every": 150}, {"name": "mix"})
     workers = [(side, await side.start_worker(m.queue)) for side in m.sides]
+    ids: list[str] = []
+
+    async def six() -> bool:
+        ids[:] = await m.producer.get_jobs(m.queue, ["completed"])
+        return len(ids) >= 6
+
     try:
-        deadline = time.monotonic() + 15
-        while len(ids := await m.producer.get_jobs(m.queue, ["completed"])) < 6:
-            assert time.monotonic() < deadline, f"{len(ids)} of 6 runs completed"
-            await asyncio.sleep(0.02)
+        await eventually(six, "6 runs completed", 15, interval=0.02)
     finally:
         for side, handle in workers:
             m.expect(not await side.stop_worker(handle), f"{side.name}'s worker reports errors")

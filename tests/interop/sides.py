@@ -302,7 +302,7 @@ async def _result(job: psyq.Job, step: dict[str, Any]) -> tuple[bool, Any]:
     """(True, what the processor returns) for a step that ends the job, else (False, None);
     a `sleep` step waits first (the work taking time is the behaviour asked for)."""
     if "sleep" in step:
-        await asyncio.sleep(step["sleep"] / 1000)
+        await asyncio.sleep(step["sleep"] / 1000)  # sleep: the job's work, as the step asks
     if "childrenValues" in step:
         return True, await job.get_children_values()
     if "ignoredFailures" in step:  # psyq lists them among the dependencies (docs/api.md)

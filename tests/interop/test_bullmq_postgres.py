@@ -19,6 +19,7 @@ import psyq
 import psyq.compat.bullmq as bullmq
 from tests.conftest import fresh_name
 from tests.interop.psyq_worker import process, run_psyq_worker
+from tests.polling import eventually
 from tests.postgres.conftest import conninfo_for, url_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -246,13 +247,18 @@ async def _node_until(
     node_pg: Any, name: str, server: str, schema: str, wanted: Callable[[int], bool]
 ) -> Any:
     """What Node's getQueueEvents lists, once its count is `wanted` (polled, 20 s at most)."""
-    deadline = asyncio.get_running_loop().time() + 20
-    while True:
-        listed = await asyncio.to_thread(node_pg, "queue_events.js", name, server, schema)
-        if wanted(listed["count"]):
-            return listed
-        assert asyncio.get_running_loop().time() < deadline, f"Node lists {listed}"
-        await asyncio.sleep(0.1)
+
+    seen: Any = None
+
+    async def listed() -> Any:
+        nonlocal seen
+        seen = await asyncio.to_thread(node_pg, "queue_events.js", name, server, schema)
+        return seen if wanted(seen["count"]) else None
+
+    try:
+        return await eventually(listed, "Node's getQueueEvents listing the count wanted", 20, 0.1)
+    except AssertionError as late:
+        raise AssertionError(f"{late}; Node lists {seen}") from None
 
 
 async def test_a_ported_program_and_bullmq_share_one_schema_both_ways(

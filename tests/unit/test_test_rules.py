@@ -20,11 +20,7 @@ EXEMPT = TESTS / "polling.py"  # the one place that sleeps, between two polls
 # Files not yet gone through: each sleep in them still to be judged (a wait to poll, or a
 # behaviour to mark). Emptied as the files are done; a file listed here that no longer
 # needs it fails the test below, so the list stays honest.
-PENDING: set[str] = {
-    "tests/interop/matrix.py",
-    "tests/interop/sides.py",
-    "tests/interop/test_bullmq_postgres.py",
-}
+PENDING: set[str] = set()
 
 
 def sleeps(source: str) -> Iterator[ast.Call]:
