@@ -19,7 +19,7 @@ EXEMPT = TESTS / "polling.py"  # the one place that sleeps, between two polls
 
 # Files not yet gone through: each sleep in them still to be judged (a wait to poll, or a
 # behaviour to mark). Emptied as the files are done; a file listed here that no longer
-# needs it fails the test below, so the list stays honest.
+# needs it fails the test below, so the list stays honest. Every file is done: empty.
 PENDING: set[str] = set()
 
 
