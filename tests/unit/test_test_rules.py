@@ -17,11 +17,6 @@ MARK = "# sleep:"
 SLEEPERS = {"asyncio", "time"}
 EXEMPT = TESTS / "polling.py"  # the one place that sleeps, between two polls
 
-# Files not yet gone through: each sleep in them still to be judged (a wait to poll, or a
-# behaviour to mark). Emptied as the files are done; a file listed here that no longer
-# needs it fails the test below, so the list stays honest. Every file is done: empty.
-PENDING: set[str] = set()
-
 
 def sleeps(source: str) -> Iterator[ast.Call]:
     """Each `asyncio.sleep(x)` / `time.sleep(x)` call whose `x` is not the literal 0."""
@@ -71,20 +66,12 @@ def name(path: Path) -> str:
 
 def test_every_sleep_in_the_tests_says_why() -> None:
     offences = [
-        f"{name(path)}:{line}"
-        for path in checked_files()
-        if name(path) not in PENDING
-        for line in unmarked(path.read_text())
+        f"{name(path)}:{line}" for path in checked_files() for line in unmarked(path.read_text())
     ]
     assert not offences, (
         "a sleep that waits for something: poll the condition with tests.polling; a sleep "
         f"that is the behaviour under test: add `{MARK} why` on its line\n" + "\n".join(offences)
     )
-
-
-def test_pending_files_still_need_it() -> None:
-    done = sorted(f for f in PENDING if not unmarked((TESTS.parent / f).read_text()))
-    assert not done, f"nothing left to do in these; drop them from PENDING: {done}"
 
 
 PLANTED = """
