@@ -6,6 +6,7 @@ import asyncio
 import os
 
 import psyq
+from tests.polling import Deadline
 
 
 async def test_the_suite_runs_on_the_chosen_loop(queue: psyq.Queue) -> None:
@@ -22,7 +23,10 @@ async def test_the_suite_runs_on_the_chosen_loop(queue: psyq.Queue) -> None:
     assert stored.data == {"on": type(loop).__name__}
 
 
-LIMIT = 20_000  # calls a loop makes at most while it waits for the side task's ticks
+# A loop of calls runs until the side task has ticked TICKS times, for at most SECONDS (a
+# count of calls would be no bound: on a fast, idle host 20,000 reads took under 30 ms, and
+# the loop stopped before the side task's third 10 ms tick).
+SECONDS = 2.0
 TICKS = 3
 
 
@@ -42,13 +46,15 @@ async def test_a_loop_of_awaited_calls_lets_the_event_loop_turn(queue: psyq.Queu
     task = asyncio.ensure_future(side())
     try:
         added, job = 0, None
-        while ticks < TICKS and added < LIMIT:
+        adding = Deadline("the side task's ticks during adds", SECONDS)
+        while ticks < TICKS and not adding.passed():
             job = await queue.add("x", {"i": added})
             added += 1
         assert ticks >= TICKS, f"{added} adds, the side task ticked {ticks} times"
         assert job is not None
         ticks, read = 0, 0
-        while ticks < TICKS and read < LIMIT:
+        reading = Deadline("the side task's ticks during reads", SECONDS)
+        while ticks < TICKS and not reading.passed():
             await queue.get_job(job.id)
             read += 1
         assert ticks >= TICKS, f"{read} reads, the side task ticked {ticks} times"
