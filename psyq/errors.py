@@ -32,6 +32,7 @@ __all__ = [
     "ClosedError",
     "ConnectionError",
     "DelayedError",
+    "GroupMaxSizeExceededError",
     "InvalidDataError",
     "InvalidOptionsError",
     "InvalidURLError",
@@ -62,6 +63,20 @@ class InvalidOptionsError(PsyqError, ValueError):
     def __init__(self, message: str, *, option: str | None = None) -> None:
         super().__init__(message)
         self.option = option
+
+
+class GroupMaxSizeExceededError(PsyqError):
+    """An add would put more jobs in a group than its `maxSize` allows; nothing was added
+    (BullMQ Pro's GroupMaxSizeExceededError)."""
+
+    def __init__(self, queue: str, group_id: str, max_size: int) -> None:
+        super().__init__(
+            f"group {group_id!r} of queue {queue!r} already holds {max_size} waiting jobs "
+            f"(its maxSize); nothing was added"
+        )
+        self.queue = queue
+        self.group_id = group_id
+        self.max_size = max_size
 
 
 class InvalidDataError(PsyqError, ValueError):

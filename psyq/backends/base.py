@@ -6,8 +6,8 @@ engine call, one Lua script, one SQL transaction.
 
 The contract covers the whole BullMQ model, in groups a type checker sees (each a class of
 psyq/backends/contract/: lifecycle, adding, transitions, queries, job mutations, queue
-admin, flows, events, schedulers, limits, monitoring, cancellation, transfer, and the writes
-in the application's transaction); `BackendAdapter` is all of them. Its abstract methods
+admin, flows, events, schedulers, limits, groups, monitoring, cancellation, transfer, and
+the writes in the application's transaction); `BackendAdapter` is all of them. Its abstract methods
 are what a new backend must write first; every other method has a default body here (the
 generic `settle_many`) or raises `UnsupportedError` naming the backend and the feature. The
 five backends implement every method; the psyq:// protocol carries every one but the
@@ -34,6 +34,7 @@ from psyq.backends.contract.admin import QueueAdmin
 from psyq.backends.contract.cancellation import Cancellation
 from psyq.backends.contract.events import Events
 from psyq.backends.contract.flows import Flows
+from psyq.backends.contract.groups import Groups
 from psyq.backends.contract.lifecycle import Lifecycle
 from psyq.backends.contract.limits import Limits
 from psyq.backends.contract.monitoring import Monitoring
@@ -43,6 +44,8 @@ from psyq.backends.contract.schedulers import Schedulers
 from psyq.backends.contract.shapes import (
     Dependencies,
     FlowTree,
+    GroupInfo,
+    GroupSettings,
     JobCounts,
     Metrics,
     MetricsMeta,
@@ -63,6 +66,7 @@ from psyq.backends.records import (
     Failed,
     FetchRequest,
     FlowNode,
+    GroupLimits,
     JobRecord,
     JobState,
     Limiter,
@@ -90,6 +94,9 @@ __all__ = [
     "FetchRequest",
     "FlowNode",
     "FlowTree",
+    "GroupInfo",
+    "GroupLimits",
+    "GroupSettings",
     "JobCounts",
     "JobRecord",
     "JobState",
@@ -123,6 +130,7 @@ class BackendAdapter(
     Events,
     Schedulers,
     Limits,
+    Groups,
     Monitoring,
     Cancellation,
     Transfer,

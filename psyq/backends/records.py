@@ -23,6 +23,7 @@ __all__ = [
     "Failed",
     "FetchRequest",
     "FlowNode",
+    "GroupLimits",
     "JobRecord",
     "JobState",
     "Limiter",
@@ -156,6 +157,15 @@ class Limiter:
     duration: int
 
 
+@dataclass(frozen=True, slots=True)
+class GroupLimits:
+    """A worker's limits per group: at most `concurrency` jobs of one group active at once
+    (across every worker), at most `limiter.max` started per `limiter.duration` ms."""
+
+    concurrency: int | None = None
+    limiter: Limiter | None = None
+
+
 @dataclass(slots=True)
 class FetchRequest:
     """Take up to `len(tokens)` jobs; job i is locked with tokens[i] for `lock_duration` ms.
@@ -167,6 +177,9 @@ class FetchRequest:
     worker_name: str | None = None
     limiter: Limiter | None = None
     held: Sequence[str] = ()
+    #: the worker's limits for each group (BullMQ Pro's `group` worker option); a group's
+    #: own settings (`set_group_concurrency`, `set_group_rate_limit`) override them
+    group: GroupLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from psyq.backends.base import Limiter
+from psyq.backends.base import GroupLimits, Limiter
 from psyq.errors import InvalidOptionsError
 from psyq.rules.codec import UNICODE_HINT, bad_text
 from psyq.rules.limits import (
@@ -23,7 +23,14 @@ from psyq.rules.limits import (
     check_int,
 )
 
-__all__ = ["check_keep", "check_limiter", "merge_job_options", "normalize_job_options"]
+__all__ = [
+    "check_group_limits",
+    "check_keep",
+    "check_limiter",
+    "group_id",
+    "merge_job_options",
+    "normalize_job_options",
+]
 
 
 def check_text(name: str, value: Any) -> str:
@@ -167,6 +174,51 @@ def _telemetry(name: str, value: Any) -> dict[str, Any]:
     return spec
 
 
+MAX_GROUP_ID = 256  # characters (BullMQ Pro's and bunqueue's bound)
+
+
+def group_id(name: str, value: Any) -> str:
+    """A group id: a non-empty string or an integer (normalised to its decimal text)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > MAX_INT:
+            raise InvalidOptionsError(
+                f"option {name!r} ({value!r}) is past the integers JavaScript holds exactly; "
+                "give it as a string",
+                option=name,
+            )
+        return str(value)
+    if not isinstance(value, str) or not value:
+        raise InvalidOptionsError(
+            f"option {name!r} must be a non-empty string or an integer, got {value!r}",
+            option=name,
+        )
+    if len(value) > MAX_GROUP_ID:
+        raise InvalidOptionsError(
+            f"option {name!r} must be at most {MAX_GROUP_ID} characters, got {len(value)}",
+            option=name,
+        )
+    return check_text(name, value)
+
+
+def _group(name: str, value: Any) -> dict[str, Any]:
+    """BullMQ Pro's `group`: {id, priority (0 first, then lower numbers), maxSize}."""
+    spec = _check_mapping(name, value, {"id", "priority", "maxSize", "max_size"})
+    if "id" not in spec:
+        raise InvalidOptionsError(f"option {name!r} needs an 'id', got {value!r}", option=name)
+    spec["id"] = group_id(f"{name}.id", spec["id"])
+    if "priority" in spec:
+        check_int(f"{name}.priority", spec["priority"], maximum=MAX_PRIORITY)
+    if "max_size" in spec:
+        if "maxSize" in spec:
+            raise InvalidOptionsError(
+                f"option {name!r} names maxSize twice (maxSize and max_size)", option=name
+            )
+        spec["maxSize"] = spec.pop("max_size")
+    if "maxSize" in spec:
+        check_int(f"{name}.maxSize", spec["maxSize"], minimum=1, maximum=MAX_COUNT)
+    return spec
+
+
 def _int(minimum: int = 0, maximum: int = MAX_INT) -> Callable[[str, Any], int]:
     return lambda name, value: check_int(name, value, minimum=minimum, maximum=maximum)
 
@@ -196,6 +248,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "timeout": _int(minimum=1),
     "durable": _check_bool,
     "telemetry": _telemetry,
+    "group": _group,
 }
 
 _SNAKE = {
@@ -249,7 +302,24 @@ def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) 
             result[key] = _VALIDATORS[key](key, value)
     if not _PARENT_POLICY_SET.isdisjoint(result):
         _check_exclusive(result)
+    if "group" in result:
+        _check_grouped(result)
     return result
+
+
+def _check_grouped(opts: dict[str, Any]) -> None:
+    """Options a grouped job cannot have (BullMQ Pro refuses them too): its order is its
+    group's (FIFO, or `group.priority`)."""
+    if opts.get("lifo"):
+        raise InvalidOptionsError(
+            "option 'lifo' cannot be used with 'group': a group is FIFO", option="lifo"
+        )
+    if opts.get("priority"):
+        raise InvalidOptionsError(
+            f"option 'priority' ({opts['priority']!r}) cannot be used with 'group': "
+            "give the group priority instead (group={'id': ..., 'priority': n})",
+            option="priority",
+        )
 
 
 def _check_exclusive(opts: dict[str, Any]) -> None:
@@ -275,13 +345,29 @@ def check_keep(name: str, value: Any) -> bool | int | dict[str, Any] | None:
     return None if value is None else _keep(name, value)
 
 
-def check_limiter(value: Mapping[str, Any] | Limiter | None) -> Limiter | None:
+def check_limiter(
+    value: Mapping[str, Any] | Limiter | None, name: str = "limiter"
+) -> Limiter | None:
     """A worker's limiter: {'max': n, 'duration': ms}."""
     if value is None or isinstance(value, Limiter):
         return value
     if not isinstance(value, Mapping) or set(value) - {"max", "duration"}:
-        raise InvalidOptionsError(f"limiter must be {{'max': n, 'duration': ms}}, got {value!r}")
+        raise InvalidOptionsError(
+            f"{name} must be {{'max': n, 'duration': ms}}, got {value!r}", option=name
+        )
     return Limiter(
-        check_int("limiter.max", value.get("max"), minimum=1),
-        check_int("limiter.duration", value.get("duration"), minimum=1),
+        check_int(f"{name}.max", value.get("max"), minimum=1),
+        check_int(f"{name}.duration", value.get("duration"), minimum=1),
+    )
+
+
+def check_group_limits(value: Mapping[str, Any] | GroupLimits | None) -> GroupLimits | None:
+    """A worker's `group` option: {'concurrency': n, 'limit': {'max': m, 'duration': ms}}."""
+    if value is None or isinstance(value, GroupLimits):
+        return value
+    spec = _check_mapping("group", value, {"concurrency", "limit"})
+    concurrency = spec.get("concurrency")
+    return GroupLimits(
+        None if concurrency is None else check_int("group.concurrency", concurrency, minimum=1),
+        check_limiter(spec.get("limit"), "group.limit"),
     )

@@ -20,6 +20,7 @@ from psyq.core import gate
 from psyq.core.events import EventEmitter
 from psyq.core.job import Job, QueueRef
 from psyq.core.options import check_text, normalize_job_options
+from psyq.core.queue_groups import GroupCalls
 from psyq.errors import ClosedError, InvalidOptionsError
 from psyq.plugins import AddSpec, PluginHost
 from psyq.rules import codec
@@ -108,7 +109,7 @@ class _BackendUser:
             await release_backend(backend)
 
 
-class Queue(_BackendUser, EventEmitter):
+class Queue(_BackendUser, GroupCalls, EventEmitter):
     """A named queue on a backend. Events: waiting(job), error(error)."""
 
     def __init__(

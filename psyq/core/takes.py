@@ -43,12 +43,16 @@ class Takes:
         else:
             fresh = [f"{prefix}:{next(tokens)}" for _ in range(n)]
         options = self._config.options
-        return FetchRequest(fresh, options.lock_duration, prefix, options.limiter)
+        return FetchRequest(
+            fresh, options.lock_duration, prefix, options.limiter, group=options.group
+        )
 
     def request_for(self, tokens: list[str]) -> FetchRequest:
         """A request for a job per token of a caller's (get_next_job's)."""
         options = self._config.options
-        return FetchRequest(tokens, options.lock_duration, self._prefix, options.limiter)
+        return FetchRequest(
+            tokens, options.lock_duration, self._prefix, options.limiter, group=options.group
+        )
 
     def took(self, asked: int, found: int, woken: bool) -> None:
         """The fetcher's take came back: short when it found fewer than it asked, or it is

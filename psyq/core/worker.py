@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from psyq.backends.base import BackendAdapter, Completed, Limiter
+from psyq.backends.base import BackendAdapter, Completed, GroupLimits, Limiter
 from psyq.core.backoff import BackoffStrategy
 from psyq.core.events import EventEmitter
 from psyq.core.fetching import Fetching
@@ -90,6 +90,7 @@ class Worker(_BackendUser, EventEmitter):
     skip_lock_renewal = OptionAttribute[bool]()
     remove_on_complete = OptionAttribute[Keep]()
     remove_on_fail = OptionAttribute[Keep]()
+    group = OptionAttribute[GroupLimits | None]()
 
     def __init__(
         self,
@@ -113,6 +114,7 @@ class Worker(_BackendUser, EventEmitter):
         skip_lock_renewal: bool = False,
         remove_on_complete: bool | int | Mapping[str, Any] | None = None,
         remove_on_fail: bool | int | Mapping[str, Any] | None = None,
+        group: Mapping[str, Any] | GroupLimits | None = None,
     ) -> None:
         _BackendUser.__init__(self, name, connection, prefix)
         EventEmitter.__init__(self)
@@ -131,6 +133,7 @@ class Worker(_BackendUser, EventEmitter):
             skip_lock_renewal=skip_lock_renewal,
             remove_on_complete=remove_on_complete,
             remove_on_fail=remove_on_fail,
+            group=group,
         )
         self.id = worker_name or f"{name}:{uuid.uuid4().hex[:12]}"
         self._strategies = dict(backoff_strategies or {})
@@ -311,6 +314,16 @@ class Worker(_BackendUser, EventEmitter):
         """Hold the whole queue for `expire_time_ms`; raise RateLimitError afterwards."""
         ref = await self._queue_ref()
         await ref.backend.rate_limit(self.name, check_int("expire_time_ms", expire_time_ms))
+
+    async def rate_limit_group(self, job: Job, expire_time_ms: int) -> None:
+        """Hold the group of `job` for `expire_time_ms` (BullMQ Pro's rateLimitGroup); the
+        processor then raises RateLimitError so the job goes back to its group."""
+        group = job.opts.get("group")
+        if group is None:
+            raise InvalidOptionsError(f"job {job.id!r} has no group to rate-limit")
+        ref = await self._queue_ref()
+        delay = check_int("expire_time_ms", expire_time_ms)
+        await ref.backend.rate_limit_group(self.name, group["id"], delay)
 
     async def extend_locks(self) -> list[str]:
         """Renew the locks of every active job now; returns the ids whose lock was lost."""

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Generic, Protocol, TypeVar, overload
 
-from psyq.backends.base import Limiter
-from psyq.core.options import check_keep, check_limiter
+from psyq.backends.base import GroupLimits, Limiter
+from psyq.core.options import check_group_limits, check_keep, check_limiter
 from psyq.errors import InvalidOptionsError
 from psyq.rules.limits import check_int
 
@@ -43,6 +43,8 @@ class WorkerOptions:
     # BullMQ's worker options: retention for jobs without their own removeOn* option
     remove_on_complete: Keep = None
     remove_on_fail: Keep = None
+    # BullMQ Pro's `group` worker option: limits per group of jobs
+    group: GroupLimits | None = None
 
     @classmethod
     def create(
@@ -61,6 +63,7 @@ class WorkerOptions:
         skip_lock_renewal: bool = False,
         remove_on_complete: bool | int | Mapping[str, Any] | None = None,
         remove_on_fail: bool | int | Mapping[str, Any] | None = None,
+        group: Mapping[str, Any] | GroupLimits | None = None,
     ) -> WorkerOptions:
         """The options, checked (each bad value named) and completed."""
         concurrency = check_int("concurrency", concurrency, minimum=1)
@@ -85,6 +88,7 @@ class WorkerOptions:
             skip_lock_renewal=skip_lock_renewal,
             remove_on_complete=keep_completed,
             remove_on_fail=keep_failed,
+            group=check_group_limits(group),
         )
 
     def changed(self, **values: Any) -> WorkerOptions:

@@ -15,6 +15,8 @@ from psyq.backends.records import JobRecord
 __all__ = [
     "Dependencies",
     "FlowTree",
+    "GroupInfo",
+    "GroupSettings",
     "JobCounts",
     "Metrics",
     "MetricsMeta",
@@ -97,3 +99,24 @@ class QueueMeta(TypedDict):
     #: "iterationCount", "next", "pending"}}
     schedulers: dict[str, dict[str, Any]]
     max_len_events: int
+    #: {group id: its own settings}, only groups that have some (absent: none)
+    groups: NotRequired[dict[str, GroupSettings]]
+
+
+class GroupSettings(TypedDict, total=False):
+    """A group's own settings, kept until changed back (BullMQ Pro keeps them too)."""
+
+    concurrency: int  # overrides the worker's group concurrency
+    limiter: list[int]  # [max, duration ms], overrides the worker's group limit
+    paused: bool
+
+
+class GroupInfo(TypedDict):
+    """One group as `get_groups` lists it."""
+
+    id: str
+    waiting: int  # jobs waiting in the group (its line)
+    active: int  # jobs of the group being processed
+    #: "waiting" (it can be served), "paused", "limited" (its rate limit's window is full)
+    #: or "full" (as many active as its concurrency allows)
+    status: str
