@@ -305,8 +305,11 @@ async def test_getters_count_and_list_the_groups(
         await release.wait()
 
     make_worker(process, concurrency=4)
-    await eventually(lambda: queue.get_group_active_count("a"), "a job of a active")
-    assert await queue.get_group_active_count("a") == 2
+
+    async def both_of_a_active() -> bool:
+        return await queue.get_group_active_count("a") == 2
+
+    await eventually(both_of_a_active, "both jobs of a active")
     groups = {g["id"]: g for g in await queue.get_groups()}
     assert groups["a"] == {"id": "a", "waiting": 0, "active": 2, "status": "waiting"}
     assert (await queue.get_job_counts("active"))["active"] == 4
