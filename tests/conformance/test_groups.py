@@ -89,10 +89,8 @@ async def test_the_group_reads_back_with_its_id_as_text(queue: psyq.Queue) -> No
 async def test_groups_are_served_round_robin_fifo_inside_each(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
-    await queue.add_bulk(
-        [grouped("a", "a1"), grouped("a", "a2"), grouped("a", "a3")]
-        + [grouped("b", "b1"), grouped("b", "b2"), grouped("c", "c1")]
-    )
+    await queue.add_bulk([grouped("a", name) for name in ("a1", "a2", "a3")])
+    await queue.add_bulk([grouped("b", "b1"), grouped("b", "b2"), grouped("c", "c1")])
     order = await run_in_order(make_worker, 6)
     assert order == ["a1", "b1", "c1", "a2", "b2", "a3"]
 
@@ -110,10 +108,8 @@ async def test_jobs_without_a_group_come_first(
 async def test_the_group_priority_orders_a_group(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
-    await queue.add_bulk(
-        [grouped("a", "p2", priority=2), grouped("a", "p0", priority=0)]
-        + [grouped("a", "p1", priority=1), grouped("a", "p0-later")]
-    )
+    await queue.add_bulk([grouped("a", "p2", priority=2), grouped("a", "p0", priority=0)])
+    await queue.add_bulk([grouped("a", "p1", priority=1), grouped("a", "p0-later")])
     assert await queue.get_counts_per_priority_for_group("a", [0, 1, 2, 3]) == {
         "0": 2,
         "1": 1,
@@ -277,8 +273,7 @@ async def test_max_size_refuses_past_it_and_add_bulk_is_all_or_nothing(
     assert full.value.max_size == 2
     with pytest.raises(psyq.GroupMaxSizeExceededError):
         await queue.add_bulk(
-            [{"name": "plain"}, grouped("b", maxSize=3)]
-            + [grouped("a", maxSize=3), grouped("a", maxSize=3)]
+            [{"name": "plain"}, grouped("b", maxSize=3), *[grouped("a", maxSize=3)] * 2]
         )
     assert await queue.count() == 2  # the whole batch was refused
     await queue.add_bulk([grouped("a", maxSize=3), grouped("b", maxSize=3)])
