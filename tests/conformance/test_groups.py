@@ -336,9 +336,13 @@ async def test_a_retried_job_goes_back_to_its_group(
         if job.name == "a1" and job.attempts_made == 0:
             raise RuntimeError("once")
 
-    await queue.add("a1", {}, group={"id": "a"}, attempts=2)
-    await queue.add("a2", {}, group={"id": "a"})
-    await queue.add("b1", {}, group={"id": "b"}, attempts=2, backoff=200)
+    await queue.add_bulk(
+        [
+            {"name": "a1", "opts": {"group": {"id": "a"}, "attempts": 2}},
+            {"name": "a2", "opts": {"group": {"id": "a"}}},
+            {"name": "b1", "opts": {"group": {"id": "b"}, "attempts": 2, "backoff": 200}},
+        ]
+    )
     make_worker(process)
     await eventually(lambda: len(order) >= 4, "4 runs", 10)
     assert order[:2] == ["a1#0", "b1#0"]

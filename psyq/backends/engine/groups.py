@@ -16,6 +16,7 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Iterator
+from typing import Any
 
 from psyq.backends.base import GroupInfo, GroupLimits, GroupSettings, Limiter
 from psyq.backends.engine.heap import Heap4
@@ -62,6 +63,16 @@ class GroupLines:
         self.timers: list[tuple[int, str]] = []  # (ms, group id): look at the group again
         self.waiting = 0  # jobs in every line together
         self.seq = itertools.count(1)
+        # group id -> its jobs' shared options, by the group option's items
+        self.shared_opts: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+
+    def shared(self, opts: dict[str, Any]) -> dict[str, Any]:
+        """One options dict for the jobs of a group added with only their group (the
+        engine never changes a record's options in place): a waiting grouped job then
+        costs no dict of its own. Kept while the group is."""
+        group = opts["group"]
+        mine = self.shared_opts.setdefault(group["id"], {})
+        return mine.setdefault(tuple(group.items()), opts)
 
     def __bool__(self) -> bool:
         return self.waiting > 0
@@ -222,6 +233,7 @@ class GroupLines:
             return
         del self.groups[gid]
         self.in_ring.discard(gid)
+        self.shared_opts.pop(gid, None)
 
     # ------------------------------------------------------------------ control
     def limit(self, gid: str, until: int) -> None:

@@ -120,6 +120,8 @@ class QueueStore(Mutations):
     def _add_with_options(self, new: NewJob, now: int, timestamp: int, hold: bool) -> JobRecord:
         """`add` for a job with options: a custom id, deduplication, a parent, a delay..."""
         opts = new.opts
+        if len(opts) == 1 and "group" in opts and not hold:
+            opts = self.groups.shared(opts)
         custom = opts.get("jobId")
         if custom is not None and custom in self.jobs:
             self.emit("duplicated", custom)
