@@ -30,3 +30,8 @@ class Events(AdapterRoot):
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         raise self._unsupported("queue events")
+
+    async def set_event_policy(self, queue: str, policy: str) -> None:
+        """Store the queue's event policy (psyq.rules.event_policy, checked by the
+        caller). Only Postgres writes fewer events under `when-read` (docs/backends.md);
+        every other store writes each event always, and accepts either policy so."""

@@ -85,6 +85,7 @@ COMMANDS: frozenset[str] = frozenset(
         "read_events",
         "newest_event_id",
         "set_max_len_events",
+        "set_event_policy",
         "upsert_job_scheduler",
         "get_job_scheduler",
         "get_job_schedulers",
@@ -313,6 +314,9 @@ class Forwarders(BackendAdapter):
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         await self._call("set_max_len_events", queue, max_len)
+
+    async def set_event_policy(self, queue: str, policy: str) -> None:
+        await self._call("set_event_policy", queue, policy)
 
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob
