@@ -125,3 +125,11 @@ async def test_a_reader_that_stops_ends_its_lease(
     assert await admin.fetchval(lease, "q") == 1
     await backend.close()
     assert await admin.fetchval(lease, "q") == 0
+
+
+async def test_the_other_stores_accept_either_policy_and_write_every_event() -> None:
+    async with psyq.Queue("q", "memory://", events="when-read") as queue:
+        job = await queue.add("x", {})
+        backend = await queue._open()
+        events = await backend.read_events("q", "0", 10, 0)
+    assert [event for _, event, fields in events if fields.get("jobId") == job.id][:1] == ["added"]
