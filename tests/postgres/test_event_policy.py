@@ -133,3 +133,19 @@ async def test_the_other_stores_accept_either_policy_and_write_every_event() -> 
         backend = await queue._open()
         events = await backend.read_events("q", "0", 10, 0)
     assert [event for _, event, fields in events if fields.get("jobId") == job.id][:1] == ["added"]
+
+
+async def test_a_reader_from_a_given_id_holds_its_lease_once_ready(
+    quiet_url: str, admin: asyncpg.Connection, schema: str
+) -> None:
+    async with psyq.Queue("q", quiet_url) as queue:
+        await queue.add("first", {})
+        quiet = await event_rows(admin, schema, "q")
+        await queue.add("unread", {})  # nobody reads: no rows
+        assert await event_rows(admin, schema, "q") == quiet
+        async with psyq.QueueEvents("q", quiet_url, last_event_id="0") as events:
+            seen: list[str] = []
+            events.on("added", lambda args, event_id: seen.append(args["jobId"]))
+            await events.wait_until_ready(timeout=10)
+            job = await queue.add("read", {})
+            await eventually(lambda: job.id in seen, timeout=10)

@@ -28,6 +28,11 @@ class Events(AdapterRoot):
         wants only new events starts, so none added between two of its reads is missed."""
         raise self._unsupported("queue events")
 
+    async def start_reading_events(self, queue: str) -> None:
+        """A reader of the queue's events is about to fix its starting point: from when
+        this returns, every event of the queue is written for it (Postgres, `when-read`:
+        its lease, docs/backends.md); the other stores write every event always."""
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         raise self._unsupported("queue events")
 

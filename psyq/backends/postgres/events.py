@@ -135,6 +135,11 @@ class Events(EventReaders):
             pause = min(pause * 2, 0.05)
         return await self._rows("events.read_upto", queue, after, newest)
 
+    async def start_reading_events(self, queue: str) -> None:
+        """Take the queue's lease (kept while reads follow: READER_LINGER_S)."""
+        await self._reader_started(queue)
+        self._reader_ended(queue)
+
     async def newest_event_id(self, queue: str) -> str:
         """Read under the queue's lease, taken first: a reader's "$" is fixed after its
         lease is committed, so every event after its starting point is written."""

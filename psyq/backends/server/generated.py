@@ -84,6 +84,7 @@ COMMANDS: frozenset[str] = frozenset(
         "get_failed_children_values",
         "read_events",
         "newest_event_id",
+        "start_reading_events",
         "set_max_len_events",
         "set_event_policy",
         "upsert_job_scheduler",
@@ -311,6 +312,9 @@ class Forwarders(BackendAdapter):
     async def newest_event_id(self, queue: str) -> str:
         answer: str = await self._call("newest_event_id", queue)
         return answer
+
+    async def start_reading_events(self, queue: str) -> None:
+        await self._call("start_reading_events", queue)
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         await self._call("set_max_len_events", queue, max_len)
