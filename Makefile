@@ -24,6 +24,12 @@ demo: $(VENV)/.installed
 UVLOOP_SUBSET := $(addprefix tests/,conformance server postgres redis_backend sqlite engine \
 	migrate/test_live_kills.py cli/test_health.py)
 
+# The Postgres conformance tests of events, flows, schedulers, retention and the worker
+# again under the `when-read` event policy (issue 52; the rest of the suite passes under it
+# too: `PSYQ_PG_EVENTS=when-read pytest -k postgres tests/conformance`).
+PG_WHEN_READ := $(addprefix tests/conformance/,test_queue_events.py test_flows.py \
+	test_schedulers.py test_worker.py test_queue_admin.py)
+
 # What the tests need from the system that its package tool can bring (Debian's chromium,
 # as root with apt-get); where it cannot, the tests that need it are skipped, naming it.
 system-deps:
@@ -32,6 +38,7 @@ system-deps:
 test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q
 	PSYQ_TEST_LOOP=uvloop $(PY) -m pytest -q $(UVLOOP_SUBSET)
+	PSYQ_PG_EVENTS=when-read $(PY) -m pytest -q -k postgres $(PG_WHEN_READ)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

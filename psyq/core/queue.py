@@ -24,6 +24,7 @@ from psyq.core.queue_groups import GroupCalls
 from psyq.errors import ClosedError, InvalidOptionsError
 from psyq.plugins import AddSpec, PluginHost
 from psyq.rules import codec
+from psyq.rules.event_policy import check_event_policy
 from psyq.rules.limits import check_int
 from psyq.rules.prefix import DEFAULT_PREFIX
 from psyq.rules.schedule import normalize_repeat
@@ -120,8 +121,12 @@ class Queue(_BackendUser, GroupCalls, EventEmitter):
         prefix: str = DEFAULT_PREFIX,
         default_job_options: Mapping[str, Any] | None = None,
         plugins: Sequence[object] = (),
+        events: str | None = None,
     ) -> None:
+        """`events`: the queue's event policy, stored with it when the queue opens
+        (`always` | `when-read`, psyq.rules.event_policy; None leaves what is stored)."""
         _BackendUser.__init__(self, name, connection, prefix)
+        self._events = None if events is None else check_event_policy(events)
         EventEmitter.__init__(self)
         self.default_job_options = normalize_job_options(default_job_options)
         self._plugins = PluginHost(plugins)
@@ -139,6 +144,13 @@ class Queue(_BackendUser, GroupCalls, EventEmitter):
     async def close(self) -> None:
         await self._wait_listeners()
         await self._release()
+
+    async def _open(self) -> BackendAdapter:
+        backend = await super()._open()
+        if self._events is not None:
+            await backend.set_event_policy(self.name, self._events)
+            self._events = None  # stored once: every process reads it from the store
+        return backend
 
     async def _ref(self) -> QueueRef:
         ref = self._queue_ref

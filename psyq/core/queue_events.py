@@ -129,7 +129,10 @@ class QueueEvents(_BackendUser, EventEmitter):
 
     async def _fix_start(self, backend: BackendAdapter) -> None:
         """Turn "$" into the newest event's id, then say the reader is ready. Left as "$",
-        every read that found nothing would start again after whatever came meanwhile."""
+        every read that found nothing would start again after whatever came meanwhile.
+        The store is told first that a reader starts (a queue under Postgres's `when-read`
+        event policy writes its events from then on)."""
+        await backend.start_reading_events(self.name)
         if self.last_event_id == "$":
             with contextlib.suppress(UnsupportedError):  # without it, reads start at "$"
                 self.last_event_id = await backend.newest_event_id(self.name)

@@ -37,13 +37,20 @@ def sqlite_url(durability: str, cache: int | None = None) -> UrlFactory:
 
 
 def postgres_url(request: pytest.FixtureRequest) -> str:
+    """The session's schema; PSYQ_PG_EVENTS=when-read stores that event policy with every
+    queue the suite adds to (issue 52: its tests with a QueueEvents run with a reader, the
+    rest without one)."""
     from tests.postgres.server import postgres_binaries, session_schema, start_postgres
 
     hint = "apt install postgresql, or set PSYQ_TEST_POSTGRES_URL"
     server = service_url(
         "postgres", "PSYQ_TEST_POSTGRES_URL", postgres_binaries(), start_postgres, hint
     )
-    return session_schema(server)
+    url = session_schema(server)
+    events = os.environ.get("PSYQ_PG_EVENTS")
+    if events:
+        url += ("&" if "?" in url else "?") + f"events={events}"
+    return url
 
 
 def redis_url(request: pytest.FixtureRequest) -> str:

@@ -28,5 +28,15 @@ class Events(AdapterRoot):
         wants only new events starts, so none added between two of its reads is missed."""
         raise self._unsupported("queue events")
 
+    async def start_reading_events(self, queue: str) -> None:
+        """A reader of the queue's events is about to fix its starting point: from when
+        this returns, every event of the queue is written for it (Postgres, `when-read`:
+        its lease, docs/backends.md); the other stores write every event always."""
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         raise self._unsupported("queue events")
+
+    async def set_event_policy(self, queue: str, policy: str) -> None:
+        """Store the queue's event policy (psyq.rules.event_policy, checked by the
+        caller). Only Postgres writes fewer events under `when-read` (docs/backends.md);
+        every other store writes each event always, and accepts either policy so."""

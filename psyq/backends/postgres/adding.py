@@ -11,13 +11,14 @@ from psyq.backends.base import ErrorCode, JobRecord, NewJob, raise_for_code
 from psyq.backends.postgres.connection import LayoutCode
 from psyq.backends.postgres.fastpath import FastPath
 from psyq.backends.postgres.locks import entry_locks
+from psyq.backends.postgres.readers import EventReaders
 from psyq.backends.postgres.statements import Row, Statements
 from psyq.errors import JobNotFoundError
 
 __all__ = ["Adding", "new_record", "refuse"]
 
 
-class Adding(FastPath):
+class Adding(FastPath, EventReaders):
     """Adds jobs (flows come in a later part)."""
 
     async def add_jobs(self, queue: str, jobs: Sequence[NewJob]) -> list[JobRecord]:
@@ -38,6 +39,7 @@ class Adding(FastPath):
         """Add on the pool (`on` None) or on the application's transaction."""
         if not jobs:
             return []
+        await self._store_default_policy(queue)  # the URL's events=, once per queue
         entries = [self._entry(queue, new) for new in jobs]
         # add_flow also announces a custom id that exists ("duplicated"); the bulk insert
         # skips it silently

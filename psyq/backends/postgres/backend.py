@@ -23,6 +23,7 @@ module:
     queries.py      jobs, states, counts, logs, queue list
     admin.py        pause/resume/drain/clean/obliterate, bulk retry and promote
     events.py       the events stream (QueueEvents)
+    readers.py      a queue's event policy (always / when-read) and its readers' leases
     schedulers.py   job schedulers (cron times computed here, the next run added on take)
     transfer.py     export / import pages and queue metadata (psyq migrate)
     registry.py     psyq's worker registry and cancellations (psyq_* tables)

@@ -21,6 +21,9 @@
     settle_linger_ms  how long a worker's completion may wait, while its queue has no other
                       job waiting, to ride on the take the next job's arrival starts
                       (default 20; 0 commits every completion at once; psyq.core.settle_batch)
+    events            the event policy this client stores with each queue it adds to
+                      (`always` | `when-read`, psyq.rules.event_policy; unset: each queue
+                      keeps what it has, `always` when nothing was stored; readers.py)
 
 psyq's parameters are taken out before the DSN reaches asyncpg; any other query parameter
 is passed on (asyncpg treats unknown ones as server settings).
@@ -32,7 +35,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from psyq.errors import InvalidURLError
+from psyq.errors import InvalidOptionsError, InvalidURLError
+from psyq.rules.event_policy import check_event_policy
 from psyq.rules.prefix import DEFAULT_PREFIX
 
 __all__ = ["PostgresSettings", "parse_postgres_url"]
@@ -49,6 +53,7 @@ DEFAULTS = {
     "worker_ttl": "30",
     "announce_workers": "true",
     "settle_linger_ms": "20",
+    "events": "",
 }
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -65,6 +70,7 @@ class PostgresSettings:
     worker_ttl: int = 30
     announce_workers: bool = True
     settle_linger_ms: int = 20
+    events: str | None = None  # the policy stored with each queue added to; None: none
 
 
 def _whole(url: str, name: str, value: str, minimum: int) -> int:
@@ -121,4 +127,14 @@ def parse_postgres_url(url: str) -> PostgresSettings:
         worker_ttl,
         announce in ("true", "1"),
         linger,
+        _events(url, ours["events"]),
     )
+
+
+def _events(url: str, value: str) -> str | None:
+    if not value:
+        return None
+    try:
+        return check_event_policy(value)
+    except InvalidOptionsError as exc:
+        raise InvalidURLError(url, str(exc)) from None

@@ -1,21 +1,25 @@
 """The events stream (QueueEvents): rows of the layout's `event` table, woken by
 `NOTIFY bullmq_events`. While it reads a queue's events, the backend holds a session named
-`<queue>:qe`, so Node BullMQ's getQueueEvents lists the reader (presence.py)."""
+`<queue>:qe`, so Node BullMQ's getQueueEvents lists the reader (presence.py), and a lease
+under which the queue's `when-read` policy writes its events (readers.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from psyq.backends.postgres.connection import BullmqConnection
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.backends.postgres.presence import queue_events_session_name
+from psyq.backends.postgres.readers import EventReaders
+from psyq.errors import PsyqError
 
 __all__ = ["Events"]
 
+log = logging.getLogger("psyq.postgres")
 CHANNELS = (EVENTS_CHANNEL, JOBS_CHANNEL)
 # How long a read waits for the event writers in flight to end before it hands out what it
 # has (a bulk add of many jobs holds its events until it commits).
@@ -28,7 +32,7 @@ _NUMERIC_FIELDS = ("attemptsMade", "delay")
 READER_LINGER_S = 5.0
 
 
-class Events(BullmqConnection):
+class Events(EventReaders):
     """Reads the stream."""
 
     def __init__(self, url: str) -> None:
@@ -48,12 +52,17 @@ class Events(BullmqConnection):
             self._reader_ended(queue)
 
     async def _reader_started(self, queue: str) -> None:
-        """Count a read of `queue`; the first holds its `<queue>:qe` session (best-effort,
-        as a worker's: presence.py)."""
+        """Count a read of `queue`; the first takes its lease (readers.py) and holds its
+        `<queue>:qe` session (best-effort, as a worker's: presence.py)."""
         gone = self._reader_gone.pop(queue, None)
         if gone is not None:
             gone.cancel()
         self._readers[queue] = self._readers.get(queue, 0) + 1
+        try:
+            await self._hold_lease(queue)
+        except BaseException:
+            self._reader_ended(queue)
+            raise
         if self.settings.announce_workers:
             await self._sessions().add(_reader_key(queue), queue_events_session_name(queue))
 
@@ -64,14 +73,25 @@ class Events(BullmqConnection):
             loop = asyncio.get_running_loop()
             self._reader_gone[queue] = loop.call_later(READER_LINGER_S, self._unannounce, queue)
 
+    def _reading(self, queue: str) -> bool:
+        return queue in self._readers
+
     def _unannounce(self, queue: str) -> None:
-        """No read of `queue` for READER_LINGER_S: its `:qe` session closes."""
+        """No read of `queue` for READER_LINGER_S: its lease ends, its `:qe` session closes."""
         self._reader_gone.pop(queue, None)
-        if queue in self._readers or self._presence is None:
+        if queue in self._readers:
             return
-        task = asyncio.ensure_future(self._presence.remove(_reader_key(queue)))
+        task = asyncio.ensure_future(self._stop_reading(queue))
         self._unannouncing.add(task)
         task.add_done_callback(self._unannouncing.discard)
+
+    async def _stop_reading(self, queue: str) -> None:
+        try:
+            await self._release_lease(queue)
+        except PsyqError as exc:  # the lease expires by itself (readers.READER_LEASE_S)
+            log.warning("psyq: ending the event reader's lease of %r failed: %s", queue, exc)
+        if self._presence is not None and queue not in self._readers:
+            await self._presence.remove(_reader_key(queue))
 
     async def close(self) -> None:
         for timer in self._reader_gone.values():
@@ -82,7 +102,7 @@ class Events(BullmqConnection):
     async def _read_events(
         self, queue: str, last_id: str, count: int, block_ms: int
     ) -> list[tuple[str, str, dict[str, Any]]]:
-        after = int(await self.newest_event_id(queue)) if last_id == "$" else int(last_id)
+        after = int(await self._newest(queue)) if last_id == "$" else int(last_id)
         # A job becoming ready wakes readers too: the layout's bulk add writes its events
         # with a NOTIFY on bullmq_jobs only.
         woken = [self.listener.register(channel, queue) for channel in CHANNELS]
@@ -115,7 +135,21 @@ class Events(BullmqConnection):
             pause = min(pause * 2, 0.05)
         return await self._rows("events.read_upto", queue, after, newest)
 
+    async def start_reading_events(self, queue: str) -> None:
+        """Take the queue's lease (kept while reads follow: READER_LINGER_S)."""
+        await self._reader_started(queue)
+        self._reader_ended(queue)
+
     async def newest_event_id(self, queue: str) -> str:
+        """Read under the queue's lease, taken first: a reader's "$" is fixed after its
+        lease is committed, so every event after its starting point is written."""
+        await self._reader_started(queue)
+        try:
+            return await self._newest(queue)
+        finally:
+            self._reader_ended(queue)
+
+    async def _newest(self, queue: str) -> str:
         return str(await self._value("events.newest", queue))
 
     async def set_max_len_events(self, queue: str, max_len: int) -> None:

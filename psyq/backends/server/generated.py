@@ -85,7 +85,9 @@ COMMANDS: frozenset[str] = frozenset(
         "get_failed_children_values",
         "read_events",
         "newest_event_id",
+        "start_reading_events",
         "set_max_len_events",
+        "set_event_policy",
         "upsert_job_scheduler",
         "get_job_scheduler",
         "get_job_schedulers",
@@ -325,8 +327,14 @@ class Forwarders(BackendAdapter):
         answer: str = await self._call("newest_event_id", queue)
         return answer
 
+    async def start_reading_events(self, queue: str) -> None:
+        await self._call("start_reading_events", queue)
+
     async def set_max_len_events(self, queue: str, max_len: int) -> None:
         await self._call("set_max_len_events", queue, max_len)
+
+    async def set_event_policy(self, queue: str, policy: str) -> None:
+        await self._call("set_event_policy", queue, policy)
 
     async def upsert_job_scheduler(
         self, queue: str, scheduler_id: str, repeat: Mapping[str, Any], template: NewJob

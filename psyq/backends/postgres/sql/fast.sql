@@ -7,6 +7,8 @@
 -- coalescing (`bullmq:evnotify:<queue>`, tried) and chunked trimming
 -- (`bullmq:evtrim:<queue>`, tried, when an event id crosses a multiple of 256, down to
 -- `opts.maxLenEvents`, 10000 when unset) are the layout's publish_event rules.
+-- Under the queue's `when-read` event policy with no reader (readers.sql), add and
+-- settle_take write no event rows and no NOTIFY bullmq_events; the rest is the same.
 -- Anything else (custom ids, parents, deduplication, pause, limits, global concurrency,
 -- due delayed jobs, failures, mixed retention) goes through the layout's functions.
 
@@ -23,6 +25,14 @@
 -- follow the input order: |seq| grows with it (seq is negated for lifo).
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), quiet AS (
+  -- the queue's event policy is when-read (readers.sql) and no reader's lease is alive:
+  -- no event rows, no NOTIFY bullmq_events (a one-time filter on the events' insert)
+  SELECT EXISTS (SELECT 1 FROM meta
+                  WHERE queue = $1 AND field = 'psyq.events' AND value = 'when-read')
+         AND NOT EXISTS (SELECT 1 FROM psyq_event_reader
+                          WHERE queue = $1 AND expires > clock.now) AS unread
+    FROM clock
 ), given AS (
   SELECT g.*,
          nextval(job_id_seq_name($1::text)::regclass)::text AS id,
@@ -55,6 +65,7 @@ WITH clock AS (
                       THEN jsonb_build_object('jobId', i.id, 'delay', i.process_at_ms)
                       ELSE jsonb_build_object('jobId', i.id) END
             FROM inserted i) AS e
+   WHERE NOT (SELECT unread FROM quiet)
    ORDER BY e.o
   RETURNING id
 ), bound AS (
@@ -80,7 +91,8 @@ WITH clock AS (
 ), woken AS (
   SELECT CASE WHEN EXISTS (SELECT 1 FROM inserted) THEN
            (SELECT count(*) FROM (SELECT pg_notify('bullmq_jobs', $1)) AS jobs)
-           + CASE WHEN pg_try_advisory_xact_lock(hashtext('bullmq:evnotify:' || $1::text))
+           + CASE WHEN (SELECT unread FROM quiet) THEN 0
+                  WHEN pg_try_advisory_xact_lock(hashtext('bullmq:evnotify:' || $1::text))
                   THEN (SELECT count(*) FROM (SELECT pg_notify('bullmq_events', $1)) AS ev)
                   ELSE 0 END
          END AS sent
@@ -117,6 +129,14 @@ SELECT given.id, clock.now, (SELECT sent FROM woken) AS sent,
 -- Events: completed per job, drained (the queue ran dry), active per job taken.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), quiet AS (
+  -- the queue's event policy is when-read (readers.sql) and no reader's lease is alive:
+  -- no event rows, no NOTIFY bullmq_events (a one-time filter on the events' insert)
+  SELECT EXISTS (SELECT 1 FROM meta
+                  WHERE queue = $1 AND field = 'psyq.events' AND value = 'when-read')
+         AND NOT EXISTS (SELECT 1 FROM psyq_event_reader
+                          WHERE queue = $1 AND expires > clock.now) AS unread
+    FROM clock
 ), item AS (
   SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $9::text[]) WITH ORDINALITY
                 AS item(id, token, value, worker_keep, n)
@@ -240,6 +260,7 @@ WITH clock AS (
           SELECT 3, taken.psyq_slot, 'active',
                  jsonb_build_object('jobId', taken.id, 'prev', 'waiting')
             FROM taken) AS e
+   WHERE NOT (SELECT unread FROM quiet)
    ORDER BY e.part, e.o
   RETURNING id
 ), counted AS (

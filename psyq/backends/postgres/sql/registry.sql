@@ -1,6 +1,7 @@
 -- What the layout has no place for, in psyq's own tables beside BullMQ's (prefixed psyq_,
 -- never touching BullMQ's objects): the worker registry, cancellation requests, and
--- finished-job counts not yet folded into the layout's metrics rows.
+-- finished-job counts not yet folded into the layout's metrics rows, and the leases of
+-- event readers (readers.sql).
 
 -- name: create
 -- Created when psyq opens the schema (idempotent; run under the schema's advisory lock).
@@ -25,6 +26,12 @@ CREATE TABLE IF NOT EXISTS psyq_cancel (
   attempt integer NOT NULL,  -- the job's attempts_started when it was cancelled
   reason  text    NOT NULL,
   PRIMARY KEY (queue, job_id)
+);
+CREATE TABLE IF NOT EXISTS psyq_event_reader (
+  queue   text   NOT NULL,
+  reader  text   NOT NULL,  -- one per backend instance that reads the queue's events
+  expires bigint NOT NULL,  -- ms: the lease ends here unless renewed
+  PRIMARY KEY (queue, reader)
 );
 
 -- name: register
