@@ -148,6 +148,7 @@ DECLARE
   v_id    text;
   v_job   job;
   v_max   integer;
+  v_opened text[] := '{}';
 BEGIN
   IF EXISTS (SELECT 1 FROM meta WHERE queue = p_queue AND field = 'paused' AND value = '1')
   THEN
@@ -188,6 +189,9 @@ BEGIN
                              THEN v_now + COALESCE(limit_duration, p_duration, 0)
                              ELSE window_end END
      WHERE queue = p_queue AND group_id = v_group.group_id;
+    IF v_max IS NOT NULL AND v_group.window_end <= v_now THEN
+      v_opened := v_opened || v_group.group_id;
+    END IF;
     UPDATE job
        SET state = 'active', lock_token = v_token, locked_until_ms = v_now + p_lock_ms,
            processed_at_ms = v_now, processed_by = p_name,
@@ -198,6 +202,13 @@ BEGIN
       jsonb_build_object('jobId', v_id, 'prev', 'waiting'));
     RETURN NEXT v_job;
   END LOOP;
+  -- a window opened here starts when the statement ends, as its jobs are handed out, and
+  -- 10 ms later: the reply's way to the worker (a later take's reply may arrive sooner,
+  -- and its jobs would start less than a window after these)
+  UPDATE psyq_group
+     SET window_end = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 10
+                      + COALESCE(limit_duration, p_duration, 0)
+   WHERE queue = p_queue AND group_id = ANY (v_opened);
 END;
 $$;
 
