@@ -105,7 +105,9 @@ class GroupTaking(Transitions):
         job notification, a finishing job's event, or a limited group's window ending)."""
         if not await self._has_groups(queue):
             return await super().wait_for_job(queue, timeout_ms)
-        woken = [self.listener.register(channel, queue) for channel in (JOBS_CHANNEL, EVENTS_CHANNEL)]
+        woken = [
+            self.listener.register(channel, queue) for channel in (JOBS_CHANNEL, EVENTS_CHANNEL)
+        ]
         try:
             limits = _group_args(self._group_limits.get(queue))
             ready: Any = await self._value("groups.ready_in", queue, limits[0], limits[1])

@@ -52,8 +52,8 @@ class GroupAdmin(Adding):
 
     async def _check_sizes(self, queue: str, jobs: Sequence[NewJob]) -> None:
         counts: Counter[str] = Counter()
-        for group in _sized(jobs):
-            counts[group] = int(await self._value("groups.line_count", queue, group))
+        for gid in _sized(jobs):
+            counts[gid] = int(await self._value("groups.line_count", queue, gid))
         for new in jobs:
             group = new.opts.get("group")
             if not isinstance(group, dict):
