@@ -1,0 +1,80 @@
+"""Grouped jobs in BullMQ 6's Postgres layout (sql/groups.sql): a grouped waiting job sits in
+its group's line, outside what the layout's own take reads, so a Node BullMQ (open source)
+worker on the same queue, whose take is the layout's move_to_active, never takes it; psyq's
+take does, and an emptied group leaves no row behind."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+
+import asyncpg
+
+from psyq.backends.base import Completed, FetchRequest, NewJob
+from psyq.backends.postgres import PostgresBackend
+
+from .conftest import url_for
+
+
+def request(n: int = 1) -> FetchRequest:
+    return FetchRequest([uuid.uuid4().hex for _ in range(n)], 30_000, "w", None)
+
+
+def grouped(name: str, group: str) -> NewJob:
+    return NewJob(name, "{}", {"group": {"id": group}})
+
+
+async def test_the_layouts_own_take_never_returns_a_grouped_job(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        await backend.add_jobs("q", [grouped("g1", "a"), grouped("g2", "b")])
+        await admin.execute(f'SET search_path TO "{schema}"')
+        # what Node BullMQ's worker runs: the layout's move_to_active, no group path
+        node_take = await admin.fetch(
+            "SELECT * FROM move_to_active('q', 'node-token', 30000,"
+            " (extract(epoch FROM clock_timestamp()) * 1000)::bigint, 'node', NULL, NULL)"
+        )
+        assert node_take == []
+        rows = await admin.fetch("SELECT state::text, process_at_ms FROM job WHERE queue = 'q'")
+        assert [(r["state"], r["process_at_ms"]) for r in rows] == [("delayed", None)] * 2
+        assert await backend.get_state("q", "1") == "waiting"
+        taken = await backend.move_to_active("q", request(5))
+        assert sorted(job.name for job in taken) == ["g1", "g2"]
+        for job in taken:
+            assert job.lock_token is not None
+            await backend.move_to_finished("q", job.id, job.lock_token, Completed("1", None))
+        assert await admin.fetchval("SELECT count(*) FROM psyq_group WHERE queue = 'q'") == 0
+    finally:
+        await backend.close()
+
+
+async def test_a_job_the_layout_puts_back_to_waiting_goes_to_its_groups_line(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    try:
+        [job] = await backend.add_jobs("q", [grouped("g1", "a")])
+        [taken] = await backend.move_to_active("q", request())
+        assert taken.lock_token is not None
+        await admin.execute(f'SET search_path TO "{schema}"')
+        # the layout's hand-back, as a Node client would call it
+        await admin.execute(
+            "SELECT move_active_to_wait('q', $1, $2,"
+            " (extract(epoch FROM clock_timestamp()) * 1000)::bigint)",
+            job.id,
+            taken.lock_token,
+        )
+        state = await admin.fetchval("SELECT state::text FROM job WHERE queue = 'q'")
+        assert state == "delayed"  # in the line, not in the layout's waiting jobs
+        assert [r.name for r in await backend.get_group_jobs("q", "a", 0, -1)] == ["g1"]
+        opts = json.loads(await admin.fetchval("SELECT opts::text FROM job WHERE queue = 'q'"))
+        assert opts["group"] == {"id": "a"}
+    finally:
+        await backend.close()
