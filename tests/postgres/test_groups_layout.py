@@ -78,3 +78,31 @@ async def test_a_job_the_layout_puts_back_to_waiting_goes_to_its_groups_line(
         assert opts["group"] == {"id": "a"}
     finally:
         await backend.close()
+
+
+async def test_drain_clean_and_obliterate_take_the_groups_lines_with_them(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    await admin.execute(f'SET search_path TO "{schema}"')
+    late = NewJob("late", "{}", {"delay": 60_000})
+    try:
+        await backend.add_jobs("q", [grouped("g1", "a"), grouped("g2", "b"), late])
+        assert await backend.clean("q", 0, 0, "delayed") == ["3"]  # not the grouped ones
+        assert await backend.get_groups_job_count("q") == 2
+        assert sorted(await backend.clean("q", 0, 0, "wait")) == ["1", "2"]
+        assert await backend.get_groups_job_count("q") == 0
+        await backend.add_jobs("q", [grouped("g3", "a"), late])
+        await backend.drain("q", False)
+        assert await backend.get_groups_job_count("q") == 0
+        assert (await backend.get_job_counts("q", ["delayed"]))["delayed"] == 1
+        await backend.set_group_concurrency("q", "a", 2)
+        await backend.add_jobs("q", [grouped("g4", "a")])
+        assert await admin.fetchval("SELECT count(*) FROM psyq_group WHERE queue = 'q'") == 1
+        await backend.obliterate("q", True)
+        assert await admin.fetchval("SELECT count(*) FROM psyq_group WHERE queue = 'q'") == 0
+        assert await admin.fetchval("SELECT count(*) FROM job WHERE queue = 'q'") == 0
+    finally:
+        await backend.close()

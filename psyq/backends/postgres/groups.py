@@ -116,10 +116,10 @@ class GroupAdmin(Adding):
 
     async def get_counts_per_priority_for_group(
         self, queue: str, group_id: str, priorities: Sequence[int]
-    ) -> dict[int, int]:
+    ) -> dict[str, int]:
         asked = list(priorities)
         rows = await self._rows("groups.counts_per_priority", queue, group_id, asked)
-        return {p: int(row[0]) for p, row in zip(asked, rows, strict=True)}
+        return {str(p): int(row[0]) for p, row in zip(asked, rows, strict=True)}
 
     async def get_groups(self, queue: str, start: int, end: int) -> list[GroupInfo]:
         offset, limit = _page(start, end)

@@ -78,6 +78,9 @@ $$;
 CREATE OR REPLACE FUNCTION psyq_group_enter() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
+  IF current_setting('psyq.group_lines', true) = 'off' THEN
+    RETURN NEW;  -- `expose`: the lines lent to a layout call as waiting jobs
+  END IF;
   NEW.psyq_group := NEW.opts -> 'group' ->> 'id';
   NEW.psyq_group_priority := COALESCE((NEW.opts -> 'group' ->> 'priority')::integer, 0);
   NEW.state := 'delayed';
@@ -374,3 +377,45 @@ SELECT group_id AS id, waiting, active, total,
   FROM shown, clock
  ORDER BY group_id
 OFFSET $2 LIMIT $3;
+
+-- name: expose
+-- $1 queue: for the rest of the transaction the queue's grouped waiting jobs are the
+-- layout's waiting jobs (its drain and clean then treat them as the waiting jobs they
+-- are), until `hide` puts those left back in their lines.
+WITH off AS (
+  SELECT set_config('psyq.group_lines', 'off', true)
+)
+UPDATE job SET state = 'waiting'
+  FROM off
+ WHERE queue = $1 AND psyq_group IS NOT NULL AND state = 'delayed'
+   AND process_at_ms IS NULL;
+
+-- name: hide
+-- $1 queue: after `expose`, the grouped jobs still waiting back in their lines.
+WITH back AS (
+  SELECT set_config('psyq.group_lines', 'on', true)
+)
+UPDATE job SET state = 'delayed', process_at_ms = NULL
+  FROM back
+ WHERE queue = $1 AND psyq_group IS NOT NULL AND state = 'waiting';
+
+-- name: forget_queue
+-- $1 queue: every group row of an obliterated queue goes, settings too.
+DELETE FROM psyq_group WHERE queue = $1;
+
+-- name: settings_of_queue
+-- $1 queue -> the groups with settings of their own (for the queue's meta).
+SELECT group_id, concurrency, limit_max, limit_duration, paused FROM psyq_group
+ WHERE queue = $1
+   AND (concurrency IS NOT NULL OR limit_max IS NOT NULL OR paused)
+ ORDER BY group_id;
+
+-- name: set_settings
+-- $1 queue, $2 group, $3 concurrency, $4 limit max, $5 limit duration, $6 paused.
+INSERT INTO psyq_group (queue, group_id, turn, concurrency, limit_max, limit_duration,
+                        paused)
+VALUES ($1, $2, nextval('psyq_group_turn'), $3::integer, $4::integer, $5::bigint,
+        $6::boolean)
+ON CONFLICT (queue, group_id)
+DO UPDATE SET concurrency = EXCLUDED.concurrency, limit_max = EXCLUDED.limit_max,
+              limit_duration = EXCLUDED.limit_duration, paused = EXCLUDED.paused;
