@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from psyq.backends.contract.shapes import GroupSettings, QueueMeta
-from psyq.backends.postgres.connection import BullmqConnection
+from psyq.backends.postgres.admin import Admin
 
 __all__ = ["GroupQueueAdmin"]
 
@@ -26,7 +26,7 @@ def _settings(row: asyncpg.Record) -> GroupSettings:
     return settings
 
 
-class GroupQueueAdmin(BullmqConnection):
+class GroupQueueAdmin(Admin):
     """Drain, clean, obliterate and the queue's meta, with the groups."""
 
     async def _with_lines_exposed(self, queue: str, name: str, *args: Any) -> list[Any]:
