@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import asyncpg
 
-from psyq.backends.base import Completed, FetchRequest, NewJob
+from psyq.backends.base import Completed, FetchRequest, Limiter, NewJob
 from psyq.backends.postgres import PostgresBackend
 
 from .conftest import url_for
@@ -104,5 +104,26 @@ async def test_drain_clean_and_obliterate_take_the_groups_lines_with_them(
         await backend.obliterate("q", True)
         assert await admin.fetchval("SELECT count(*) FROM psyq_group WHERE queue = 'q'") == 0
         assert await admin.fetchval("SELECT count(*) FROM job WHERE queue = 'q'") == 0
+    finally:
+        await backend.close()
+
+
+async def test_the_queues_own_limits_hold_for_grouped_jobs_too(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    backend = PostgresBackend(url_for(pg_server, fresh_schema()))
+    await backend.open()
+    try:
+        await backend.add_jobs("q", [grouped(f"g{n}", f"t{n}") for n in range(4)])
+        await backend.pause("q")
+        assert await backend.move_to_active("q", request(4)) == []
+        await backend.resume("q")
+        await backend.set_global_concurrency("q", 1)
+        assert len(await backend.move_to_active("q", request(4))) == 1  # one slot
+        await backend.set_global_concurrency("q", None)
+        limited = FetchRequest(
+            [uuid.uuid4().hex for _ in range(4)], 30_000, "w", Limiter(2, 60_000)
+        )
+        assert len(await backend.move_to_active("q", limited)) == 2  # the worker's limiter
     finally:
         await backend.close()

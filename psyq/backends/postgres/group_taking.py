@@ -66,8 +66,10 @@ class GroupTaking(Transitions):
         if not tokens or not await self._has_groups(queue):
             return []
         self._group_limits[queue] = fetch.group
-        args = [queue, tokens, fetch.lock_duration, fetch.worker_name, *_group_args(fetch.group)]
-        rows = await self._rows("groups.take", queue, *args[1:])
+        limiter = fetch.limiter
+        queue_limit = (None, None) if limiter is None else (limiter.max, limiter.duration)
+        args = [tokens, fetch.lock_duration, fetch.worker_name, *_group_args(fetch.group)]
+        rows = await self._rows("groups.take", queue, *args, *queue_limit)
         if not rows:
             self._grouped[queue] = (
                 bool(await self._value("groups.has_groups", queue)),

@@ -11,13 +11,13 @@
 -- $1 the fingerprint of `create` -> whether the schema has psyq's group objects as
 -- `create` makes them (its fingerprint is the take function's comment: see `mark`).
 SELECT COALESCE(obj_description(
-         to_regprocedure('psyq_group_take(text,text[],bigint,text,integer,integer,bigint)'),
+         to_regprocedure('psyq_group_take(text,text[],bigint,text,integer,integer,bigint,integer,bigint)'),
          'pg_proc') = $1::text, false);
 
 -- name: mark_statement
 -- $1 the fingerprint of `create` -> the statement that records it.
 SELECT format('COMMENT ON FUNCTION '
-              'psyq_group_take(text,text[],bigint,text,integer,integer,bigint) IS %L',
+              'psyq_group_take(text,text[],bigint,text,integer,integer,bigint,integer,bigint) IS %L',
               $1::text);
 
 -- name: create
@@ -31,6 +31,7 @@ CREATE INDEX IF NOT EXISTS psyq_group_active_idx
   ON job (queue, psyq_group)
   WHERE state = 'active' AND psyq_group IS NOT NULL;
 CREATE SEQUENCE IF NOT EXISTS psyq_group_turn;
+DROP FUNCTION IF EXISTS psyq_group_take(text, text[], bigint, text, integer, integer, bigint);
 CREATE TABLE IF NOT EXISTS psyq_group (
   queue          text    NOT NULL,
   group_id       text    NOT NULL,
@@ -133,55 +134,124 @@ LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
              < COALESCE(g.concurrency, p_concurrency));
 $$;
 
+-- psyq_group_queue_room: how many jobs the queue's own limits let start now (NULL: no
+-- bound): none while it is paused or held by hand (rate_limit at the layout's "full"
+-- mark), the room below its global concurrency, and none while its rate limit (meta
+-- `max`, else the worker's p_max) is spent. Takes the layout's per-queue locks for the
+-- limits that apply, as move_to_active does, so takes of every client count alike.
+CREATE OR REPLACE FUNCTION psyq_group_queue_room(
+  p_queue text, p_now bigint, p_max integer
+) RETURNS integer
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_concurrency integer;
+  v_room        integer;
+BEGIN
+  IF EXISTS (SELECT 1 FROM meta WHERE queue = p_queue AND field = 'paused' AND value = '1')
+     OR EXISTS (SELECT 1 FROM rate_limit WHERE queue = p_queue AND expire_at_ms > p_now
+                                           AND points >= 9007199254740991) THEN
+    RETURN 0;
+  END IF;
+  SELECT value::integer INTO v_concurrency
+    FROM meta WHERE queue = p_queue AND field = 'concurrency';
+  IF v_concurrency IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtext('bullmq:concurrency:' || p_queue));
+    v_room := GREATEST(v_concurrency - (SELECT count(*) FROM job
+                                         WHERE queue = p_queue AND state = 'active'), 0);
+  END IF;
+  IF COALESCE((SELECT value::integer FROM meta WHERE queue = p_queue AND field = 'max'),
+              p_max) IS NOT NULL THEN
+    PERFORM pg_advisory_xact_lock(hashtext('bullmq:limiter:' || p_queue));
+    IF rate_limit_effective(p_queue, p_max, p_now) > 0 THEN
+      RETURN 0;
+    END IF;
+  END IF;
+  RETURN v_room;
+END;
+$$;
+
+-- psyq_group_next: the ready group with the lowest turn, its row locked (NULL: none). A
+-- group found not ready (full, or its window spent) goes to the end of the rotation, so
+-- the next take does not look at it first again.
+CREATE OR REPLACE FUNCTION psyq_group_next(
+  p_queue text, p_now bigint, p_concurrency integer, p_max integer, p_skip text[]
+) RETURNS psyq_group
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_group psyq_group;
+  v_skip  text[] := p_skip;
+BEGIN
+  LOOP
+    SELECT g.* INTO v_group FROM psyq_group g
+     WHERE g.queue = p_queue AND g.group_id <> ALL (v_skip)
+       AND NOT g.paused AND g.parked_until <= p_now
+       AND EXISTS (SELECT 1 FROM job
+                    WHERE job.queue = p_queue AND job.psyq_group = g.group_id
+                      AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     ORDER BY g.turn
+     LIMIT 1
+       FOR UPDATE OF g SKIP LOCKED;
+    IF NOT FOUND THEN
+      RETURN NULL;
+    END IF;
+    IF psyq_group_ready(v_group, p_now, p_concurrency, p_max) THEN
+      RETURN v_group;
+    END IF;
+    UPDATE psyq_group SET turn = nextval('psyq_group_turn')
+     WHERE queue = p_queue AND group_id = v_group.group_id;
+    v_skip := v_skip || v_group.group_id;
+  END LOOP;
+END;
+$$;
+
 -- psyq_group_take: one job per token from the groups, round robin: the ready group with
 -- the lowest turn gives its first job (lowest group priority, then FIFO) and goes to the
--- end of the rotation. Honours the queue's pause; each group's concurrency and rate
+-- end of the rotation. Honours the queue's own limits (psyq_group_queue_room; the
+-- worker's queue limiter p_qmax per p_qduration ms) and each group's concurrency and rate
 -- window (its own settings, else the worker's p_concurrency, p_max per p_duration ms).
 -- Events: active per job taken.
 CREATE OR REPLACE FUNCTION psyq_group_take(
   p_queue text, p_tokens text[], p_lock_ms bigint, p_name text,
-  p_concurrency integer, p_max integer, p_duration bigint
+  p_concurrency integer, p_max integer, p_duration bigint,
+  p_qmax integer, p_qduration bigint
 ) RETURNS SETOF job
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-  v_now   bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-  v_token text;
-  v_group psyq_group;
-  v_skip  text[] := '{}';
-  v_id    text;
-  v_job   job;
-  v_max   integer;
+  v_now    bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+  v_room   integer := psyq_group_queue_room(p_queue, v_now, p_qmax);
+  v_qmax   integer := COALESCE((SELECT value::integer FROM meta
+                                 WHERE queue = p_queue AND field = 'max'), p_qmax);
+  v_qdur   bigint := COALESCE(p_qduration, (SELECT value::bigint FROM meta
+                                             WHERE queue = p_queue AND field = 'duration'));
+  v_token  text;
+  v_group  psyq_group;
+  v_skip   text[] := '{}';
+  v_id     text;
+  v_job    job;
+  v_max    integer;
   v_opened text[] := '{}';
 BEGIN
-  IF EXISTS (SELECT 1 FROM meta WHERE queue = p_queue AND field = 'paused' AND value = '1')
-  THEN
-    RETURN;
-  END IF;
   FOREACH v_token IN ARRAY p_tokens LOOP
+    EXIT WHEN v_room IS NOT NULL AND v_room <= 0;
+    EXIT WHEN v_qmax IS NOT NULL AND rate_limit_effective(p_queue, p_qmax, v_now) > 0;
     v_id := NULL;
     LOOP
-      SELECT g.* INTO v_group FROM psyq_group g
-       WHERE g.queue = p_queue AND g.group_id <> ALL (v_skip)
-         AND NOT g.paused AND g.parked_until <= v_now
-         AND EXISTS (SELECT 1 FROM job
-                      WHERE job.queue = p_queue AND job.psyq_group = g.group_id
-                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
-       ORDER BY g.turn
+      v_group := psyq_group_next(p_queue, v_now, p_concurrency, p_max, v_skip);
+      EXIT WHEN v_group.group_id IS NULL;
+      SELECT job.id INTO v_id FROM job
+       WHERE job.queue = p_queue AND job.psyq_group = v_group.group_id
+         AND job.state = 'delayed' AND job.process_at_ms IS NULL
+       ORDER BY job.psyq_group_priority, job.seq
        LIMIT 1
-         FOR UPDATE OF g SKIP LOCKED;
-      EXIT WHEN NOT FOUND;
-      IF psyq_group_ready(v_group, v_now, p_concurrency, p_max) THEN
-        SELECT job.id INTO v_id FROM job
-         WHERE job.queue = p_queue AND job.psyq_group = v_group.group_id
-           AND job.state = 'delayed' AND job.process_at_ms IS NULL
-         ORDER BY job.psyq_group_priority, job.seq
-         LIMIT 1
-           FOR UPDATE SKIP LOCKED;
-      END IF;
+         FOR UPDATE SKIP LOCKED;
       EXIT WHEN v_id IS NOT NULL;
       v_skip := v_skip || v_group.group_id;
     END LOOP;
     EXIT WHEN v_id IS NULL;
+    v_room := v_room - 1;
+    IF v_qmax IS NOT NULL AND v_qdur IS NOT NULL THEN
+      PERFORM rate_limit_consume(p_queue, v_qdur, v_now);
+    END IF;
     v_max := COALESCE(v_group.limit_max, p_max);
     UPDATE psyq_group
        SET turn = nextval('psyq_group_turn'),
@@ -217,9 +287,10 @@ $$;
 
 -- name: take
 -- $1 queue, $2 tokens, $3 lock ms, $4 worker name, $5 the worker's group concurrency,
--- $6, $7 the worker's group limit (max, duration ms) -> the rows taken, in token order.
+-- $6, $7 the worker's group limit (max, duration ms), $8, $9 its queue limiter -> the
+-- rows taken, in token order.
 SELECT * FROM psyq_group_take($1::text, $2::text[], $3::bigint, $4::text, $5::integer,
-                              $6::integer, $7::bigint);
+                              $6::integer, $7::bigint, $8::integer, $9::bigint);
 
 -- name: has_groups
 -- $1 queue -> whether any group of the queue has a row, or a delayed job will enter one.
