@@ -1,5 +1,5 @@
 -- Groups (BullMQ Pro's `group: {id}`): psyq's own objects beside the layout's (design
--- record 0014). A grouped job waiting in its group's line is a `job` row in state
+-- record 0015; docs/backends.md, PostgreSQL, "Groups"). A grouped job waiting in its group's line is a `job` row in state
 -- 'delayed' with no due time (process_at_ms NULL) and its group in psyq_group: no take of
 -- the layout (Node BullMQ's move_to_active, psyq's fast take) and no promotion of due
 -- delayed jobs ever reads it; psyq reports it as "waiting". A trigger puts every grouped
