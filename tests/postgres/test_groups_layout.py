@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import asyncpg
 
-from psyq.backends.base import Completed, FetchRequest, Limiter, NewJob
+from psyq.backends.base import Completed, FetchRequest, GroupLimits, Limiter, NewJob
 from psyq.backends.postgres import PostgresBackend
+from tests.polling import eventually
 
 from .conftest import url_for
 
@@ -125,5 +126,38 @@ async def test_the_queues_own_limits_hold_for_grouped_jobs_too(
             [uuid.uuid4().hex for _ in range(4)], 30_000, "w", Limiter(2, 60_000)
         )
         assert len(await backend.move_to_active("q", limited)) == 2  # the worker's limiter
+    finally:
+        await backend.close()
+
+
+async def test_an_emptied_groups_row_goes_once_its_rate_window_ends(
+    pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
+) -> None:
+    schema = fresh_schema()
+    backend = PostgresBackend(url_for(pg_server, schema))
+    await backend.open()
+    await admin.execute(f'SET search_path TO "{schema}"')
+    limits = GroupLimits(None, Limiter(1, 2_000))  # long: the host may be slow
+    try:
+        await backend.add_jobs("q", [grouped("g1", "a")])
+        fetch = FetchRequest([uuid.uuid4().hex], 30_000, "w", None, group=limits)
+        [job] = await backend.move_to_active("q", fetch)
+        assert job.lock_token is not None
+        await backend.move_to_finished("q", job.id, job.lock_token, Completed("1", None))
+        count = "SELECT count(*) FROM psyq_group WHERE queue = 'q'"
+        assert await admin.fetchval(count) == 1  # kept: its window still holds
+        await backend.add_jobs("q", [grouped("g2", "a")])
+        again = FetchRequest([uuid.uuid4().hex], 30_000, "w", None, group=limits)
+        assert await backend.move_to_active("q", again) == []  # the window holds
+        await eventually(lambda: backend.move_to_active("q", again), "g2 taken", 10)
+        [g2] = await backend.get_jobs("q", ["active"], 0, -1, True)
+        assert g2.lock_token is not None
+        await backend.move_to_finished("q", g2.id, g2.lock_token, Completed("1", None))
+
+        async def swept() -> bool:
+            await backend.move_stalled_jobs_to_wait("q", 1, 30_000)
+            return await admin.fetchval(count) == 0
+
+        await eventually(swept, "the row swept once its window ended", 10)
     finally:
         await backend.close()

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from psyq.backends.base import FetchRequest, JobRecord, Settlement
+from psyq.backends.base import FetchRequest, JobRecord, Settlement, StalledResult
 from psyq.backends.postgres.listen import EVENTS_CHANNEL, JOBS_CHANNEL
 from psyq.backends.postgres.transitions import HELD_WAIT_S, Transitions
 from psyq.backends.records import Completed, Failed, GroupLimits
@@ -100,6 +100,17 @@ class GroupTaking(Transitions):
     ) -> tuple[list[PsyqError | None], list[JobRecord]]:
         errors, taken = await super().settle_many(queue, settlements, fetch)
         return errors, taken + await self._take_grouped(queue, fetch, taken)
+
+    async def move_stalled_jobs_to_wait(
+        self, queue: str, max_stalled_count: int, stalled_interval_ms: int
+    ) -> StalledResult:
+        """As the plain check; then the rows of emptied groups whose window has ended go."""
+        result = await super().move_stalled_jobs_to_wait(
+            queue, max_stalled_count, stalled_interval_ms
+        )
+        if await self._has_groups(queue):
+            await self._rows("groups.sweep", queue)
+        return result
 
     # ------------------------------------------------------------------ waiting
     async def wait_for_job(self, queue: str, timeout_ms: int) -> None:

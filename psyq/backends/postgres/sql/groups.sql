@@ -490,3 +490,19 @@ VALUES ($1, $2, nextval('psyq_group_turn'), $3::integer, $4::integer, $5::bigint
 ON CONFLICT (queue, group_id)
 DO UPDATE SET concurrency = EXCLUDED.concurrency, limit_max = EXCLUDED.limit_max,
               limit_duration = EXCLUDED.limit_duration, paused = EXCLUDED.paused;
+
+-- name: sweep
+-- $1 queue -> how many rows kept only for a rate window or a park that has since ended
+-- were looked at (each goes unless the group has a job again: psyq_group_tidy). Run with
+-- the stalled check, so an emptied group's row does not outlive its window for long.
+WITH clock AS (
+  SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), ended AS (
+  SELECT g.queue, g.group_id FROM psyq_group g, clock
+   WHERE g.queue = $1 AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
+     AND (g.window_end > 0 OR g.parked_until > 0)
+     AND g.window_end <= clock.now AND g.parked_until <= clock.now
+   LIMIT 1000
+     FOR UPDATE OF g SKIP LOCKED
+)
+SELECT count(psyq_group_tidy(ended.queue, ended.group_id)::text) FROM ended;
