@@ -156,7 +156,7 @@ async def test_an_emptied_groups_row_goes_once_its_rate_window_ends(
 
         async def swept() -> bool:
             await backend.move_stalled_jobs_to_wait("q", 1, 30_000)
-            return await admin.fetchval(count) == 0
+            return bool(await admin.fetchval(count) == 0)
 
         await eventually(swept, "the row swept once its window ended", 10)
     finally:
