@@ -113,7 +113,8 @@ CREATE TRIGGER psyq_group_enter BEFORE INSERT OR UPDATE OF state ON job
   EXECUTE FUNCTION psyq_group_enter();
 DROP TRIGGER IF EXISTS psyq_group_left ON job;
 CREATE TRIGGER psyq_group_left AFTER UPDATE OF state ON job
-  FOR EACH ROW WHEN (OLD.psyq_group IS NOT NULL AND OLD.state IS DISTINCT FROM NEW.state)
+  FOR EACH ROW WHEN (OLD.psyq_group IS NOT NULL AND OLD.state <> NEW.state
+                     AND (OLD.state = 'active' OR NEW.state <> 'active'))
   EXECUTE FUNCTION psyq_group_leave();
 DROP TRIGGER IF EXISTS psyq_group_removed ON job;
 CREATE TRIGGER psyq_group_removed AFTER DELETE ON job
