@@ -18,6 +18,9 @@ module:
     adding.py       add_jobs
     flows.py        add_flow, the tree, dependencies, children's values
     transitions.py  fetch, wait, settle (with fetch-next), retries, locks, stalls
+    group_taking.py the take's group part (round robin over ready groups), its waits
+    groups.py       group settings, pause/resume, getters, maxSize (sql/groups.sql)
+    group_admin.py  drain, clean, obliterate and the queue's meta, with the groups
     fastpath.py     psyq's set-based add, complete and take for plain jobs (sql/fast.sql)
     jobs.py         progress, data, logs, priority, delay, promote, reprocess, remove
     queries.py      jobs, states, counts, logs, queue list
@@ -36,6 +39,9 @@ from psyq.backends.postgres.adding import Adding
 from psyq.backends.postgres.admin import Admin
 from psyq.backends.postgres.events import Events
 from psyq.backends.postgres.flows import Flows
+from psyq.backends.postgres.group_admin import GroupQueueAdmin
+from psyq.backends.postgres.group_taking import GroupTaking
+from psyq.backends.postgres.groups import GroupAdmin
 from psyq.backends.postgres.jobs import JobMutations
 from psyq.backends.postgres.queries import Queries
 from psyq.backends.postgres.registry import Registry
@@ -46,7 +52,18 @@ __all__ = ["PostgresBackend"]
 
 
 class PostgresBackend(
-    Flows, Adding, Transitions, JobMutations, Queries, Admin, Events, Transfer, Registry
+    Flows,
+    GroupAdmin,
+    Adding,
+    GroupTaking,
+    Transitions,
+    JobMutations,
+    Queries,
+    GroupQueueAdmin,
+    Admin,
+    Events,
+    Transfer,
+    Registry,
 ):
     """BullMQ 6's Postgres layout (see the top for where each part lives)."""
 

@@ -56,6 +56,8 @@ class LayoutCode(Exception):
 
 def _state_of(row: Mapping[str, Any]) -> str:
     state: str = row["state"]
+    if state == "delayed" and row["process_at_ms"] is None and row.get("psyq_group"):
+        return "waiting"  # in its group's line (sql/groups.sql)
     return "prioritized" if state == "waiting" and row["priority"] > 0 else state
 
 

@@ -12,6 +12,7 @@ refused: psyq speaks the layout of BullMQ major 6 only.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import re
 from dataclasses import dataclass
@@ -102,7 +103,8 @@ async def read_ledger(conn: asyncpg.Connection, schema: str) -> Ledger | None:
 
 async def ensure_schema(conn: asyncpg.Connection, schema: str) -> Ledger:
     """Make `schema` usable: check its ledger, apply the bundled BullMQ migrations it
-    lacks (when the `bullmq` package is installed), and add psyq's own tables. Returns
+    lacks (when the `bullmq` package is installed), and add psyq's own tables (and the
+    group objects, sql/groups.sql). Returns
     the ledger afterwards."""
     ledger = await read_ledger(conn, schema)
     if ledger is not None:
@@ -116,7 +118,17 @@ async def ensure_schema(conn: asyncpg.Connection, schema: str) -> Ledger:
     async with conn.transaction():
         await conn.execute(q["schema.lock"], schema)
         await conn.execute(q["registry.create"])
+        await _ensure_groups(conn)
     return ledger
+
+
+async def _ensure_groups(conn: asyncpg.Connection) -> None:
+    """psyq's group objects (sql/groups.sql), made again when their statement changed."""
+    q = load_statements()
+    fingerprint = hashlib.sha256(q["groups.create"].encode()).hexdigest()[:16]
+    if not await conn.fetchval(q["groups.installed"], fingerprint):
+        await conn.execute(q["groups.create"])
+        await conn.execute(await conn.fetchval(q["groups.mark_statement"], fingerprint))
 
 
 async def _migrate(

@@ -8,8 +8,11 @@ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 SELECT * FROM job WHERE queue = $1 AND id = $2;
 
 -- name: state
--- $1 queue, $2 id -> state and priority ("prioritized" is waiting with priority > 0).
-SELECT state::text, priority FROM job WHERE queue = $1 AND id = $2;
+-- $1 queue, $2 id -> state and priority ("prioritized" is waiting with priority > 0; a
+-- job in its group's line, sql/groups.sql, is waiting).
+SELECT CASE WHEN state = 'delayed' AND process_at_ms IS NULL AND psyq_group IS NOT NULL
+            THEN 'waiting' ELSE state::text END AS state, priority
+  FROM job WHERE queue = $1 AND id = $2;
 
 -- in_<order>_<direction>:
 -- A page of one state's jobs: $1 queue, $2 the layout state (or, for `ready`, which
@@ -34,6 +37,7 @@ OFFSET $3 LIMIT $4;
 -- delayed jobs, by due time.
 SELECT * FROM job
  WHERE queue = $1 AND state = 'delayed' AND $2::text = 'delayed'
+   AND NOT (process_at_ms IS NULL AND psyq_group IS NOT NULL)
  ORDER BY process_at_ms ASC, seq ASC, id ASC
 OFFSET $3 LIMIT $4;
 
@@ -41,21 +45,32 @@ OFFSET $3 LIMIT $4;
 -- delayed jobs, by due time.
 SELECT * FROM job
  WHERE queue = $1 AND state = 'delayed' AND $2::text = 'delayed'
+   AND NOT (process_at_ms IS NULL AND psyq_group IS NOT NULL)
  ORDER BY process_at_ms DESC, seq DESC, id DESC
 OFFSET $3 LIMIT $4;
 
 -- name: in_ready_asc
--- waiting jobs ('plain': priority 0, 'prioritized': above, 'any'), in the order they will be taken.
+-- waiting jobs ('plain': priority 0, 'prioritized': above, 'any'), in the order they will be taken;
+-- grouped ones (sql/groups.sql) after the others, group by group.
 SELECT * FROM job
- WHERE queue = $1 AND state = 'waiting' AND ($2 = 'any' OR ($2 = 'plain') = (priority = 0))
- ORDER BY priority ASC, seq ASC, id ASC
+ WHERE queue = $1
+   AND ((state = 'waiting' AND ($2 = 'any' OR ($2 = 'plain') = (priority = 0)))
+        OR ($2 <> 'prioritized' AND state = 'delayed' AND process_at_ms IS NULL
+            AND psyq_group IS NOT NULL))
+ ORDER BY state = 'delayed' ASC, priority ASC, psyq_group ASC, psyq_group_priority ASC,
+          seq ASC, id ASC
 OFFSET $3 LIMIT $4;
 
 -- name: in_ready_desc
--- waiting jobs ('plain': priority 0, 'prioritized': above, 'any'), in the order they will be taken.
+-- waiting jobs ('plain': priority 0, 'prioritized': above, 'any'), in the order they will be taken;
+-- grouped ones (sql/groups.sql) after the others, group by group.
 SELECT * FROM job
- WHERE queue = $1 AND state = 'waiting' AND ($2 = 'any' OR ($2 = 'plain') = (priority = 0))
- ORDER BY priority DESC, seq DESC, id DESC
+ WHERE queue = $1
+   AND ((state = 'waiting' AND ($2 = 'any' OR ($2 = 'plain') = (priority = 0)))
+        OR ($2 <> 'prioritized' AND state = 'delayed' AND process_at_ms IS NULL
+            AND psyq_group IS NOT NULL))
+ ORDER BY state = 'delayed' DESC, priority DESC, psyq_group DESC, psyq_group_priority DESC,
+          seq DESC, id DESC
 OFFSET $3 LIMIT $4;
 
 -- name: in_other_asc
@@ -75,11 +90,16 @@ SELECT * FROM job
 OFFSET $3 LIMIT $4;
 
 -- name: counts
--- $1 queue -> jobs per layout state (waiting split by priority) and the paused flag.
-SELECT count(*) FILTER (WHERE state = 'waiting' AND priority = 0) AS waiting,
+-- $1 queue -> jobs per layout state (waiting split by priority; jobs in their group's line
+-- are waiting) and the paused flag.
+SELECT count(*) FILTER (WHERE (state = 'waiting' AND priority = 0)
+                          OR (state = 'delayed' AND process_at_ms IS NULL
+                              AND psyq_group IS NOT NULL)) AS waiting,
        count(*) FILTER (WHERE state = 'waiting' AND priority > 0) AS prioritized,
        count(*) FILTER (WHERE state = 'active') AS active,
-       count(*) FILTER (WHERE state = 'delayed') AS delayed,
+       count(*) FILTER (WHERE state = 'delayed'
+                          AND NOT (process_at_ms IS NULL AND psyq_group IS NOT NULL))
+         AS delayed,
        count(*) FILTER (WHERE state = 'completed') AS completed,
        count(*) FILTER (WHERE state = 'failed') AS failed,
        count(*) FILTER (WHERE state = 'waiting-children') AS waiting_children,
