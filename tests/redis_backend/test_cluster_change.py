@@ -24,6 +24,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis import Redis
@@ -58,7 +59,7 @@ class Load:
     """`ADDERS` producers adding job after job (data n, id jn) through one Queue, and a
     Worker of concurrency 100 counting each job's runs. `gate` pauses the adds."""
 
-    def __init__(self, url: str, name: str, **worker: int) -> None:
+    def __init__(self, url: str, name: str, **worker: Any) -> None:
         self.queue = psyq.Queue(name, connection=url)
         self.runs: Counter[int] = Counter()
         self.worker = psyq.Worker(name, self.process, connection=url, concurrency=100, **worker)
@@ -135,7 +136,7 @@ def queue_on(cluster: FailoverCluster) -> tuple[str, int, int]:
 def move_slot(cluster: FailoverCluster, slot: int, source: int, target: int) -> int:
     """Move `slot` from the primary on `source` to the one on `target` as `redis-cli
     --cluster reshard` does; the number of keys moved."""
-    clients = {port: Redis(port=port) for port in cluster.primaries()}
+    clients: dict[int, Any] = {port: Redis(port=port) for port in cluster.primaries()}
     try:
         ids = {port: client.execute_command("CLUSTER MYID") for port, client in clients.items()}
         clients[target].execute_command("CLUSTER SETSLOT", slot, "IMPORTING", ids[source])
