@@ -65,6 +65,7 @@ class Load:
         self.worker = psyq.Worker(name, self.process, connection=url, concurrency=100, **worker)
         self.errors: Counter[str] = Counter()
         self.worker.on("error", lambda error: self.errors.update([type(error).__name__]))
+        self.worker.on("failed", lambda job, error: self.errors.update([f"job failed: {error}"]))
         self.acknowledged: list[int] = []
         self.failed: Counter[str] = Counter()
         self.gate, self.stop = asyncio.Event(), asyncio.Event()
@@ -85,7 +86,7 @@ class Load:
             try:
                 await self.queue.add("j", n, {"jobId": f"j{n}"})
             except (PsyqError, RedisError) as error:  # counted: not acknowledged
-                self.failed.update([type(error).__name__])
+                self.failed.update([f"{type(error).__name__}: ...{str(error)[-70:]}"])
                 await asyncio.sleep(POLL_S)  # sleep: the producer's pause before it adds again
                 continue
             finally:
