@@ -49,8 +49,9 @@ def binary(name: str) -> str:
 def node_command(folder: Path, port: int, cluster: bool) -> list[str]:
     args = [binary("redis-server"), "--port", str(port), "--bind", "127.0.0.1"]
     args += ["--dir", str(folder), "--save", "", "--appendonly", "no"]
-    if cluster:
+    if cluster:  # the bus port chosen too: the default, port + 10000, may not exist
         args += ["--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf"]
+        args += ["--cluster-port", str(free_port())]
     return args
 
 
