@@ -215,6 +215,25 @@ class FailoverCluster:
         self.server, self.cli = redis_binary("redis-server"), redis_binary("redis-cli")
         self.folder = str(folder)
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.url = ""  # once started
+
+    @property
+    def seed(self) -> int:
+        """The port of the node the URL names (the first started)."""
+        return next(iter(self.procs))
+
+    def primaries(self) -> list[int]:
+        """The ports of the primaries serving slots, as the first live node sees them."""
+        out = subprocess.run(
+            [self.cli, "-p", str(next(iter(self.procs))), "cluster", "nodes"],
+            capture_output=True,
+            timeout=5,
+        ).stdout.decode()
+        return [
+            int(fields[1].split("@")[0].rsplit(":", 1)[1])
+            for fields in (line.split() for line in out.splitlines())
+            if "master" in fields[2] and "fail" not in fields[2] and len(fields) > 8
+        ]
 
     def start(self) -> str:
         ports = free_ports(12)

@@ -1,6 +1,7 @@
 """psyq benchmarks, side by side with peers measured in the same run on the same machine.
 
-    python -m bench.run [--backend memory|sqlite|sqlite-durable|psyq|URL ...] [--jobs 20000]
+    python -m bench.run [--backend memory|sqlite|sqlite-durable|psyq|redis-cluster|URL ...]
+                        [--jobs 20000]
                         [--peers PEER[,PEER...]|none] [--quick] [--loop asyncio|uvloop]
 
 (from the repository's root; `make bench` runs it with bunqueue on the embedded stores).
@@ -18,6 +19,10 @@ started the same way; memory per job is then the server's resident memory. Node 
 the peer for redis:// URLs and pgqueuer (a Postgres job queue) for postgresql:// URLs, each
 on the same server (pgqueuer from its own virtualenv, bench/peers/pgqueuer/.venv, made on
 first use).
+
+`--backend redis-cluster` starts its own redis-server and a local 3-primary Redis Cluster
+and measures psyq (and each peer: `--peers bullmq6`) on both, side by side, with the CPU
+per job of the client and of each node (bench/harness/cluster.py).
 
 Workloads (the same on both sides): add one by one, add_bulk (batches of 1000), processing
 N no-op jobs at concurrency 10 and 100, add-to-start latency p50/p99 at a steady 500 jobs/s,
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import psyq
+from bench.harness.cluster import bench_cluster
 from bench.harness.launch import PEERS, resolve_backend, run_peer, serve_backend
 from bench.harness.pgdb import own_database, peer_database
 from bench.harness.stores import drop_bench_queues
@@ -70,7 +76,8 @@ def main() -> int:
     parser.add_argument(
         "--backend",
         action="append",
-        help="memory, sqlite, sqlite-durable or a URL; repeat for several (default: memory)",
+        help="memory, sqlite, sqlite-durable, psyq, redis-cluster or a URL; repeat for several "
+        "(default: memory)",
     )
     parser.add_argument("--jobs", type=int, default=20000, help="jobs per bulk/processing run")
     parser.add_argument(
@@ -116,6 +123,9 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory(prefix="psyq-bench-") as folder:
         for name in args.backend or ["memory"]:
+            if name == "redis-cluster":  # its own servers, two tables: bench/harness/cluster.py
+                bench_cluster(Path(folder), cfg, args.peers, max(1, args.rounds), LOOP_FACTORY)
+                continue
             bench_backend(name, Path(folder), cfg, args.peers, max(1, args.rounds))
     return 0
 

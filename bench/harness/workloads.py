@@ -19,7 +19,9 @@ from bench.peers.peerlib import BATCH, Countdown, percentiles_ms, steady_adds
 
 
 def fresh(label: str) -> str:
-    return f"bench-{label}-{uuid.uuid4().hex[:8]}"
+    """A fresh queue name, its own hash tag in braces (`bench-{c10-1a2b3c4d}`): on a Redis
+    Cluster every queue has a slot of its own; queues of one flow share `label`'s tag."""
+    return f"bench-{{{label}-{uuid.uuid4().hex[:8]}}}"
 
 
 async def fill(queue: psyq.Queue, count: int, opts: dict[str, Any] | None = None) -> float:
@@ -128,7 +130,8 @@ def flow_tree(parents: str, children: str, i: int) -> dict[str, Any]:
 
 async def flows(url: str, trees: int) -> dict[str, float]:
     """Trees of 1 parent + 10 children: added per second, and run to the end per second."""
-    parents, children = fresh("parents"), fresh("children")
+    tag = fresh("flows")  # one slot for both queues: a flow's scripts touch both
+    parents, children = f"{tag}parents", f"{tag}children"
     async with psyq.FlowProducer(connection=url) as producer:
         started = time.perf_counter()
         for start in range(0, trees, 100):
