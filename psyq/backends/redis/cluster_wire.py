@@ -27,7 +27,7 @@ from typing import Any
 
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from psyq.backends.redis.scripts import Script, pack_command, pack_script_call
 from psyq.backends.redis.wire import ASKING, WireScripts, check_reply
@@ -51,7 +51,8 @@ class ClusterWire:
 
     def __init__(self, address: dict[str, Any]) -> None:
         self._seed: Address = (address["host"], address["port"])
-        self._auth = {"username": address["username"], "password": address["password"]}
+        names = ("username", "password", "ssl")  # every node's, as the URL's node
+        self._auth = {name: address.get(name) for name in names}
         self._slots: list[Address | None] = [None] * SLOTS
         self._nodes: dict[Address, WireScripts] = {}
         self._queue_slots: dict[str, int] = {}  # queue key -> its slot
@@ -60,8 +61,22 @@ class ClusterWire:
 
     # ------------------------------------------------------------------ calls
     async def call(self, script: Script, queue_key: str, args: tuple[Any, ...]) -> Any:
-        """Run `script` for the queue at `queue_key` on its slot's primary."""
+        """Run `script` for the queue at `queue_key` on its slot's primary: straight on the
+        node's open connection when the map names one (the hot path: one await), else, and
+        after any redirect or NOSCRIPT (the script did not run), through `_routed`."""
         packed = pack_script_call(script, queue_key, args)
+        slot = self._queue_slots.get(queue_key)
+        address = None if slot is None else self._slots[slot]
+        node = None if address is None else self._nodes.get(address)
+        wire = None if node is None else node.connected
+        if wire is not None:
+            reply = await wire.send(packed)
+            if not isinstance(reply, Exception):
+                return reply
+            if _redirect(reply, None, self._seed)[0] is None and not isinstance(
+                reply, NoScriptError
+            ):
+                raise reply
         return check_reply(await self._routed(queue_key, script, packed, 0, None))
 
     async def transaction(self, framed: bytes, count: int, queue_key: str = "") -> Any:

@@ -12,20 +12,22 @@ and its reply is dropped.
 Besides scripts, a MULTI/EXEC of packed commands (`transaction`) runs as one write and one
 future: the MULTI's OK and each QUEUED reply are dropped as they arrive.
 
-Used for plain `redis://host:port/db` URLs (with user and password), and per primary on
-`redis+cluster://` (`cluster_wire.ClusterWire`); TLS, unix sockets and other redis-py
-options go through `scripts.ScriptPipeline`.
+Used for TCP `redis://host:port/db` and `rediss://` URLs (with user and password, and
+redis-py's `ssl_*` options), and per primary on `redis+cluster://` and `rediss+cluster://`
+(`cluster_wire.ClusterWire`); unix sockets and other redis-py options go through
+`scripts.ScriptPipeline`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections import deque
 from itertools import repeat
 from typing import Any, cast
 
 import hiredis
-from redis.asyncio.connection import parse_url
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.exceptions import (
     BusyLoadingError,
     InvalidResponse,
@@ -39,22 +41,32 @@ from psyq.backends.redis.scripts import Script, pack_command, pack_script_call
 
 __all__ = ["ASKING", "EXEC", "MULTI", "WireScripts", "check_reply", "wire_address"]
 
-# What a URL may hold for the lean path (max_connections sizes redis-py's pools only).
+# What a URL may hold for the lean path (max_connections sizes redis-py's pools only), and
+# on `rediss://` redis-py's TLS options, read into an SSL context the way redis-py reads them.
 _PLAIN_OPTIONS = frozenset({"host", "port", "db", "username", "password", "max_connections"})
+_TLS_OPTIONS = frozenset(
+    name for name in inspect.signature(SSLConnection.__init__).parameters if name.startswith("ssl_")
+)
 
 
 def wire_address(url: str) -> dict[str, Any] | None:
-    """host, port, db, username, password of a plain TCP `redis://` URL; None when the URL
-    needs more than that (TLS, a unix socket, socket options), which redis-py handles."""
+    """host, port, db, username, password and TLS context (None: plain TCP) of a TCP
+    `redis://` or `rediss://` URL; None when the URL needs more than that (a unix socket,
+    socket options), which redis-py handles."""
     options = parse_url(url)
-    if not _PLAIN_OPTIONS.issuperset(options):
+    kind = options.pop("connection_class", None)
+    tls: dict[str, Any] = {k: v for k, v in options.items() if k in _TLS_OPTIONS}
+    if kind not in (None, SSLConnection) or not _PLAIN_OPTIONS.issuperset(options.keys() - tls):
         return None
+    if tls and kind is None:
+        return None  # TLS options on a plain redis:// URL: redis-py says what it makes of them
     return {
         "host": options.get("host", "localhost"),
         "port": int(options.get("port", 6379)),
         "db": int(options.get("db", 0)),
         "username": options.get("username"),
         "password": options.get("password"),
+        "ssl": None if kind is None else SSLConnection(**tls).ssl_context.get(),
     }
 
 
@@ -198,6 +210,12 @@ class WireScripts:
         return check_reply(await self.send(framed, skipped=count + 1))
 
     @property
+    def connected(self) -> _Wire | None:
+        """The open connection, if any (a router's hot path writes to it directly)."""
+        wire = self._wire
+        return wire if wire is not None and wire.open else None
+
+    @property
     def writes(self) -> int:
         """Socket writes of the current connection (see `_Wire`)."""
         return 0 if self._wire is None else self._wire.writes
@@ -213,7 +231,8 @@ class WireScripts:
     async def _open_wire(self) -> _Wire:
         address = self._address
         loop = asyncio.get_running_loop()
-        _, wire = await loop.create_connection(_Wire, address["host"], address["port"])
+        tls = address.get("ssl")
+        _, wire = await loop.create_connection(_Wire, address["host"], address["port"], ssl=tls)
         try:
             if address["password"] is not None:
                 user = [address["username"]] if address["username"] else []
