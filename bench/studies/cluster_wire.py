@@ -6,12 +6,14 @@ Starts a private redis-server and a private 3-primary Redis Cluster (no persiste
 ports, removed at the end) and runs each row on three paths: one server (psyq's lean wire,
 `wire.py`), the cluster on the lean wire per primary (`cluster_wire.py`), and the cluster
 on redis-py's cluster pipeline (the path before it, `scripts.ScriptPipeline`, chosen by
-taking the backend's lean wire away). Rows:
+taking the backend's lean wire away); and, as the before of one write per loop turn, one
+server with each call written at once (the lean wire as it was). Rows:
 - single add: `Queue.add` one after another (a round trip each);
 - gathered: script calls 100 at a time in one event-loop turn (a c100 worker's settles),
   a one-line script over queues of 3 hash tags (every primary of the cluster).
-Figures: the client process's CPU (user + system) per call, in microseconds, and the
-socket writes per call on the lean paths; the median of `--rounds` rounds.
+Figures: the client process's CPU (user + system) per call, in microseconds, Redis's CPU
+per call (INFO cpu, summed over the cluster's nodes), and the socket writes per call on
+the lean paths; the median of `--rounds` rounds.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+from redis import Redis
+
 import psyq
 from bench.harness.processes import free_port, server_process, stop, wait_for_port
 from psyq.backends.redis import RedisBackend
 from psyq.backends.redis.scripts import Script
+from psyq.backends.redis.wire import _Wire
 
 SOURCE = "return ARGV[2]"
 ECHO = Script("echo", (), SOURCE, hashlib.sha1(SOURCE.encode()).hexdigest())
@@ -135,6 +140,50 @@ async def measured(
 ROWS = {"single add": single_adds, "gathered x100": gathered}
 
 
+def redis_cpu(ports: list[int]) -> float:
+    total = 0.0
+    for port in ports:
+        with Redis(port=port) as client:
+            cpu = client.info("cpu")
+        total += float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+    return total
+
+
+def node_ports(url: str) -> list[int]:
+    port = int(url.split("//")[1].split("/")[0].rsplit(":", 1)[1])
+    if not url.startswith("redis+cluster"):
+        return [port]
+    with Redis(port=port) as client:
+        ranges = client.execute_command("CLUSTER", "SLOTS")
+    return sorted({int(r[2][1]) for r in ranges})
+
+
+@contextlib.contextmanager
+def written_at_once(eager: bool) -> Iterator[None]:
+    """Each call written to the socket as it is made (the wire before one write per turn)."""
+    original = _Wire.send
+    if eager:
+
+        def send(self: _Wire, *args: Any, **options: Any) -> Any:
+            future = original(self, *args, **options)
+            self._write()
+            return future
+
+        _Wire.send = send  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _Wire.send = original  # type: ignore[method-assign]
+
+
+def one_round(row: Any, url: str, calls: int, lean: bool, eager: bool) -> tuple[float, ...]:
+    ports = node_ports(url)
+    before = redis_cpu(ports)
+    with written_at_once(eager):
+        cpu, writes = asyncio.run(row(url, calls, lean))
+    return cpu, (redis_cpu(ports) - before) / calls * 1e6, writes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20_000)
@@ -142,22 +191,25 @@ def main() -> None:
     options = parser.parse_args()
     with one_server() as plain, cluster() as clustered:
         paths = {
-            "one server, lean": (plain, True),
-            "cluster, lean per primary": (clustered, True),
-            "cluster, redis-py pipeline": (clustered, False),
+            "one server, lean": (plain, True, False),
+            "one server, a write per call (before)": (plain, True, True),
+            "cluster, lean per primary": (clustered, True, False),
+            "cluster, redis-py pipeline (before)": (clustered, False, False),
         }
-        print("| row | path | client CPU µs/call | vs one server | writes/call |")
-        print("|---|---|---:|---:|---:|")
-        for row, measure in ROWS.items():
+        print(
+            "| row | path | client CPU µs/call | vs one server | Redis CPU µs/call | writes/call |"
+        )
+        print("|---|---|---:|---:|---:|---:|")
+        for name, row in ROWS.items():
             base = 0.0
-            for path, (url, lean) in paths.items():
+            for path, (url, lean, eager) in paths.items():
                 runs = [
-                    asyncio.run(measure(url, options.calls, lean)) for _ in range(options.rounds)
+                    one_round(row, url, options.calls, lean, eager) for _ in range(options.rounds)
                 ]
-                cpu = statistics.median(r[0] for r in runs)
-                writes = statistics.median(r[1] for r in runs)
+                cpu, server, writes = (statistics.median(r[i] for r in runs) for i in range(3))
                 base = base or cpu
-                print(f"| {row} | {path} | {cpu:.1f} | {cpu / base:.2f}x | {writes:.3f} |")
+                figures = f"{cpu:.1f} | {cpu / base:.2f}x | {server:.1f} | {writes:.3f}"
+                print(f"| {name} | {path} | {figures} |")
 
 
 if __name__ == "__main__":
