@@ -13,7 +13,7 @@ server with each call written at once (the lean wire as it was). Rows:
   a one-line script over queues of 3 hash tags (every primary of the cluster).
 Figures: the client process's CPU (user + system) per call, in microseconds, Redis's CPU
 per call (INFO cpu, summed over the cluster's nodes), and the socket writes per call on
-the lean paths; the median of `--rounds` rounds.
+the lean paths; the median of `--rounds` rounds, the paths taking turns within each round.
 """
 
 from __future__ import annotations
@@ -201,12 +201,13 @@ def main() -> None:
         )
         print("|---|---|---:|---:|---:|---:|")
         for name, row in ROWS.items():
+            runs: dict[str, list[tuple[float, ...]]] = {path: [] for path in paths}
+            for _ in range(options.rounds):  # the paths interleaved: a load drift hits all
+                for path, (url, lean, eager) in paths.items():
+                    runs[path].append(one_round(row, url, options.calls, lean, eager))
             base = 0.0
-            for path, (url, lean, eager) in paths.items():
-                runs = [
-                    one_round(row, url, options.calls, lean, eager) for _ in range(options.rounds)
-                ]
-                cpu, server, writes = (statistics.median(r[i] for r in runs) for i in range(3))
+            for path, rounds in runs.items():
+                cpu, server, writes = (statistics.median(r[i] for r in rounds) for i in range(3))
                 base = base or cpu
                 figures = f"{cpu:.1f} | {cpu / base:.2f}x | {server:.1f} | {writes:.3f}"
                 print(f"| {name} | {path} | {figures} |")
