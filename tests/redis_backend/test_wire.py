@@ -1,4 +1,4 @@
-"""The script connection of plain redis:// URLs (psyq/backends/redis/wire.py): one
+"""The script connection of TCP redis:// URLs (psyq/backends/redis/wire.py): one
 auto-pipelined connection, replies matched to callers in order, cancelled callers, lost
 connections, databases other than 0."""
 
@@ -21,9 +21,10 @@ def test_only_plain_urls_take_the_lean_path() -> None:
         "db": 3,
         "username": "u",
         "password": "p",
+        "ssl": None,
     }
     assert wire_address("redis://h:7/0?max_connections=4") is not None
-    assert wire_address("rediss://h:7/0") is None  # TLS: redis-py
+    assert wire_address("rediss://h:7/0") is not None  # TLS: see test_wire_tls.py
     assert wire_address("unix:///tmp/redis.sock") is None
     assert wire_address("redis://h:7/0?socket_timeout=2") is None
 

@@ -1,7 +1,8 @@
 """The connections of a Redis backend and the one way scripts run.
 
 Script calls go over `wire.WireScripts` (one auto-pipelined connection of psyq's own) on a
-plain `redis://` URL, else over redis-py (`scripts.ScriptPipeline`); queries share a
+plain `redis://` URL, over `cluster_wire.ClusterWire` (one such connection per primary) on
+`redis+cluster://`, else over redis-py (`scripts.ScriptPipeline`); queries share a
 bounded redis-py pool; blocking reads (BZPOPMIN on a queue's marker, XREAD BLOCK) hold
 connections of their own. `RedisConnection` is the base of the backend's parts (adding,
 transitions, queries, admin, flows, events, schedulers): each is a class of its own module,
@@ -31,6 +32,7 @@ from psyq.backends.base import (
     raise_for_code,
 )
 from psyq.backends.redis.cluster import check_tagged
+from psyq.backends.redis.cluster_wire import ClusterWire
 from psyq.backends.redis.scripts import Script, ScriptPipeline, load_scripts, pooled_connection
 from psyq.backends.redis.sentinel import close_sentinel_client, new_sentinel_client
 from psyq.backends.redis.settings import parse_redis_settings
@@ -96,9 +98,9 @@ class RedisConnection(BackendAdapter):
         wait = (settings.wait_replicas, settings.wait_timeout_ms)
         self._pipeline = ScriptPipeline(cluster=self.cluster, wait=wait if wait[0] else None)
         self.wait_replicas = settings.wait_replicas
-        plain = not (self.cluster or self._sentinel or settings.wait_replicas)
-        address = wire_address(self._redis_url) if plain else None
-        self._wire = None if address is None else WireScripts(address)  # the lean path
+        self._wire = _lean_wire(
+            self._redis_url, self.cluster, plain=not (self._sentinel or settings.wait_replicas)
+        )
         self._reconnect = Reconnect()  # paces calls while the server does not answer
         self._slots_stale = False  # a cluster's slot map to read again: see _refresh_slots
         self._blocking_reads: set[asyncio.Task[Any]] = set()  # see _uncancelled
@@ -296,10 +298,10 @@ class RedisConnection(BackendAdapter):
         replies: list[Any]
         framed = b"%b%b%b" % (MULTI, packed, EXEC)
         try:
+            key = self.queue_key(queue)
             if self._wire is not None and self._client is not None:
-                replies = await self._wire.transaction(framed, count)
+                replies = await self._wire.transaction(framed, count, key)
             else:
-                key = self.queue_key(queue)
                 replies = await _client_transaction(self.client, key, framed, count)
         except CONNECTION_ERRORS as exc:
             raise self._lost(f"{what} on queue {queue!r}", exc) from exc
@@ -341,6 +343,8 @@ class RedisConnection(BackendAdapter):
         self._slots_stale = False
         try:
             await self.client.nodes_manager.initialize()
+            if isinstance(self._wire, ClusterWire):
+                await self._wire.refresh()
         except (RedisError, RedisClusterException, OSError) as exc:
             raise self._lost("reading the cluster's slot map", exc) from exc
 
@@ -350,6 +354,14 @@ class RedisConnection(BackendAdapter):
         code = int(await self._run(name, queue, job_id, *args))
         raise_for_code(code, queue, job_id, operation)
         return code
+
+
+def _lean_wire(url: str, cluster: bool, plain: bool) -> WireScripts | ClusterWire | None:
+    """The lean path for script calls on `url` (see wire.py), when its options allow."""
+    address = wire_address(url) if plain else None
+    if address is None:
+        return None
+    return ClusterWire(address) if cluster else WireScripts(address)
 
 
 def _first_error(replies: list[Any]) -> Exception | None:
