@@ -2,15 +2,36 @@
 -- KEYS: wait paused prioritized delayed marker meta events id pc waiting-children
 -- ARGV: [1] queue key prefix "<prefix>:<queue>:"; [2] MessagePack array, three values per
 --       job: the job's name (a job with no other add-time fields) or its meta map {name,
---       id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}; data (JSON text);
---       opts (JSON text, BullMQ's compressed keys)
+--       id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?, group?}; data (JSON
+--       text); opts (JSON text, BullMQ's compressed keys)
 -- Events: added; waiting | delayed | waiting-children; duplicated; deduplicated; removed
 -- Returns: {now, id1, status1, id2, status2, ...} (status 1 added, 0 existing id,
---          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written)
---@include base jobkeys add
+--          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written),
+--          or {-12, index} (GROUP_MAX_SIZE: job index would pass its group's maxSize;
+--          nothing written)
+--@include base groups jobkeys add
 addsOnly, metaStable = true, true -- see base.lua
 local args = cmsgpack.unpack(ARGV[2])
 local count = #args / 3
+
+-- The index of the first job that would pass its group's maxSize (counting the group's
+-- waiting jobs and the call's own before it), or nil: checked before anything is written.
+local function pastMaxSize()
+  local sizes = {}
+  for n = 1, count do
+    local meta = args[3 * n - 2]
+    local group = type(meta) == "table" and meta.group
+    if group and group.maxSize and not meta.hold and (meta.delay or 0) == 0
+        and not (meta.id and rcall("EXISTS", P .. meta.id) == 1) then
+      local size = (sizes[group.id] or rcall("ZCARD", groupLine(group.id))) + 1
+      if size > group.maxSize then return n end
+      sizes[group.id] = size
+    end
+  end
+  return nil
+end
+local overfull = pastMaxSize()
+if overfull then return {-12, overfull} end
 if count == 1 then -- a single add (the functions below are made only for a bulk)
   local meta = args[1]
   if type(meta) == "string" then
