@@ -7,8 +7,9 @@
 --   groups:limited    ZSET: groups whose rate limit window is full, by the ms it ends
 --   groups:active     HASH: group id -> its active jobs (no field at 0)
 --   groups:waiting    STRING: waiting jobs of all the groups together (none at 0)
---   groups:seq        STRING: the sequence of lines and rotation
 --   group:<id>        ZSET: the group's waiting jobs, score priority * 2^32 + sequence
+-- Sequences follow the highest score there (no counter key: an emptied queue of groups
+-- keeps nothing).
 --   group-opts:<id>   HASH: the group's own settings (concurrency, max, duration, paused)
 --   group-limiter:<id> STRING: starts in the group's window, expiring with it
 -- A job of a group carries the hash fields gid (its group) and gpr (its group priority).
@@ -38,8 +39,11 @@ local function groupActive(gid)
   return tonumber(rcall("HGET", P .. "groups:active", gid)) or 0
 end
 
+-- The rotation's next score: after the last group in it.
 local function nextGroupSeq()
-  return rcall("INCR", P .. "groups:seq")
+  local last = rcall("ZRANGE", P .. "groups:ready", -1, -1, "WITHSCORES")
+  if last[2] then return tonumber(last[2]) + 1 end
+  return 1
 end
 
 -- The group joins the rotation (at its end) unless it is there, paused, limited or at its
@@ -72,13 +76,15 @@ end
 -- the head of it (a job handed back or stalled).
 local function groupScore(gid, priority, front)
   local low = priority * GROUP_SPAN
+  local high = low + GROUP_SPAN - 1
   if front then
-    local first = rcall("ZRANGEBYSCORE", groupLine(gid), low, low + GROUP_SPAN - 1,
-      "WITHSCORES", "LIMIT", 0, 1)
+    local first = rcall("ZRANGEBYSCORE", groupLine(gid), low, high, "WITHSCORES", "LIMIT", 0, 1)
     if first[2] then return math.max(low, tonumber(first[2]) - 1) end
-    return low + GROUP_HALF
+  else
+    local last = rcall("ZREVRANGEBYSCORE", groupLine(gid), high, low, "WITHSCORES", "LIMIT", 0, 1)
+    if last[2] then return math.min(high, tonumber(last[2]) + 1) end
   end
-  return low + GROUP_HALF + nextGroupSeq() % GROUP_HALF
+  return low + GROUP_HALF
 end
 
 enqueueGrouped = function(jobId, gid, priority, front) -- declared in base.lua
@@ -249,6 +255,6 @@ local function obliterateGroups(drop, budget)
     rcall("DEL", groupLine(gid), P .. "group-opts:" .. gid, groupLimiter(gid))
   end
   rcall("DEL", P .. "groups", P .. "groups:ready", P .. "groups:limited", P .. "groups:active",
-    P .. "groups:waiting", P .. "groups:seq")
+    P .. "groups:waiting")
   return dropped
 end
