@@ -14,6 +14,7 @@ Every error names the value that caused it.
     ├── JobVetoedError             an add-side plugin refused the job
     ├── JobCancelledError          the job was cancelled while it ran (queue.cancel_job); no retry
     ├── JobFailedError             job.wait_until_finished: the job failed (its failedReason)
+    ├── GroupMaxSizeExceededError  an add past its group's maxSize; nothing was added
     ├── UnsupportedError           the backend does not implement this part of the model yet
     ├── ClosedError                the Queue / Worker / backend was closed
     └── ProcessorSignal            raised by a processor to steer what happens to its job

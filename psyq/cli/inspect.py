@@ -47,6 +47,9 @@ def add_inspect_commands(commands: argparse._SubParsersAction[argparse.ArgumentP
     inspect.add_argument("--job", help="show this job whole")
     inspect.add_argument("--state", default="failed", help="jobs of this state (failed)")
     inspect.add_argument("--limit", type=positive_int, default=10, help="newest N jobs (10)")
+    inspect.add_argument(
+        "--groups", action="store_true", help="the queue's groups: counts and status"
+    )
     _add_common(inspect)
 
     queue = commands.add_parser("queue", help="pause, resume, drain, clean, retry, ... a queue")
@@ -116,6 +119,8 @@ async def _inspect(args: argparse.Namespace, names: list[str]) -> int:
         _print(args, await _overview(args, names), _overview_table)
     elif args.job is not None:
         _print(args, await _job_view(args), _job_table)
+    elif args.groups:
+        _print(args, await _groups_view(args), _groups_table)
     else:
         _print(args, await _queue_view(args), _queue_tables)
     return 0
@@ -146,6 +151,17 @@ async def _queue_view(args: argparse.Namespace) -> dict[str, Any]:
             jobs=[_job_line(job, state) for job in jobs],
         )
     return view
+
+
+async def _groups_view(args: argparse.Namespace) -> dict[str, Any]:
+    """The queue's first `--limit` groups by id, and how many there are in all."""
+    async with _queue(args, args.queue) as queue:
+        return {
+            "name": queue.name,
+            "count": await queue.get_groups_count(),
+            "waiting": await queue.get_groups_job_count(),
+            "groups": await queue.get_groups(0, args.limit - 1),
+        }
 
 
 def _job_line(job: psyq.Job, state: str) -> dict[str, Any]:
@@ -290,6 +306,14 @@ def _queue_tables(console: Console, view: dict[str, Any]) -> None:
         table.add_row(
             job["id"], str(job["name"]), str(job["attempts"]), *stamps, job["failed_reason"] or ""
         )
+    console.print(table)
+
+
+def _groups_table(console: Console, view: dict[str, Any]) -> None:
+    table = _table("group", "waiting", "active", "status")
+    table.title = f"{view['count']} groups, {view['waiting']} jobs waiting in them"
+    for group in view["groups"]:
+        table.add_row(group["id"], str(group["waiting"]), str(group["active"]), group["status"])
     console.print(table)
 
 

@@ -202,6 +202,15 @@ def group_id(name: str, value: Any) -> str:
 
 def _group(name: str, value: Any) -> dict[str, Any]:
     """BullMQ Pro's `group`: {id, priority (0 first, then lower numbers), maxSize}."""
+    if type(value) is dict and len(value) == 1:  # the common {"id": ...}: checked at once
+        gid = value.get("id")
+        if (
+            type(gid) is str
+            and 0 < len(gid) <= MAX_GROUP_ID
+            and gid.isascii()
+            and "\x00" not in gid
+        ):
+            return {"id": gid}
     spec = _check_mapping(name, value, {"id", "priority", "maxSize", "max_size"})
     if "id" not in spec:
         raise InvalidOptionsError(f"option {name!r} needs an 'id', got {value!r}", option=name)

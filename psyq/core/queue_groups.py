@@ -86,8 +86,9 @@ class GroupCalls:
 
     async def get_counts_per_priority_for_group(
         self, group: str | int, priorities: Sequence[int]
-    ) -> dict[int, int]:
-        """{group priority: how many of the group's waiting jobs have it}."""
+    ) -> dict[str, int]:
+        """{group priority as text: how many of the group's waiting jobs have it} (as
+        `get_counts_per_priority`)."""
         gid = group_id("group", group)
         checked = [check_int("priority", p, maximum=MAX_PRIORITY) for p in priorities]
         store = await self._open()

@@ -186,6 +186,22 @@ class Store:
         await (await self.queue(name)).resume()
         return {"paused": False}
 
+    async def groups(self, name: str, start: int, end: int) -> dict[str, Any]:
+        """A page of the queue's groups (by id), how many there are and their jobs."""
+        queue = await self.queue(name)
+        return {
+            "count": await queue.get_groups_count(),
+            "waiting": await queue.get_groups_job_count(),
+            "groups": await queue.get_groups(start, end),
+        }
+
+    async def group_action(self, name: str, group: str, action: str) -> dict[str, Any]:
+        """Pause or resume one group: {"paused": now, "changed": whether it was not}."""
+        queue = await self.queue(name)
+        pause = action == "pause"
+        changed = await (queue.pause_group(group) if pause else queue.resume_group(group))
+        return {"group": group, "paused": pause, "changed": changed}
+
     async def retry_all(self, name: str, state: str) -> dict[str, Any]:
         if state not in FINISHED_STATES:
             raise InvalidOptionsError(f"retry state must be failed or completed, got {state!r}")

@@ -98,6 +98,9 @@ def _add_api(router: web.UrlDispatcher) -> None:
     router.add_post(queue + "/pause", _handler(lambda store, r: store.pause(_q(r))))
     router.add_post(queue + "/resume", _handler(lambda store, r: store.resume(_q(r))))
     router.add_post(queue + "/promote", _handler(lambda store, r: store.promote_all(_q(r))))
+    router.add_get(queue + "/groups", _groups)
+    for action in ("pause", "resume"):
+        router.add_post(f"{queue}/groups/{{group}}/{action}", _group_action(action))
     router.add_post(queue + "/retry", _retry_all)
     router.add_post(queue + "/clean", _clean)
     for action in ("retry", "promote", "remove", "cancel"):
@@ -135,6 +138,20 @@ async def _jobs(request: web.Request) -> web.Response:
     end = _int(request.query, "end", start + 19)
     search = request.query.get("search", "").strip()
     return _json(await request.app[STORE].jobs(_q(request), state, start, end, search))
+
+
+async def _groups(request: web.Request) -> web.Response:
+    start = _int(request.query, "start", 0)
+    end = _int(request.query, "end", start + 19)
+    return _json(await request.app[STORE].groups(_q(request), start, end))
+
+
+def _group_action(action: str) -> Handler:
+    async def act(request: web.Request) -> web.Response:
+        store, group = request.app[STORE], request.match_info["group"]
+        return _json(await store.group_action(_q(request), group, action))
+
+    return act
 
 
 async def _metrics_of_queue(request: web.Request) -> web.Response:

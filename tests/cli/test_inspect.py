@@ -77,6 +77,30 @@ def test_one_queue_shows_its_newest_jobs_of_a_state(
     assert [job["name"] for job in waiting["jobs"]] == ["b"]  # the newest one
 
 
+def test_groups_lists_each_group_with_its_counts_and_status(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = fresh_name("insp-groups")
+
+    async def fill() -> None:
+        async with psyq.Queue(name, connection=url) as queue:
+            await queue.add_bulk([{"name": "j", "opts": {"group": {"id": g}}} for g in "abb"])
+            await queue.pause_group("b")
+
+    asyncio.run(fill())
+    view = _run(capsys, "inspect", name, "--groups", "--json", "--connection", url)
+    assert (view["count"], view["waiting"]) == (2, 3)
+    assert view["groups"] == [
+        {"id": "a", "waiting": 1, "active": 0, "status": "waiting"},
+        {"id": "b", "waiting": 2, "active": 0, "status": "paused"},
+    ]
+    assert main(["inspect", name, "--groups", "--connection", url]) == 0
+    table = capsys.readouterr().out
+    assert "2 groups, 3 jobs waiting in them" in table
+    line = next(line for line in table.splitlines() if " b " in f" {line} ")
+    assert line.split()[1:4] == ["2", "0", "paused"]
+
+
 def test_one_job_whole_with_its_logs(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     name = fresh_name("insp")
     ids = asyncio.run(fill_queue(url, name))

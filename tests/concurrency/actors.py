@@ -59,6 +59,7 @@ async def worker(spec: Spec) -> dict[str, Any]:
     """A Worker per queue of `queues`; each job sleeps `data.ms` (default `ms`) and returns
     1; runs, failures and error events are recorded per queue and job id."""
     runs: list[list[str]] = []
+    spans: list[list[Any]] = []  # grouped jobs: [group id, start ms, end ms] (wall clock)
     failed: list[list[str]] = []
     errors: list[list[str]] = []
     options = spec.get("options", {})
@@ -66,7 +67,10 @@ async def worker(spec: Spec) -> dict[str, Any]:
     def processor(queue: str) -> Callable[[psyq.Job], Awaitable[int]]:
         async def run(job: psyq.Job) -> int:
             runs.append([queue, job.id])
+            started = time.time() * 1000
             await asyncio.sleep(job.data.get("ms", spec.get("ms", 0)) / 1000)  # sleep: the work
+            if "group" in job.opts:
+                spans.append([job.opts["group"]["id"], started, time.time() * 1000])
             return 1
 
         return run
@@ -82,7 +86,13 @@ async def worker(spec: Spec) -> dict[str, Any]:
     for one in workers:
         await one.close()
         statistics.update(one.statistics())
-    return {"runs": runs, "failed": failed, "errors": errors, "statistics": dict(statistics)}
+    return {
+        "runs": runs,
+        "spans": spans,
+        "failed": failed,
+        "errors": errors,
+        "statistics": dict(statistics),
+    }
 
 
 @role

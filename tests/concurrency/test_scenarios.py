@@ -169,6 +169,52 @@ async def test_admin_calls_under_load_lose_and_repeat_no_job(actors: Actors) -> 
     assert set(runs.values()) == {1}
 
 
+def most_at_once(spans: list[list[Any]]) -> int:
+    """The most spans [start, end] open at one moment."""
+    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = peak = 0
+    for _, step in edges:  # an end sorts before a start at the same moment
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+async def test_group_limits_hold_across_worker_processes(actors: Actors) -> None:
+    """Two worker processes (4 slots each) serve three groups with a group concurrency of 1
+    and at most 3 starts per group per 400 ms: no group ever runs two jobs at once, none
+    starts more than 3 in a window (the store's take times), every job runs once."""
+    queue, per_group = fresh_name("groups"), scaled(8)
+    async with psyq.Queue(queue, connection=actors.url) as q:
+        jobs = await q.add_bulk(
+            [
+                {"name": f"{g}{i}", "data": {"ms": 20}, "opts": {"group": {"id": g}}}
+                for i in range(per_group)
+                for g in "abc"
+            ]
+        )
+    group = {"concurrency": 1, "limit": {"max": 3, "duration": 400}}
+    for _ in range(2):
+        actors.start("worker", queues=[queue], options={"concurrency": 4, "group": group})
+    await eventually(lambda: drained(actors.url, queue), "jobs done", 60 * SCALE)
+    actors.stop()
+    ran = actors.results("worker")
+    runs = Counter(job_id for _, job_id in merged(ran, "runs"))
+    spans = merged(ran, "spans")
+    async with psyq.Queue(queue, connection=actors.url) as q:
+        done = await q.get_completed()
+    starts = {g: sorted(j.processed_on or 0 for j in done if j.name[0] == g) for g in "abc"}
+    in_window = max(
+        sum(1 for t in stamps if s <= t < s + 400) for stamps in starts.values() for s in stamps
+    )
+    peaks = {g: most_at_once([span[1:] for span in spans if span[0] == g]) for g in "abc"}
+    figures("groups", actors.url, jobs=len(jobs), peaks=peaks, most_in_window=in_window)
+    assert merged(ran, "errors") == []
+    assert set(runs) == {job.id for job in jobs} and set(runs.values()) == {1}
+    assert peaks == {"a": 1, "b": 1, "c": 1}
+    assert in_window <= 3
+    assert len({worker_index for worker_index, result in enumerate(ran) if result["spans"]}) == 2
+
+
 async def test_lock_renewal_on_a_loaded_machine_reports_no_error(actors: Actors) -> None:
     """A worker at concurrency 50 runs jobs of 200 ms with 600 ms locks (renewed every 300 ms)
     while a process keeps a CPU busy: renewals cross completions; none is an error

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 import psyq
+from psyq.backends import open_backend, release_backend
+from tests.conftest import fresh_name
 from tests.polling import eventually
 
 from .conftest import Recorder, WorkerFactory, wait_state
@@ -89,10 +91,8 @@ async def test_the_group_reads_back_with_its_id_as_text(queue: psyq.Queue) -> No
 async def test_groups_are_served_round_robin_fifo_inside_each(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
-    await queue.add_bulk(
-        [grouped("a", "a1"), grouped("a", "a2"), grouped("a", "a3")]
-        + [grouped("b", "b1"), grouped("b", "b2"), grouped("c", "c1")]
-    )
+    await queue.add_bulk([grouped("a", name) for name in ("a1", "a2", "a3")])
+    await queue.add_bulk([grouped("b", "b1"), grouped("b", "b2"), grouped("c", "c1")])
     order = await run_in_order(make_worker, 6)
     assert order == ["a1", "b1", "c1", "a2", "b2", "a3"]
 
@@ -110,15 +110,13 @@ async def test_jobs_without_a_group_come_first(
 async def test_the_group_priority_orders_a_group(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
-    await queue.add_bulk(
-        [grouped("a", "p2", priority=2), grouped("a", "p0", priority=0)]
-        + [grouped("a", "p1", priority=1), grouped("a", "p0-later")]
-    )
+    await queue.add_bulk([grouped("a", "p2", priority=2), grouped("a", "p0", priority=0)])
+    await queue.add_bulk([grouped("a", "p1", priority=1), grouped("a", "p0-later")])
     assert await queue.get_counts_per_priority_for_group("a", [0, 1, 2, 3]) == {
-        0: 2,
-        1: 1,
-        2: 1,
-        3: 0,
+        "0": 2,
+        "1": 1,
+        "2": 1,
+        "3": 0,
     }
     assert [job.name for job in await queue.get_group_jobs("a")] == [
         "p0",
@@ -204,10 +202,9 @@ async def test_group_rate_limit_caps_each_group_and_spares_the_others(
     queue: psyq.Queue, make_worker: WorkerFactory
 ) -> None:
     started: dict[str, list[int]] = {"a": [], "b": []}
-    loop = asyncio.get_running_loop()
 
-    def process(job: psyq.Job) -> None:
-        started[job.data["g"]].append(int(loop.time() * 1000))
+    def process(job: psyq.Job) -> None:  # the store's clock: when the take started it
+        started[job.data["g"]].append(job.processed_on or 0)
 
     await queue.add_bulk([grouped("a") for _ in range(6)])
     await queue.set_group_rate_limit("b", 100, 1000)  # b's own limit, over the workers'
@@ -215,7 +212,7 @@ async def test_group_rate_limit_caps_each_group_and_spares_the_others(
     worker = make_worker(process, concurrency=5, group={"limit": {"max": 2, "duration": 400}})
     rec = Recorder(worker, "completed")
     await rec.wait("completed", 12, timeout=15)
-    a = started["a"]
+    a = sorted(started["a"])
     assert max(sum(1 for t in a if s <= t < s + 400) for s in a) <= 2
     assert a[-1] - a[0] >= 700  # 6 jobs at 2 per 400 ms: three windows
     assert max(started["b"]) < a[-1]  # b, limited only by its own 100/s, finished first
@@ -278,8 +275,7 @@ async def test_max_size_refuses_past_it_and_add_bulk_is_all_or_nothing(
     assert full.value.max_size == 2
     with pytest.raises(psyq.GroupMaxSizeExceededError):
         await queue.add_bulk(
-            [{"name": "plain"}, grouped("b", maxSize=3)]
-            + [grouped("a", maxSize=3), grouped("a", maxSize=3)]
+            [{"name": "plain"}, grouped("b", maxSize=3), *[grouped("a", maxSize=3)] * 2]
         )
     assert await queue.count() == 2  # the whole batch was refused
     await queue.add_bulk([grouped("a", maxSize=3), grouped("b", maxSize=3)])
@@ -342,9 +338,13 @@ async def test_a_retried_job_goes_back_to_its_group(
         if job.name == "a1" and job.attempts_made == 0:
             raise RuntimeError("once")
 
-    await queue.add("a1", {}, group={"id": "a"}, attempts=2)
-    await queue.add("a2", {}, group={"id": "a"})
-    await queue.add("b1", {}, group={"id": "b"}, attempts=2, backoff=200)
+    await queue.add_bulk(
+        [
+            {"name": "a1", "opts": {"group": {"id": "a"}, "attempts": 2}},
+            {"name": "a2", "opts": {"group": {"id": "a"}}},
+            {"name": "b1", "opts": {"group": {"id": "b"}, "attempts": 2, "backoff": 200}},
+        ]
+    )
     make_worker(process)
     await eventually(lambda: len(order) >= 4, "4 runs", 10)
     assert order[:2] == ["a1#0", "b1#0"]
@@ -366,3 +366,52 @@ async def test_a_stalled_grouped_job_comes_back_to_its_group(
     await wait_state(queue, job.id, "completed")
     assert rec.events["stalled"][0][0] == job.id
     assert await queue.get_group_active_count("a") == 0
+
+
+async def test_a_grouped_job_refuses_a_priority_of_its_own(queue: psyq.Queue) -> None:
+    job = await queue.add("j", {}, group={"id": "a"})
+    with pytest.raises(psyq.InvalidOptionsError) as refused:
+        await job.change_priority(3)
+    assert "group" in str(refused.value)
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.priority == 0
+
+
+async def test_grouped_children_of_a_flow_run_in_their_groups(
+    queue: psyq.Queue, make_worker: WorkerFactory, backend_url: str
+) -> None:
+    children = [
+        {"name": f"{g}{i}", "queue_name": queue.name, "opts": {"group": {"id": g}}}
+        for g in "ab"
+        for i in range(2)
+    ]
+    async with psyq.FlowProducer(connection=backend_url) as producer:
+        flow = await producer.add(
+            {"name": "parent", "queue_name": queue.name, "children": children}
+        )
+    assert await queue.get_groups_job_count() == 4
+    order = await run_in_order(make_worker, 5)
+    assert order[:4] == ["a0", "b0", "a1", "b1"]  # round-robin, children before the parent
+    assert order[4] == "parent"
+    await wait_state(queue, flow.job.id, "completed")
+
+
+async def test_groups_and_their_settings_move_with_an_export(
+    queue: psyq.Queue, backend_url: str
+) -> None:
+    await queue.add_bulk([grouped("a", "a1"), grouped("a", "a2"), grouped("b", "b1")])
+    await queue.set_group_concurrency("a", 2)
+    await queue.pause_group("b")
+    backend = await open_backend(backend_url)
+    try:
+        target = fresh_name()
+        page = await backend.export_jobs(queue.name, None, 100)
+        await backend.import_jobs(target, page)
+        await backend.set_queue_meta(target, await backend.get_queue_meta(queue.name))
+    finally:
+        await release_backend(backend)
+    async with psyq.Queue(target, connection=backend_url) as copy:
+        assert [job.name for job in await copy.get_group_jobs("a")] == ["a1", "a2"]
+        assert await copy.get_group_concurrency("a") == 2
+        groups = {g["id"]: g["status"] for g in await copy.get_groups()}
+        assert groups == {"a": "waiting", "b": "paused"}

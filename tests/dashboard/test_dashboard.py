@@ -127,6 +127,30 @@ async def test_actions_change_the_store(url: str, serve: Any) -> None:
         }
 
 
+async def test_groups_are_listed_and_paused_one_by_one(url: str, serve: Any) -> None:
+    name = fresh_name("dash-groups")
+    async with psyq.Queue(name, connection=url) as queue:
+        await queue.add_bulk([{"name": "j", "opts": {"group": {"id": g}}} for g in "abb"])
+    request = await serve()
+    base = f"/api/queues/{name}"
+    status, view = await request("GET", base + "/groups")
+    assert status == 200
+    assert (view["count"], view["waiting"]) == (2, 3)
+    assert [(g["id"], g["waiting"], g["status"]) for g in view["groups"]] == [
+        ("a", 1, "waiting"),
+        ("b", 2, "waiting"),
+    ]
+    assert (await request("GET", base + "/groups?start=1&end=1"))[1]["groups"][0]["id"] == "b"
+    paused = await request("POST", base + "/groups/b/pause")
+    assert paused == (200, {"group": "b", "paused": True, "changed": True})
+    assert (await request("POST", base + "/groups/b/pause"))[1]["changed"] is False
+    statuses = [g["status"] for g in (await request("GET", base + "/groups"))[1]["groups"]]
+    assert statuses == ["waiting", "paused"]
+    assert (await request("POST", base + "/groups/b/resume"))[1]["changed"] is True
+    async with psyq.Queue(name, connection=url) as queue:
+        assert await queue.resume_group("b") is False
+
+
 async def test_actions_must_be_json_requests(url: str) -> None:
     """What a page on another site could make a browser send (a form or text/plain POST,
     without the token header) is refused, even on a dashboard without a token."""

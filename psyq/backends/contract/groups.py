@@ -71,8 +71,9 @@ class Groups(AdapterRoot):
 
     async def get_counts_per_priority_for_group(
         self, queue: str, group_id: str, priorities: Sequence[int]
-    ) -> dict[int, int]:
-        """{group priority: waiting jobs of the group with it}, for each of `priorities`."""
+    ) -> dict[str, int]:
+        """{group priority as text: waiting jobs of the group with it}, for each of
+        `priorities` (as `get_counts_per_priority`)."""
         raise self._unsupported("groups")
 
     async def get_groups(self, queue: str, start: int, end: int) -> list[GroupInfo]:

@@ -36,6 +36,7 @@ from psyq.backends.contract import shapes
 from psyq.backends.engine import flows, schedulers, transfer
 from psyq.backends.engine.engine import Engine, Shard, named_engine, wake_futures
 from psyq.backends.engine.eventlog import Position, parse_event_id
+from psyq.backends.engine.group_calls import EngineGroups
 from psyq.backends.engine.pacing import pace
 from psyq.backends.engine.state import CrossQueue
 from psyq.backends.engine.store import QueueStore
@@ -69,7 +70,7 @@ def parse_memory_url(url: str) -> tuple[str, str]:
 _SETTLE_PARTS = ("move_to_finished", "retry_job", "move_to_active", "settle_many")
 
 
-class MemoryBackend(BackendAdapter):
+class MemoryBackend(EngineGroups, BackendAdapter):
     """The engine in this process. `clock=` gives a private engine on that clock."""
 
     kind = "memory"
@@ -572,8 +573,7 @@ class MemoryBackend(BackendAdapter):
 
 
 def _wake(store: QueueStore, notify: bool) -> None:
-    """After a store call: wake blocked workers (when work may be ready) and event readers
-    (when events were written)."""
+    """After a store call: wake blocked workers (work may be ready), event readers (news)."""
     if notify and store.waiters:
         wake_futures(store.waiters)
     events = store.events

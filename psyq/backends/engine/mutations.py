@@ -110,6 +110,7 @@ class Mutations(Queries):
         doomed = list(self.wait) + [entry[2] for entry in self.prio.ordered()]
         self.wait.clear()  # the lines at once, not job by job (a deque's remove is O(n))
         self.prio.clear()
+        doomed += self.groups.clear()
         if delayed:
             doomed += [entry[2] for entry in self.delayed]
             self.delayed.clear()

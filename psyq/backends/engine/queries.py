@@ -30,7 +30,8 @@ class Queries(StoreState):
 
     def _count(self, state: str) -> int:
         if state in ("waiting", "paused"):
-            return len(self.wait) if self.paused == (state == "paused") else 0
+            waiting = len(self.wait) + self.groups.waiting
+            return waiting if self.paused == (state == "paused") else 0
         sizes: dict[str, Sized] = {
             "active": self.active,
             "completed": self.completed,
@@ -57,7 +58,7 @@ class Queries(StoreState):
         if state in ("completed", "failed"):
             return self._finished(state).iterate(asc)
         if state in ("waiting", "paused"):
-            ids = list(self.wait) if self.paused == (state == "paused") else []
+            ids = self._waiting_ids() if self.paused == (state == "paused") else []
         elif state == "prioritized":
             ids = [entry[2] for entry in self.prio.ordered()]
         elif state == "delayed":
@@ -65,6 +66,16 @@ class Queries(StoreState):
         else:
             ids = list(self._ordered_dict(state))
         return iter(ids if asc else ids[::-1])
+
+    def _waiting_ids(self) -> list[str]:
+        """Plain waiting jobs, then each group's, groups by id (grouped jobs count as
+        waiting; the order across groups is the ring's, not shown here)."""
+        ids = list(self.wait)
+        groups = self.groups
+        if groups:
+            for gid in sorted(groups.groups):
+                ids.extend(groups.groups[gid].ordered())
+        return ids
 
     def _finished(self, state: str) -> FinishedLine:
         return self.completed if state == "completed" else self.failed

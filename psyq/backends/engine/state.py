@@ -28,6 +28,7 @@ from psyq.backends.base import (
     Limiter,
 )
 from psyq.backends.engine.eventlog import EventLog, Extra
+from psyq.backends.engine.groups import GroupLines
 from psyq.backends.engine.heap import Heap4
 from psyq.backends.engine.lines import FinishedLine
 from psyq.backends.engine.metrics import MinuteCounts
@@ -60,6 +61,7 @@ class StoreState:
         self.jobs: dict[str, JobRecord] = {}
         self.wait: deque[str] = deque()
         self.prio = Heap4()
+        self.groups = GroupLines()  # grouped waiting jobs, outside `wait` (groups.py)
         self.delayed: SortedList = SortedList()
         self.delayed_key: dict[str, Delayed] = {}
         self.active: dict[str, tuple[str, int]] = {}
@@ -153,7 +155,17 @@ class StoreState:
 
     # ------------------------------------------------------------------ placing jobs
     def _enqueue(self, record: JobRecord, lifo: bool = False, front: bool = False) -> None:
-        """Make a job ready: prioritized by priority, else plain waiting."""
+        """Make a job ready: in its group's line, prioritized by priority, else plain
+        waiting."""
+        group = record.opts.get("group") if record.opts else None
+        if group is not None:
+            self.groups.push(group["id"], record.id, group.get("priority", 0), front)
+            record.state = "waiting"
+            if self.dirty is not None:
+                self.dirty.add(record.id)
+                self.rank[record.id] = -next(self.seq) if front else next(self.seq)
+                self.version += 1
+            return
         if record.priority > 0:
             seq = next(self.seq)
             rank = -seq if lifo or front else seq
@@ -221,16 +233,13 @@ class StoreState:
             self.rank.pop(job_id, None)
             self.version += 1
         if state == "waiting":
-            self.wait.remove(job_id)
+            self._leave_wait(record)
         elif state == "prioritized":
             self.prio.discard(job_id)
         elif state == "delayed":
             self.delayed.remove(self.delayed_key.pop(job_id))
         elif state == "active":
-            del self.active[job_id]
-            if self.cancelled:
-                self.cancelled.pop(job_id, None)
-            record.lock_token = None
+            self._leave_active(record)
         elif state == "completed":
             self.completed.remove(job_id)
         elif state == "failed":
@@ -238,6 +247,21 @@ class StoreState:
         elif state == "waiting-children":
             del self.waiting_children[job_id]
         record.state = None
+
+    def _leave_wait(self, record: JobRecord) -> None:
+        group = record.opts.get("group") if record.opts else None
+        if group is None:
+            self.wait.remove(record.id)
+        else:
+            self.groups.discard(group["id"], record.id)
+
+    def _leave_active(self, record: JobRecord) -> None:
+        del self.active[record.id]
+        if self.cancelled:
+            self.cancelled.pop(record.id, None)
+        record.lock_token = None
+        if record.opts and "group" in record.opts:  # its group's slot frees
+            self.groups.released(record.opts["group"]["id"], self.clock.now_ms())
 
     def _drop(self, record: JobRecord) -> None:
         self._detach(record)

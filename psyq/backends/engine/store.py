@@ -35,7 +35,7 @@ from psyq.backends.engine.state import (
     STALLED_REASON,
     CrossQueue,
 )
-from psyq.errors import JobNotFoundError, LockError, PsyqError
+from psyq.errors import GroupMaxSizeExceededError, JobNotFoundError, LockError, PsyqError
 
 __all__ = ["NO_OPTS", "QueueStore"]
 
@@ -65,6 +65,10 @@ class QueueStore(Mutations):
             if new.opts and "parent" in new.opts:
                 self._check_parents(jobs)
                 break
+        for new in jobs:
+            if new.opts and "group" in new.opts:
+                self._check_group_sizes(jobs)
+                break
         if self.last_id + len(jobs) > self.id_limit:  # before any job: all or none
             self.reserve_ids(len(jobs))
         return [self.add(new, now) for new in jobs]
@@ -76,6 +80,19 @@ class QueueStore(Mutations):
         for new in jobs:
             if new.opts and "parent" in new.opts:
                 flows.check_parent(self.engine, new.opts["parent"])
+
+    def _check_group_sizes(self, jobs: Sequence[NewJob]) -> None:
+        """Raise, before any job is added, when one would pass its group's maxSize."""
+        adding: dict[str, int] = {}
+        for new in jobs:
+            group = new.opts.get("group") if new.opts else None
+            if group is None:
+                continue
+            gid = group["id"]
+            adding[gid] = adding.get(gid, 0) + 1
+            max_size = group.get("maxSize")
+            if max_size is not None and self.groups.size(gid) + adding[gid] > max_size:
+                raise GroupMaxSizeExceededError(self.name, gid, max_size)
 
     def add(self, new: NewJob, now: int, hold: bool = False) -> JobRecord:
         """Add a job (`hold`: it waits for children it is about to get)."""
@@ -103,6 +120,8 @@ class QueueStore(Mutations):
     def _add_with_options(self, new: NewJob, now: int, timestamp: int, hold: bool) -> JobRecord:
         """`add` for a job with options: a custom id, deduplication, a parent, a delay..."""
         opts = new.opts
+        if len(opts) == 1 and "group" in opts and not hold:
+            opts = self.groups.shared(opts)
         custom = opts.get("jobId")
         if custom is not None and custom in self.jobs:
             self.emit("duplicated", custom)
@@ -210,10 +229,11 @@ class QueueStore(Mutations):
             return None
         if self.wait or self.prio:
             return 0
+        ready = self.groups.ready_in(now) if self.groups.groups else None
         if self.delayed:
-            due: int = self.delayed[0][0]
-            return max(0, due - now)
-        return None
+            due: int = max(0, self.delayed[0][0] - now)
+            return due if ready is None else min(due, ready)
+        return ready
 
     def promote_due(self, now: int) -> None:
         delayed = self.delayed
@@ -247,7 +267,9 @@ class QueueStore(Mutations):
             else:
                 job_id = prio.pop()  # type: ignore[assignment]
                 if job_id is None:
-                    break
+                    job_id = self._take_grouped(request, now)
+                    if job_id is None:
+                        break
             if loader is not None and job_id not in resident:
                 loader((job_id,), wait)  # only in the file: read with the next of the line
             record = jobs[job_id]
@@ -268,13 +290,20 @@ class QueueStore(Mutations):
         self._after_fetch(taken, now)
         return taken
 
+    def _take_grouped(self, request: FetchRequest, now: int) -> str | None:
+        """The next grouped job's id, round-robin over the groups (None: none may start)."""
+        if not self.groups:
+            return None
+        taken = self.groups.take(request.group, now)
+        return None if taken is None else taken[1]
+
     def _after_fetch(self, taken: list[JobRecord], now: int) -> None:
         """Count what a fetch took in the rate window; a fetch that finds the queue empty
         (once, until jobs come again) emits drained."""
         if taken:
             self.window_count += len(taken)
             self.drained = False
-        elif not self.drained and not self.wait and not self.prio:
+        elif not self.drained and not self.wait and not self.prio and not self.groups:
             self.drained = True
             self.emit("drained", None, None, now)
 

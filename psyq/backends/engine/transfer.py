@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import fields
 from operator import attrgetter
@@ -146,16 +147,12 @@ def _import_one(store: QueueStore, incoming: JobRecord, page: ExportPage) -> Non
 def place(store: QueueStore, record: JobRecord, rank: int, due: int | None) -> None:
     """Put a job in the structure of its state (rank: its place in its line)."""
     job_id, state = record.id, record.state
-    if state == "waiting":
-        store.wait.append(job_id)
-    elif state == "prioritized":
-        store.prio.push(record.priority, rank, job_id)
-    elif state == "delayed":
-        key = (due or 0, rank, job_id)
-        store.delayed.add(key)
-        store.delayed_key[job_id] = key
+    if state in ("waiting", "prioritized", "delayed"):
+        _place_in_line(store, record, rank, due)
     elif state == "active":
         store.active[job_id] = (record.lock_token or "", 0)  # expired: the stalled check
+        if record.opts and "group" in record.opts:
+            store.groups.started(record.opts["group"]["id"])
     elif state == "completed":
         store.completed.add(job_id)
     elif state == "failed":
@@ -164,6 +161,21 @@ def place(store: QueueStore, record: JobRecord, rank: int, due: int | None) -> N
         store.waiting_children[job_id] = None
     if state in RANKED and store.dirty is not None:
         store.rank[job_id] = rank
+
+
+def _place_in_line(store: QueueStore, record: JobRecord, rank: int, due: int | None) -> None:
+    job_id, state = record.id, record.state
+    group = record.opts.get("group") if record.opts else None
+    if state == "waiting" and group is not None:
+        store.groups.push(group["id"], job_id, group.get("priority", 0), front=False)
+    elif state == "waiting":
+        store.wait.append(job_id)
+    elif state == "prioritized":
+        store.prio.push(record.priority, rank, job_id)
+    else:
+        key = (due or 0, rank, job_id)
+        store.delayed.add(key)
+        store.delayed_key[job_id] = key
 
 
 def restore_links(store: QueueStore, job_id: str, children: Mapping[str, Any]) -> None:
@@ -191,6 +203,7 @@ def queue_meta(store: QueueStore) -> QueueMeta:
         "dedup": {key: list(value) for key, value in store.dedup.items()},
         "schedulers": {key: _scheduler(entry) for key, entry in store.schedulers.items()},
         "max_len_events": store.events.max_len,
+        "groups": copy.deepcopy(store.groups.settings),
     }
 
 
@@ -217,4 +230,7 @@ def apply_meta(store: QueueStore, meta: QueueMeta) -> None:
         template = NewJob(name, data, opts, timestamp)
         store.schedulers[key] = {"key": key, "name": name, **entry, "template": template}
     store.events.max_len = int(meta["max_len_events"])
+    for gid, settings in meta.get("groups", {}).items():
+        for name, value in settings.items():
+            store.groups.set(gid, name, value)
     store.changed()

@@ -16,6 +16,7 @@ from psyq.backends.base import (
     Failed,
     FetchRequest,
     FlowNode,
+    GroupLimits,
     JobRecord,
     Limiter,
     NewJob,
@@ -155,6 +156,8 @@ SPECS: tuple[ExtSpec, ...] = (
         ("lock_duration", INT),
         ("worker_name", OPT_STR),
         ("limiter", _optional(_instance(Limiter))),
+        ("held", _str_list),
+        ("group", _optional(_instance(GroupLimits))),
     ),
     _spec(5, Limiter, ("max", INT), ("duration", INT)),
     _spec(6, Completed, ("returnvalue", STR), ("keep", KEEP)),
@@ -177,4 +180,5 @@ SPECS: tuple[ExtSpec, ...] = (
         ("due", lambda v: type(v) is dict and all(type(t) is int for t in v.values())),
         ("deps", lambda v: type(v) is dict and all(type(d) is dict for d in v.values())),
     ),
+    _spec(12, GroupLimits, ("concurrency", OPT_INT), ("limiter", _optional(_instance(Limiter)))),
 )

@@ -22,6 +22,7 @@ from psyq.backends.base import (
     FetchRequest,
     FlowNode,
     FlowTree,
+    GroupInfo,
     JobCounts,
     JobRecord,
     Limiter,
@@ -96,6 +97,19 @@ COMMANDS: frozenset[str] = frozenset(
         "set_global_concurrency",
         "get_deduplication_job_id",
         "remove_deduplication_key",
+        "set_group_concurrency",
+        "get_group_concurrency",
+        "set_group_rate_limit",
+        "rate_limit_group",
+        "get_group_rate_limit_ttl",
+        "pause_group",
+        "resume_group",
+        "get_group_jobs",
+        "get_groups_job_count",
+        "get_group_active_count",
+        "get_counts_per_priority_for_group",
+        "get_groups",
+        "get_groups_count",
         "get_metrics",
         "get_counts_per_priority",
         "register_worker",
@@ -363,6 +377,65 @@ class Forwarders(BackendAdapter):
         self, queue: str, dedup_id: str, job_id: str | None = None
     ) -> bool:
         answer: bool = await self._call("remove_deduplication_key", queue, dedup_id, job_id)
+        return answer
+
+    async def set_group_concurrency(
+        self, queue: str, group_id: str, concurrency: int | None
+    ) -> None:
+        await self._call("set_group_concurrency", queue, group_id, concurrency)
+
+    async def get_group_concurrency(self, queue: str, group_id: str) -> int | None:
+        answer: int | None = await self._call("get_group_concurrency", queue, group_id)
+        return answer
+
+    async def set_group_rate_limit(
+        self, queue: str, group_id: str, limiter: Limiter | None
+    ) -> None:
+        await self._call("set_group_rate_limit", queue, group_id, limiter)
+
+    async def rate_limit_group(self, queue: str, group_id: str, delay_ms: int) -> None:
+        await self._call("rate_limit_group", queue, group_id, delay_ms)
+
+    async def get_group_rate_limit_ttl(self, queue: str, group_id: str) -> int:
+        answer: int = await self._call("get_group_rate_limit_ttl", queue, group_id)
+        return answer
+
+    async def pause_group(self, queue: str, group_id: str) -> bool:
+        answer: bool = await self._call("pause_group", queue, group_id)
+        return answer
+
+    async def resume_group(self, queue: str, group_id: str) -> bool:
+        answer: bool = await self._call("resume_group", queue, group_id)
+        return answer
+
+    async def get_group_jobs(
+        self, queue: str, group_id: str, start: int, end: int
+    ) -> list[JobRecord]:
+        answer: list[JobRecord] = await self._call("get_group_jobs", queue, group_id, start, end)
+        return answer
+
+    async def get_groups_job_count(self, queue: str) -> int:
+        answer: int = await self._call("get_groups_job_count", queue)
+        return answer
+
+    async def get_group_active_count(self, queue: str, group_id: str) -> int:
+        answer: int = await self._call("get_group_active_count", queue, group_id)
+        return answer
+
+    async def get_counts_per_priority_for_group(
+        self, queue: str, group_id: str, priorities: Sequence[int]
+    ) -> dict[str, int]:
+        answer: dict[str, int] = await self._call(
+            "get_counts_per_priority_for_group", queue, group_id, list(priorities)
+        )
+        return answer
+
+    async def get_groups(self, queue: str, start: int, end: int) -> list[GroupInfo]:
+        answer: list[GroupInfo] = await self._call("get_groups", queue, start, end)
+        return answer
+
+    async def get_groups_count(self, queue: str) -> int:
+        answer: int = await self._call("get_groups_count", queue)
         return answer
 
     async def get_metrics(self, queue: str, kind: str, start: int, end: int) -> Metrics:

@@ -61,7 +61,13 @@ _COUNT = f"SELECT count(*), max(rank) FROM jobs WHERE queue = ? AND state = ? AN
 # (SQLite never flattens it). Lines have no index: each reads the queue's rows once.
 _WAITING = (
     "SELECT json_group_array(id), max(abs(rank)) FROM "
-    "(SELECT id, rank FROM jobs WHERE queue = ? AND state = 'waiting' ORDER BY rank)"
+    "(SELECT id, rank FROM jobs WHERE queue = ? AND state = 'waiting' AND grp IS NULL "
+    "ORDER BY rank)"
+)
+_GROUPED = (
+    "SELECT json_group_array(json_array(grp, priority, id)), max(abs(rank)) FROM "
+    "(SELECT grp, priority, id, rank FROM jobs WHERE queue = ? AND state = 'waiting' "
+    "AND grp IS NOT NULL ORDER BY rank)"
 )
 _PRIORITIZED = (
     "SELECT json_group_array(json_array(priority, coalesce(rank, 0), id)), max(abs(rank)) "
@@ -386,6 +392,10 @@ def load_lines(store: QueueStore, reader: Reader) -> None:
     ids, top = reader.all(_WAITING, (key,))[0]
     store.wait.extend(json.loads(ids))
     tops = [top or 0]
+    entries, top = reader.all(_GROUPED, (key,))[0]
+    for gid, priority, job_id in json.loads(entries):
+        store.groups.push(gid, job_id, priority, front=False)
+    tops.append(top or 0)
     entries, top = reader.all(_PRIORITIZED, (key,))[0]
     for priority, rank, job_id in json.loads(entries):
         store.prio.push(priority, rank, job_id)

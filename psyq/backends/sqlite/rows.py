@@ -38,7 +38,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 # Columns the engine orders or filters by, then the rest of the record as one MessagePack
 # array (`BODY`): a narrow row binds 10 values instead of 26, which halves the write cost.
-JOB_COLUMNS = "queue, id, state, rank, due, finished_on, body, deps, logs, priority"
+JOB_COLUMNS = "queue, id, state, rank, due, finished_on, body, deps, logs, priority, grp"
 BODY = (
     "name, data, opts, timestamp, delay, priority, progress, attempts_made, attempts_started, "
     "stalled_counter, processed_on, returnvalue, failed_reason, stacktrace, parent_key, "
@@ -47,7 +47,7 @@ BODY = (
 
 Row = tuple[Any, ...]
 
-UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_JOB = f"INSERT OR REPLACE INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _pack = msgpack.Packer(use_bin_type=True).pack
 
 
@@ -86,8 +86,16 @@ def job_row(store: QueueStore, record: JobRecord) -> Row:
         body,
         _deps(store, job_id) if store.pending else None,
         _dumps(store.logs[job_id]) if job_id in store.logs else None,
-        record.priority,
+        *_line_of(record, opts),
     )
+
+
+def _line_of(record: JobRecord, opts: dict[str, Any]) -> tuple[int, str | None]:
+    """The row's priority and group: a grouped job's priority is its group priority."""
+    group = opts.get("group") if opts else None
+    if group is None:
+        return record.priority, None
+    return group.get("priority", 0), group["id"]
 
 
 def unstorable(row: Row) -> str | None:

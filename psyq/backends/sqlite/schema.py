@@ -83,16 +83,22 @@ CREATE TABLE id_blocks (
 ) WITHOUT ROWID;
 """
 
+# Version 4: the group of a job (its `group` option's id; NULL: none), so a file opens with
+# each grouped waiting job in its group's line without reading its body; for such a job the
+# `priority` column holds its group priority, its place in that line.
+_GROUP_COLUMN = "grp TEXT"
+GROUP_COLUMN = f"ALTER TABLE jobs ADD COLUMN {_GROUP_COLUMN};"
+
 # The schema every migration gives: SQLite keeps an added column where ALTER put it, on the
 # line of the last column.
 SCHEMA = (
-    SCHEMA_V1.replace("    logs TEXT,\n", f"    logs TEXT, {_PRIORITY_COLUMN},\n")
+    SCHEMA_V1.replace("    logs TEXT,\n", f"    logs TEXT, {_PRIORITY_COLUMN}, {_GROUP_COLUMN},\n")
     + _FINISHED_INDEX
     + "\n"
     + FILE_AND_IDS
 )
 
-MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX, FILE_AND_IDS]
+MIGRATIONS: list[str] = [SCHEMA_V1, LINE_INDEX, FILE_AND_IDS, GROUP_COLUMN]
 SCHEMA_VERSION = len(MIGRATIONS)
 _PRIORITY = 5  # the priority's place in a job row's body (rows.BODY)
 

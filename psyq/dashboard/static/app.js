@@ -352,9 +352,10 @@ async function queueView(r) {
   }
   const start = r.page * PAGE;
   const search = r.search ? "&search=" + enc(r.search) : "";
-  const [jobs, metrics] = await Promise.all([
+  const [jobs, metrics, groups] = await Promise.all([
     api(`${qpath(r.queue)}/jobs?state=${state}&start=${start}&end=${start + PAGE - 1}${search}`),
     metricsOf(r.queue),
+    api(`${qpath(r.queue)}/groups?start=0&end=${PAGE - 1}`).catch(() => null),
   ]);
   const opened = jobs.jobs.filter((job) => app.open.has(cardKey(r.queue, job.id)));
   const full = new Map(await Promise.all(opened.map(async (job) =>
@@ -401,6 +402,8 @@ async function queueView(r) {
     searchForm(q, state, r.search),
     jobList(q, state, jobs, full),
     pager(q, state, r.page, jobs, r.search),
+    groups && groups.count ? h("h2", { text: `Groups (${groups.count})` }) : null,
+    groups && groups.count ? groupsTable(q, groups) : null,
     h("h2", { text: `Workers (${details.workers.length})` }),
     workersTable(details.workers),
     h("h2", { text: `Job schedulers (${details.schedulers.length})` }),
@@ -582,6 +585,22 @@ function workersTable(workers) {
     h("span", { class: "mono", text: w.name || w.id || "" }), String(w.concurrency ?? ""),
     String(w.pid ?? ""), when(w.started),
   ]), "workers");
+}
+
+function groupsTable(queue, groups) {
+  // A page of the queue's groups by id: counts, status, and pause or resume for each.
+  return table(["group", "waiting", "active", "status", ""], groups.groups.map((g) => {
+    const paused = g.status === "paused";
+    const path = `${qpath(queue)}/groups/${enc(g.id)}/${paused ? "resume" : "pause"}`;
+    return [
+      h("span", { class: "mono", text: g.id }), String(g.waiting), String(g.active),
+      h("span", { class: "pill s-" + (paused ? "paused" : g.status === "waiting" ? "waiting" : "delayed"), text: g.status }),
+      act(paused ? "Resume" : "Pause", () => api(path, "POST"), {
+        id: `group-${paused ? "resume" : "pause"}-${g.id}`,
+        done: () => `${paused ? "Resumed" : "Paused"} group ${g.id}`,
+      }),
+    ];
+  }), "groups");
 }
 
 function schedulersTable(schedulers) {

@@ -1,0 +1,176 @@
+"""Groups beside plain jobs on one store: add, processing, memory and fairness.
+
+    python -m bench.studies.groups [--url memory://] [--rounds 3] [--jobs 20000]
+                                   [--heavy 100000] [--waiting 200000]
+
+Rows (each round runs plain then grouped, in this process, on a fresh queue; 60-byte data):
+- add one by one / add_bulk (jobs/s): `--jobs` jobs, plain, then each in one of 10 groups.
+- processing c10 / c100 (jobs/s): `--jobs` jobs added, then a worker at that concurrency
+  runs them all; plain, then with 10 groups and with 10,000 groups (round-robin).
+- memory per waiting job (bytes, memory:// only): resident memory grown by `--waiting` waiting
+  jobs, plain and grouped (10,000 groups), and what an emptied group leaves (0 expected).
+- fairness: one group holds 100,000 jobs (`--heavy`), then 100 groups add 10 jobs each; a
+  worker at c10 runs until every light job is done: p99 of a light job's add-to-start (ms)
+  and the share of light jobs done among the first 1,000 jobs taken after they arrived.
+Prints one JSON line per round, then the medians with the grouped/plain ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import time
+import uuid
+from typing import Any
+
+import psyq
+from bench.harness.processes import rss_bytes
+
+DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
+
+
+def entries(count: int, groups: int) -> list[dict[str, Any]]:
+    """add_bulk entries; job i in group i % groups (0 groups: plain)."""
+    if not groups:
+        return [{"name": "j", "data": DATA} for _ in range(count)]
+    return [
+        {"name": "j", "data": DATA, "opts": {"group": {"id": i % groups}}} for i in range(count)
+    ]
+
+
+async def add_rates(url: str, count: int) -> dict[str, float]:
+    found = {}
+    for label, groups in (("plain", 0), ("grouped", 10)):
+        async with psyq.Queue(f"g-add-{uuid.uuid4().hex[:8]}", connection=url) as queue:
+            started = time.perf_counter()
+            for entry in entries(count // 4, groups):
+                await queue.add(entry["name"], entry["data"], **entry.get("opts", {}))
+            found[f"add {label}"] = count // 4 / (time.perf_counter() - started)
+            started = time.perf_counter()
+            for start in range(0, count, 1000):
+                await queue.add_bulk(entries(min(1000, count - start), groups))
+            found[f"add_bulk {label}"] = count / (time.perf_counter() - started)
+            await queue.obliterate(force=True)
+    return found
+
+
+async def processing_rate(url: str, count: int, concurrency: int, groups: int) -> float:
+    name = f"g-run-{uuid.uuid4().hex[:8]}"
+    async with psyq.Queue(name, connection=url) as queue:
+        for start in range(0, count, 1000):
+            await queue.add_bulk(entries(min(1000, count - start), groups))
+        done = asyncio.Event()
+        seen = 0
+
+        def work(job: psyq.Job) -> None:
+            nonlocal seen
+            seen += 1
+            if seen >= count:
+                done.set()
+
+        started = time.perf_counter()
+        async with psyq.Worker(name, work, connection=url, concurrency=concurrency):
+            await done.wait()
+        rate = count / (time.perf_counter() - started)
+        await queue.obliterate(force=True)
+    return rate
+
+
+async def memory_per_job(count: int) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for label, groups in (("plain", 0), ("grouped", 10_000)):
+        gc.collect()
+        before = rss_bytes()
+        async with psyq.Queue(f"g-mem-{uuid.uuid4().hex[:8]}", connection="memory://") as queue:
+            for start in range(0, count, 1000):
+                await queue.add_bulk(entries(min(1000, count - start), groups))
+            gc.collect()
+            found[f"bytes per waiting job {label}"] = (rss_bytes() - before) / count
+            if groups:
+                await queue.drain()
+                found["groups left after drain"] = await queue.get_groups_count()
+            await queue.obliterate(force=True)
+    return found
+
+
+async def fairness(url: str, heavy: int) -> dict[str, float]:
+    name = f"g-fair-{uuid.uuid4().hex[:8]}"
+    light = {f"light-{g}-{i}" for g in range(100) for i in range(10)}
+    async with psyq.Queue(name, connection=url) as queue:
+        for start in range(0, heavy, 1000):
+            batch = [{"name": "heavy", "data": DATA, "opts": {"group": {"id": "heavy"}}}] * min(
+                1000, heavy - start
+            )
+            await queue.add_bulk(batch)
+        order: list[str] = []
+        waits: list[float] = []
+        done = asyncio.Event()
+
+        def work(job: psyq.Job) -> None:
+            order.append(job.name)
+            if job.name != "heavy":
+                waits.append((job.processed_on or 0) - job.timestamp)
+                if len(waits) == len(light):
+                    done.set()
+
+        async with psyq.Worker(name, work, connection=url, concurrency=10):
+            for g in range(100):
+                group = {"id": f"light-{g}"}
+                await queue.add_bulk(
+                    [{"name": f"light-{g}-{i}", "opts": {"group": group}} for i in range(10)]
+                )
+            arrived = len(order)
+            await done.wait()
+        first = order[arrived : arrived + 1000]
+        await queue.obliterate(force=True)
+    waits.sort()
+    return {
+        "light add-to-start p99 ms": waits[int(len(waits) * 0.99) - 1],
+        "light share of first 1000": sum(1 for n in first if n != "heavy") / max(1, len(first)),
+    }
+
+
+async def one_round(args: argparse.Namespace) -> dict[str, float]:
+    row = await add_rates(args.url, args.jobs)
+    for concurrency in (10, 100):
+        row[f"c{concurrency} plain"] = await processing_rate(args.url, args.jobs, concurrency, 0)
+        for groups in (10, 10_000):
+            rate = await processing_rate(args.url, args.jobs, concurrency, groups)
+            row[f"c{concurrency} {groups} groups"] = rate
+    if args.url.startswith("memory:"):
+        row.update(await memory_per_job(args.waiting))
+    row.update(await fairness(args.url, args.heavy))
+    return row
+
+
+def ratios(medians: dict[str, float]) -> dict[str, float]:
+    """grouped / plain for each pair of rows."""
+    pairs = {"add grouped": "add plain", "add_bulk grouped": "add_bulk plain"}
+    for concurrency in (10, 100):
+        for groups in (10, 10_000):
+            pairs[f"c{concurrency} {groups} groups"] = f"c{concurrency} plain"
+    pairs["bytes per waiting job grouped"] = "bytes per waiting job plain"
+    return {f"{a} / {b}": medians[a] / medians[b] for a, b in pairs.items() if b in medians}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--url", default="memory://")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--heavy", type=int, default=100_000)
+    parser.add_argument("--waiting", type=int, default=200_000)
+    args = parser.parse_args()
+    rows = []
+    for _ in range(args.rounds):
+        rows.append(asyncio.run(one_round(args)))
+        print(json.dumps(rows[-1]), flush=True)
+    medians = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+    print(json.dumps({"median": medians, "ratios": ratios(medians)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
