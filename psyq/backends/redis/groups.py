@@ -133,14 +133,14 @@ class RedisGroups(RedisConnection):
 
     async def get_counts_per_priority_for_group(
         self, queue: str, group_id: str, priorities: Sequence[int]
-    ) -> dict[int, int]:
+    ) -> dict[str, int]:
         line = _line(self.queue_key(queue), group_id)
         async with self.client.pipeline(transaction=False) as pipe:
             for priority in priorities:
                 low = priority * GROUP_SPAN
                 pipe.zcount(line, low, low + GROUP_SPAN - 1)
             counts = await pipe.execute()
-        return {p: int(n) for p, n in zip(priorities, counts, strict=True)}
+        return {str(p): int(n) for p, n in zip(priorities, counts, strict=True)}
 
     async def get_groups(self, queue: str, start: int, end: int) -> list[GroupInfo]:
         key = self.queue_key(queue)
