@@ -120,3 +120,21 @@ async def test_a_flow_with_grouped_children(url: str) -> None:
         assert await queue.get_groups_job_count() == 2
         assert sorted(await run_all(queue, url, 3)) == ["c1", "c2", "parent"]
         assert await queue.get_job_state(tree.job.id) == "completed"
+
+
+async def test_a_bulk_keeps_each_groups_order_across_its_forms(queue: psyq.Queue) -> None:
+    """addJobs gathers the short-form grouped jobs per group; a job of the long form (here
+    with a maxSize) or a plain one in between keeps its place."""
+    await queue.add_bulk(
+        [
+            grouped("a", "a1"),
+            {"name": "plain"},
+            grouped("a", "a2", maxSize=10),
+            grouped("b", "b1", priority=1),
+            grouped("a", "a3"),
+            grouped("b", "b0"),
+        ]
+    )
+    assert [j.name for j in await queue.get_group_jobs("a")] == ["a1", "a2", "a3"]
+    assert [j.name for j in await queue.get_group_jobs("b")] == ["b0", "b1"]
+    assert await queue.get_job_counts("waiting") == {"waiting": 6}

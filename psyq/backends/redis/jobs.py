@@ -103,10 +103,21 @@ def add_args(jobs: Sequence[NewJob]) -> bytes:
         if new.timestamp is None and _META_OPTS.isdisjoint(opts):
             head: Any = new.name
         else:
-            head = meta_fields(new)
+            head = _grouped_head(new) or meta_fields(new)
         flat += (head, new.data, encode_opts(opts) if opts else "{}")
     packed: bytes = msgpack.packb(flat)
     return packed
+
+
+def _grouped_head(new: NewJob) -> list[Any] | None:
+    """[name, group id, group priority] for a job whose only add-time field is a group
+    without maxSize (addJobs gathers those per group), else None."""
+    group = new.opts.get("group")
+    if group is None or new.timestamp is not None or "maxSize" in group:
+        return None
+    if not _META_OPTS.isdisjoint(key for key in new.opts if key != "group"):
+        return None
+    return [new.name, str(group["id"]), int(group.get("priority") or 0)]
 
 
 def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str:
