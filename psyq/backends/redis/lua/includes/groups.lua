@@ -146,7 +146,8 @@ local function groupLimits(gid, req)
 end
 
 -- Whether the group may start a job now; when not, it leaves the rotation (full: until one
--- of its jobs leaves active; limited: until its window ends).
+-- of its jobs leaves active; limited: until its window ends). Without a limit the window is
+-- not read: rate_limit_group(ms) parks the group in groups:limited for those ms.
 local function groupOpen(gid, concurrency, max, now)
   if groupOpts(gid).paused then
     rcall("ZREM", P .. "groups:ready", gid)
@@ -156,8 +157,9 @@ local function groupOpen(gid, concurrency, max, now)
     rcall("ZREM", P .. "groups:ready", gid)
     return false
   end
+  if max == nil then return true end
   local ttl = rcall("PTTL", groupLimiter(gid))
-  if ttl > 0 and (tonumber(rcall("GET", groupLimiter(gid))) or 0) >= (max or GROUP_MANUAL) then
+  if ttl > 0 and (tonumber(rcall("GET", groupLimiter(gid))) or 0) >= max then
     parkGroup(gid, now + ttl)
     return false
   end
