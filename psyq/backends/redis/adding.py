@@ -25,8 +25,9 @@ from psyq.backends.base import (
 )
 from psyq.backends.redis.cluster import check_one_slot
 from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.groups import GROUP_MAX_SIZE
 from psyq.backends.redis.jobs import add_args, add_meta, encode_opts
-from psyq.errors import PsyqError
+from psyq.errors import GroupMaxSizeExceededError, PsyqError
 
 ADD_CHUNK = 1000  # jobs per addJobs call when a bulk add is pipelined
 
@@ -61,7 +62,8 @@ class Adding(RedisConnection):
                 result = await self._run("addJobs", queue, add_args((new,)))
             finally:
                 self._add_back(queue)
-            if int(result[2]) == 1:  # added (else an existing id or a deduplicated add)
+            if len(result) == 3 and int(result[2]) == 1:  # added (else an existing id, a
+                # deduplicated add, or a refusal: _added says)
                 return self._new_record(queue, str(result[1]), new, int(result[0]))
             [record] = await self._added(queue, [new], 0, result)
             return record
@@ -119,7 +121,9 @@ class Adding(RedisConnection):
         if self.cluster and with_parents:
             parent_keys = {str(parent["queue"]) for parent in with_parents}  # `<prefix>:<q>`
             check_one_slot({self.queue_key(queue), *parent_keys}, "a child and its parent")
-        if len(chunks) == 1 or with_parents:
+        # a maxSize is checked over the whole bulk, before anything is written: one call
+        sized = any("maxSize" in new.opts.get("group", ()) for new in jobs)
+        if len(chunks) == 1 or with_parents or sized:
             results = [await self._run("addJobs", queue, add_args(jobs))]
         elif self.wait_replicas:  # each call waits for the replicas (a MULTI of all would not)
             results = [await self._run("addJobs", queue, add_args(chunk)) for chunk in chunks]
@@ -160,6 +164,9 @@ class Adding(RedisConnection):
         if int(result[0]) == ErrorCode.PARENT_MISSING:
             parent = jobs[offset + int(result[1]) - 1].opts["parent"]
             raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
+        if int(result[0]) == GROUP_MAX_SIZE:
+            group = jobs[offset + int(result[1]) - 1].opts["group"]
+            raise GroupMaxSizeExceededError(queue, str(group["id"]), int(group["maxSize"]))
         now = int(result[0])
         added = jobs[offset : offset + (len(result) - 1) // 2]
         ids, statuses = result[1::2], result[2::2]

@@ -13,6 +13,7 @@ one class per concern, each in its own module:
     queries.py      jobs, states, counts, logs, queue list, metrics
     flows.py        flow trees, dependencies, children's values
     admin.py        pause/resume/drain/clean/obliterate, limits, dedup, workers, cancel
+    groups.py       groups: their settings, pause/resume, getters (lua/includes/groups.lua)
     events.py       the events stream (QueueEvents)
     transfer.py     export / import pages (psyq migrate)
 """
@@ -29,6 +30,7 @@ from psyq.backends.redis.admin import Admin
 from psyq.backends.redis.connection import CONNECTION_ERRORS
 from psyq.backends.redis.events import Events
 from psyq.backends.redis.flows import Flows
+from psyq.backends.redis.groups import RedisGroups
 from psyq.backends.redis.queries import Queries
 from psyq.backends.redis.settings import parse_redis_url
 from psyq.backends.redis.transitions import Transitions
@@ -36,7 +38,7 @@ from psyq.backends.redis.transitions import Transitions
 __all__ = ["RedisBackend", "open_redis_backend", "parse_redis_url"]
 
 
-class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events):
+class RedisBackend(Adding, Transitions, Queries, Flows, Admin, Events, RedisGroups):
     """BullMQ's Redis layout (see the top for where each part lives)."""
 
     kind = "redis"

@@ -89,7 +89,7 @@ decode_opts = codec.options_parser(_parse_opts)
 # The options add_meta reads: a job with none of them (and no timestamp of its own) goes to
 # addJobs as its bare name.
 _META_OPTS = frozenset(
-    ("jobId", "delay", "priority", "lifo", "parent", "deduplication", "repeatJobKey")
+    ("jobId", "delay", "priority", "lifo", "parent", "deduplication", "repeatJobKey", "group")
 )
 
 
@@ -103,10 +103,21 @@ def add_args(jobs: Sequence[NewJob]) -> bytes:
         if new.timestamp is None and _META_OPTS.isdisjoint(opts):
             head: Any = new.name
         else:
-            head = meta_fields(new)
+            head = _grouped_head(new) or meta_fields(new)
         flat += (head, new.data, encode_opts(opts) if opts else "{}")
     packed: bytes = msgpack.packb(flat)
     return packed
+
+
+def _grouped_head(new: NewJob) -> list[Any] | None:
+    """[name, group id, group priority] for a job whose only add-time field is a group
+    without maxSize (addJobs gathers those per group), else None."""
+    group = new.opts.get("group")
+    if group is None or new.timestamp is not None or "maxSize" in group:
+        return None
+    if not _META_OPTS.isdisjoint(key for key in new.opts if key != "group"):
+        return None
+    return [new.name, str(group["id"]), int(group.get("priority") or 0)]
 
 
 def add_meta(new: NewJob, hold: bool = False, parent_flags: bool = False) -> str:
@@ -128,17 +139,34 @@ def meta_fields(new: NewJob, hold: bool = False, parent_flags: bool = False) -> 
             meta[name] = opts[name]
     if hold:
         meta["hold"] = True
-    parent = opts.get("parent")
-    if parent is not None:
-        link: dict[str, Any] = {"id": parent["id"], "queue": parent["queue"]}
-        link.update({_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True})
+    link = _parent_meta(opts, parent_flags)
+    if link is not None:
         meta["parent"] = link
-    elif parent_flags:
-        meta["parent"] = {_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True}
     if "deduplication" in opts:
         meta["dedup"] = opts["deduplication"]
     if "repeatJobKey" in opts:
         meta["rjk"] = opts["repeatJobKey"]
+    if "group" in opts:
+        meta["group"] = group_meta(opts["group"])
+    return meta
+
+
+def _parent_meta(opts: Mapping[str, Any], parent_flags: bool) -> dict[str, Any] | None:
+    """The parent link and its policy flags (only the flags for a flow child)."""
+    flags = {_ENCODE[k]: True for k in _ENCODE if opts.get(k) is True}
+    parent = opts.get("parent")
+    if parent is not None:
+        return {"id": parent["id"], "queue": parent["queue"], **flags}
+    return flags if parent_flags else None
+
+
+def group_meta(group: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's group as the add scripts read it (groups.lua): id, priority, maxSize."""
+    meta: dict[str, Any] = {"id": str(group["id"])}
+    if group.get("priority"):
+        meta["priority"] = int(group["priority"])
+    if group.get("maxSize"):
+        meta["maxSize"] = int(group["maxSize"])
     return meta
 
 

@@ -10,6 +10,7 @@ from psyq.backends.base import (
     Metrics,
 )
 from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.groups import grouped_waiting_ids
 from psyq.backends.redis.jobs import (
     PRIORITY_SPAN,
     glob_escape,
@@ -53,6 +54,8 @@ class Queries(RedisConnection):
         ids: list[tuple[str, str]] = []
         for state in states:
             ids += [(job_id, state) for job_id in await self._ids(queue, state, asc)]
+            if state == "waiting":  # the groups' waiting jobs after the plain ones
+                ids += [(job_id, state) for job_id in await grouped_waiting_ids(self, queue)]
         chosen = inclusive_slice(ids, start, end)
         key = self.queue_key(queue)
         async with self.client.pipeline(transaction=False) as pipe:
@@ -76,8 +79,12 @@ class Queries(RedisConnection):
                     pipe.llen(f"{key}:{_LISTS[state]}")
                 else:
                     pipe.zcard(f"{key}:{state}")
-            counts = await pipe.execute()
-        return {state: int(count) for state, count in zip(wanted, counts, strict=True)}
+            pipe.get(f"{key}:groups:waiting")
+            *counts, grouped = await pipe.execute()
+        found = {state: int(count) for state, count in zip(wanted, counts, strict=True)}
+        if "waiting" in found:  # the groups' waiting jobs are waiting too
+            found["waiting"] += int(grouped or 0)
+        return found
 
     async def get_job_logs(
         self, queue: str, job_id: str, start: int, end: int, asc: bool

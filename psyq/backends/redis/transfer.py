@@ -21,6 +21,7 @@ import msgpack
 from psyq.backends.base import ExportPage, JobRecord, QueueMeta
 from psyq.backends.meta import exported_schedulers
 from psyq.backends.redis.connection import RedisConnection
+from psyq.backends.redis.groups import group_settings, grouped_waiting_ids, set_group_settings
 from psyq.backends.redis.jobs import (
     DELAY_SPAN,
     MANUAL_LIMIT,
@@ -48,6 +49,7 @@ __all__ = [
 _LINES = (
     ("waiting", "wait", "list"),
     ("waiting", "paused", "list"),
+    ("waiting", "groups", "grouped"),  # every group's line, group by group
     ("prioritized", "prioritized", "zset"),
     ("delayed", "delayed", "zset"),
     ("active", "active", "list"),
@@ -83,6 +85,8 @@ async def _slice(
     if kind == "zset":
         ids: list[str] = await backend.client.zrange(key, offset, end)
         return ids
+    if kind == "grouped":
+        return (await grouped_waiting_ids(backend, queue))[offset : end + 1]
     found: list[str] = await backend.client.lrange(key, -(offset + count), -(offset + 1))
     return found[::-1]
 
@@ -303,6 +307,9 @@ def _add_hash_fields(fields: list[Any], record: JobRecord) -> None:
     )  # fmt: skip
     _add_attempt_fields(fields, record)
     _add_outcome_fields(fields, record)
+    if "group" in opts:  # the job's group, as the add scripts store it (groups.lua)
+        group = opts["group"]
+        fields += ("gid", str(group["id"]), "gpr", str(group.get("priority") or 0))
     if record.parent_key or "deduplication" in opts or "repeatJobKey" in opts:
         for pair in _links(record).items():
             fields += pair
@@ -473,6 +480,7 @@ async def get_queue_meta(
         "dedup": await _dedup_keys(backend, queue, dedup_ids, now),
         "schedulers": await exported_schedulers(backend, queue),
         "max_len_events": int(meta.get("opts.maxLenEvents") or 10_000),
+        "groups": await group_settings(backend, queue),
     }
 
 
@@ -522,6 +530,7 @@ async def set_queue_meta(backend: RedisConnection, queue: str, meta: QueueMeta) 
         await client.set(f"{key}:de:{dedup_id}", owner, px=ttl)
     for scheduler_id, spec in (meta.get("schedulers") or {}).items():
         await _set_scheduler(backend, queue, scheduler_id, spec)
+    await set_group_settings(backend, queue, meta.get("groups") or {})
     if meta.get("paused"):
         await backend.pause(queue)
 

@@ -60,6 +60,13 @@ class Transitions(Schedulers):
             arg["duration"] = request.limiter.duration
         if request.held:  # a lost reply's jobs are handed over first (take.lua heldJobs)
             arg["held"] = list(request.held)
+        group = request.group  # the worker's limits per group (groups.lua groupLimits)
+        if group is not None:
+            if group.concurrency is not None:
+                arg["gconc"] = group.concurrency
+            if group.limiter is not None:
+                arg["gmax"] = group.limiter.max
+                arg["gduration"] = group.limiter.duration
         return arg
 
     def _records(

@@ -8,7 +8,7 @@
 -- Returns: {now, id1, status1, ...} in node order (status as addJobs), or {-5, n}
 --          (ErrorCode.PARENT_MISSING: node n, a root, names a parent that does not exist;
 --          nothing written)
---@include base jobkeys add
+--@include base groups jobkeys add
 addsOnly, metaStable = true, true -- see base.lua
 for i = 2, #ARGV, 5 do
   if tonumber(ARGV[i + 1]) == 0 and not parentExists(cjson.decode(ARGV[i + 2])) then

@@ -12,7 +12,7 @@
 --         duplicated (next: the run's job exists already)
 -- Returns: the new pending job id, "" when none was added, or "stale" (upsert: the
 --          scheduler is no longer as [4] says; nothing is written, read it again)
---@include base jobkeys settle parent state remove add
+--@include base groups jobkeys settle parent state remove add
 local schedulerId, mode, nextMillis = ARGV[2], ARGV[3], ARGV[5]
 local hashKey = P .. "repeat:" .. schedulerId
 local current = rcall("ZSCORE", P .. "repeat", schedulerId)

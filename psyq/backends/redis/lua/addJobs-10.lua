@@ -1,20 +1,44 @@
 -- addJobs: add one or many jobs atomically (all of them, or none when a parent is missing).
 -- KEYS: wait paused prioritized delayed marker meta events id pc waiting-children
 -- ARGV: [1] queue key prefix "<prefix>:<queue>:"; [2] MessagePack array, three values per
---       job: the job's name (a job with no other add-time fields) or its meta map {name,
---       id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}; data (JSON text);
---       opts (JSON text, BullMQ's compressed keys)
+--       job: the job's name (a job with no other add-time fields), [name, group id, group
+--       priority] (a job whose only other add-time field is a group without maxSize) or
+--       its meta map {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?,
+--       group?}; data (JSON text); opts (JSON text, BullMQ's compressed keys)
 -- Events: added; waiting | delayed | waiting-children; duplicated; deduplicated; removed
 -- Returns: {now, id1, status1, id2, status2, ...} (status 1 added, 0 existing id,
---          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written)
---@include base jobkeys add
+--          2 deduplicated), or {-5, index} (ErrorCode.PARENT_MISSING: nothing written),
+--          or {-12, index} (GROUP_MAX_SIZE: job index would pass its group's maxSize;
+--          nothing written)
+--@include base groups jobkeys add
 addsOnly, metaStable = true, true -- see base.lua
 local args = cmsgpack.unpack(ARGV[2])
 local count = #args / 3
+
+-- The index of the first job that would pass its group's maxSize (counting the group's
+-- waiting jobs and the call's own before it), or nil: checked before anything is written.
+local function pastMaxSize()
+  local sizes = {}
+  for n = 1, count do
+    local meta = args[3 * n - 2]
+    local group = type(meta) == "table" and meta.group
+    if group and group.maxSize and not meta.hold and (meta.delay or 0) == 0
+        and not (meta.id and rcall("EXISTS", P .. meta.id) == 1) then
+      local size = (sizes[group.id] or rcall("ZCARD", groupLine(group.id))) + 1
+      if size > group.maxSize then return n end
+      sizes[group.id] = size
+    end
+  end
+  return nil
+end
+local overfull = pastMaxSize()
+if overfull then return {-12, overfull} end
 if count == 1 then -- a single add (the functions below are made only for a bulk)
   local meta = args[1]
   if type(meta) == "string" then
     meta = {name = meta}
+  elseif meta[1] then
+    meta = {name = meta[1], group = {id = meta[2], priority = meta[3]}}
   elseif not parentExists(meta) then
     return {-5, 1}
   end
@@ -47,13 +71,20 @@ local now = nowMs()
 -- once per call, and two commands gathered for all the call's plain jobs until
 -- flushPlainJobs: their LPUSHes (LPUSH k a b is LPUSH k a then LPUSH k b) and the events'
 -- trim (XADD without MAXLEN, one XTRIM after: nothing reads the stream in between).
-local plain = nil -- {events key, timestamp text, ids to push, wait list, trim's text, exact}
-local function addPlainJob(name, data, opts)
+-- Grouped jobs of the short form ([name, group id, group priority]) are gathered the same
+-- way: one ZADD per group and call for their lines, the group's rotation seen to once.
+local plain = nil -- {events key, timestamp text, ids to push, wait list, trim's text, exact,
+                  --  {group key -> {group id, priority, ids}}, group keys in order}
+local function startGathering()
   if plain == nil then
     local maxLen, text = maxEvents()
-    plain = {P .. "events", nowAsText(now), {}, waitKey(), text, maxLen < 1000}
+    plain = {P .. "events", nowAsText(now), {}, waitKey(), text, maxLen < 1000, {}, {}}
     addBaseMarker()
   end
+end
+
+local function addPlainJob(name, data, opts)
+  startGathering()
   local jobId = newJobId()
   rcall("HSET", P .. jobId, "name", name, "data", data, "opts", opts,
     "timestamp", plain[2], "delay", "0", "priority", "0")
@@ -64,14 +95,58 @@ local function addPlainJob(name, data, opts)
   return jobId
 end
 
--- The plain jobs' LPUSHes (one per 1,000 ids) and trim: before any other job (its LPUSH
--- goes after theirs) and at the end.
+local function addGroupedJob(head, data, opts)
+  startGathering()
+  local jobId = newJobId()
+  local gid, priority = head[2], head[3] or 0
+  if priority > 0 then
+    rcall("HSET", P .. jobId, "name", head[1], "data", data, "opts", opts,
+      "timestamp", plain[2], "delay", "0", "priority", "0", "gid", gid, "gpr", priority)
+  else
+    rcall("HSET", P .. jobId, "name", head[1], "data", data, "opts", opts,
+      "timestamp", plain[2], "delay", "0", "priority", "0", "gid", gid)
+  end
+  rcall("XADD", plain[1], "*", "event", "added", "jobId", jobId, "name", head[1])
+  rcall("XADD", plain[1], "*", "event", "waiting", "jobId", jobId)
+  local key = priority .. ":" .. gid
+  local line = plain[7][key]
+  if line == nil then
+    line = {gid, priority, {}}
+    plain[7][key] = line
+    plain[8][#plain[8] + 1] = key
+  end
+  line[3][#line[3] + 1] = jobId
+  return jobId
+end
+
+-- A group's gathered jobs join the end of its line (one ZADD per 500), in order.
+local function flushGroupLine(line)
+  local gid, ids = line[1], line[3]
+  local score = groupScore(gid, line[2], false)
+  local high = line[2] * GROUP_SPAN + GROUP_SPAN - 1
+  for first = 1, #ids, 500 do
+    local members = {}
+    for i = first, math.min(first + 499, #ids) do
+      members[#members + 1] = math.min(high, score)
+      members[#members + 1] = ids[i]
+      score = score + 1
+    end
+    rcall("ZADD", groupLine(gid), unpack(members))
+  end
+  countGroupWaiting(#ids)
+  rcall("ZADD", P .. "groups", 0, gid)
+  markGroupReady(gid)
+end
+
+-- The plain jobs' LPUSHes (one per 1,000 ids), the grouped jobs' lines and the trim: before
+-- any other job (its writes go after theirs) and at the end.
 local function flushPlainJobs()
   if plain == nil then return end
   local ids = plain[3]
   for first = 1, #ids, 1000 do
     rcall("LPUSH", plain[4], unpack(ids, first, math.min(first + 999, #ids)))
   end
+  for _, key in ipairs(plain[8]) do flushGroupLine(plain[7][key]) end
   if plain[6] then
     rcall("XTRIM", plain[1], "MAXLEN", plain[5])
   else
@@ -85,6 +160,8 @@ for n = 1, count do
   local meta, jobId, status = args[3 * n - 2], nil, 1
   if type(meta) == "string" then
     jobId = addPlainJob(meta, args[3 * n - 1], args[3 * n])
+  elseif meta[1] then
+    jobId = addGroupedJob(meta, args[3 * n - 1], args[3 * n])
   else
     flushPlainJobs()
     jobId, status = addJob(meta, args[3 * n - 1], args[3 * n], now)

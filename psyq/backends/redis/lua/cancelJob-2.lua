@@ -3,7 +3,7 @@
 -- ARGV: [1] queue key prefix; [2] job id; [3] reason
 -- Events: none
 -- Returns: 1 marked, 0 not active
---@include base state
+--@include base groups state
 if not inList(P .. "active", ARGV[2]) then return 0 end
 redis.call("HSET", P .. "cancelled", ARGV[2], ARGV[3])
 return 1

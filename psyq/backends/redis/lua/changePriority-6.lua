@@ -3,7 +3,7 @@
 -- ARGV: [1] queue key prefix; [2] job id; [3] priority; [4] lifo (1/0)
 -- Events: none
 -- Returns: 0, or -1 (job missing)
---@include base jobkeys settle
+--@include base groups jobkeys settle
 local jobId, priority = ARGV[2], tonumber(ARGV[3])
 local jobKey = P .. jobId
 if rcall("EXISTS", jobKey) == 0 then return -1 end

@@ -4,7 +4,7 @@
 -- ARGV: [1] queue key prefix; [2] state; [3] cutoff timestamp; [4] limit
 -- Events: removed per job is not sent (BullMQ sends one cleaned event with the count)
 -- Returns: the removed ids
---@include base jobkeys settle parent state remove
+--@include base groups jobkeys settle parent state remove
 local state, cutoff, limit = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local candidates
 if state == "waiting" or state == "paused" then
@@ -14,6 +14,9 @@ if state == "waiting" or state == "paused" then
   local reversed = {}
   for i = #candidates, 1, -1 do reversed[#reversed + 1] = candidates[i] end
   candidates = reversed
+  if state == "waiting" then
+    for _, jobId in ipairs(groupedWaiting()) do candidates[#candidates + 1] = jobId end
+  end
 else
   candidates = rcall("ZRANGE", P .. state, 0, -1)
 end

@@ -3,7 +3,7 @@
 -- ARGV: [1] queue key prefix; [2] job id
 -- Events: none
 -- Returns: {} when missing, else the flat hash followed by "__state", state
---@include base state
+--@include base groups state
 local jobId = ARGV[2]
 local fields = rcall("HGETALL", P .. jobId)
 if #fields == 0 then return {} end

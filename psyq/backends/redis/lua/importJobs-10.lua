@@ -11,7 +11,7 @@
 --       larger part of decoding it.
 -- Events: none
 -- Returns: {"ok", written} or {"conflict", job id}
---@include base jobkeys settle parent state remove
+--@include base groups jobkeys settle parent state remove
 local overwrite = ARGV[2] == "1"
 local page, skip, present = cmsgpack.unpack(ARGV[3]), {}, {}
 
@@ -92,7 +92,12 @@ end
 
 local function place(j, jobId, state)
   if state == "waiting" or state == "active" or state == "paused" then
-    waiting[#waiting + 1] = jobId
+    local gid = fieldOf(j, "gid")
+    if gid then
+      enqueueGrouped(jobId, gid, tonumber(fieldOf(j, "gpr")) or 0, false)
+    else
+      waiting[#waiting + 1] = jobId
+    end
   elseif state == "prioritized" then
     local priority = tonumber(fieldOf(j, "priority")) or 1
     rcall("ZADD", P .. "prioritized", priorityScore(priority), jobId)

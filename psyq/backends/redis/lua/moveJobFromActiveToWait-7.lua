@@ -4,7 +4,7 @@
 -- ARGV: [1] queue key prefix; [2] job id; [3] token
 -- Events: waiting (prev=active)
 -- Returns: 0, or -1 / -2 / -6 / -3
---@include base jobkeys settle
+--@include base groups jobkeys settle
 local jobId = ARGV[2]
 local code = checkLock(jobId, ARGV[3])
 if code == 0 then code = leaveActive(jobId) end

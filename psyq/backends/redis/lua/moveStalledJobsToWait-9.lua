@@ -6,7 +6,7 @@
 -- ARGV: [1] queue key prefix; [2] max stalled count
 -- Events: stalled; waiting (prev=active) or failed (+ retries-exhausted)
 -- Returns: {{moved ids}, {failed ids}}
---@include base jobkeys settle parent finish
+--@include base groups jobkeys settle parent finish
 local STALLED_REASON = "job stalled more than allowable limit"
 local now = nowMs()
 local maxStalled = tonumber(ARGV[2])

@@ -4,7 +4,7 @@
 -- ARGV: [1] queue key prefix; [2] job id; [3] due timestamp ms; [4] token
 -- Events: delayed (delay = the absolute due time)
 -- Returns: 0, or -1 missing / -2 lock missing / -6 lock mismatch / -3 not active
---@include base jobkeys settle
+--@include base groups jobkeys settle
 local jobId, due = ARGV[2], tonumber(ARGV[3])
 local code = checkLock(jobId, ARGV[4])
 if code == 0 then code = leaveActive(jobId) end

@@ -7,7 +7,7 @@
 --          quicker than this call) goes straight back to waiting, to run again with their
 --          results, instead of racing its own children.
 -- Returns: 1 moved, 0 no pending children (the job stays active), or -1 / -2 / -6 / -3
---@include base jobkeys settle
+--@include base groups jobkeys settle
 local jobId = ARGV[2]
 
 -- Did a child of this job finish since the job became active? Strictly after: a child

@@ -5,7 +5,7 @@
 -- ARGV: [1] queue key prefix; [2] force (1/0); [3] batch size
 -- Events: none (the events stream goes too)
 -- Returns: {0, 0} done; {1, n} n jobs deleted, call again; {-3, active count} refused
---@include base jobkeys settle
+--@include base groups jobkeys settle
 local active = rcall("LLEN", P .. "active")
 if active > 0 and ARGV[2] ~= "1" then return {-3, active} end
 local budget = tonumber(ARGV[3])
@@ -30,6 +30,7 @@ for _, set in ipairs({"prioritized", "delayed", "completed", "failed", "waiting-
     rcall("ZREM", P .. set, unpack(ids))
   end
 end
+if deleted < budget then obliterateGroups(dropJobs, budget - deleted) end
 if deleted >= budget then return {1, deleted} end
 for _, schedulerId in ipairs(rcall("ZRANGE", P .. "repeat", 0, -1)) do
   rcall("DEL", P .. "repeat:" .. schedulerId)

@@ -15,7 +15,10 @@ if pausing then
   emit("paused")
 else
   rcall("HDEL", P .. "meta", "paused")
-  if rcall("LLEN", to) > 0 or rcall("ZCARD", P .. "prioritized") > 0 then addBaseMarker() end
+  if rcall("LLEN", to) > 0 or rcall("ZCARD", P .. "prioritized") > 0
+      or rcall("EXISTS", P .. "groups:ready") == 1 then
+    addBaseMarker()
+  end
   addDelayMarker()
   emit("resumed")
 end

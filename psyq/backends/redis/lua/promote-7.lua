@@ -3,7 +3,7 @@
 -- ARGV: [1] queue key prefix; [2] job id or ""; [3] count (when no job id)
 -- Events: waiting (prev=delayed)
 -- Returns: how many moved, or -1 (missing) / -3 (not delayed) for one job
---@include base
+--@include base groups
 local function promoteOne(jobId)
   rcall("ZREM", P .. "delayed", jobId)
   rcall("HSET", P .. jobId, "delay", 0)

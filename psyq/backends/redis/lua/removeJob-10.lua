@@ -5,7 +5,7 @@
 -- ARGV: [1] queue key prefix; [2] job id; [3] remove children (1/0)
 -- Events: removed (prev = the state it left), parents' waiting
 -- Returns: 1 removed, 0 missing, active or a scheduler's pending run
---@include base jobkeys settle parent state remove
+--@include base groups jobkeys settle parent state remove
 local jobId = ARGV[2]
 local schedulerId = rcall("HGET", P .. jobId, "rjk")
 if schedulerId then

@@ -3,7 +3,7 @@
 -- ARGV: [1] queue key prefix; [2] scheduler id
 -- Events: removed (the pending job)
 -- Returns: 1 removed, 0 no such scheduler
---@include base jobkeys settle parent state remove
+--@include base groups jobkeys settle parent state remove
 local schedulerId = ARGV[2]
 local hashKey = P .. "repeat:" .. schedulerId
 local current = rcall("ZSCORE", P .. "repeat", schedulerId)

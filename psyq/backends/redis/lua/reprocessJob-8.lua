@@ -6,7 +6,7 @@
 --       [7] 1: attemptsStarted back to 0 (one job)
 -- Events: waiting (prev=completed|failed)
 -- Returns: how many moved, or -1 (missing) / -3 (not in that state) for one job
---@include base
+--@include base groups
 local state = ARGV[2]
 local function reprocess(jobId)
   rcall("ZREM", P .. state, jobId)

@@ -1,5 +1,7 @@
--- Adding one job (standard, delayed, prioritized, held for children). Needs base.lua,
--- jobkeys.lua. meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?}
+-- Adding one job (standard, delayed, prioritized, held for children, grouped). Needs
+-- base.lua, groups.lua, jobkeys.lua.
+-- meta = {name, id?, ts?, delay, priority, lifo, hold, parent?, dedup?, rjk?,
+--         group? = {id, priority?, maxSize?}}
 
 -- The job that makes this add a duplicate under meta.dedup, or nil and, when a debounce
 -- replace removed the delayed job that held the key, that job's id.
@@ -74,6 +76,12 @@ local function storeJob(jobId, meta, data, opts, ts)
     end
   end
   if meta.rjk then fields[#fields + 1] = "rjk"; fields[#fields + 1] = meta.rjk end
+  if meta.group then
+    fields[#fields + 1] = "gid"; fields[#fields + 1] = meta.group.id
+    if (meta.group.priority or 0) > 0 then
+      fields[#fields + 1] = "gpr"; fields[#fields + 1] = meta.group.priority
+    end
+  end
   rcall("HSET", jobKey, unpack(fields))
 end
 
@@ -104,6 +112,9 @@ local function addJob(meta, data, opts, now)
     emit("waiting-children", "jobId", jobId)
   elseif delay > 0 then
     delayJob(jobId, ts + delay)
+  elseif meta.group then
+    enqueueGrouped(jobId, meta.group.id, meta.group.priority or 0, false)
+    emit("waiting", "jobId", jobId)
   else
     enqueue(jobId, meta.priority or 0, meta.lifo)
     emit("waiting", "jobId", jobId)

@@ -140,19 +140,24 @@ local function enqueue(jobId, priority, front)
   addBaseMarker()
 end
 
-local function jobPriority(jobKey)
-  return tonumber(rcall("HGET", jobKey, "priority")) or 0
-end
-
 local function isLifo(jobKey)
   local opts = rcall("HGET", jobKey, "opts")
   return opts ~= false and string.find(opts, '"lifo":true', 1, true) ~= nil
 end
 
--- A detached job goes back in line (emits waiting with `prev`).
+-- A job of a group joins its group's line (groups.lua sets this: every script that may put
+-- a job back in line includes it).
+local enqueueGrouped = nil
+
+-- A detached job goes back in line, its group's when it has one (emits waiting with `prev`).
 local function toWait(jobId, prev, front)
   local jobKey = P .. jobId
-  enqueue(jobId, jobPriority(jobKey), front or isLifo(jobKey))
+  local v = rcall("HMGET", jobKey, "priority", "gid", "gpr")
+  if v[2] then
+    enqueueGrouped(jobId, v[2], tonumber(v[3]) or 0, front)
+  else
+    enqueue(jobId, tonumber(v[1]) or 0, front or isLifo(jobKey))
+  end
   emit("waiting", "jobId", jobId, "prev", prev)
 end
 

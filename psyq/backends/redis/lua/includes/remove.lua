@@ -3,6 +3,7 @@
 
 local function detach(jobId, state)
   if state == "waiting" then
+    if groupDetach(jobId) then return end
     rcall("LREM", P .. "wait", 0, jobId)
     rcall("LREM", P .. "paused", 0, jobId)
   elseif state ~= "unknown" and state ~= "active" then

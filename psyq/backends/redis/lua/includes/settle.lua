@@ -1,4 +1,5 @@
--- Settling active jobs: lock checks, retention, metrics, parents. Needs base.lua, jobkeys.lua.
+-- Settling active jobs: lock checks, retention, metrics, parents. Needs base.lua,
+-- groups.lua, jobkeys.lua.
 local SKIP_LOCK = "0"
 local MAX_METRICS_POINTS = 60 * 24 * 7
 
@@ -37,6 +38,7 @@ end
 -- Take an active job out of the active list (after checkLock); -3 when it is not there.
 local function leaveActive(jobId)
   if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
+  groupJobLeft(jobId)
   rcall("DEL", P .. jobId .. ":lock")
   if hasStalledMarks() then rcall("SREM", P .. "stalled", jobId) end
   if hasCancelMarks() then rcall("HDEL", P .. "cancelled", jobId) end

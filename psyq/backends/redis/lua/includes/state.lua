@@ -1,4 +1,4 @@
--- The state of a job, from the structure that holds it. Needs base.lua.
+-- The state of a job, from the structure that holds it. Needs base.lua, groups.lua.
 -- LPOS needs Redis 6.0.6; older servers scan the list.
 local function inList(key, jobId)
   local found = redis.pcall("LPOS", key, jobId)
@@ -17,5 +17,6 @@ local function jobState(jobId)
   end
   if inList(P .. "active", jobId) then return "active" end
   if inList(P .. "wait", jobId) or inList(P .. "paused", jobId) then return "waiting" end
+  if groupHolds(jobId) then return "waiting" end
   return "unknown"
 end

@@ -1,5 +1,6 @@
 -- Taking jobs: promote due delayed jobs, honour pause / rate limits / global concurrency,
--- then lock up to #tokens jobs. Needs base.lua.
+-- then lock up to #tokens jobs: plain ones first, then the groups' in rotation. Needs
+-- base.lua, groups.lua.
 
 -- Delayed jobs whose time has come go to waiting (at most 1000 per call).
 local function promoteDue(now)
@@ -37,7 +38,7 @@ local function countTaken(n, max, duration)
   if used == n then rcall("PEXPIRE", P .. "limiter", duration) end
 end
 
-local function nextReady()
+local function nextReady(req, now)
   local jobId = rcall("RPOPLPUSH", P .. "wait", P .. "active")
   if jobId then return jobId end
   local top = rcall("ZPOPMIN", P .. "prioritized")
@@ -45,7 +46,7 @@ local function nextReady()
     rcall("LPUSH", P .. "active", top[1])
     return top[1]
   end
-  return nil
+  return nextGrouped(req, now)
 end
 
 -- (Reading the hash first to write ats with processedOn in one HSET, returning a patched
@@ -72,6 +73,7 @@ end
 local function handBack(jobId)
   local jobKey = P .. jobId
   rcall("LREM", P .. "active", -1, jobId)
+  groupJobLeft(jobId)
   rcall("DEL", jobKey .. ":lock")
   rcall("SREM", P .. "stalled", jobId)
   rcall("HDEL", P .. "cancelled", jobId)
@@ -112,10 +114,12 @@ end
 -- Returns a list of job hashes (flat field/value arrays with "__id"; the held jobs first,
 -- ending "__token", token), possibly empty.
 -- req = {tokens = {...}, lockDuration = ms, worker = name, max = n|nil, duration = ms|nil,
---        held = {...}|nil}
+--        held = {...}|nil, gconc = n|nil, gmax = n|nil, gduration = ms|nil} (g*: the
+--        worker's limits per group)
 local function takeJobs(req, now)
   local taken = heldJobs(req)
   promoteDue(now)
+  releaseLimitedGroups(now)
   if isPaused() then return taken end
   local wanted = #req.tokens - #taken
   local limit = concurrencyLimit()
@@ -130,12 +134,13 @@ local function takeJobs(req, now)
   wanted = limiterAllows(wanted, max, duration)
   local held = #taken
   for i = 1, wanted do
-    local jobId = nextReady()
+    local jobId = nextReady(req, now)
     if not jobId then break end
     taken[#taken + 1] = lockJob(jobId, req.tokens[i], req.lockDuration, req.worker or "", now)
   end
   countTaken(#taken - held, max, duration)
-  if #taken > held and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0) then
+  if #taken > held and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0
+      or rcall("EXISTS", P .. "groups:ready") == 1) then
     addBaseMarker() -- more work: wake the next blocked worker too
   end
   return taken
