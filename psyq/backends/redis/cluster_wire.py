@@ -43,6 +43,7 @@ MAP_TIMEOUT_S = 5.0  # one node's answer to CLUSTER SLOTS
 SLOTS_CACHED = 10_000
 CLUSTER_SLOTS = pack_command("CLUSTER", "SLOTS")
 Address = tuple[str, int]
+_UNSENT: Any = object()  # no reply yet (a reply may be None: a script's nil)
 
 
 class ClusterWire:
@@ -73,10 +74,11 @@ class ClusterWire:
             reply = await wire.send(packed)
             if not isinstance(reply, Exception):
                 return reply
-            if _redirect(reply, None, self._seed)[0] is None and not isinstance(
-                reply, NoScriptError
-            ):
+            if isinstance(reply, NoScriptError):  # the slow path loads it and sends again
+                reply = _UNSENT
+            elif _redirect(reply, None, self._seed)[0] is None:
                 raise reply
+            return check_reply(await self._routed(queue_key, script, packed, 0, None, reply))
         return check_reply(await self._routed(queue_key, script, packed, 0, None))
 
     async def transaction(self, framed: bytes, count: int, queue_key: str = "") -> Any:
@@ -91,34 +93,49 @@ class ClusterWire:
         packed: bytes,
         skipped: int,
         kept: list[Any] | None,
+        reply: Any = None,
     ) -> Any:
         """The reply to `packed` from the node serving the slot of `queue_key`, following
-        redirects (see the top). `kept` collects a transaction's QUEUED replies."""
+        redirects (see the top), from `reply` when the hot path got one. `kept` collects a
+        transaction's QUEUED replies."""
         slot = self._queue_slots.get(queue_key)
         if slot is None:
             slot = self._slot_of(queue_key)
         asking: Address | None = None
+        last = reply = _UNSENT if reply is None else reply
         for attempt in range(ATTEMPTS):
-            node = self._node(asking) if asking else await self._primary(slot)
-            if kept is not None:
-                kept.clear()
-            head, extra = (ASKING + packed, 1) if asking else (packed, 0)
-            if script is None:
-                reply = await node.send(head, skipped + extra, kept)
-            else:
-                reply = await node.run(script, head, skipped + extra)
+            if reply is _UNSENT:
+                reply = await self._send(slot, asking, script, packed, skipped, kept)
             kind, target = _redirect(reply, kept, asking or self._seed)
             if kind is None:
                 return reply
             self.redirects[kind] += 1
-            asking = None
+            asking, last, reply = None, reply, _UNSENT
             if kind == "MOVED" and target is not None:
                 self._moved(slot, target)
             elif kind == "ASK":
                 asking = target
             else:
                 await asyncio.sleep(min(PAUSE_S * 2**attempt, MAX_PAUSE_S))  # sleep: backoff
-        raise RedisConnectionError(f"slot {slot} still redirected after {ATTEMPTS} tries: {reply}")
+        raise RedisConnectionError(f"slot {slot} still redirected after {ATTEMPTS} tries: {last}")
+
+    async def _send(
+        self,
+        slot: int,
+        asking: Address | None,
+        script: Script | None,
+        packed: bytes,
+        skipped: int,
+        kept: list[Any] | None,
+    ) -> Any:
+        """One send of `packed`: to the slot's primary, or after ASKING to `asking`."""
+        node = self._node(asking) if asking else await self._primary(slot)
+        if kept is not None:
+            kept.clear()
+        head, extra = (ASKING + packed, 1) if asking else (packed, 0)
+        if script is None:
+            return await node.send(head, skipped + extra, kept)
+        return await node.run(script, head, skipped + extra)
 
     def _slot_of(self, queue_key: str) -> int:
         if len(self._queue_slots) >= SLOTS_CACHED:
