@@ -111,7 +111,7 @@ async def test_new_ids_continue_after_a_restart(tmp_path: Path) -> None:
 async def test_groups_come_back_after_a_restart(tmp_path: Path, cache: int | None) -> None:
     """Each grouped waiting job reopens in its group's line (the file's `grp` column), in
     order, with the group's settings; its record is read from the file when taken."""
-    db = url(tmp_path / "jobs.db", **({} if cache is None else {"cache": cache}))
+    db = url(tmp_path / "jobs.db") + ("" if cache is None else f"&cache={cache}")
     entries = [
         {
             "name": name,
