@@ -93,18 +93,33 @@ _META_OPTS = frozenset(
 )
 
 
+_META_OPTS_BUT_GROUP = _META_OPTS - {"group"}
+
+
 def add_args(jobs: Sequence[NewJob]) -> bytes:
     """The jobs as the addJobs script reads them: one MessagePack array, three values per
-    job (its name, or its meta map when it has more add-time fields; data; opts). One C call
-    packs them all: a JSON text per meta and three RESP strings per job cost ~3 us a job."""
+    job (its name, [name, group id, group priority] for a job with only a group, or its
+    meta map when it has more add-time fields; data; opts). One C call packs them all: a
+    JSON text per meta and three RESP strings per job cost ~3 us a job. The opts of jobs
+    with only a group are encoded once per group and call."""
     flat: list[Any] = []
+    group_opts: dict[tuple[str, int], str] = {}
     for new in jobs:
         opts = new.opts
         if new.timestamp is None and _META_OPTS.isdisjoint(opts):
-            head: Any = new.name
+            flat += (new.name, new.data, encode_opts(opts) if opts else "{}")
+            continue
+        head = _grouped_head(new)
+        if head is None:
+            flat += (meta_fields(new), new.data, encode_opts(opts))
+        elif len(opts) == 1:  # only the group: its opts text is the same for the group's jobs
+            key = (head[1], head[2])
+            text = group_opts.get(key)
+            if text is None:
+                text = group_opts[key] = encode_opts(opts)
+            flat += (head, new.data, text)
         else:
-            head = _grouped_head(new) or meta_fields(new)
-        flat += (head, new.data, encode_opts(opts) if opts else "{}")
+            flat += (head, new.data, encode_opts(opts))
     packed: bytes = msgpack.packb(flat)
     return packed
 
@@ -112,10 +127,11 @@ def add_args(jobs: Sequence[NewJob]) -> bytes:
 def _grouped_head(new: NewJob) -> list[Any] | None:
     """[name, group id, group priority] for a job whose only add-time field is a group
     without maxSize (addJobs gathers those per group), else None."""
-    group = new.opts.get("group")
+    opts = new.opts
+    group = opts.get("group")
     if group is None or new.timestamp is not None or "maxSize" in group:
         return None
-    if not _META_OPTS.isdisjoint(key for key in new.opts if key != "group"):
+    if len(opts) > 1 and not _META_OPTS_BUT_GROUP.isdisjoint(opts):
         return None
     return [new.name, str(group["id"]), int(group.get("priority") or 0)]
 

@@ -119,10 +119,14 @@ local function addGroupedJob(head, data, opts)
   return jobId
 end
 
--- A group's gathered jobs join the end of its line (one ZADD per 500), in order.
+-- A group's gathered jobs join the end of its line (one ZADD per 500), in order. A group
+-- new to the queue (it had no line, no active job, no setting) joins the rotation's end at
+-- once.
 local function flushGroupLine(line)
   local gid, ids = line[1], line[3]
-  local score = groupScore(gid, line[2], false)
+  local fresh = rcall("ZADD", P .. "groups", 0, gid) == 1
+  local score = line[2] * GROUP_SPAN + GROUP_HALF
+  if not fresh then score = groupScore(gid, line[2], false) end
   local high = line[2] * GROUP_SPAN + GROUP_SPAN - 1
   for first = 1, #ids, 500 do
     local members = {}
@@ -133,9 +137,12 @@ local function flushGroupLine(line)
     end
     rcall("ZADD", groupLine(gid), unpack(members))
   end
-  countGroupWaiting(#ids)
-  rcall("ZADD", P .. "groups", 0, gid)
-  markGroupReady(gid)
+  if fresh then
+    rcall("ZADD", P .. "groups:ready", nextGroupSeq(), gid)
+  else
+    markGroupReady(gid)
+  end
+  return #ids
 end
 
 -- The plain jobs' LPUSHes (one per 1,000 ids), the grouped jobs' lines and the trim: before
@@ -146,7 +153,9 @@ local function flushPlainJobs()
   for first = 1, #ids, 1000 do
     rcall("LPUSH", plain[4], unpack(ids, first, math.min(first + 999, #ids)))
   end
-  for _, key in ipairs(plain[8]) do flushGroupLine(plain[7][key]) end
+  local grouped = 0
+  for _, key in ipairs(plain[8]) do grouped = grouped + flushGroupLine(plain[7][key]) end
+  if grouped > 0 then countGroupWaiting(grouped) end
   if plain[6] then
     rcall("XTRIM", plain[1], "MAXLEN", plain[5])
   else

@@ -39,11 +39,17 @@ local function groupActive(gid)
   return tonumber(rcall("HGET", P .. "groups:active", gid)) or 0
 end
 
--- The rotation's next score: after the last group in it.
+-- The rotation's next score: after the last group in it, read once per queue and script
+-- call (every ZADD to groups:ready takes its score here).
+local lastGroupSeq = {}
 local function nextGroupSeq()
-  local last = rcall("ZRANGE", P .. "groups:ready", -1, -1, "WITHSCORES")
-  if last[2] then return tonumber(last[2]) + 1 end
-  return 1
+  local last = lastGroupSeq[P]
+  if last == nil then
+    local found = rcall("ZRANGE", P .. "groups:ready", -1, -1, "WITHSCORES")
+    last = tonumber(found[2]) or 0
+  end
+  lastGroupSeq[P] = last + 1
+  return last + 1
 end
 
 -- The group joins the rotation (at its end) unless it is there, paused, limited or at its
@@ -94,17 +100,18 @@ enqueueGrouped = function(jobId, gid, priority, front) -- declared in base.lua
   markGroupReady(gid)
 end
 
--- A job that left active (settled, delayed, stalled, handed back): its group's count.
+-- A job that left active (settled, delayed, stalled, handed back): its group's count, and
+-- the group back in the rotation when it has work (it is there already, usually).
 local function groupJobLeft(jobId)
   local gid = rcall("HGET", P .. jobId, "gid")
   if not gid then return end
   local left = rcall("HINCRBY", P .. "groups:active", gid, -1)
-  if left <= 0 then rcall("HDEL", P .. "groups:active", gid) end
-  if rcall("EXISTS", groupLine(gid)) == 1 then
-    markGroupReady(gid)
-  elseif left <= 0 then
-    forgetGroupIfEmpty(gid)
+  if left <= 0 then
+    rcall("HDEL", P .. "groups:active", gid)
+    if rcall("EXISTS", groupLine(gid)) == 0 then return forgetGroupIfEmpty(gid) end
   end
+  if rcall("ZSCORE", P .. "groups:ready", gid) then return end
+  if rcall("EXISTS", groupLine(gid)) == 1 then markGroupReady(gid) end
 end
 
 -- A waiting job of a group taken out of its line (removed, cleaned); false when it was not
@@ -179,15 +186,26 @@ local function countGroupStart(gid, max, duration)
   return used >= max
 end
 
--- After a start: the group goes to the end of the rotation, or leaves it (empty, full,
--- limited).
+-- After a start: the group goes to the end of the rotation, or leaves it (full, limited).
+-- An emptied group stays until a take finds its line empty or its last active job leaves
+-- (groupJobLeft): that saves a read per start.
 local function rotateGroup(gid, active, concurrency, windowFull, now)
   if windowFull then
     parkGroup(gid, now + math.max(1, rcall("PTTL", groupLimiter(gid))))
-  elseif rcall("EXISTS", groupLine(gid)) == 0 or (concurrency ~= nil and active >= concurrency) then
+  elseif concurrency ~= nil and active >= concurrency then
     rcall("ZREM", P .. "groups:ready", gid)
   else
     rcall("ZADD", P .. "groups:ready", nextGroupSeq(), gid)
+  end
+end
+
+-- Grouped jobs taken in this script call: groups:waiting is lowered once, by
+-- flushGroupTakes, at the end of the take.
+local groupTakes = 0
+local function flushGroupTakes()
+  if groupTakes > 0 then
+    countGroupWaiting(-groupTakes)
+    groupTakes = 0
   end
 end
 
@@ -201,13 +219,14 @@ local function nextGrouped(req, now)
     if groupOpen(gid, concurrency, max, now) then
       local jobId = rcall("ZPOPMIN", groupLine(gid))[1]
       if jobId then
-        countGroupWaiting(-1)
+        groupTakes = groupTakes + 1
         rcall("LPUSH", P .. "active", jobId)
         local active = rcall("HINCRBY", P .. "groups:active", gid, 1)
         rotateGroup(gid, active, concurrency, countGroupStart(gid, max, duration), now)
         return jobId
       end
-      rcall("ZREM", P .. "groups:ready", gid) -- a stale entry
+      rcall("ZREM", P .. "groups:ready", gid) -- an emptied group (rotateGroup)
+      forgetGroupIfEmpty(gid)
     end
   end
 end

@@ -38,13 +38,27 @@ local function countTaken(n, max, duration)
   if used == n then rcall("PEXPIRE", P .. "limiter", duration) end
 end
 
+-- Plain jobs first: `wait`, then `prioritized`, each asked until found empty in this
+-- script call (nothing adds to them while it takes); then the groups' rotation.
+local plainEmpty = {}
 local function nextReady(req, now)
-  local jobId = rcall("RPOPLPUSH", P .. "wait", P .. "active")
-  if jobId then return jobId end
-  local top = rcall("ZPOPMIN", P .. "prioritized")
-  if top[1] then
-    rcall("LPUSH", P .. "active", top[1])
-    return top[1]
+  local empty = plainEmpty[P]
+  if empty == nil then
+    empty = {}
+    plainEmpty[P] = empty
+  end
+  if not empty.wait then
+    local jobId = rcall("RPOPLPUSH", P .. "wait", P .. "active")
+    if jobId then return jobId end
+    empty.wait = true
+  end
+  if not empty.prioritized then
+    local top = rcall("ZPOPMIN", P .. "prioritized")
+    if top[1] then
+      rcall("LPUSH", P .. "active", top[1])
+      return top[1]
+    end
+    empty.prioritized = true
   end
   return nextGrouped(req, now)
 end
@@ -117,6 +131,7 @@ end
 --        held = {...}|nil, gconc = n|nil, gmax = n|nil, gduration = ms|nil} (g*: the
 --        worker's limits per group)
 local function takeJobs(req, now)
+  plainEmpty[P] = nil
   local taken = heldJobs(req)
   promoteDue(now)
   releaseLimitedGroups(now)
@@ -139,6 +154,7 @@ local function takeJobs(req, now)
     taken[#taken + 1] = lockJob(jobId, req.tokens[i], req.lockDuration, req.worker or "", now)
   end
   countTaken(#taken - held, max, duration)
+  flushGroupTakes()
   if #taken > held and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0
       or rcall("EXISTS", P .. "groups:ready") == 1) then
     addBaseMarker() -- more work: wake the next blocked worker too
