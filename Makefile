@@ -30,15 +30,36 @@ UVLOOP_SUBSET := $(addprefix tests/,conformance server postgres redis_backend sq
 PG_WHEN_READ := $(addprefix tests/conformance/,test_queue_events.py test_flows.py \
 	test_schedulers.py test_worker.py test_queue_admin.py)
 
+# `make test` runs two lanes at once (two pytest processes: much of the suite waits on
+# servers, subprocesses and JVMs, so two cores do both): LANE2's folders on asyncio, then
+# UVLOOP_SUBSET on uvloop, logged to build/test-lane2.log and shown at the end; beside it,
+# every other test on asyncio (the suite less LANE2, so a new folder is never left out).
+# Each lane starts its own servers (free ports, temp folders: tests/redis_service.py,
+# tests/server/server_proc.py) and shares only the Postgres server, where every test has
+# its own schema or database. LANE2 keeps the npm installs (compat, interop) in one run.
+LANE2 := $(addprefix tests/,compat interop migrate dashboard wheel)
+PYTEST := $(PY) -m pytest -q
+
 # What the tests need from the system that its package tool can bring (Debian's chromium,
 # as root with apt-get); where it cannot, the tests that need it are skipped, naming it.
 system-deps:
 	scripts/system-deps
 
 test: $(VENV)/.installed system-deps
-	$(PY) -m pytest -q
-	PSYQ_TEST_LOOP=uvloop $(PY) -m pytest -q $(UVLOOP_SUBSET)
-	PSYQ_PG_EVENTS=when-read $(PY) -m pytest -q -k postgres $(PG_WHEN_READ)
+	@mkdir -p build
+	@echo "make test: lane 2 ($(LANE2) on asyncio, then UVLOOP_SUBSET on uvloop) logs to build/test-lane2.log"
+	@start=$$(date +%s); \
+	( $(PYTEST) -o cache_dir=.pytest_cache/lane2 $(LANE2); one=$$?; \
+	  echo "lane 2: asyncio part done at $$(( $$(date +%s) - start )) s"; \
+	  PSYQ_TEST_LOOP=uvloop $(PYTEST) -o cache_dir=.pytest_cache/lane2 $(UVLOOP_SUBSET); two=$$?; \
+	  echo "lane 2: done at $$(( $$(date +%s) - start )) s"; exit $$(( one || two )) \
+	) > build/test-lane2.log 2>&1 & lane2=$$!; \
+	$(PYTEST) $(addprefix --ignore=,$(LANE2)); lane1=$$?; \
+	PSYQ_PG_EVENTS=when-read $(PYTEST) -k postgres $(PG_WHEN_READ) || lane1=1; \
+	echo "lane 1: done at $$(( $$(date +%s) - start )) s; waiting for lane 2"; \
+	wait $$lane2; lane2=$$?; \
+	echo "--- lane 2 (build/test-lane2.log) ---"; cat build/test-lane2.log; \
+	exit $$(( lane1 || lane2 ))
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
