@@ -2,7 +2,7 @@
 the groups, round robin (sql/groups.sql, psyq_group_take); waiting for a group to be ready.
 
 A queue is asked for groups only while it has some: whether it has is read at most once a
-second per queue when a take comes back short (and known at once after this process adds
+second per queue, when a take comes back short (and known at once after this process adds
 grouped jobs), so a queue without groups pays no round trip per take."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from psyq.errors import PsyqError
 
 __all__ = ["GroupTaking"]
 
-CHECK_EVERY_S = 1.0  # how long "this queue has no groups" is trusted
+CHECK_EVERY_S = 1.0  # how long whether a queue has groups is trusted
 
 
 def _group_args(limits: GroupLimits | None) -> tuple[int | None, int | None, int | None]:
@@ -48,7 +48,7 @@ class GroupTaking(Transitions):
     async def _has_groups(self, queue: str) -> bool:
         now = asyncio.get_running_loop().time()
         known = self._grouped.get(queue)
-        if known is not None and (known[0] or now - known[1] < CHECK_EVERY_S):
+        if known is not None and now - known[1] < CHECK_EVERY_S:
             return known[0]
         has = bool(await self._value("groups.has_groups", queue))
         self._grouped[queue] = (has, now)
@@ -71,10 +71,6 @@ class GroupTaking(Transitions):
         args = [tokens, fetch.lock_duration, fetch.worker_name, *_group_args(fetch.group)]
         rows = await self._rows("groups.take", queue, *args, *queue_limit)
         if not rows:
-            self._grouped[queue] = (
-                bool(await self._value("groups.has_groups", queue)),
-                asyncio.get_running_loop().time(),
-            )
             return []
         self._forget_idle(queue)  # the plain idle mark says nothing about the groups
         return await self._deliverable(queue, self._records(queue, rows), rows)
@@ -117,7 +113,10 @@ class GroupTaking(Transitions):
         """As the plain wait, unless groups hold jobs: then until a group may be ready (a
         job notification, a finishing job's event, or a limited group's window ending)."""
         if not await self._has_groups(queue):
-            return await super().wait_for_job(queue, timeout_ms)
+            await super().wait_for_job(queue, timeout_ms)
+            # what woke it may be another process's grouped jobs: the next take asks
+            self._grouped.pop(queue, None)
+            return
         woken = [
             self.listener.register(channel, queue) for channel in (JOBS_CHANNEL, EVENTS_CHANNEL)
         ]
