@@ -252,6 +252,12 @@ class Job:
 
     async def change_priority(self, priority: int = 0, lifo: bool = False) -> None:
         check_int("priority", priority, maximum=2**21 - 1)
+        if "group" in self.opts and (priority or lifo):
+            raise InvalidOptionsError(
+                f"job {self.id!r} is in group {self.opts['group']['id']!r}: its order is the "
+                "group's (FIFO, or the group priority it was added with)",
+                option="priority",
+            )
         await self._backend.change_priority(self.queue_name, self.id, priority, lifo)
         self.priority = priority
 

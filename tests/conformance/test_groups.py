@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 import psyq
+from psyq.backends import open_backend, release_backend
+from tests.conftest import fresh_name
 from tests.polling import eventually
 
 from .conftest import Recorder, WorkerFactory, wait_state
@@ -364,3 +366,52 @@ async def test_a_stalled_grouped_job_comes_back_to_its_group(
     await wait_state(queue, job.id, "completed")
     assert rec.events["stalled"][0][0] == job.id
     assert await queue.get_group_active_count("a") == 0
+
+
+async def test_a_grouped_job_refuses_a_priority_of_its_own(queue: psyq.Queue) -> None:
+    job = await queue.add("j", {}, group={"id": "a"})
+    with pytest.raises(psyq.InvalidOptionsError) as refused:
+        await job.change_priority(3)
+    assert "group" in str(refused.value)
+    stored = await queue.get_job(job.id)
+    assert stored is not None and stored.priority == 0
+
+
+async def test_grouped_children_of_a_flow_run_in_their_groups(
+    queue: psyq.Queue, make_worker: WorkerFactory, backend_url: str
+) -> None:
+    children = [
+        {"name": f"{g}{i}", "queue_name": queue.name, "opts": {"group": {"id": g}}}
+        for g in "ab"
+        for i in range(2)
+    ]
+    async with psyq.FlowProducer(connection=backend_url) as producer:
+        flow = await producer.add(
+            {"name": "parent", "queue_name": queue.name, "children": children}
+        )
+    assert await queue.get_groups_job_count() == 4
+    order = await run_in_order(make_worker, 5)
+    assert order[:4] == ["a0", "b0", "a1", "b1"]  # round-robin, children before the parent
+    assert order[4] == "parent"
+    await wait_state(queue, flow.job.id, "completed")
+
+
+async def test_groups_and_their_settings_move_with_an_export(
+    queue: psyq.Queue, backend_url: str
+) -> None:
+    await queue.add_bulk([grouped("a", "a1"), grouped("a", "a2"), grouped("b", "b1")])
+    await queue.set_group_concurrency("a", 2)
+    await queue.pause_group("b")
+    backend = await open_backend(backend_url)
+    try:
+        target = fresh_name()
+        page = await backend.export_jobs(queue.name, None, 100)
+        await backend.import_jobs(target, page)
+        await backend.set_queue_meta(target, await backend.get_queue_meta(queue.name))
+    finally:
+        await release_backend(backend)
+    async with psyq.Queue(target, connection=backend_url) as copy:
+        assert [job.name for job in await copy.get_group_jobs("a")] == ["a1", "a2"]
+        assert await copy.get_group_concurrency("a") == 2
+        groups = {g["id"]: g["status"] for g in await copy.get_groups()}
+        assert groups == {"a": "waiting", "b": "paused"}

@@ -306,6 +306,32 @@ def test_pages_search_and_schedulers(sqlite_url: str, site: Callable[..., Site],
     expect(schedulers.locator("time")).to_contain_text(re.compile(r"^in \d+"))
 
 
+def test_groups_are_shown_and_paused(sqlite_url: str, site: Callable[..., Site], page: Any) -> None:
+    name = "tenants"
+    dash = site(sqlite_url)
+
+    async def fill() -> None:
+        async with psyq.Queue(name, connection=sqlite_url) as queue:
+            await queue.add_bulk([{"name": "j", "opts": {"group": {"id": g}}} for g in "abb"])
+
+    dash.run(fill())
+    page.goto(f"{dash.base}/#/q/{name}/waiting/0")
+    rows = page.locator('table[aria-label="groups"] tbody tr')
+    expect(page.locator("h2", has_text="Groups (2)")).to_be_visible()
+    expect(rows).to_have_count(2)
+    expect(rows.nth(1)).to_contain_text("b")
+    expect(rows.nth(1)).to_contain_text("waiting")
+    rows.nth(1).locator('[data-action="group-pause-b"]').click()
+    expect(rows.nth(1)).to_contain_text("paused")
+    expect(rows.nth(1).locator('[data-action="group-resume-b"]')).to_be_visible()
+
+    async def paused() -> dict[str, str]:
+        async with psyq.Queue(name, connection=sqlite_url) as queue:
+            return {g["id"]: g["status"] for g in await queue.get_groups()}
+
+    assert dash.run(paused()) == {"a": "waiting", "b": "paused"}
+
+
 def test_queue_actions_ask_first(sqlite_url: str, site: Callable[..., Site], page: Any) -> None:
     """Destructive and mass actions wait for a confirmation; Cancel and Escape do nothing."""
     name = "emails"  # the store is a file of this test's own

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -11,8 +12,9 @@ from pyspark.sql import SparkSession
 import psyq
 from psyq.cli.main import main
 from psyq_migrate import MigrateError, MigrateOptions, migrate, verify_backends
+from tests.conftest import fresh_name
 
-from .conftest import Pair
+from .conftest import PAIRS, Pair
 from .fill import fill_every_state, read_queues, state_counts
 
 
@@ -47,6 +49,42 @@ def test_every_state_arrives_identical(spark: SparkSession, pair: Pair, filled: 
     assert after[main_queue]["meta"]["dedup"].keys() == {"dedup-1"}
     assert after[main_queue]["logs"] == before[main_queue]["logs"] != {}
     assert after[main_queue]["deps"] == before[main_queue]["deps"] != {}
+
+
+async def fill_groups(url: str, name: str) -> None:
+    async with psyq.Queue(name, connection=url) as queue:
+        await queue.add_bulk(
+            [{"name": f"{g}{i}", "opts": {"group": {"id": g}}} for i in range(3) for g in "ab"]
+        )
+        await queue.set_group_concurrency("a", 2)
+        await queue.pause_group("b")
+
+
+async def read_groups(url: str, name: str) -> dict[str, Any]:
+    async with psyq.Queue(name, connection=url) as queue:
+        return {
+            "groups": await queue.get_groups(),
+            "a": [job.name for job in await queue.get_group_jobs("a")],
+            "b": [job.name for job in await queue.get_group_jobs("b")],
+            "a concurrency": await queue.get_group_concurrency("a"),
+        }
+
+
+@pytest.mark.parametrize(
+    "pair_id", ["sqlite->redis", "redis->postgres", "postgres->psyq", "psyq->sqlite"]
+)
+def test_groups_arrive_in_order_with_their_settings(
+    spark: SparkSession, request: pytest.FixtureRequest, pair_id: str
+) -> None:
+    source, destination = (make(request) for make in PAIRS[pair_id])
+    name = fresh_name("groups")
+    asyncio.run(fill_groups(source, name))
+    before = asyncio.run(read_groups(source, name))
+    migrate(MigrateOptions(source, destination, queues=[name], batch_size=4), spark)
+    after = asyncio.run(read_groups(destination, name))
+    assert after == before
+    assert before["a"] == ["a0", "a1", "a2"] and before["a concurrency"] == 2
+    assert [g["status"] for g in before["groups"]] == ["waiting", "paused"]
 
 
 def test_a_rerun_writes_nothing_and_new_ids_continue(

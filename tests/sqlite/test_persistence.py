@@ -107,6 +107,34 @@ async def test_new_ids_continue_after_a_restart(tmp_path: Path) -> None:
         assert (await queue.add("x")).id == str(int(ids[-1]) + 1)
 
 
+@pytest.mark.parametrize("cache", [None, 1])
+async def test_groups_come_back_after_a_restart(tmp_path: Path, cache: int | None) -> None:
+    """Each grouped waiting job reopens in its group's line (the file's `grp` column), in
+    order, with the group's settings; its record is read from the file when taken."""
+    db = url(tmp_path / "jobs.db") + ("" if cache is None else f"&cache={cache}")
+    entries = [
+        {
+            "name": name,
+            "opts": {"group": {"id": name[0], **({"priority": 1} if "p" in name else {})}},
+        }
+        for name in ("a1", "ap", "a2", "b1", "b2")
+    ]
+    async with psyq.Queue("q", connection=db) as queue:
+        await queue.add_bulk(entries)
+        await queue.add("plain")
+        await queue.set_group_concurrency("b", 4)
+        await queue.pause_group("c")
+    async with psyq.Queue("q", connection=db) as queue:
+        assert [job.name for job in await queue.get_group_jobs("a")] == ["a1", "a2", "ap"]
+        assert await queue.get_group_concurrency("b") == 4
+        assert {g["id"]: g["status"] for g in await queue.get_groups()}["c"] == "paused"
+        assert (await queue.get_job_counts("waiting"))["waiting"] == 6
+        order: list[str] = []
+        async with psyq.Worker("q", lambda job: order.append(job.name), connection=db):
+            await eventually(lambda: len(order) == 6, "six jobs run")
+        assert order == ["plain", "a1", "b1", "a2", "b2", "ap"]
+
+
 async def test_retention_keeps_the_file_bounded(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     db = url(path, "durable")

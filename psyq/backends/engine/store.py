@@ -115,13 +115,26 @@ class QueueStore(Mutations):
             events.add(now, "added", job_id, new.name)
             events.add(now, "waiting", job_id, None)
             return record
+        if len(opts) == 1 and "group" in opts and not hold:
+            return self._add_grouped(new, now, timestamp)
         return self._add_with_options(new, now, timestamp, hold)
+
+    def _add_grouped(self, new: NewJob, now: int, timestamp: int) -> JobRecord:
+        """`add` of a job whose only option is its group (the common grouped add): an
+        auto id, the group's shared options, its place in the group's line."""
+        job_id = self._next_id()
+        opts = self.groups.shared(new.opts)
+        record = JobRecord(job_id, self.name, new.name, new.data, opts, timestamp)
+        self.jobs[job_id] = record
+        self._enqueue(record)
+        events = self.events
+        events.add(now, "added", job_id, new.name)
+        events.add(now, "waiting", job_id, None)
+        return record
 
     def _add_with_options(self, new: NewJob, now: int, timestamp: int, hold: bool) -> JobRecord:
         """`add` for a job with options: a custom id, deduplication, a parent, a delay..."""
         opts = new.opts
-        if len(opts) == 1 and "group" in opts and not hold:
-            opts = self.groups.shared(opts)
         custom = opts.get("jobId")
         if custom is not None and custom in self.jobs:
             self.emit("duplicated", custom)
