@@ -1,7 +1,12 @@
 """Groups beside plain jobs on one store: add, processing, memory and fairness.
 
-    python -m bench.studies.groups [--url memory://] [--rounds 3] [--jobs 20000]
-                                   [--heavy 100000] [--waiting 200000]
+    python -m bench.studies.groups [--url memory:// ...] [--peers bunqueue] [--rounds 3]
+                                   [--jobs 20000] [--heavy 100000] [--waiting 200000]
+
+`--url` may be given more than once; `--url psyq` starts a `psyq server` (memory data) for
+the run. With `--peers bunqueue`, each round also runs bench/peers/bunqueue/groups.ts (the
+same rows with bunqueue's job groups): embedded beside memory://, its TCP server (started
+per round) beside psyq://, and the medians gain the psyq/bunqueue ratios.
 
 Rows (each round runs plain then grouped, in this process, on a fresh queue; 60-byte data):
 - add one by one / add_bulk (jobs/s): `--jobs` jobs, plain, then each in one of 10 groups.
@@ -12,13 +17,16 @@ Rows (each round runs plain then grouped, in this process, on a fresh queue; 60-
 - fairness: one group holds 100,000 jobs (`--heavy`), then 100 groups add 10 jobs each; a
   worker at c10 runs until every light job is done: p99 of a light job's add-to-start (ms)
   and the share of light jobs done among the first 1,000 jobs taken after they arrived.
-Prints one JSON line per round, then the medians with the grouped/plain ratios.
+Prints one JSON line per round and side, then per side the medians with the grouped/plain
+ratios, and psyq/bunqueue for each row (above 1 is psyq ahead on the jobs/s and light-share
+rows; below 1 is psyq ahead on the bytes and ms rows).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import statistics
@@ -27,6 +35,7 @@ import uuid
 from typing import Any
 
 import psyq
+from bench.harness.launch import bunqueue_server, peer_bun, run_peer_command, serve_backend
 from bench.harness.processes import rss_bytes
 
 DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
@@ -133,17 +142,34 @@ async def fairness(url: str, heavy: int) -> dict[str, float]:
     }
 
 
-async def one_round(args: argparse.Namespace) -> dict[str, float]:
-    row = await add_rates(args.url, args.jobs)
+async def one_round(url: str, args: argparse.Namespace) -> dict[str, float]:
+    row = await add_rates(url, args.jobs)
     for concurrency in (10, 100):
-        row[f"c{concurrency} plain"] = await processing_rate(args.url, args.jobs, concurrency, 0)
+        row[f"c{concurrency} plain"] = await processing_rate(url, args.jobs, concurrency, 0)
         for groups in (10, 10_000):
-            rate = await processing_rate(args.url, args.jobs, concurrency, groups)
+            rate = await processing_rate(url, args.jobs, concurrency, groups)
             row[f"c{concurrency} {groups} groups"] = rate
-    if args.url.startswith("memory:"):
+    if url.startswith("memory:"):
         row.update(await memory_per_job(args.waiting))
-    row.update(await fairness(args.url, args.heavy))
+    row.update(await fairness(url, args.heavy))
     return row
+
+
+def peer_round(url: str, args: argparse.Namespace) -> dict[str, float]:
+    """One round of bench/peers/bunqueue/groups.ts: embedded beside memory://, its TCP
+    server beside psyq:// (started for the round); a clear error when it cannot run."""
+    bun = peer_bun("bunqueue")
+    if isinstance(bun, str):
+        raise RuntimeError(bun)
+    cfg: dict[str, Any] = {"jobs": args.jobs, "heavy": args.heavy, "waiting": args.waiting}
+    with contextlib.ExitStack() as stack:
+        if not url.startswith("memory:"):
+            port, _pid = stack.enter_context(bunqueue_server(bun))
+            cfg["port"] = port
+        found = run_peer_command("bunqueue", [str(bun), "groups.ts", json.dumps(cfg)], {})
+    if isinstance(found, str):
+        raise RuntimeError(found)
+    return {key: value for key, value in found.items() if isinstance(value, (int, float))}
 
 
 def ratios(medians: dict[str, float]) -> dict[str, float]:
@@ -156,20 +182,50 @@ def ratios(medians: dict[str, float]) -> dict[str, float]:
     return {f"{a} / {b}": medians[a] / medians[b] for a, b in pairs.items() if b in medians}
 
 
+def versus(psyq_side: dict[str, float], peer: dict[str, float]) -> dict[str, float]:
+    """psyq / bunqueue for each row both sides measured."""
+    return {key: psyq_side[key] / peer[key] for key in psyq_side if peer.get(key)}
+
+
+def summary(rows: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    """Per side: medians and grouped/plain ratios; per backend with a peer: psyq/bunqueue."""
+    out: dict[str, Any] = {}
+    for side, found in rows.items():
+        medians = {key: statistics.median(row[key] for row in found) for key in found[0]}
+        out[side] = {"median": medians, "grouped / plain": ratios(medians)}
+    for side in rows:
+        peer = out.get(f"bunqueue beside {side}")
+        if peer is not None:
+            out[side]["psyq / bunqueue"] = versus(out[side]["median"], peer["median"])
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
+    rows: dict[str, list[dict[str, float]]] = {}
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(serve_backend(name))[0] for name in args.url]
+        for number in range(args.rounds):
+            for url in urls:
+                found = {url: asyncio.run(one_round(url, args))}
+                if "bunqueue" in args.peers:
+                    found[f"bunqueue beside {url}"] = peer_round(url, args)
+                for side, row in found.items():
+                    rows.setdefault(side, []).append(row)
+                    print(json.dumps({"round": number + 1, "side": side, **row}), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--url", default="memory://")
+    parser.add_argument("--url", action="append", help="memory:// (default), psyq, a URL")
+    parser.add_argument("--peers", action="append", default=[], choices=["bunqueue"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--heavy", type=int, default=100_000)
     parser.add_argument("--waiting", type=int, default=200_000)
     args = parser.parse_args()
-    rows = []
-    for _ in range(args.rounds):
-        rows.append(asyncio.run(one_round(args)))
-        print(json.dumps(rows[-1]), flush=True)
-    medians = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
-    print(json.dumps({"median": medians, "ratios": ratios(medians)}, indent=1))
+    args.url = args.url or ["memory://"]
+    print(json.dumps(summary(run(args)), indent=1))
 
 
 if __name__ == "__main__":
