@@ -44,10 +44,10 @@ docs: $(VENV)/.installed
 
 check: lint docs test
 
-# psyq's container image (psyq:latest, or IMAGE=tag) with docker or podman, on the official
+# psyq's container image (psyq, or IMAGE=tag) with docker or podman, on the official
 # Python image where a registry serves it, else on a base made from Debian's packages
 # (scripts/image says which, and the size); the wheelhouse comes from the venv's pip.
-IMAGE ?= psyq:latest
+IMAGE ?= psyq
 image: $(VENV)/.installed
 	PSYQ_IMAGE_PIP=$(PY) scripts/image build $(IMAGE)
 
