@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: demo test system-deps lint docs check bench fuzz soak soak-stores clean
+.PHONY: demo test system-deps lint docs check bench fuzz soak soak-stores clean image
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,13 @@ docs: $(VENV)/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 check: lint docs test
+
+# psyq's container image (psyq, or IMAGE=tag) with docker or podman, on the official
+# Python image where a registry serves it, else on a base made from Debian's packages
+# (scripts/image says which, and the size); the wheelhouse comes from the venv's pip.
+IMAGE ?= psyq
+image: $(VENV)/.installed
+	PSYQ_IMAGE_PIP=$(PY) scripts/image build $(IMAGE)
 
 bench: $(VENV)/.installed
 	$(PY) -m bench.run --peers bunqueue --backend memory --backend sqlite --backend sqlite-durable
