@@ -78,8 +78,8 @@ def status(url: str) -> int:
 
 @dataclass
 class Container:
-    """A container of the image on the host's network: `ports` are the psyq:// and probe
-    ports it was told to listen on (free ones on 127.0.0.1)."""
+    """A container of the image on the host's network: `port` and `health` are the psyq://
+    and probe ports it was told to listen on (free ones on 127.0.0.1)."""
 
     name: str
     port: int
