@@ -2,6 +2,7 @@
 
     python -m bench.studies.pg_events_floor [--url postgresql://postgres@127.0.0.1:5432/postgres]
                                             [--blocks 20] [--block 100] [--rounds 3]
+                                            [--compare-sql path/to/an/older/fast.sql]
 
 Three fresh databases of one server (bench/harness/pgdb.py): psyq under `always`, psyq
 under `when-read` with no reader, and pgqueuer (its tables installed by its own code, in
@@ -14,7 +15,9 @@ across the systems, so a host whose load moves moves every system's figure alike
 - pgqueuer's enqueue statement bare: the statement its `Queries.enqueue` sends (read from
   pgqueuer at run time: bench/peers/pgqueuer/statements.py), with the arguments of one job;
 - the same for calls of 1,000 jobs, per job;
-- psyq `Queue.add`, the whole call, under each policy.
+- psyq `Queue.add`, the whole call, under each policy;
+- with `--compare-sql`: the `add` statement of that file (an older psyq's fast.sql, e.g.
+  the lead's checkout before issue 52) on the `always` database, in the same turns.
 
 Printed: µs per operation, medians of the rounds, and pgqueuer's bare figure over psyq's
 (> 1: psyq's statement is cheaper).
@@ -41,7 +44,7 @@ import psyq
 from bench.harness.launch import PEERS, peer_python
 from bench.harness.pgdb import fresh_database, peer_dsn
 from psyq.backends.postgres import parse_postgres_url
-from psyq.backends.postgres.statements import load_statements
+from psyq.backends.postgres.statements import load_statements, parse_sql_file
 
 BULK = 1000
 Op = Callable[[int], Awaitable[Any]]
@@ -68,8 +71,8 @@ async def connect(url: str, mode: str) -> asyncpg.Connection:
     return conn
 
 
-def psyq_add(conn: asyncpg.Connection, size: int) -> Op:
-    add = load_statements()["fast.add"]
+def psyq_add(conn: asyncpg.Connection, size: int, add: str | None = None) -> Op:
+    add = add or load_statements()["fast.add"]
     names, opts = ["x"] * size, [json.dumps({"attempts": 1})] * size
     zeros, nones, ones, no = [0] * size, [None] * size, [1] * size, [False] * size
 
@@ -110,22 +113,24 @@ async def interleaved(ops: dict[str, Op], blocks: int, block: int, per: int) -> 
     return {name: spent[name] / (blocks * block) / per * 1e6 for name in ops}
 
 
-async def one_round(urls: dict[str, str], sql: str, blocks: int, block: int) -> dict[str, float]:
+async def one_round(
+    urls: dict[str, str], sql: str, blocks: int, block: int, older: str | None
+) -> dict[str, float]:
     queues = {mode: psyq.Queue("floor", connection=urls[mode]) for mode in ("always", "when-read")}
     conns = {mode: await connect(url, mode) for mode, url in urls.items()}
     try:
         for queue in queues.values():
             await queue.add("x", {"i": -1})  # the layout's first add: the queue's sequence
-        rows = await interleaved(
-            {
-                "psyq fast.add bare, always": psyq_add(conns["always"], 1),
-                "psyq fast.add bare, when-read": psyq_add(conns["when-read"], 1),
-                "pgqueuer enqueue bare": pgqueuer_add(conns["pgqueuer"], sql, 1),
-            },
-            blocks,
-            block,
-            1,
-        )
+        singles = {
+            "psyq fast.add bare, always": psyq_add(conns["always"], 1),
+            "psyq fast.add bare, when-read": psyq_add(conns["when-read"], 1),
+            "pgqueuer enqueue bare": pgqueuer_add(conns["pgqueuer"], sql, 1),
+        }
+        if older is not None:
+            singles["psyq fast.add bare, always, older statement"] = psyq_add(
+                conns["always"], 1, older
+            )
+        rows = await interleaved(singles, blocks, block, 1)
         bulk_blocks = max(2, blocks // 4)
         rows |= await interleaved(
             {
@@ -165,7 +170,12 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=20)
     parser.add_argument("--block", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--compare-sql", help="an older fast.sql whose add to measure too")
     args = parser.parse_args()
+    older = None
+    if args.compare_sql:
+        with open(args.compare_sql, encoding="utf-8") as file:
+            older = parse_sql_file("fast", file.read())["fast.add"]
     quiet = args.url + ("&" if "?" in args.url else "?") + "events=when-read"
     runs: dict[str, list[float]] = {}
     for round_ in range(args.rounds):
@@ -176,7 +186,7 @@ def main() -> None:
                 "pgqueuer": stack.enter_context(fresh_database(args.url, "floor_pgqueuer")),
             }
             sql = pgqueuer_statement(urls["pgqueuer"])
-            figures = asyncio.run(one_round(urls, sql, args.blocks, args.block))
+            figures = asyncio.run(one_round(urls, sql, args.blocks, args.block, older))
         print(json.dumps({"round": round_ + 1, **{k: round(v, 1) for k, v in figures.items()}}))
         for row, value in figures.items():
             runs.setdefault(row, []).append(value)
