@@ -64,6 +64,13 @@ migrate a shared schema (`migrate: true`): psyq creates it at version 4 (what th
 order only from its migration 8 on; a deadlock that still happens is retried by psyq and
 counted (`psyq_store_conflicts_total`).
 
+A queue whose events Node's `QueueEvents` reads keeps the event policy `always` (the
+default): under `when-read` psyq writes a queue's event rows only while a psyq
+`QueueEvents` holds a lease on it, and Node's QueueEvents takes none, so it would see
+only the events of the layout's own functions ([backends.md](backends.md), Postgres,
+Event policy). Node's producers and workers work beside `when-read` as beside `always`:
+they read the jobs, not the events; Node's own calls write their events under either.
+
 One thing the layout leaves to each reader: event ids are numbered when written and seen
 when committed, so two writers can make them visible out of order. psyq's `QueueEvents`
 waits for the writers in flight before it moves past an id; Node's reads the newest ids

@@ -64,8 +64,7 @@ class GroupQueueAdmin(Admin):
     async def get_queue_meta(self, queue: str) -> QueueMeta:
         meta = await super().get_queue_meta(queue)
         rows = await self._rows("groups.settings_of_queue", queue)
-        if rows:
-            meta["groups"] = {row["group_id"]: _settings(row) for row in rows}
+        meta["groups"] = {row["group_id"]: _settings(row) for row in rows}  # {} as every store
         return meta
 
     async def set_queue_meta(self, queue: str, meta: QueueMeta) -> None:

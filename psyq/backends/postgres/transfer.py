@@ -51,7 +51,12 @@ class Transfer(Schedulers, BullmqConnection):
         logs: dict[str, list[str]] = {}
         for row in await self._rows("transfer.logs", queue, ids) if ids else []:
             logs.setdefault(row["job_id"], []).append(row["row"])
-        due = {row["id"]: row["process_at_ms"] for row in rows if row["state"] == "delayed"}
+        # a grouped job waiting in its group's line is a `delayed` row without a due time
+        due = {
+            row["id"]: row["process_at_ms"]
+            for row in rows
+            if row["state"] == "delayed" and row["process_at_ms"] is not None
+        }
         # every job may be a parent: one whose children all finished keeps their links
         deps = await self._export_deps(queue, ids) if ids else {}
         last = rows[-1] if len(rows) == limit else None
