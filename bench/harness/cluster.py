@@ -23,21 +23,12 @@ import psyq
 from bench.harness.launch import run_peer
 from bench.harness.processes import cpu_seconds
 from bench.harness.redis_nodes import RedisNodes, redis_nodes
-from bench.harness.tables import fmt, medians_of, paired_ratios, pick
+from bench.harness.tables import ROWS, fmt, medians_of, paired_ratios, pick
 from bench.harness.workloads import drain, fill, flows, fresh, latency
 
 Cost = dict[str, Any]  # {"client_us": float, "redis_us": [float per node]}
 
-RATE_ROWS = [
-    ("add one by one (jobs/s)", "add_single", True),
-    ("add_bulk (jobs/s)", "add_bulk", True),
-    ("processing c10 (jobs/s)", "c10", True),
-    ("processing c100 (jobs/s)", "c100", True),
-    ("flows added (trees of 1+10/s)", "flows.added", True),
-    ("flows processed (trees of 1+10/s)", "flows.processed", True),
-    ("add-to-start p50 (ms)", "latency.p50", False),
-    ("add-to-start p99 (ms)", "latency.p99", False),
-]
+RATE_ROWS = [row for row in ROWS if row[1] != "bytes_per_waiting_job"]  # no memory row
 CPU_ROWS = [("add one by one", "add_single"), ("add_bulk", "add_bulk"), ("c10", "c10")]
 CPU_ROWS += [("c100", "c100"), ("flows (add + run, per job)", "flows")]
 

@@ -61,14 +61,15 @@ class QueueStore(Mutations):
 
     # ------------------------------------------------------------------ adding
     def add_jobs(self, jobs: Sequence[NewJob], now: int) -> list[JobRecord]:
+        parents = grouped = False
         for new in jobs:  # a loop, not a comprehension: no call for the common case
-            if new.opts and "parent" in new.opts:
-                self._check_parents(jobs)
-                break
-        for new in jobs:
-            if new.opts and "group" in new.opts:
-                self._check_group_sizes(jobs)
-                break
+            if new.opts:
+                parents = parents or "parent" in new.opts
+                grouped = grouped or "group" in new.opts
+        if parents:
+            self._check_parents(jobs)
+        if grouped:
+            self._check_group_sizes(jobs)
         if self.last_id + len(jobs) > self.id_limit:  # before any job: all or none
             self.reserve_ids(len(jobs))
         return [self.add(new, now) for new in jobs]
