@@ -1,8 +1,12 @@
 """The lean path for script calls: one auto-pipelined connection of psyq's own.
 
-Every script call is packed as an EVALSHA and queued for the socket; the calls of one
-event-loop turn leave in one write (at the end of the turn: Redis reads them in one read,
-which costs it a fraction of one read per call). Each reply is read by hiredis in the
+Every script call is packed as an EVALSHA. The first call of an event-loop turn is written
+at once (Redis starts on it while the turn goes on: on a loaded host the client and Redis
+work side by side); the turn's later calls leave together in one more write, at the end
+of the turn (Redis reads them in one read, a fraction of one read per call). Writing
+every call at the turn's end instead held the first back behind the whole turn's work and
+cost a c10 worker on one server about 40% of its jobs/s (bench/log/2026-12-02-wire-first-
+call.md). Each reply is read by hiredis in the
 protocol's `data_received` callback, which resolves the caller's future as it arrives: no
 task, no pool, no redis-py command machinery per call. Calls from any number of tasks
 share the connection; Redis answers in order, so replies match a FIFO of futures (ioredis'
@@ -88,7 +92,8 @@ def _reply_error(message: str) -> RedisError:
 
 
 class _Wire(asyncio.Protocol):
-    """One connection: queues packed commands for one write per loop turn, resolves one
+    """One connection: writes a turn's first command at once and the rest in one write at
+    the turn's end, resolves one
     future per reply, in order. Error replies resolve to exception objects (the caller
     decides); a lost connection fails every pending future with redis-py's ConnectionError.
     `writes` counts the socket writes."""
@@ -100,7 +105,8 @@ class _Wire(asyncio.Protocol):
         self._pending: deque[Pending] = deque()  # one entry per reply to come
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
-        self._out: list[bytes] = []  # this turn's commands, written at its end
+        self._out: list[bytes] = []  # this turn's commands after its first, written at its end
+        self._turn_open = False  # a call of this turn was written: the next ones wait for _write
         self.writes = 0
 
     @property
@@ -142,19 +148,24 @@ class _Wire(asyncio.Protocol):
         if transport is None or transport.is_closing():
             raise RedisConnectionError("connection to Redis lost")
         future = self._loop.create_future()
-        if not self._out:
+        if self._turn_open:
+            self._out.append(packed)  # leaves with the rest of this turn's, in one write
+        else:
+            transport.write(packed)  # the turn's first call leaves at once: Redis starts on it
+            self.writes += 1
+            self._turn_open = True
             self._loop.call_soon(self._write)
-        self._out.append(packed)
         if skipped:
             self._pending.extend(repeat(kept, skipped))
         self._pending.append(future)
         return future
 
     def _write(self) -> None:
-        """Write the commands queued in the turn that just ended, in one write."""
+        """The turn's end: write the commands queued after its first, in one write."""
+        self._turn_open = False
         out = self._out
         if not out or self._transport is None:
-            return  # lost meanwhile: connection_lost failed their futures
+            return  # none, or lost meanwhile: connection_lost failed their futures
         self._out = []
         self._transport.write(out[0] if len(out) == 1 else b"".join(out))
         self.writes += 1
