@@ -74,7 +74,7 @@ async def processing_rate(url: str, count: int, concurrency: int, groups: int) -
         done = asyncio.Event()
         seen = 0
 
-        def work(job: psyq.Job) -> None:
+        async def work(job: psyq.Job) -> None:  # async as bunqueue's (a plain def runs in a thread)
             nonlocal seen
             seen += 1
             if seen >= count:
@@ -83,7 +83,7 @@ async def processing_rate(url: str, count: int, concurrency: int, groups: int) -
         started = time.perf_counter()
         async with psyq.Worker(name, work, connection=url, concurrency=concurrency):
             await done.wait()
-        rate = count / (time.perf_counter() - started)
+            rate = count / (time.perf_counter() - started)  # as bunqueue's: before the close
         await queue.obliterate(force=True)
     return rate
 
@@ -118,7 +118,7 @@ async def fairness(url: str, heavy: int) -> dict[str, float]:
         waits: list[float] = []
         done = asyncio.Event()
 
-        def work(job: psyq.Job) -> None:
+        async def work(job: psyq.Job) -> None:
             order.append(job.name)
             if job.name != "heavy":
                 waits.append((job.processed_on or 0) - job.timestamp)
