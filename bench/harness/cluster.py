@@ -118,19 +118,23 @@ Runs = dict[str, list[dict[str, Any] | str]]  # side ("psyq one", ...) -> each r
 def bench_cluster(
     folder: Path, cfg: dict[str, Any], peers: list[str], rounds: int, loop: Any = None
 ) -> None:
-    """psyq on one server and on the cluster, then each peer on each, `rounds` times."""
+    """psyq on one server and on the cluster, then each peer on each, `rounds` times; the
+    two sides take turns at going first."""
     runs: Runs = {}
     with redis_nodes(folder, False) as one, redis_nodes(folder, True) as three:
         sides = {"one server": one, "cluster": three}
         print(f"\n## one server {one.url}; cluster of {len(three.ports)} primaries {three.url}")
         for round_no in range(1, rounds + 1):
-            for label, nodes in sides.items():
+            order = list(sides.items())
+            if round_no % 2 == 0:  # the sides take turns at going first: order is not cost
+                order.reverse()
+            for label, nodes in order:
                 with asyncio.Runner(loop_factory=loop) as runner:
                     mine = runner.run(run_metered(nodes, cfg))
                 runs.setdefault(f"psyq {label}", []).append(mine)
                 print(json.dumps({"round": round_no, "side": f"psyq {label}", **mine}), flush=True)
             for peer in peers:
-                for label, nodes in sides.items():
+                for label, nodes in order:
                     theirs = peer_run(peer, cfg, nodes)
                     runs.setdefault(f"{peer} {label}", []).append(theirs)
                     side = {"round": round_no, "side": f"{peer} {label}", "figures": theirs}
