@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from psyq.backends.base import NewJob
-from psyq.core.options import merge_job_options, normalize_job_options
+from psyq.core.options import group_option, merge_job_options, normalize_job_options
 from psyq.errors import InvalidDataError, InvalidOptionsError
 from psyq.rules import codec
 
@@ -54,16 +54,26 @@ def new_job(
     defaults: Mapping[str, Any] | None = None,
 ) -> NewJob:
     """The checked job: its name, options (over `defaults`) and data encoded as JSON. A job
-    without options, the common case, costs the C-level checks of its name and its data."""
+    without options, the common case, costs the C-level checks of its name and its data; a
+    job whose only option is its group, the check of that option alone (`group_option`,
+    the very check normalize_job_options makes of it: nothing else applies to such a job)."""
     if type(name) is not str or not name.isascii() or "\x00" in name:
         name = job_name(name)  # the same test first, then what is wrong
-    if not kwargs and (opts is None or (type(opts) is dict and not opts)):
-        given: dict[str, Any] = {}
-    else:
-        try:
-            given = normalize_job_options(opts, **kwargs) if kwargs else normalize_job_options(opts)
-        except InvalidOptionsError as exc:
-            raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
+    if kwargs and (opts is None or (type(opts) is dict and not opts)):
+        opts, kwargs = kwargs, None  # keywords alone read as the mapping of them does
+    try:
+        if kwargs:
+            given = normalize_job_options(opts, **kwargs)
+        elif opts is None or (type(opts) is dict and not opts):
+            given = {}
+        elif type(opts) is dict and len(opts) == 1 and "group" in opts:
+            given = {"group": group_option("group", opts["group"])}
+            if not defaults:  # no sizeLimit, no timestamp (dumps raises InvalidDataError)
+                return NewJob(name, codec.dumps(data, "data", name), given)
+        else:
+            given = normalize_job_options(opts)
+    except InvalidOptionsError as exc:
+        raise InvalidOptionsError(f"job {name!r}: {exc}", option=exc.option) from None
     merged = merge_job_options(defaults, given) if defaults else given
     if merged:
         encoded = codec.dumps(data, "data", name, merged.get("sizeLimit"))
