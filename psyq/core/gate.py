@@ -67,7 +67,7 @@ def new_job(
         elif opts is None or (type(opts) is dict and not opts):
             given = {}
         elif type(opts) is dict and len(opts) == 1 and "group" in opts:
-            given = {"group": group_option("group", opts["group"])}
+            given = _only_group(opts["group"])
             if not defaults:  # no sizeLimit, no timestamp (dumps raises InvalidDataError)
                 return NewJob(name, codec.dumps(data, "data", name), given)
         else:
@@ -79,3 +79,30 @@ def new_job(
         encoded = codec.dumps(data, "data", name, merged.get("sizeLimit"))
         return NewJob(name, encoded, merged, merged.get("timestamp"))
     return NewJob(name, codec.dumps(data, "data", name), merged)
+
+
+# The options of a job whose only option is a group given by its id alone, by that id (a
+# string, or an integer, each in its own map: 1 == True): one dict for every such job of
+# the group, as a store shares it among their records (no backend changes a job's options
+# in place, and Job copies them), so such an add makes no dicts of its own. Only ids
+# `group_option` accepted are kept; emptied when full.
+_BY_TEXT: dict[str, dict[str, Any]] = {}
+_BY_INT: dict[int, dict[str, Any]] = {}
+ONLY_GROUP_KEPT = 1024  # ids of each kind
+
+
+def _only_group(value: Any) -> dict[str, Any]:
+    """The checked options {"group": value} (group_option's check, done once per id)."""
+    if type(value) is dict and len(value) == 1:
+        gid: Any = value.get("id")
+        kind = type(gid)
+        if kind is str or kind is int:
+            known: dict[Any, dict[str, Any]] = _BY_TEXT if kind is str else _BY_INT
+            opts = known.get(gid)
+            if opts is None:
+                opts = {"group": group_option("group", value)}
+                if len(known) >= ONLY_GROUP_KEPT:
+                    known.clear()
+                known[gid] = opts
+            return opts
+    return {"group": group_option("group", value)}
