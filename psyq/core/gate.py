@@ -93,16 +93,16 @@ ONLY_GROUP_KEPT = 1024  # ids of each kind
 
 def _only_group(value: Any) -> dict[str, Any]:
     """The checked options {"group": value} (group_option's check, done once per id)."""
-    if type(value) is dict and len(value) == 1:
-        gid: Any = value.get("id")
+    if type(value) is dict and len(value) == 1 and "id" in value:
+        gid: Any = value["id"]
         kind = type(gid)
         if kind is str or kind is int:
             known: dict[Any, dict[str, Any]] = _BY_TEXT if kind is str else _BY_INT
-            opts = known.get(gid)
-            if opts is None:
-                opts = {"group": group_option("group", value)}
-                if len(known) >= ONLY_GROUP_KEPT:
-                    known.clear()
-                known[gid] = opts
+            if gid in known:  # `in`, then the item: no call
+                return known[gid]
+            opts = {"group": group_option("group", value)}
+            if len(known) >= ONLY_GROUP_KEPT:
+                known.clear()
+            known[gid] = opts
             return opts
     return {"group": group_option("group", value)}
