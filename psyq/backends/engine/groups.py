@@ -80,8 +80,8 @@ class GroupLines:
         found = self.groups.get(gid)
         if found is None:
             found = self.groups[gid] = Group()
-        if len(group) == 1:  # {"id": gid}
-            shared = found.opts
+        shared = found.opts
+        if shared is opts or len(group) == 1:  # {"id": gid} (the gate shares such opts)
             if shared is None:
                 shared = found.opts = opts
             found.line.append(job_id)
