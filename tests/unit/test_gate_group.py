@@ -4,12 +4,14 @@ error (text and option named), whether the group comes as a mapping or as a keyw
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import psyq
 from psyq.backends.base import NewJob
 from psyq.core import gate
 from psyq.core.options import MAX_GROUP_ID, normalize_job_options
@@ -109,3 +111,16 @@ def test_queue_defaults_still_apply_to_a_grouped_job() -> None:
     assert new.opts == {"attempts": 3, "group": {"id": "a"}}
     with pytest.raises(InvalidOptionsError, match="lifo"):
         gate.new_job("j", DATA, {"group": {"id": "a"}, "lifo": True})
+
+
+async def test_changing_a_jobs_options_changes_no_other_job_of_its_group() -> None:
+    async with psyq.Queue(f"gate-{uuid.uuid4().hex[:8]}", connection="memory://") as queue:
+        first = await queue.add("j", {}, group={"id": "shared-group"})
+        first.opts["group"]["id"] = "changed"
+        first.opts["group"]["priority"] = 5
+        second = await queue.add("j", {}, group={"id": "shared-group"})
+        assert second.opts == {"group": {"id": "shared-group"}}
+        stored = await queue.get_job(first.id)
+        assert stored is not None and stored.opts == {"group": {"id": "shared-group"}}
+        assert gate.new_job("j", DATA, {"group": {"id": "shared-group"}}).opts == second.opts
+        await queue.obliterate(force=True)
