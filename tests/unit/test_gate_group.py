@@ -71,15 +71,20 @@ others = st.dictionaries(
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(group=groups, more=others, as_keywords=st.booleans())
+@given(group=groups, more=others, as_keywords=st.lists(st.booleans(), min_size=3, max_size=3))
 def test_the_gate_gives_what_the_full_path_gives(
-    group: Any, more: dict[str, Any], as_keywords: bool
+    group: Any, more: dict[str, Any], as_keywords: list[bool]
 ) -> None:
-    opts = {"group": group, **more}
-    expected = by_the_full_path(None, opts) if as_keywords else by_the_full_path(opts, {})
-    found = by_the_gate(None, opts) if as_keywords else by_the_gate(opts, {})
-    assert found == expected
-    again = by_the_gate(None, opts) if as_keywords else by_the_gate(opts, {})
+    """Each option in the mapping or as a keyword (`as_keywords`, per option), the mapping
+    None when empty, as Queue.add passes them."""
+    options = {"group": group, **more}
+    where = dict(zip(options, as_keywords, strict=False))  # at most 3 options
+    mapping = {k: v for k, v in options.items() if not where[k]}
+    keywords = {k: v for k, v in options.items() if where[k]}
+    given_mapping = mapping or None
+    expected = by_the_full_path(given_mapping, keywords)
+    assert by_the_gate(given_mapping, keywords) == expected
+    again = by_the_gate(given_mapping, keywords)
     assert again == expected  # a group id the gate has seen checks the same
 
 
