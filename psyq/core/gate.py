@@ -68,8 +68,8 @@ def new_job(
             given = {}
         elif type(opts) is dict and len(opts) == 1 and "group" in opts:
             given = _only_group(opts["group"])
-            if not defaults:  # no sizeLimit, no timestamp (dumps raises InvalidDataError)
-                return NewJob(name, codec.dumps(data, "data", name), given)
+            if not defaults:  # no sizeLimit, no timestamp; dumps raises InvalidDataError,
+                return NewJob(name, codec.dumps(data, "data", name), given)  # not caught
         else:
             given = normalize_job_options(opts)
     except InvalidOptionsError as exc:

@@ -135,8 +135,9 @@ class Job:
         or take should not cost an allocation nobody reads."""
         if self._opts is None:
             opts = self._opts = dict(self._opts_read)
-            if "group" in opts:
-                opts["group"] = dict(opts["group"])
+            group = opts.get("group")
+            if type(group) is dict:
+                opts["group"] = dict(group)
         return self._opts
 
     @opts.setter
