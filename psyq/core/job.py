@@ -130,10 +130,14 @@ class Job:
     @property
     def opts(self) -> dict[str, Any]:
         """The job's options (BullMQ's `opts`). Its own copy, made when first asked: a store
-        may share one options dict among many jobs, and a job made for every add or take
-        should not cost an allocation nobody reads."""
+        may share one options dict among many jobs (the gate and the engine share one
+        among a group's jobs, so its `group` is copied too), and a job made for every add
+        or take should not cost an allocation nobody reads."""
         if self._opts is None:
-            self._opts = dict(self._opts_read)
+            opts = self._opts = dict(self._opts_read)
+            group = opts.get("group")
+            if type(group) is dict:
+                opts["group"] = dict(group)
         return self._opts
 
     @opts.setter

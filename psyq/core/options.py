@@ -28,6 +28,7 @@ __all__ = [
     "check_keep",
     "check_limiter",
     "group_id",
+    "group_option",
     "merge_job_options",
     "normalize_job_options",
 ]
@@ -178,39 +179,42 @@ MAX_GROUP_ID = 256  # characters (BullMQ Pro's and bunqueue's bound)
 
 
 def group_id(name: str, value: Any) -> str:
-    """A group id: a non-empty string or an integer (normalised to its decimal text)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) > MAX_INT:
+    """A group id: a non-empty string of at most MAX_GROUP_ID characters every store can
+    hold, or an integer JavaScript holds exactly (normalised to its decimal text); else
+    InvalidOptionsError naming `name`. Each rule once, the common cases first."""
+    kind = type(value)
+    if kind is str or (isinstance(value, str) and kind is not bool):
+        if not value:
             raise InvalidOptionsError(
-                f"option {name!r} ({value!r}) is past the integers JavaScript holds exactly; "
-                "give it as a string",
+                f"option {name!r} must be a non-empty string or an integer, got {value!r}",
                 option=name,
             )
-        return str(value)
-    if not isinstance(value, str) or not value:
+        if len(value) > MAX_GROUP_ID:
+            raise InvalidOptionsError(
+                f"option {name!r} must be at most {MAX_GROUP_ID} characters, got {len(value)}",
+                option=name,
+            )
+        return check_text(name, value)
+    if kind is not int and (kind is bool or not isinstance(value, int)):
         raise InvalidOptionsError(
             f"option {name!r} must be a non-empty string or an integer, got {value!r}",
             option=name,
         )
-    if len(value) > MAX_GROUP_ID:
+    if not -MAX_INT <= value <= MAX_INT:
         raise InvalidOptionsError(
-            f"option {name!r} must be at most {MAX_GROUP_ID} characters, got {len(value)}",
+            f"option {name!r} ({value!r}) is past the integers JavaScript holds exactly; "
+            "give it as a string",
             option=name,
         )
-    return check_text(name, value)
+    return str(value)
 
 
-def _group(name: str, value: Any) -> dict[str, Any]:
-    """BullMQ Pro's `group`: {id, priority (0 first, then lower numbers), maxSize}."""
-    if type(value) is dict and len(value) == 1:  # the common {"id": ...}: checked at once
-        gid = value.get("id")
-        if (
-            type(gid) is str
-            and 0 < len(gid) <= MAX_GROUP_ID
-            and gid.isascii()
-            and "\x00" not in gid
-        ):
-            return {"id": gid}
+def group_option(name: str, value: Any) -> dict[str, Any]:
+    """BullMQ Pro's `group`: {id, priority (0 first, then lower numbers), maxSize}; the one
+    check of it, for normalize_job_options and the gate's path for a job with only its
+    group (gate.new_job). A fresh dict: the caller's is never kept."""
+    if type(value) is dict and len(value) == 1 and "id" in value:  # the common {"id": ...}
+        return {"id": group_id(f"{name}.id", value["id"])}
     spec = _check_mapping(name, value, {"id", "priority", "maxSize", "max_size"})
     if "id" not in spec:
         raise InvalidOptionsError(f"option {name!r} needs an 'id', got {value!r}", option=name)
@@ -257,7 +261,7 @@ _VALIDATORS: dict[str, _Validator] = {
     "timeout": _int(minimum=1),
     "durable": _check_bool,
     "telemetry": _telemetry,
-    "group": _group,
+    "group": group_option,
 }
 
 _SNAKE = {

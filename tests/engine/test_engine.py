@@ -192,3 +192,26 @@ async def test_a_wait_closed_by_a_thread_holding_every_lock_does_not_deadlock() 
     closer.start()
     closer.join(5)
     assert not closer.is_alive(), "closing the wait deadlocked on the shard lock"
+
+
+async def test_grouped_jobs_share_options_per_group_and_keep_their_order() -> None:
+    backend = MemoryBackend("memory://grouped-add")
+    shared = {"group": {"id": "a"}}  # what the gate gives every job of group a
+    jobs = [
+        NewJob("a1", "1", shared),
+        NewJob("a2", "2", {"group": {"id": "a"}}),  # an equal dict (as psyq:// decodes one)
+        NewJob("b1", "3", {"group": {"id": "b", "priority": 2}}),
+        NewJob("b2", "4", {"group": {"id": "b", "priority": 1}}),
+        NewJob("b3", "5", {"group": {"id": "b", "priority": 1}}),
+        NewJob("c1", "6", {"group": {"id": "c", "maxSize": 5}}),
+    ]
+    records = await backend.add_jobs("q", jobs)
+    a1, a2, b1, b2, b3, c1 = records
+    assert c1.opts == {"group": {"id": "c", "maxSize": 5}}
+    assert a1.opts is a2.opts is shared
+    assert b2.opts is b3.opts and b2.opts is not b1.opts
+    assert [r.state for r in records] == ["waiting"] * 6
+    assert [r.name for r in await backend.get_group_jobs("q", "b", 0, -1)] == ["b2", "b3", "b1"]
+    assert await backend.get_groups_job_count("q") == 6
+    taken = await backend.move_to_active("q", fetch(6))
+    assert [r.name for r in taken] == ["a1", "b2", "c1", "a2", "b3", "b1"]  # round-robin

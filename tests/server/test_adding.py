@@ -1,8 +1,8 @@
-"""Adds over psyq:// protocols 2 and 3 (server/adding.py): the adds of one event-loop turn travel
-as one add_batch request, each caller gets its own records or its own error, a lone add
-leaves as soon as any request does (a job without options as an `add` request), records
-rebuilt from ids equal the server's, and version 1 and 2 clients and servers still work with
-version 3 ones."""
+"""Adds over psyq:// protocols 2, 3 and 6 (server/adding.py): the adds of one event-loop turn
+travel as one add_batch request, each caller gets its own records or its own error, a lone
+add leaves as soon as any request does (as an `add` request: without options on version 3,
+with them too on version 6), records rebuilt from ids equal the server's, and version 1, 2
+and 5 clients and servers still work with newer ones."""
 
 from __future__ import annotations
 
@@ -231,9 +231,10 @@ async def test_a_version_1_client_still_adds_with_add_jobs(served: CountingServe
     writer.close()
 
 
-async def test_a_lone_add_with_options_still_travels_as_add_batch(
-    served: CountingServer, queue_name: str
+async def test_a_lone_add_with_options_still_travels_as_add_batch_to_a_version_5_server(
+    served: CountingServer, queue_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(server_connection, "SUPPORTED_VERSIONS", (1, 2, 3, 4, 5))
     async with psyq.Queue(queue_name, connection=served.url) as queue:
         await queue.get_job_counts()
         served.requests.clear()
@@ -245,6 +246,52 @@ async def test_a_lone_add_with_options_still_travels_as_add_batch(
         assert await delayed.get_state() == "delayed"
         stored = await queue.get_job(plain.id)
         assert stored is not None and stored.timestamp == plain.timestamp
+
+
+async def test_a_lone_add_with_options_travels_as_add_on_version_6(
+    served: CountingServer, queue_name: str
+) -> None:
+    async with psyq.Queue(queue_name, connection=served.url) as queue:
+        await queue.get_job_counts()
+        served.requests.clear()
+        grouped = await queue.add("grouped", {"v": 1}, group={"id": 7})
+        delayed = await queue.add("later", {"v": 2}, delay=60_000, job_id="later-1")
+        stamped = await queue.add("stamped", {"v": 3}, timestamp=1_700_000_000_000)
+        assert served.requests == ["add", "add", "add_batch"]  # a timestamp: add_batch's
+        assert (grouped.name, grouped.data, grouped.opts) == (
+            "grouped",
+            {"v": 1},
+            {"group": {"id": "7"}},
+        )
+        assert (delayed.id, delayed.delay) == ("later-1", 60_000)
+        assert [job.id for job in await queue.get_group_jobs("7")] == [grouped.id]
+        for job, state in ((grouped, "waiting"), (delayed, "delayed"), (stamped, "waiting")):
+            stored = await queue.get_job(job.id)
+            assert stored is not None and await stored.get_state() == state
+            assert (stored.opts, stored.timestamp, stored.delay) == (
+                job.opts,
+                job.timestamp,
+                job.delay,
+            )
+        again = await queue.add("again", {"v": 4}, job_id="later-1")
+        assert (again.name, again.timestamp) == ("later", delayed.timestamp)  # the duplicate
+
+
+async def test_an_add_with_options_is_refused_before_version_6_or_with_bad_options(
+    served: CountingServer,
+) -> None:
+    ask, writer = await raw_client(served.url)
+    assert (await ask({"id": 1, "op": "hello", "args": [6, None]}))["ok"]["version"] == 6
+    answer = await ask({"id": 2, "op": "add", "args": ["q6", "x", "{}", {"delay": 5000}]})
+    assert answer["ok"][0] == "1" and answer["ok"][2] == "delayed"
+    refused = await ask({"id": 3, "op": "add", "args": ["q6", "x", "{}", ["delay"]]})
+    assert "[queue, name, data, opts]" in str(refused["err"]) and "['delay']" in str(refused["err"])
+    writer.close()
+    ask, writer = await raw_client(served.url)
+    assert (await ask({"id": 1, "op": "hello", "args": [5, None]}))["ok"]["version"] == 5
+    refused = await ask({"id": 2, "op": "add", "args": ["q5", "x", "{}", {"delay": 5000}]})
+    assert "add takes [queue, name, data] (all text)" in str(refused["err"])
+    writer.close()
 
 
 async def test_a_bad_add_request_is_refused_naming_the_value(served: CountingServer) -> None:

@@ -27,11 +27,13 @@ __all__ = ["Group", "GroupLines"]
 class Group:
     """One group: its line, its active count and its rate window."""
 
-    __slots__ = ("active", "limited_until", "line", "prio", "window_count", "window_end")
+    __slots__ = ("active", "limited_until", "line", "opts", "prio", "window_count", "window_end")
 
     def __init__(self) -> None:
         self.line: deque[str] = deque()  # group priority 0, next on the left
         self.prio: Heap4 | None = None  # group priority > 0, made on first use
+        # the options of its jobs added with only {"group": {"id": ...}}: one dict for all
+        self.opts: dict[str, Any] | None = None
         self.active = 0
         self.window_end = 0  # ms the current rate window ends at
         self.window_count = 0  # jobs started in it
@@ -63,16 +65,41 @@ class GroupLines:
         self.timers: list[tuple[int, str]] = []  # (ms, group id): look at the group again
         self.waiting = 0  # jobs in every line together
         self.seq = itertools.count(1)
-        # group id -> its jobs' shared options, by the group option's items
+        # group id -> its jobs' shared options, by the group option's items, for groups
+        # given with a priority or a maxSize (the id alone: `Group.opts`)
         self.shared_opts: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
 
-    def shared(self, opts: dict[str, Any]) -> dict[str, Any]:
-        """One options dict for the jobs of a group added with only their group (the
-        engine never changes a record's options in place): a waiting grouped job then
-        costs no dict of its own. Kept while the group is."""
+    def add(self, opts: dict[str, Any], job_id: str) -> dict[str, Any]:
+        """A new job whose only option is its group, at the back of its group's line (as
+        `push`, with one call for the common case): the options its record keeps, one dict
+        for the jobs of the group added with the same (the engine never changes a
+        record's options in place), so a waiting grouped job costs no dict of its own.
+        Kept while the group is."""
         group = opts["group"]
-        mine = self.shared_opts.setdefault(group["id"], {})
-        return mine.setdefault(tuple(group.items()), opts)
+        gid = group["id"]
+        found = self.groups.get(gid)
+        if found is None:
+            found = self.groups[gid] = Group()
+        shared = found.opts
+        if shared is opts or len(group) == 1:  # {"id": gid} (the gate shares such opts)
+            if shared is None:
+                shared = found.opts = opts
+            found.line.append(job_id)
+        else:
+            mine = self.shared_opts.setdefault(gid, {})
+            shared = mine.setdefault(tuple(group.items()), opts)
+            priority = group.get("priority", 0)
+            if priority:
+                if found.prio is None:
+                    found.prio = Heap4()
+                found.prio.push(priority, next(self.seq), job_id)
+            else:
+                found.line.append(job_id)
+        self.waiting += 1
+        if gid not in self.in_ring:  # _ring's work inline
+            self.in_ring.add(gid)
+            self.ring.append(gid)
+        return shared
 
     def __bool__(self) -> bool:
         return self.waiting > 0

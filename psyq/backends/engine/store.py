@@ -61,14 +61,15 @@ class QueueStore(Mutations):
 
     # ------------------------------------------------------------------ adding
     def add_jobs(self, jobs: Sequence[NewJob], now: int) -> list[JobRecord]:
-        parents = grouped = False
+        parents = sized = False
         for new in jobs:  # a loop, not a comprehension: no call for the common case
-            if new.opts:
-                parents = parents or "parent" in new.opts
-                grouped = grouped or "group" in new.opts
+            opts = new.opts
+            if opts:
+                parents = parents or "parent" in opts
+                sized = sized or ("group" in opts and "maxSize" in opts["group"])
         if parents:
             self._check_parents(jobs)
-        if grouped:
+        if sized:
             self._check_group_sizes(jobs)
         if self.last_id + len(jobs) > self.id_limit:  # before any job: all or none
             self.reserve_ids(len(jobs))
@@ -122,12 +123,20 @@ class QueueStore(Mutations):
 
     def _add_grouped(self, new: NewJob, now: int, timestamp: int) -> JobRecord:
         """`add` of a job whose only option is its group (the common grouped add): an
-        auto id, the group's shared options, its place in the group's line."""
-        job_id = self._next_id()
-        opts = self.groups.shared(new.opts)
+        auto id, the group's shared options, its place in the group's line; the plain
+        add's work otherwise (`_next_id` and `_enqueue` inline)."""
+        if self.last_id >= self.id_limit:
+            self.reserve_ids(1)
+        self.last_id += 1
+        job_id = str(self.last_id)
+        opts = self.groups.add(new.opts, job_id)
         record = JobRecord(job_id, self.name, new.name, new.data, opts, timestamp)
         self.jobs[job_id] = record
-        self._enqueue(record)
+        record.state = "waiting"
+        if self.dirty is not None:
+            self.dirty.add(job_id)
+            self.rank[job_id] = next(self.seq)
+            self.version += 1
         events = self.events
         events.add(now, "added", job_id, new.name)
         events.add(now, "waiting", job_id, None)

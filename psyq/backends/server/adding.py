@@ -1,5 +1,5 @@
-"""Adds over psyq:// (protocol versions 2 and 3): many callers' adds in one request, plain
-answers; one plain job in the shortest request (version 3).
+"""Adds over psyq:// (protocol versions 2, 3 and 6): many callers' adds in one request,
+plain answers; one job in the shortest request (version 3 without options, 6 with them).
 
     request   {"id": int, "op": "add_batch", "args": [[[queue, [job, ...]], ...]]}
               job = [name, data, opts, timestamp or None]   (a NewJob's fields, no ext type)
@@ -9,8 +9,11 @@ answers; one plain job in the shortest request (version 3).
               `rebuild_all` makes of the job sent and those three values; else the JobRecord
 
     request   {"id": int, "op": "add", "args": [queue, name, data]}      (version 3)
-              one job without options, stamped with the server's time: what a lone
-              `queue.add(name, data)` sends
+              {"id": int, "op": "add", "args": [queue, name, data, opts]}    (version 6)
+              one job, stamped with the server's time: what a lone `queue.add(name,
+              data)` sends (version 6: also with options, such as a grouped add's
+              `{"group": {"id": ...}}`, which add_batch's nesting cost ~16 Python calls
+              more a job, at both ends, than a plain add)
     answer    {"id": int, "ok": entry}, the entry of that one job (as above)
 
 Each group is one `add_jobs` call on the server: atomic on its own, failing on its own, so a
@@ -31,7 +34,7 @@ from operator import attrgetter
 from typing import Any
 
 from psyq.backends.base import JobRecord, NewJob
-from psyq.backends.server.protocol import ProtocolError
+from psyq.backends.server.protocol import ADD_WITH_OPTIONS, ProtocolError
 from psyq.errors import PsyqError
 
 __all__ = [
@@ -147,12 +150,28 @@ def parse_groups(args: Any) -> list[tuple[str, list[NewJob]]]:
     return groups
 
 
-def parse_one(args: Any) -> tuple[str, NewJob]:
-    """The queue and job of an `add` request, or ProtocolError naming the bad value."""
-    if type(args) is list and len(args) == 3:
-        queue, name, data = args
-        if type(queue) is str and type(name) is str and type(data) is str:
-            return queue, NewJob(name, data, {})
+def parse_one(args: Any, with_options: bool = False) -> tuple[str, NewJob]:
+    """The queue and job of an `add` request, or ProtocolError naming the bad value
+    (`with_options`: version 6, where [queue, name, data, opts] is one too)."""
+    if type(args) is list:
+        if len(args) == 3:
+            queue, name, data = args
+            if type(queue) is str and type(name) is str and type(data) is str:
+                return queue, NewJob(name, data, {})
+        elif len(args) == 4 and with_options:
+            queue, name, data, opts = args
+            if (
+                type(queue) is str
+                and type(name) is str
+                and type(data) is str
+                and type(opts) is dict
+            ):
+                return queue, NewJob(name, data, opts)
+    if with_options:
+        raise ProtocolError(
+            f"add takes [queue, name, data] (all text) or [queue, name, data, opts] (opts a "
+            f"map), got {args!r:.80}"
+        )
     raise ProtocolError(f"add takes [queue, name, data] (all text), got {args!r:.80}")
 
 
@@ -180,16 +199,19 @@ class AddBatch:
         self._loop = loop
         self.one = False  # sent as an `add` request: the answer is one entry
 
-    def one_args(self) -> list[Any] | None:
-        """The args of an `add` request when the batch is one job without options or
-        timestamp (protocol 3), else None."""
+    def one_args(self, version: int) -> list[Any] | None:
+        """The args of an `add` request when the batch is one job without a timestamp and
+        the connection speaks `version` (3: without options; 6: with them too), else None."""
         calls = self.calls
         if len(calls) == 1:
             queue, jobs, _ = calls[0]
             if len(jobs) == 1:
                 new = jobs[0]
-                if not new.opts and new.timestamp is None:
-                    return [queue, new.name, new.data]
+                if new.timestamp is None:
+                    if not new.opts:
+                        return [queue, new.name, new.data]
+                    if version >= ADD_WITH_OPTIONS:
+                        return [queue, new.name, new.data, new.opts]
         return None
 
     def add(self, queue: str, jobs: list[NewJob]) -> asyncio.Future[list[JobRecord]]:

@@ -153,7 +153,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             batch.set_exception(ConnectionError(self.url, self._reason))
             return None
         request_id = next(self._ids)
-        one = batch.one_args() if self.version >= 3 else None
+        one = batch.one_args(self.version) if self.version >= 3 else None
         try:
             if one is not None:
                 data = frame({"id": request_id, "op": "add", "args": one})

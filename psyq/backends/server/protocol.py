@@ -12,7 +12,8 @@ answers {"server": "psyq", "version": version} when it speaks that version
 `add`, one job without options in its shortest form (server/adding.py), version 4 `bye` (below),
 version 5 `check_ready` (whether the server's store can take changes: its readiness),
 `wait_committed` and `remove_rate_limit_key` (an older server answers those two with its
-unknown-command error, so a caller relying on them fails rather than going on); a client
+unknown-command error, so a caller relying on them fails rather than going on), version 6
+an `add` that carries its one job's options (server/adding.py); a client
 that finds an older server tries the next older version, down to 1. Requests are
 pipelined: many may be in flight on one connection and answers come in any order, matched by
 id. `cancel` (args [id]) stops a blocked request (wait_for_job, read_events) and is not
@@ -44,6 +45,7 @@ from psyq.backends.server.generated import COMMANDS
 from psyq.errors import PsyqError
 
 __all__ = [
+    "ADD_WITH_OPTIONS",
     "BLOCKING_COMMANDS",
     "BYE",
     "COMMANDS",
@@ -58,9 +60,10 @@ __all__ = [
 ]
 
 # 2: add_batch, 3: add (server/adding.py), 4: bye, 5: check_ready, wait_committed and
-# remove_rate_limit_key; a server speaks all below
-PROTOCOL_VERSION = 5
-SUPPORTED_VERSIONS = (1, 2, 3, 4, 5)
+# remove_rate_limit_key, 6: add with options; a server speaks all below
+PROTOCOL_VERSION = 6
+SUPPORTED_VERSIONS = (1, 2, 3, 4, 5, 6)
+ADD_WITH_OPTIONS = 6  # the first version whose `add` may carry the job's options
 DEFAULT_PORT = 6789
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_HELLO_FRAME = 16 * 1024  # the largest frame before a connection's hello is accepted

@@ -46,6 +46,7 @@ from psyq.backends.server.eager import drive
 from psyq.backends.server.framing import FrameBuffer
 from psyq.backends.server.outbox import Outbox
 from psyq.backends.server.protocol import (
+    ADD_WITH_OPTIONS,
     BLOCKING_COMMANDS,
     BYE,
     EARLY_ANSWERS,
@@ -333,10 +334,11 @@ class ServerConnection(asyncio.BufferedProtocol):
             self._run_backlog()
 
     def start_add(self, request_id: int, args: Any) -> None:
-        """One job without options (protocol 3): one add_jobs call, answered with the job's
-        entry (server/adding.py), or with its error as any request is."""
+        """One job, without options (protocol 3) or with them (6): one add_jobs call,
+        answered with the job's entry (server/adding.py), or with its error as any
+        request is."""
         try:
-            queue, new = parse_one(args)
+            queue, new = parse_one(args, self.version >= ADD_WITH_OPTIONS)
         except ProtocolError as exc:
             self.reply_error(request_id, exc)
             return
