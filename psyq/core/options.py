@@ -211,6 +211,8 @@ def _group(name: str, value: Any) -> dict[str, Any]:
             and "\x00" not in gid
         ):
             return {"id": gid}
+        if type(gid) is int and -MAX_INT <= gid <= MAX_INT:  # a tenant's number
+            return {"id": str(gid)}
     spec = _check_mapping(name, value, {"id", "priority", "maxSize", "max_size"})
     if "id" not in spec:
         raise InvalidOptionsError(f"option {name!r} needs an 'id', got {value!r}", option=name)
@@ -296,6 +298,8 @@ def canonical_name(name: str) -> str:
 
 def normalize_job_options(opts: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
     """Return the canonical camelCase dict for `opts` and keyword options, validated."""
+    if not kwargs and type(opts) is dict and len(opts) == 1 and "group" in opts:
+        return {"group": _group("group", opts["group"])}  # a grouped job's only option
     result: dict[str, Any] = {}
     if not opts and not kwargs:
         if opts is None or isinstance(opts, Mapping):
