@@ -2,6 +2,7 @@
 
     python -m bench.studies.redis_costs [--rows add,c10,c100] [--jobs 20000]
                                         [--peers bullmq6] [--url redis://...] [--profile FILE]
+                                        [--groups N]
 
 Each row runs once per side against one Redis server (by default a private `redis-server`
 started here on a free port, no persistence, so nobody else's commands are counted), and
@@ -14,6 +15,8 @@ reads the counters around the measured part only (the queue is filled before):
 - wall: the measured part's elapsed time per job.
 Figures move much less with the machine's load than jobs/s do (CPU and call counts, not
 turns of a shared core). `--profile FILE` also writes psyq's cProfile stats (pstats).
+`--groups N` puts job i of the add_bulk and cN rows in group i % N (BullMQ Pro's groups:
+psyq only, the Node peers are not run).
 """
 
 from __future__ import annotations
@@ -84,10 +87,21 @@ def per_job(before: dict[str, Any], after: dict[str, Any], jobs: int) -> dict[st
     }
 
 
-async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
+def bulk_entry(i: int, groups: int) -> dict[str, Any]:
+    """Job i of the add_bulk row and of the fill: in group i % groups (0: no group)."""
+    if not groups:
+        return {"name": "x", "data": {"i": i}}
+    return {"name": "x", "data": {"i": i}, "opts": {"group": {"id": i % groups}}}
+
+
+async def psyq_row(url: str, row: str, jobs: int, measured: Any, groups: int = 0) -> float:
     """Run one row; `measured` is a context manager around the measured part."""
     async with psyq.Queue(f"costs-{row}-{os.getpid()}", connection=url) as queue:
-        if row.startswith("c"):
+        if row.startswith("c") and groups:
+            for start in range(0, jobs, 1000):
+                size = min(1000, jobs - start)
+                await queue.add_bulk([bulk_entry(start + i, groups) for i in range(size)])
+        elif row.startswith("c"):
             await fill(queue, jobs)
         else:
             await queue.add("warm", {})  # scripts loaded, connection open
@@ -100,9 +114,7 @@ async def psyq_row(url: str, row: str, jobs: int, measured: Any) -> float:
             elif row == "add_bulk":  # the runner's row: batches of 1,000, dicts built inside
                 for start in range(0, jobs, 1000):
                     size = min(1000, jobs - start)
-                    await queue.add_bulk(
-                        [{"name": "x", "data": {"i": start + i}} for i in range(size)]
-                    )
+                    await queue.add_bulk([bulk_entry(start + i, groups) for i in range(size)])
             elif row.startswith("gather"):  # N producers adding one by one at once
                 producers = int(row.removeprefix("gather"))
 
@@ -136,9 +148,11 @@ def counted(url: str, into: dict[str, Any], profile: cProfile.Profile | None) ->
         into["before"], into["after"] = before, server_counters(url)
 
 
-def measure_psyq(url: str, row: str, jobs: int, profile: cProfile.Profile | None) -> dict[str, Any]:
+def measure_psyq(
+    url: str, row: str, jobs: int, profile: cProfile.Profile | None, groups: int = 0
+) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    wall = asyncio.run(psyq_row(url, row, jobs, counted(url, seen, profile)))
+    wall = asyncio.run(psyq_row(url, row, jobs, counted(url, seen, profile), groups))
     user, sys_ = seen["times"][0], seen["times"][1]
     return {
         "wall_us": wall * 1e6 / jobs,
@@ -211,13 +225,14 @@ def main() -> int:
     parser.add_argument("--url", help="a Redis server to use (default: a private one)")
     parser.add_argument("--profile", help="write psyq's cProfile stats here")
     parser.add_argument("--only-psyq", action="store_true")
+    parser.add_argument("--groups", type=int, default=0, help="job i in group i %% N (psyq)")
     args = parser.parse_args()
-    peers = [] if args.peers == "none" else args.peers.split(",")
+    peers = [] if args.peers == "none" or args.groups else args.peers.split(",")
     profile = cProfile.Profile() if args.profile else None
     results: dict[str, Any] = {}
     with private_redis(args.url) as url:
         for row in args.rows.split(","):
-            results[row] = {"psyq": measure_psyq(url, row, args.jobs, profile)}
+            results[row] = {"psyq": measure_psyq(url, row, args.jobs, profile, args.groups)}
             show(row, "psyq", results[row]["psyq"])
             for peer in peers:
                 results[row][peer] = measure_node(url, peer, row, args.jobs)

@@ -3,9 +3,10 @@
 The layout is in `lua/includes/groups.lua`: each group's waiting jobs in a sorted set of
 their own (`group:<id>`, outside `wait`, so a plain BullMQ take never sees them), the groups
 that can be served in `groups:ready` (taken lowest first, re-added at the end), limited ones
-in `groups:limited`, active counts in `groups:active`, a group's own settings in
-`group-opts:<id>`. Changes go through `lua/groupControl-0.lua` (atomic with the rotation);
-reads read the keys.
+in `groups:limited`, those at a concurrency in `groups:full`, active counts in
+`groups:active`, a group's own settings in `group-opts:<id>`; the takes of several jobs in
+`lua/includes/grouptake.lua`. Changes go through `lua/groupControl-0.lua` (atomic with the
+rotation); reads read the keys.
 """
 
 from __future__ import annotations

@@ -120,11 +120,11 @@ local function addGroupedJob(head, data, opts)
 end
 
 -- A group's gathered jobs join the end of its line (one ZADD per 500), in order. A group
--- new to the queue (it had no line, no active job, no setting) joins the rotation's end at
--- once.
-local function flushGroupLine(line)
+-- new to the queue (`fresh`: it had no line, no active job, no setting) has an empty line
+-- and joins the rotation's end (its score set aside in `rotation`); another one has its
+-- line's end read and the rotation seen to.
+local function flushGroupLine(line, fresh, rotation)
   local gid, ids = line[1], line[3]
-  local fresh = rcall("ZADD", P .. "groups", 0, gid) == 1
   local score = line[2] * GROUP_SPAN + GROUP_HALF
   if not fresh then score = groupScore(gid, line[2], false) end
   local high = line[2] * GROUP_SPAN + GROUP_SPAN - 1
@@ -138,11 +138,47 @@ local function flushGroupLine(line)
     rcall("ZADD", groupLine(gid), unpack(members))
   end
   if fresh then
-    rcall("ZADD", P .. "groups:ready", nextGroupSeq(), gid)
+    rotation[#rotation + 1] = nextGroupSeq()
+    rotation[#rotation + 1] = gid
   else
     markGroupReady(gid)
   end
   return #ids
+end
+
+-- The call's groups into `groups` with one ZADD; which were new to the queue is known when
+-- all or none were (else each is taken as known: the reads then find what a new one has).
+local function flushGroupLines()
+  local gids, seen = {}, {}
+  for _, key in ipairs(plain[8]) do
+    local gid = plain[7][key][1]
+    if not seen[gid] then
+      seen[gid] = true
+      gids[#gids + 1] = gid
+    end
+  end
+  if #gids == 0 then return end
+  local members = {}
+  for _, gid in ipairs(gids) do
+    members[#members + 1] = 0
+    members[#members + 1] = gid
+  end
+  local added = 0
+  for first = 1, #members, 1000 do
+    added = added + rcall("ZADD", P .. "groups", unpack(members, first, math.min(first + 999, #members)))
+  end
+  local allFresh = added == #gids
+  local rotation, joined, grouped = {}, {}, 0
+  for _, key in ipairs(plain[8]) do
+    local line = plain[7][key]
+    local fresh = allFresh and not joined[line[1]] -- a group's second priority: it joined
+    joined[line[1]] = true
+    grouped = grouped + flushGroupLine(line, fresh, rotation)
+  end
+  for first = 1, #rotation, 1000 do
+    rcall("ZADD", P .. "groups:ready", unpack(rotation, first, math.min(first + 999, #rotation)))
+  end
+  countGroupWaiting(grouped)
 end
 
 -- The plain jobs' LPUSHes (one per 1,000 ids), the grouped jobs' lines and the trim: before
@@ -153,9 +189,7 @@ local function flushPlainJobs()
   for first = 1, #ids, 1000 do
     rcall("LPUSH", plain[4], unpack(ids, first, math.min(first + 999, #ids)))
   end
-  local grouped = 0
-  for _, key in ipairs(plain[8]) do grouped = grouped + flushGroupLine(plain[7][key]) end
-  if grouped > 0 then countGroupWaiting(grouped) end
+  flushGroupLines()
   if plain[6] then
     rcall("XTRIM", plain[1], "MAXLEN", plain[5])
   else

@@ -7,6 +7,6 @@
 --         (prev=active) for held jobs beyond #tokens, handed back
 -- Returns: a list of job hashes (flat field/value lists ending "__id", id; held jobs first,
 --          ending "__token", token)
---@include base groups take
+--@include base groups grouptake take
 metaStable = true -- see base.lua
 return takeJobs(cjson.decode(ARGV[2]), nowMs())

@@ -9,7 +9,7 @@
 --         handed back (fetch = the request moveToActive takes, `held` included)
 -- Returns: {{code per settlement (0 ok, an ErrorCode, or "ERR <message>" when settling
 --          that job raised an error)}, {fetched job hashes}}
---@include base groups jobkeys settle parent take finish
+--@include base groups jobkeys settle parent grouptake take finish
 metaStable = true -- see base.lua
 local now = nowMs()
 local req = cjson.decode(ARGV[2])
@@ -25,6 +25,7 @@ for i, item in ipairs(req.settle) do
     codes[i] = "ERR " .. tostring(result)
   end
 end
+flushGroupLeaves()
 flushMetrics(now)
 local fetched = {}
 if req.fetch ~= nil and req.fetch ~= cjson.null then

@@ -1,9 +1,12 @@
 -- Finishing and retrying one active job. Needs base, settle, parent.
 
 -- keep: the worker's removeOnComplete/removeOnFail, for a job without its own (or nil).
-local function finishJob(jobId, completed, value, stack, now, keep)
+-- noteGroup: the job's group (read here with the rest) is counted out of it by
+-- flushGroupLeaves, after the call's settles (leaveActive left it to this).
+local function finishJob(jobId, completed, value, stack, now, keep, noteGroup)
   local jobKey = P .. jobId
-  local read = rcall("HMGET", jobKey, "opts", "parent", "deid", "atm") -- one read, one write
+  local read = rcall("HMGET", jobKey, "opts", "parent", "deid", "atm", "gid") -- one read, one write
+  if noteGroup and read[5] then noteGroupLeft(read[5]) end
   local atm = (tonumber(read[4]) or 0) + 1
   local kind = "failed"
   if completed then kind = "completed" end
@@ -130,12 +133,14 @@ local function settleJob(item, now)
       and rcall("SCARD", P .. item.id .. ":dependencies") ~= 0 then
     return -4 -- a flow gave it a child while it ran (BullMQ's moveToFinished refuses so)
   end
-  if code == 0 then code = leaveActive(item.id) end
+  local finishing = item.kind ~= "retry"
+  if code == 0 then code = leaveActive(item.id, finishing) end
   if code ~= 0 then return code end
-  if item.kind == "retry" then
-    retryJob(item.id, item.value, item.stack or "[]", tonumber(item.delay) or 0, now)
+  if finishing then
+    finishJob(item.id, item.kind == "completed", item.value, item.stack or "[]", now, item.keep,
+      true)
   else
-    finishJob(item.id, item.kind == "completed", item.value, item.stack or "[]", now, item.keep)
+    retryJob(item.id, item.value, item.stack or "[]", tonumber(item.delay) or 0, now)
   end
   return 0
 end

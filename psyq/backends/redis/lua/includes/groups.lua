@@ -5,6 +5,8 @@
 --   groups            ZSET, score 0: every group with waiting or active jobs or settings, by id
 --   groups:ready      ZSET: groups that may be served, by a rising sequence (lowest next)
 --   groups:limited    ZSET: groups whose rate limit window is full, by the ms it ends
+--   groups:full       SET: groups out of the rotation at a concurrency (their own or a
+--                     worker's), back in when one of their jobs leaves active
 --   groups:active     HASH: group id -> its active jobs (no field at 0)
 --   groups:waiting    STRING: waiting jobs of all the groups together (none at 0)
 --   group:<id>        ZSET: the group's waiting jobs, score priority * 2^32 + sequence
@@ -20,9 +22,33 @@ local GROUP_MANUAL = 9007199254740991 -- rate_limit_group(ms) fills the window w
 local function groupLine(gid) return P .. "group:" .. gid end
 local function groupLimiter(gid) return P .. "group-limiter:" .. gid end
 
+-- `command key member...` for every member of `list`, 1,000 to a call (unpack's stack).
+local function inSlices(command, key, list)
+  for first = 1, #list, 1000 do
+    rcall(command, key, unpack(list, first, math.min(first + 999, #list)))
+  end
+end
+
+-- Which of `keys` exist (a list of booleans): one EXISTS for them all, and one per key only
+-- when some exist and some do not.
+local function existing(keys)
+  local count = 0
+  for first = 1, #keys, 1000 do
+    count = count + rcall("EXISTS", unpack(keys, first, math.min(first + 999, #keys)))
+  end
+  local found = {}
+  for i = 1, #keys do
+    if count == 0 then found[i] = false
+    elseif count == #keys then found[i] = true
+    else found[i] = rcall("EXISTS", keys[i]) == 1 end
+  end
+  return found
+end
+
 -- A group's own settings, read once per group and script call (only the groups control
 -- script changes them, and it reads none through here).
 local groupOptsCache = {}
+local NO_GROUP_OPTS = {paused = false} -- a group without settings of its own (read only)
 local function groupOpts(gid)
   local key = P .. "group-opts:" .. gid
   local entry = groupOptsCache[key]
@@ -33,6 +59,20 @@ local function groupOpts(gid)
     groupOptsCache[key] = entry
   end
   return entry
+end
+
+-- The settings of several groups about to be read: one EXISTS tells which have any (most
+-- groups have none), so only those are read.
+local function loadGroupOpts(gids)
+  local keys = {}
+  for _, gid in ipairs(gids) do
+    local key = P .. "group-opts:" .. gid
+    if groupOptsCache[key] == nil then keys[#keys + 1] = key end
+  end
+  if #keys < 2 then return end -- one HMGET, as groupOpts reads it
+  for i, own in ipairs(existing(keys)) do
+    if not own then groupOptsCache[keys[i]] = NO_GROUP_OPTS end
+  end
 end
 
 local function groupActive(gid)
@@ -53,12 +93,16 @@ local function nextGroupSeq()
 end
 
 -- The group joins the rotation (at its end) unless it is there, paused, limited or at its
--- own concurrency; a worker's limits are checked where a job is taken.
+-- own concurrency (then it waits in groups:full); a worker's limits are checked where a job
+-- is taken.
 local function markGroupReady(gid)
   if rcall("ZSCORE", P .. "groups:ready", gid) then return end
   local opts = groupOpts(gid)
   if opts.paused or rcall("ZSCORE", P .. "groups:limited", gid) then return end
-  if opts.concurrency ~= nil and groupActive(gid) >= opts.concurrency then return end
+  if opts.concurrency ~= nil and groupActive(gid) >= opts.concurrency then
+    rcall("SADD", P .. "groups:full", gid)
+    return
+  end
   rcall("ZADD", P .. "groups:ready", nextGroupSeq(), gid)
   addBaseMarker()
 end
@@ -69,8 +113,25 @@ local function forgetGroupIfEmpty(gid)
   if rcall("HEXISTS", P .. "groups:active", gid) == 1 then return end
   rcall("ZREM", P .. "groups:ready", gid)
   rcall("ZREM", P .. "groups:limited", gid)
+  rcall("SREM", P .. "groups:full", gid)
   if rcall("EXISTS", P .. "group-opts:" .. gid) == 1 then return end
   rcall("ZREM", P .. "groups", gid)
+end
+
+-- forgetGroupIfEmpty for groups known to have neither waiting nor active jobs, together
+-- (`anyFull` false: groups:full is known empty).
+local function forgetGroups(gids, anyFull)
+  if #gids == 0 then return end
+  inSlices("ZREM", P .. "groups:ready", gids)
+  inSlices("ZREM", P .. "groups:limited", gids)
+  if anyFull ~= false then inSlices("SREM", P .. "groups:full", gids) end
+  local keys = {}
+  for i, gid in ipairs(gids) do keys[i] = P .. "group-opts:" .. gid end
+  local bare = {}
+  for i, own in ipairs(existing(keys)) do
+    if not own then bare[#bare + 1] = gids[i] end
+  end
+  inSlices("ZREM", P .. "groups", bare)
 end
 
 local function countGroupWaiting(n)
@@ -93,25 +154,79 @@ local function groupScore(gid, priority, front)
   return low + GROUP_HALF
 end
 
+-- A group new to the queue (not in `groups`: no line, no active job, no setting, so neither
+-- paused, limited nor full) has an empty line and joins the rotation's end at once.
 enqueueGrouped = function(jobId, gid, priority, front) -- declared in base.lua
-  rcall("ZADD", groupLine(gid), groupScore(gid, priority, front), jobId)
+  local fresh = rcall("ZADD", P .. "groups", 0, gid) == 1
+  if fresh then
+    rcall("ZADD", groupLine(gid), priority * GROUP_SPAN + GROUP_HALF, jobId)
+  else
+    rcall("ZADD", groupLine(gid), groupScore(gid, priority, front), jobId)
+  end
   countGroupWaiting(1)
-  rcall("ZADD", P .. "groups", 0, gid)
-  markGroupReady(gid)
+  if fresh then
+    rcall("ZADD", P .. "groups:ready", nextGroupSeq(), gid)
+    addBaseMarker()
+  else
+    markGroupReady(gid)
+  end
 end
 
--- A job that left active (settled, delayed, stalled, handed back): its group's count, and
--- the group back in the rotation when it has work (it is there already, usually).
-local function groupJobLeft(jobId)
-  local gid = rcall("HGET", P .. jobId, "gid")
-  if not gid then return end
-  local left = rcall("HINCRBY", P .. "groups:active", gid, -1)
+-- `n` jobs of group `gid` left active (settled, delayed, stalled, handed back): its count,
+-- and the group back in the rotation when it left it at a concurrency and has work.
+local function groupLeft(gid, n)
+  local left = rcall("HINCRBY", P .. "groups:active", gid, -n)
   if left <= 0 then
     rcall("HDEL", P .. "groups:active", gid)
     if rcall("EXISTS", groupLine(gid)) == 0 then return forgetGroupIfEmpty(gid) end
   end
-  if rcall("ZSCORE", P .. "groups:ready", gid) then return end
-  if rcall("EXISTS", groupLine(gid)) == 1 then markGroupReady(gid) end
+  if rcall("SREM", P .. "groups:full", gid) == 1 and rcall("EXISTS", groupLine(gid)) == 1 then
+    markGroupReady(gid)
+  end
+end
+
+local function groupJobLeft(jobId)
+  local gid = rcall("HGET", P .. jobId, "gid")
+  if gid then groupLeft(gid, 1) end
+end
+
+-- Jobs that left active in a settle call, counted per group (noteGroupLeft) and written
+-- once per group by flushGroupLeaves, before anything reads the counts (the fetch).
+local leftCounts, leftOrder = {}, {}
+local function noteGroupLeft(gid)
+  local n = leftCounts[gid]
+  if n == nil then leftOrder[#leftOrder + 1] = gid end
+  leftCounts[gid] = (n or 0) + 1
+end
+
+local function flushGroupLeaves()
+  if #leftOrder == 0 then return end
+  local order, counts = leftOrder, leftCounts
+  leftOrder, leftCounts = {}, {}
+  local idle, lines = {}, {} -- groups left without an active job, and their lines
+  for _, gid in ipairs(order) do
+    if rcall("HINCRBY", P .. "groups:active", gid, -counts[gid]) <= 0 then
+      idle[#idle + 1] = gid
+      lines[#lines + 1] = groupLine(gid)
+    end
+  end
+  local waitingIn = {} -- idle group -> whether its line holds jobs
+  if #idle > 0 then
+    inSlices("HDEL", P .. "groups:active", idle)
+    for i, waiting in ipairs(existing(lines)) do waitingIn[idle[i]] = waiting end
+  end
+  local anyFull = rcall("EXISTS", P .. "groups:full") == 1
+  local emptied = {}
+  for _, gid in ipairs(order) do -- in the settles' order, as settles of one job each
+    local waiting = waitingIn[gid]
+    if waiting == false then
+      emptied[#emptied + 1] = gid
+    elseif anyFull and rcall("SREM", P .. "groups:full", gid) == 1
+        and (waiting or rcall("EXISTS", groupLine(gid)) == 1) then
+      markGroupReady(gid)
+    end
+  end
+  forgetGroups(emptied, anyFull)
 end
 
 -- A waiting job of a group taken out of its line (removed, cleaned); false when it was not
@@ -141,94 +256,6 @@ end
 local function parkGroup(gid, untilMs)
   rcall("ZREM", P .. "groups:ready", gid)
   rcall("ZADD", P .. "groups:limited", untilMs, gid)
-end
-
--- The group's limits for this take: its own, else the worker's (req.gconc, req.gmax,
--- req.gduration).
-local function groupLimits(gid, req)
-  local opts = groupOpts(gid)
-  local max, duration = req.gmax, req.gduration
-  if opts.max ~= nil then max, duration = opts.max, opts.duration end
-  return opts.concurrency or req.gconc, max, duration
-end
-
--- Whether the group may start a job now; when not, it leaves the rotation (full: until one
--- of its jobs leaves active; limited: until its window ends). Without a limit the window is
--- not read: rate_limit_group(ms) parks the group in groups:limited for those ms.
-local function groupOpen(gid, concurrency, max, now)
-  if groupOpts(gid).paused then
-    rcall("ZREM", P .. "groups:ready", gid)
-    return false
-  end
-  if concurrency ~= nil and groupActive(gid) >= concurrency then
-    rcall("ZREM", P .. "groups:ready", gid)
-    return false
-  end
-  if max == nil then return true end
-  local ttl = rcall("PTTL", groupLimiter(gid))
-  if ttl > 0 and (tonumber(rcall("GET", groupLimiter(gid))) or 0) >= max then
-    parkGroup(gid, now + ttl)
-    return false
-  end
-  return true
-end
-
--- One start counted in the group's window; true when the window is now full.
-local function countGroupStart(gid, max, duration)
-  if max == nil then return false end
-  local key = groupLimiter(gid)
-  local used = 1
-  if rcall("PTTL", key) > 0 then
-    used = rcall("INCR", key)
-  else
-    rcall("SET", key, 1, "PX", duration)
-  end
-  return used >= max
-end
-
--- After a start: the group goes to the end of the rotation, or leaves it (full, limited).
--- An emptied group stays until a take finds its line empty or its last active job leaves
--- (groupJobLeft): that saves a read per start.
-local function rotateGroup(gid, active, concurrency, windowFull, now)
-  if windowFull then
-    parkGroup(gid, now + math.max(1, rcall("PTTL", groupLimiter(gid))))
-  elseif concurrency ~= nil and active >= concurrency then
-    rcall("ZREM", P .. "groups:ready", gid)
-  else
-    rcall("ZADD", P .. "groups:ready", nextGroupSeq(), gid)
-  end
-end
-
--- Grouped jobs taken in this script call: groups:waiting is lowered once, by
--- flushGroupTakes, at the end of the take.
-local groupTakes = 0
-local function flushGroupTakes()
-  if groupTakes > 0 then
-    countGroupWaiting(-groupTakes)
-    groupTakes = 0
-  end
-end
-
--- The next job of the rotation moved to active (its group's count with it), or nil. Each
--- group passed over leaves the rotation, so the loop ends.
-local function nextGrouped(req, now)
-  while true do
-    local gid = rcall("ZRANGE", P .. "groups:ready", 0, 0)[1]
-    if gid == nil then return nil end
-    local concurrency, max, duration = groupLimits(gid, req)
-    if groupOpen(gid, concurrency, max, now) then
-      local jobId = rcall("ZPOPMIN", groupLine(gid))[1]
-      if jobId then
-        groupTakes = groupTakes + 1
-        rcall("LPUSH", P .. "active", jobId)
-        local active = rcall("HINCRBY", P .. "groups:active", gid, 1)
-        rotateGroup(gid, active, concurrency, countGroupStart(gid, max, duration), now)
-        return jobId
-      end
-      rcall("ZREM", P .. "groups:ready", gid) -- an emptied group (rotateGroup)
-      forgetGroupIfEmpty(gid)
-    end
-  end
 end
 
 -- The ms until a limited group's window ends, or nil when none is limited.
@@ -275,7 +302,7 @@ local function obliterateGroups(drop, budget)
   for _, gid in ipairs(rcall("ZRANGE", P .. "groups", 0, -1)) do
     rcall("DEL", groupLine(gid), P .. "group-opts:" .. gid, groupLimiter(gid))
   end
-  rcall("DEL", P .. "groups", P .. "groups:ready", P .. "groups:limited", P .. "groups:active",
-    P .. "groups:waiting")
+  rcall("DEL", P .. "groups", P .. "groups:ready", P .. "groups:limited", P .. "groups:full",
+    P .. "groups:active", P .. "groups:waiting")
   return dropped
 end

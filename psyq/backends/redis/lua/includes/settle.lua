@@ -36,9 +36,10 @@ local function checkLock(jobId, token)
 end
 
 -- Take an active job out of the active list (after checkLock); -3 when it is not there.
-local function leaveActive(jobId)
+-- `groupNoted`: the caller counts the job out of its group (finishJob's noteGroupLeft).
+local function leaveActive(jobId, groupNoted)
   if rcall("LREM", P .. "active", -1, jobId) == 0 then return -3 end
-  groupJobLeft(jobId)
+  if not groupNoted then groupJobLeft(jobId) end
   rcall("DEL", P .. jobId .. ":lock")
   if hasStalledMarks() then rcall("SREM", P .. "stalled", jobId) end
   if hasCancelMarks() then rcall("HDEL", P .. "cancelled", jobId) end

@@ -1,6 +1,6 @@
 -- Taking jobs: promote due delayed jobs, honour pause / rate limits / global concurrency,
 -- then lock up to #tokens jobs: plain ones first, then the groups' in rotation. Needs
--- base.lua, groups.lua.
+-- base.lua, groups.lua, grouptake.lua.
 
 -- Delayed jobs whose time has come go to waiting (at most 1000 per call).
 local function promoteDue(now)
@@ -39,9 +39,10 @@ local function countTaken(n, max, duration)
 end
 
 -- Plain jobs first: `wait`, then `prioritized`, each asked until found empty in this
--- script call (nothing adds to them while it takes); then the groups' rotation.
+-- script call (nothing adds to them while it takes); then the groups' rotation
+-- (grouptake.lua).
 local plainEmpty = {}
-local function nextReady(req, now)
+local function nextPlain()
   local empty = plainEmpty[P]
   if empty == nil then
     empty = {}
@@ -60,7 +61,17 @@ local function nextReady(req, now)
     end
     empty.prioritized = true
   end
-  return nextGrouped(req, now)
+  return nil
+end
+
+-- Whether work is left after a take that took jobs: a list not found empty is asked, the
+-- rotation only when the take did not see it (`groupsLeft` nil).
+local function workLeft(groupsLeft)
+  local empty = plainEmpty[P] or {}
+  if not empty.wait and rcall("LLEN", P .. "wait") > 0 then return true end
+  if not empty.prioritized and rcall("ZCARD", P .. "prioritized") > 0 then return true end
+  if groupsLeft == nil then return rcall("EXISTS", P .. "groups:ready") == 1 end
+  return groupsLeft
 end
 
 -- (Reading the hash first to write ats with processedOn in one HSET, returning a patched
@@ -147,16 +158,18 @@ local function takeJobs(req, now)
     max, duration = meta.max, meta.duration
   end
   wanted = limiterAllows(wanted, max, duration)
-  local held = #taken
-  for i = 1, wanted do
-    local jobId = nextReady(req, now)
+  local ids, groupsLeft = {}, nil
+  while #ids < wanted do
+    local jobId = nextPlain()
     if not jobId then break end
+    ids[#ids + 1] = jobId
+  end
+  if #ids < wanted then groupsLeft = takeGrouped(req, now, wanted - #ids, ids) end
+  for i, jobId in ipairs(ids) do
     taken[#taken + 1] = lockJob(jobId, req.tokens[i], req.lockDuration, req.worker or "", now)
   end
-  countTaken(#taken - held, max, duration)
-  flushGroupTakes()
-  if #taken > held and (rcall("LLEN", P .. "wait") > 0 or rcall("ZCARD", P .. "prioritized") > 0
-      or rcall("EXISTS", P .. "groups:ready") == 1) then
+  countTaken(#ids, max, duration)
+  if #ids > 0 and workLeft(groupsLeft) then
     addBaseMarker() -- more work: wake the next blocked worker too
   end
   return taken
