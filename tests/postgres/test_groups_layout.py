@@ -161,3 +161,18 @@ async def test_an_emptied_groups_row_goes_once_its_rate_window_ends(
         await eventually(swept, "the row swept once its window ended", 10)
     finally:
         await backend.close()
+
+
+async def test_a_clean_that_leaves_some_of_a_groups_jobs_leaves_them_in_its_rotation(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    backend = PostgresBackend(url_for(pg_server, fresh_schema()))
+    await backend.open()
+    try:
+        await backend.add_jobs("q", [grouped(f"g{n}", "a") for n in range(3)])
+        assert await backend.clean("q", 0, 1, "wait") == ["1"]
+        assert [g["id"] for g in await backend.get_groups("q", 0, -1)] == ["a"]
+        taken = await backend.move_to_active("q", request(5))
+        assert [job.name for job in taken] == ["g1", "g2"]
+    finally:
+        await backend.close()

@@ -678,13 +678,21 @@ UPDATE job SET state = 'waiting'
    AND process_at_ms IS NULL;
 
 -- name: hide
--- $1 queue: after `expose`, the grouped jobs still waiting back in their lines.
+-- $1 queue: after `expose`, the grouped jobs still waiting back in their lines, and their
+-- groups' rows back where the trigger tidied them away while the lines were lent (a
+-- clean that left some of a group's jobs), at the end of the rotation.
 WITH back AS (
   SELECT set_config('psyq.group_lines', 'on', true)
+), hidden AS (
+  UPDATE job SET state = 'delayed', process_at_ms = NULL
+    FROM back
+   WHERE queue = $1 AND psyq_group IS NOT NULL AND state = 'waiting'
+  RETURNING psyq_group
 )
-UPDATE job SET state = 'delayed', process_at_ms = NULL
-  FROM back
- WHERE queue = $1 AND psyq_group IS NOT NULL AND state = 'waiting';
+INSERT INTO psyq_group (queue, group_id, turn)
+SELECT $1, lined.psyq_group, nextval('psyq_group_turn')
+  FROM (SELECT DISTINCT psyq_group FROM hidden ORDER BY psyq_group) AS lined
+ON CONFLICT (queue, group_id) DO NOTHING;
 
 -- name: forget_queue
 -- $1 queue: every group row of an obliterated queue goes, settings too.
@@ -708,16 +716,23 @@ DO UPDATE SET concurrency = EXCLUDED.concurrency, limit_max = EXCLUDED.limit_max
               limit_duration = EXCLUDED.limit_duration, paused = EXCLUDED.paused;
 
 -- name: sweep
--- $1 queue -> how many rows kept only for a rate window or a park that has since ended
--- were looked at (each goes unless the group has a job again: psyq_group_tidy). Run with
--- the stalled check, so an emptied group's row does not outlive its window for long.
+-- $1 queue -> how many rows of groups with no job and nothing of their own were looked at
+-- (each goes unless the group has a job again: psyq_group_tidy): rows kept for a rate
+-- window or a park that has since ended, and rows two completions left behind (each ran
+-- while the other's job was still active). Run with the stalled check, so an emptied
+-- group's row does not outlive its window for long.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), ended AS (
   SELECT g.queue, g.group_id FROM psyq_group g, clock
    WHERE g.queue = $1 AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
-     AND (g.window_end > 0 OR g.parked_until > 0)
      AND g.window_end <= clock.now AND g.parked_until <= clock.now
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
+                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
+                        AND job.state = 'active')
    LIMIT 1000
      FOR UPDATE OF g SKIP LOCKED
 )
