@@ -11,6 +11,8 @@
 -- settle_take write no event rows and no NOTIFY bullmq_events; the rest is the same.
 -- Anything else (custom ids, parents, deduplication, pause, limits, global concurrency,
 -- due delayed jobs, failures, mixed retention) goes through the layout's functions.
+-- Grouped jobs (groups.sql) enter their lines in `add` and leave their groups in
+-- `settle_take` here, set-wise, without groups.sql's per-row triggers.
 
 -- name: add
 -- $1 queue, $2 names, $3 data (JSON text), $4 opts (JSON text), $5 priorities, $6 delays
