@@ -288,9 +288,10 @@ BEGIN
 END;
 $$;
 
--- psyq_group_take: one job per token from the groups, round robin, one statement for all
--- the tokens: the ready groups with the lowest turns (their rows locked; those another take
--- holds are skipped) give their first jobs (lowest group priority, then FIFO), one each a
+-- psyq_group_take: one job per token from the groups, round robin, for all the tokens at
+-- once (two statements, not a loop per token): the groups with the lowest turns that have
+-- a line (their rows locked; those another take holds are skipped), then the ready ones
+-- give their first jobs (lowest group priority, then FIFO), one each a
 -- round, as many rounds as the tokens and each group's room allow (its concurrency less
 -- its active jobs, the points left in its rate window), and go to the end of the rotation
 -- in the order of their last job; a group found not ready (full, or its window spent)
@@ -308,9 +309,10 @@ CREATE OR REPLACE FUNCTION psyq_group_take(
 ) RETURNS SETOF job
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-  v_now   bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-  v_want  integer;
-  v_found bigint;
+  v_now    bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+  v_want   integer;
+  v_found  bigint;
+  v_groups text[];
 BEGIN
   IF p_qmax IS NOT NULL
      OR EXISTS (SELECT 1 FROM meta WHERE queue = p_queue AND field = 'max') THEN
@@ -324,20 +326,27 @@ BEGIN
                            cardinality(p_tokens)));
   FOR v_round IN 1..2 LOOP
     EXIT WHEN v_want <= 0;
+    -- the groups first, locked, in a statement of their own: the take's statement then
+    -- reads their active jobs in a snapshot taken with the rows held (a take that moved
+    -- jobs of one of them to active has committed)
+    SELECT array_agg(c.group_id ORDER BY c.turn) INTO v_groups
+      FROM (SELECT g.group_id, g.turn FROM psyq_group g
+             WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= v_now
+               AND EXISTS (SELECT 1 FROM job
+                            WHERE job.queue = p_queue AND job.psyq_group = g.group_id
+                              AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+             ORDER BY g.turn
+             LIMIT v_want
+               FOR UPDATE OF g SKIP LOCKED) AS c;
+    EXIT WHEN v_groups IS NULL;
     RETURN QUERY
     WITH cand AS (
-      SELECT g.group_id, g.turn, g.concurrency, g.limit_max, g.points, g.window_end
-        FROM psyq_group g
-       WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= v_now
-         AND EXISTS (SELECT 1 FROM job
-                      WHERE job.queue = p_queue AND job.psyq_group = g.group_id
-                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
-       ORDER BY g.turn
-       LIMIT v_want
-         FOR UPDATE OF g SKIP LOCKED
+      SELECT g.group_id, held.r, g.concurrency, g.limit_max, g.points, g.window_end
+        FROM unnest(v_groups) WITH ORDINALITY AS held(group_id, r)
+        JOIN psyq_group g ON g.queue = p_queue AND g.group_id = held.group_id
     ), sized AS (
       -- room: how many jobs the group may start now (LEAST skips a NULL: no such bound)
-      SELECT cand.group_id, row_number() OVER (ORDER BY cand.turn) AS r,
+      SELECT cand.group_id, cand.r,
              COALESCE(cand.limit_max, p_max) AS most,
              LEAST(v_want,
                    CASE WHEN COALESCE(cand.concurrency, p_concurrency) IS NOT NULL
