@@ -310,7 +310,10 @@ CREATE OR REPLACE FUNCTION psyq_group_take(
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
   v_now    bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+  v_free   boolean := p_concurrency IS NULL AND p_max IS NULL;
   v_want   integer;
+  v_got    integer := 0;
+  v_share  integer;
   v_found  bigint;
   v_groups text[];
 BEGIN
@@ -324,21 +327,33 @@ BEGIN
   v_want := LEAST(COALESCE(cardinality(p_tokens), 0),
                   COALESCE(psyq_group_queue_room(p_queue, v_now, p_qmax),
                            cardinality(p_tokens)));
-  FOR v_round IN 1..2 LOOP
-    EXIT WHEN v_want <= 0;
-    -- the groups first, locked, in a statement of their own: the take's statement then
-    -- reads their active jobs in a snapshot taken with the rows held (a take that moved
-    -- jobs of one of them to active has committed)
+  FOR v_round IN 1..4 LOOP
+    EXIT WHEN v_want - v_got <= 0;
+    -- the groups first, in a statement of their own: the take's statement then reads
+    -- their active jobs in a snapshot taken with their rows held (a take that moved jobs
+    -- of one of them to active has committed). A group with a limit (the worker's, or its
+    -- own) is held for the take, and skipped while another take holds it; without one
+    -- (the worker gives none, the group has none of its own) only its jobs are locked,
+    -- so takes that run at once share the groups.
     SELECT array_agg(c.group_id ORDER BY c.turn) INTO v_groups
-      FROM (SELECT g.group_id, g.turn FROM psyq_group g
+      FROM (SELECT g.group_id, g.turn,
+                   NOT v_free OR g.concurrency IS NOT NULL OR g.limit_max IS NOT NULL
+                     AS limited
+              FROM psyq_group g
              WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= v_now
                AND EXISTS (SELECT 1 FROM job
                             WHERE job.queue = p_queue AND job.psyq_group = g.group_id
                               AND job.state = 'delayed' AND job.process_at_ms IS NULL)
              ORDER BY g.turn
-             LIMIT v_want
-               FOR UPDATE OF g SKIP LOCKED) AS c;
+             LIMIT v_want - v_got) AS c
+     WHERE NOT c.limited
+        OR EXISTS (SELECT 1 FROM psyq_group h
+                    WHERE h.queue = p_queue AND h.group_id = c.group_id
+                      FOR UPDATE SKIP LOCKED);
     EXIT WHEN v_groups IS NULL;
+    -- each group's share of the tokens this round: the rounds after take what the groups
+    -- with fewer jobs than their share left
+    v_share := ceil((v_want - v_got)::numeric / cardinality(v_groups))::integer;
     RETURN QUERY
     WITH cand AS (
       SELECT g.group_id, held.r, g.concurrency, g.limit_max, g.points, g.window_end
@@ -348,7 +363,7 @@ BEGIN
       -- room: how many jobs the group may start now (LEAST skips a NULL: no such bound)
       SELECT cand.group_id, cand.r,
              COALESCE(cand.limit_max, p_max) AS most,
-             LEAST(v_want,
+             LEAST(v_share,
                    CASE WHEN COALESCE(cand.concurrency, p_concurrency) IS NOT NULL
                         THEN COALESCE(cand.concurrency, p_concurrency)
                              - (SELECT count(*) FROM job
@@ -367,15 +382,16 @@ BEGIN
               WHERE job.queue = p_queue AND job.psyq_group = sized.group_id
                 AND job.state = 'delayed' AND job.process_at_ms IS NULL
               ORDER BY job.psyq_group_priority, job.seq
-              LIMIT GREATEST(sized.room, 0)) AS h
+              LIMIT GREATEST(sized.room, 0)
+                FOR UPDATE OF job SKIP LOCKED) AS h
     ), slot AS (
       SELECT lines.group_id, lines.id, row_number() OVER (ORDER BY lines.k, lines.r) AS n
         FROM lines
        ORDER BY lines.k, lines.r
-       LIMIT v_want
+       LIMIT v_want - v_got
     ), taken AS (
       UPDATE job
-         SET state = 'active', lock_token = p_tokens[slot.n],
+         SET state = 'active', lock_token = p_tokens[v_got + slot.n],
              locked_until_ms = v_now + p_lock_ms, processed_at_ms = v_now,
              processed_by = p_name, attempts_started = job.attempts_started + 1
         FROM slot
@@ -392,6 +408,12 @@ BEGIN
        ORDER BY gave.group_id IS NOT NULL, COALESCE(gave.last, sized.r)
     ), numbered AS (
       SELECT moved.*, nextval('psyq_group_turn') AS turn FROM moved
+    ), movable AS (
+      -- the rows this take holds, and those of groups without a limit no other take holds
+      -- now (one that does moves the group itself)
+      SELECT g.group_id FROM psyq_group g
+       WHERE g.queue = p_queue AND g.group_id IN (SELECT group_id FROM numbered)
+         FOR UPDATE SKIP LOCKED
     ), bumped AS (
       -- a window opened here starts when the statement ends, as its jobs are handed out,
       -- and 10 ms later: the reply's way to the worker (a later take's reply may arrive
@@ -407,7 +429,7 @@ BEGIN
                                THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint
                                     + 10 + COALESCE(g.limit_duration, p_duration, 0)
                                ELSE g.window_end END
-        FROM numbered
+        FROM numbered JOIN movable ON movable.group_id = numbered.group_id
        WHERE g.queue = p_queue AND g.group_id = numbered.group_id
       RETURNING 1
     ), quiet AS (
@@ -450,7 +472,10 @@ BEGIN
        AND (SELECT count(*) FROM trimmed) >= 0
      ORDER BY taken.n;
     GET DIAGNOSTICS v_found = ROW_COUNT;
-    EXIT WHEN v_found > 0;
+    v_got := v_got + v_found;
+    -- a round that took nothing found its groups not ready (now at the end): the next
+    -- ones are looked at once
+    EXIT WHEN v_found = 0 AND v_round > 1;
   END LOOP;
 END;
 $$;
