@@ -219,8 +219,9 @@ WITH clock AS (
                         AND job.state = 'active'
                         AND job.id NOT IN (SELECT id FROM completed))
 ), vacated AS (
-  -- their rows go unless changed since the snapshot (an add into the group or a take
-  -- from it writes a new version: another xmin, seen when the delete rechecks the row)
+  -- their rows go unless changed since the snapshot: whatever puts a job in a group's
+  -- line (an add, the trigger for a job back in it) writes a new version of its row,
+  -- another xmin, which the delete sees when it rechecks the row
   DELETE FROM psyq_group g USING vacant
    WHERE g.queue = $1 AND g.group_id = vacant.group_id AND g.xmin = vacant.seen
   RETURNING 1
