@@ -341,9 +341,12 @@ BEGIN
                      AS limited
               FROM psyq_group g
              WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= v_now
-               AND EXISTS (SELECT 1 FROM job
-                            WHERE job.queue = p_queue AND job.psyq_group = g.group_id
-                              AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+               -- a subquery with LIMIT, not EXISTS: the planner then walks the rotation in
+               -- turn order and stops at the LIMIT, rather than joining every line job
+               AND (SELECT true FROM job
+                     WHERE job.queue = p_queue AND job.psyq_group = g.group_id
+                       AND job.state = 'delayed' AND job.process_at_ms IS NULL
+                     LIMIT 1)
              ORDER BY g.turn
              LIMIT v_want - v_got) AS c
      WHERE NOT c.limited
@@ -396,7 +399,8 @@ BEGIN
              processed_by = p_name, attempts_started = job.attempts_started + 1
         FROM slot
        WHERE job.queue = p_queue AND job.id = slot.id
-         AND job.state = 'delayed' AND job.process_at_ms IS NULL
+         -- state::text: found by the primary key, not by scanning the delayed jobs' index
+         AND job.state::text = 'delayed' AND job.process_at_ms IS NULL
       RETURNING job AS j, slot.n, slot.group_id
     ), gave AS (
       SELECT taken.group_id, count(*) AS jobs, max(taken.n) AS last
