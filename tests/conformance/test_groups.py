@@ -407,6 +407,28 @@ async def test_grouped_children_of_a_flow_run_in_their_groups(
     await wait_state(queue, flow.job.id, "completed")
 
 
+async def test_max_size_holds_for_the_grouped_children_of_a_flow(
+    queue: psyq.Queue, backend_url: str, request: pytest.FixtureRequest
+) -> None:
+    if not backend_url.startswith("postgres"):  # a known gap, the lead's to close
+        gap = "this backend's add_flow does not check the groups' maxSize yet"
+        request.applymarker(pytest.mark.xfail(strict=True, reason=gap))
+    await queue.add("j1", {}, group={"id": "a", "maxSize": 2})
+    children = [
+        {"name": f"a{i}", "queue_name": queue.name, "opts": {"group": {"id": "a", "maxSize": 2}}}
+        for i in range(2)
+    ]
+    async with psyq.FlowProducer(connection=backend_url) as producer:
+        with pytest.raises(psyq.GroupMaxSizeExceededError) as full:
+            await producer.add({"name": "parent", "queue_name": queue.name, "children": children})
+        assert full.value.group_id == "a"
+        assert full.value.max_size == 2
+        assert await queue.count() == 1  # nothing of the flow was written
+        assert await queue.get_job_counts("waiting-children") == {"waiting-children": 0}
+        await producer.add({"name": "parent", "queue_name": queue.name, "children": children[1:]})
+    assert await queue.get_groups_job_count() == 2
+
+
 async def test_groups_and_their_settings_move_with_an_export(
     queue: psyq.Queue, backend_url: str
 ) -> None:

@@ -161,3 +161,38 @@ async def test_an_emptied_groups_row_goes_once_its_rate_window_ends(
         await eventually(swept, "the row swept once its window ended", 10)
     finally:
         await backend.close()
+
+
+async def test_a_clean_that_leaves_some_of_a_groups_jobs_leaves_them_in_its_rotation(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    backend = PostgresBackend(url_for(pg_server, fresh_schema()))
+    await backend.open()
+    try:
+        await backend.add_jobs("q", [grouped(f"g{n}", "a") for n in range(3)])
+        assert await backend.clean("q", 0, 1, "wait") == ["1"]
+        assert [g["id"] for g in await backend.get_groups("q", 0, -1)] == ["a"]
+        taken = await backend.move_to_active("q", request(5))
+        assert [job.name for job in taken] == ["g1", "g2"]
+    finally:
+        await backend.close()
+
+
+async def test_one_take_for_many_slots_serves_the_groups_round_robin_in_token_order(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    backend = PostgresBackend(url_for(pg_server, fresh_schema()))
+    await backend.open()
+    try:
+        jobs = [("a1", "a"), ("a2", "a"), ("a3", "a"), ("b1", "b"), ("b2", "b"), ("c1", "c")]
+        await backend.add_jobs("q", [grouped(name, group) for name, group in jobs])
+        fetch = request(8)
+        taken = await backend.move_to_active("q", fetch)
+        assert [job.name for job in taken] == ["a1", "b1", "c1", "a2", "b2", "a3"]
+        assert [job.lock_token for job in taken] == fetch.tokens[:6]
+        limited = GroupLimits(2, None)  # the worker's group concurrency: 2 active each
+        await backend.add_jobs("q", [grouped(f"a{n}", "a") for n in range(4, 7)])
+        more = FetchRequest([uuid.uuid4().hex for _ in range(4)], 30_000, "w", None, group=limited)
+        assert await backend.move_to_active("q", more) == []  # a has 3 active already
+    finally:
+        await backend.close()

@@ -31,7 +31,12 @@ from psyq.backends.postgres.retry import (
 )
 from psyq.backends.postgres.schema import Ledger, ensure_schema
 from psyq.backends.postgres.statements import Statements, load_statements
-from psyq.errors import ConnectionError, InvalidDataError, PsyqError
+from psyq.errors import (
+    ConnectionError,
+    GroupMaxSizeExceededError,
+    InvalidDataError,
+    PsyqError,
+)
 from psyq.rules.conflicts import conflicts
 from psyq.rules.reconnect import Reconnect
 
@@ -42,6 +47,7 @@ T = TypeVar("T")
 log = logging.getLogger("psyq.postgres")
 # The SQLSTATE the layout's functions raise, with BullMQ's numeric code in DETAIL.
 LAYOUT_ERROR = "BM001"
+GROUP_FULL = "PQG01"  # sql/groups.sql psyq_group_admit: an add past a group's maxSize
 FOREIGN_KEY_VIOLATION = "23503"
 UNTRANSLATABLE_CHARACTER = "22P05"  # jsonb holds no NUL (\u0000)
 
@@ -397,6 +403,11 @@ def translate(exc: asyncpg.PostgresError, url: str) -> Exception:
             return LayoutCode(int(detail), str(exc))
         except ValueError:
             pass
+    if sqlstate == GROUP_FULL:
+        over = json.loads(getattr(exc, "detail", None) or "{}")
+        return GroupMaxSizeExceededError(
+            str(over.get("queue")), str(over.get("group")), int(over.get("maxSize") or 0)
+        )
     if sqlstate == FOREIGN_KEY_VIOLATION and getattr(exc, "table_name", None) == "job_log":
         return LayoutCode(ErrorCode.JOB_MISSING, str(exc))  # a log row for a missing job
     if sqlstate == UNTRANSLATABLE_CHARACTER:  # NUL in JSON text that passed no gate (an import)

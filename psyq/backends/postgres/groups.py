@@ -39,9 +39,12 @@ class GroupAdmin(Adding):
     async def _add_jobs(
         self, queue: str, jobs: Sequence[NewJob], on: Statements | None
     ) -> list[JobRecord]:
-        """As Adding's, refusing the whole batch first when it would put more jobs in a
-        group than a job's `maxSize` allows (counted job by job, in batch order)."""
-        if _sized(jobs):
+        """As Adding's. The add's own statement refuses the whole batch when it would put
+        more jobs in a group than a job's `maxSize` allows (counted job by job, in batch
+        order, with the groups' rows held: sql/groups.sql psyq_group_admit). On the
+        application's transaction the sizes are also read first, so a batch refused for
+        them leaves that transaction usable."""
+        if on is not None and _sized(jobs):
             await self._check_sizes(queue, jobs)
         records = await super()._add_jobs(queue, jobs, on)
         if any("group" in new.opts for new in jobs):
@@ -51,6 +54,7 @@ class GroupAdmin(Adding):
         return records
 
     async def _check_sizes(self, queue: str, jobs: Sequence[NewJob]) -> None:
+        """The sizes as the pool reads them (before the application's transaction adds)."""
         counts: Counter[str] = Counter()
         for gid in _sized(jobs):
             counts[gid] = int(await self._value("groups.line_count", queue, gid))

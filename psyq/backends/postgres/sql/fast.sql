@@ -11,6 +11,8 @@
 -- settle_take write no event rows and no NOTIFY bullmq_events; the rest is the same.
 -- Anything else (custom ids, parents, deduplication, pause, limits, global concurrency,
 -- due delayed jobs, failures, mixed retention) goes through the layout's functions.
+-- Grouped jobs (groups.sql) enter their lines in `add` and leave their groups in
+-- `settle_take` here, set-wise, without groups.sql's per-row triggers.
 
 -- name: add
 -- $1 queue, $2 names, $3 data (JSON text), $4 opts (JSON text), $5 priorities, $6 delays
@@ -33,24 +35,44 @@ WITH clock AS (
          AND NOT EXISTS (SELECT 1 FROM psyq_event_reader
                           WHERE queue = $1 AND expires > clock.now) AS unread
     FROM clock
+), grouped AS (
+  -- jobs with a group (groups.sql): one that is not delayed goes straight into its group's
+  -- line (a `delayed` row with no due time, as the trigger would put it); the groups' rows
+  -- and maxSize, for the whole batch at once, before any row is written (psyq_group_admit)
+  SELECT g.n, g.opts::jsonb -> 'group' AS spec, g.delay <= 0 AS enters
+    FROM unnest($4::text[], $6::bigint[]) WITH ORDINALITY AS g(opts, delay, n)
+   WHERE g.opts::jsonb ? 'group'
+), admitted AS (
+  SELECT psyq_group_admit(array_agg($1::text ORDER BY n),
+                          array_agg(spec ->> 'id' ORDER BY n),
+                          array_agg((spec ->> 'maxSize')::integer ORDER BY n),
+                          array_agg(enters ORDER BY n)) AS ok
+    FROM grouped
 ), given AS (
   SELECT g.*,
          nextval(job_id_seq_name($1::text)::regclass)::text AS id,
-         nextval('job_seq') AS s
-    FROM unnest($2::text[], $3::text[], $4::text[], $5::integer[], $6::bigint[],
+         nextval('job_seq') AS s,
+         grouped.spec ->> 'id' AS grp,
+         COALESCE((grouped.spec ->> 'priority')::integer, 0) AS grp_priority
+    FROM admitted,
+         unnest($2::text[], $3::text[], $4::text[], $5::integer[], $6::bigint[],
                 $7::bigint[], $8::integer[], $9::boolean[])
          WITH ORDINALITY AS g(name, data, opts, priority, delay, ts, attempts, lifo, n)
+    LEFT JOIN grouped ON grouped.n = g.n AND grouped.enters
+   WHERE admitted.ok
 ), inserted AS (
   INSERT INTO job (queue, id, seq, name, state, data, opts, priority, delay_ms,
-                   max_attempts, added_at_ms, process_at_ms)
+                   max_attempts, added_at_ms, process_at_ms, psyq_group, psyq_group_priority)
   SELECT $1, given.id, CASE WHEN given.lifo THEN -given.s ELSE given.s END, given.name,
-         CASE WHEN given.delay > 0 THEN 'delayed'::job_state ELSE 'waiting'::job_state END,
+         CASE WHEN given.delay > 0 OR given.grp IS NOT NULL THEN 'delayed'::job_state
+              ELSE 'waiting'::job_state END,
          given.data::jsonb, given.opts::jsonb, given.priority, given.delay, given.attempts,
          COALESCE(given.ts, clock.now),
-         CASE WHEN given.delay > 0 THEN COALESCE(given.ts, clock.now) + given.delay END
+         CASE WHEN given.delay > 0 THEN COALESCE(given.ts, clock.now) + given.delay END,
+         given.grp, CASE WHEN given.grp IS NOT NULL THEN given.grp_priority END
     FROM given, clock
   ON CONFLICT (queue, id) DO NOTHING
-  RETURNING id, name, state, process_at_ms, abs(seq) AS o
+  RETURNING id, name, state, process_at_ms, abs(seq) AS o, psyq_group IS NOT NULL AS lined
 ), written AS (
   INSERT INTO event (queue, event, data, created_at_ms)
   SELECT $1, e.event, e.data, clock.now
@@ -60,8 +82,8 @@ WITH clock AS (
             FROM inserted i
           UNION ALL
           SELECT i.o * 2 + 1,
-                 CASE WHEN i.state = 'delayed' THEN 'delayed' ELSE 'waiting' END,
-                 CASE WHEN i.state = 'delayed'
+                 CASE WHEN i.state = 'delayed' AND NOT i.lined THEN 'delayed' ELSE 'waiting' END,
+                 CASE WHEN i.state = 'delayed' AND NOT i.lined
                       THEN jsonb_build_object('jobId', i.id, 'delay', i.process_at_ms)
                       ELSE jsonb_build_object('jobId', i.id) END
             FROM inserted i) AS e
@@ -148,7 +170,8 @@ WITH clock AS (
            AND job.parent_id IS NULL AND job.dedup_id IS NULL AND job.pending_deps = 0
            AND NOT EXISTS (SELECT 1 FROM job_dependency d
                             WHERE d.parent_queue = $1 AND d.parent_id = item.id)
-           AS plain
+           AS plain,
+         job.psyq_group AS grp
     FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
 ), spec AS (
   SELECT keep,
@@ -168,15 +191,40 @@ WITH clock AS (
   -- queue's active-jobs index (which `state = 'active'` would let it scan, testing every
   -- active job against every completion: 7,450 pairs a statement with 150 jobs active);
   -- spec.remove, a one-time filter, runs only one of completed and removed.
+  -- A grouped job leaves its group here (psyq_group cleared, so groups.sql's trigger
+  -- does not run for it): `vacated` tidies its group's row.
   UPDATE job
      SET state = 'completed', return_value = chosen.value::jsonb,
          finished_at_ms = clock.now, lock_token = NULL, locked_until_ms = NULL,
-         attempts_made = job.attempts_made + 1
+         attempts_made = job.attempts_made + 1, psyq_group = NULL
     FROM chosen, clock
    WHERE NOT (SELECT remove FROM spec)
      AND job.queue = $1 AND job.id = chosen.id
      AND job.state::text = 'active' AND job.lock_token = chosen.token
-  RETURNING job.id, chosen.n, chosen.value
+  RETURNING job.id, chosen.n, chosen.value, chosen.grp
+), vacant AS (
+  -- the groups these completions left with no job waiting or active (those completed here
+  -- still look active in the statement's snapshot) and nothing of their own to keep
+  -- (groups.sql psyq_group_tidy's rule), as read in the snapshot with their rows' xmin
+  SELECT g.group_id, g.xmin AS seen FROM psyq_group g, clock
+   WHERE g.queue = $1
+     AND g.group_id IN (SELECT grp FROM completed WHERE grp IS NOT NULL)
+     AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
+     AND g.window_end <= clock.now AND g.parked_until <= clock.now
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
+                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
+                        AND job.state = 'active'
+                        AND job.id NOT IN (SELECT id FROM completed))
+), vacated AS (
+  -- their rows go unless changed since the snapshot: whatever puts a job in a group's
+  -- line (an add, the trigger for a job back in it) writes a new version of its row,
+  -- another xmin, which the delete sees when it rechecks the row
+  DELETE FROM psyq_group g USING vacant
+   WHERE g.queue = $1 AND g.group_id = vacant.group_id AND g.xmin = vacant.seen
+  RETURNING 1
 ), removed AS (
   DELETE FROM job USING chosen
    WHERE (SELECT remove FROM spec)
@@ -184,7 +232,7 @@ WITH clock AS (
      AND job.state::text = 'active' AND job.lock_token = chosen.token
   RETURNING job.id, chosen.n, chosen.value
 ), settled AS (
-  SELECT * FROM completed UNION ALL SELECT * FROM removed
+  SELECT id, n, value FROM completed UNION ALL SELECT * FROM removed
 ), cutoff AS (
   SELECT job.finished_at_ms, job.seq FROM job
    WHERE job.queue = $1 AND job.state = 'completed'

@@ -92,9 +92,11 @@ BEGIN
     NEW.seq := CASE WHEN NEW.attempts_made > OLD.attempts_made
                     THEN nextval('job_seq') ELSE OLD.seq END;
   END IF;
+  -- a new version of the row (not a lock only): a tidy that read the group empty before
+  -- this commits sees another xmin and leaves the row (fast.sql settle_take)
   INSERT INTO psyq_group (queue, group_id, turn)
   VALUES (NEW.queue, NEW.psyq_group, nextval('psyq_group_turn'))
-  ON CONFLICT (queue, group_id) DO UPDATE SET turn = psyq_group.turn WHERE false;
+  ON CONFLICT (queue, group_id) DO UPDATE SET turn = psyq_group.turn;
   RETURN NEW;
 END;
 $$;
@@ -112,8 +114,11 @@ CREATE TRIGGER psyq_group_enter BEFORE INSERT OR UPDATE OF state ON job
   FOR EACH ROW WHEN (NEW.state = 'waiting' AND NEW.opts ? 'group')
   EXECUTE FUNCTION psyq_group_enter();
 DROP TRIGGER IF EXISTS psyq_group_left ON job;
+-- psyq's completions (fast.sql settle_take) clear psyq_group and tidy the groups set-wise,
+-- so the trigger runs for the layout's own moves (Node's, failures, retries, admin)
 CREATE TRIGGER psyq_group_left AFTER UPDATE OF state ON job
-  FOR EACH ROW WHEN (OLD.psyq_group IS NOT NULL AND OLD.state <> NEW.state
+  FOR EACH ROW WHEN (OLD.psyq_group IS NOT NULL AND NEW.psyq_group IS NOT NULL
+                     AND OLD.state <> NEW.state
                      AND (OLD.state = 'active' OR NEW.state <> 'active'))
   EXECUTE FUNCTION psyq_group_leave();
 DROP TRIGGER IF EXISTS psyq_group_removed ON job;
@@ -205,13 +210,10 @@ BEGIN
 END;
 $$;
 
--- psyq_group_take: one job per token from the groups, round robin: the ready group with
--- the lowest turn gives its first job (lowest group priority, then FIFO) and goes to the
--- end of the rotation. Honours the queue's own limits (psyq_group_queue_room; the
--- worker's queue limiter p_qmax per p_qduration ms) and each group's concurrency and rate
--- window (its own settings, else the worker's p_concurrency, p_max per p_duration ms).
--- Events: active per job taken.
-CREATE OR REPLACE FUNCTION psyq_group_take(
+-- psyq_group_take_each: psyq_group_take token by token, for a queue with a rate limit of
+-- its own (meta `max`, or the worker's queue limiter p_qmax per p_qduration ms), whose
+-- points the layout's functions count one job at a time.
+CREATE OR REPLACE FUNCTION psyq_group_take_each(
   p_queue text, p_tokens text[], p_lock_ms bigint, p_name text,
   p_concurrency integer, p_max integer, p_duration bigint,
   p_qmax integer, p_qduration bigint
@@ -283,6 +285,257 @@ BEGIN
      SET window_end = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 10
                       + COALESCE(limit_duration, p_duration, 0)
    WHERE queue = p_queue AND group_id = ANY (v_opened);
+END;
+$$;
+
+-- psyq_group_take: one job per token from the groups, round robin, for all the tokens at
+-- once (two statements, not a loop per token): the groups with the lowest turns that have
+-- a line (their rows locked; those another take holds are skipped), then the ready ones
+-- give their first jobs (lowest group priority, then FIFO), one each a
+-- round, as many rounds as the tokens and each group's room allow (its concurrency less
+-- its active jobs, the points left in its rate window), and go to the end of the rotation
+-- in the order of their last job; a group found not ready (full, or its window spent)
+-- goes to the end too, before them. When the groups looked at gave nothing, the next ones
+-- in the rotation are looked at once more. Honours the queue's own pause, hold and global
+-- concurrency (psyq_group_queue_room); a queue with a rate limit of its own (meta `max`,
+-- or the worker's queue limiter p_qmax per p_qduration ms) is taken token by token
+-- (psyq_group_take_each). A group's own settings override the worker's (p_concurrency;
+-- p_max per p_duration ms). Events: active per job taken, as fast.sql writes them (the
+-- queue's event policy, the coalesced NOTIFY, trimming in chunks).
+CREATE OR REPLACE FUNCTION psyq_group_take(
+  p_queue text, p_tokens text[], p_lock_ms bigint, p_name text,
+  p_concurrency integer, p_max integer, p_duration bigint,
+  p_qmax integer, p_qduration bigint
+) RETURNS SETOF job
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_now    bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+  v_free   boolean := p_concurrency IS NULL AND p_max IS NULL;
+  v_want   integer;
+  v_got    integer := 0;
+  v_share  integer;
+  v_found  bigint;
+  v_groups text[];
+BEGIN
+  IF p_qmax IS NOT NULL
+     OR EXISTS (SELECT 1 FROM meta WHERE queue = p_queue AND field = 'max') THEN
+    RETURN QUERY SELECT * FROM psyq_group_take_each(p_queue, p_tokens, p_lock_ms, p_name,
+                                                    p_concurrency, p_max, p_duration,
+                                                    p_qmax, p_qduration);
+    RETURN;
+  END IF;
+  v_want := LEAST(COALESCE(cardinality(p_tokens), 0),
+                  COALESCE(psyq_group_queue_room(p_queue, v_now, p_qmax),
+                           cardinality(p_tokens)));
+  FOR v_round IN 1..4 LOOP
+    EXIT WHEN v_want - v_got <= 0;
+    -- the groups first, in a statement of their own: the take's statement then reads
+    -- their active jobs in a snapshot taken with their rows held (a take that moved jobs
+    -- of one of them to active has committed). A group with a limit (the worker's, or its
+    -- own) is held for the take, and skipped while another take holds it; without one
+    -- (the worker gives none, the group has none of its own) only its jobs are locked,
+    -- so takes that run at once share the groups.
+    SELECT array_agg(c.group_id ORDER BY c.turn) INTO v_groups
+      FROM (SELECT g.group_id, g.turn,
+                   NOT v_free OR g.concurrency IS NOT NULL OR g.limit_max IS NOT NULL
+                     AS limited
+              FROM psyq_group g
+             WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= v_now
+               -- a subquery with LIMIT, not EXISTS: the planner then walks the rotation in
+               -- turn order and stops at the LIMIT, rather than joining every line job
+               AND (SELECT true FROM job
+                     WHERE job.queue = p_queue AND job.psyq_group = g.group_id
+                       AND job.state = 'delayed' AND job.process_at_ms IS NULL
+                     LIMIT 1)
+             ORDER BY g.turn
+             LIMIT v_want - v_got) AS c
+     WHERE NOT c.limited
+        OR EXISTS (SELECT 1 FROM psyq_group h
+                    WHERE h.queue = p_queue AND h.group_id = c.group_id
+                      FOR UPDATE SKIP LOCKED);
+    EXIT WHEN v_groups IS NULL;
+    -- each group's share of the tokens this round: the rounds after take what the groups
+    -- with fewer jobs than their share left
+    v_share := ceil((v_want - v_got)::numeric / cardinality(v_groups))::integer;
+    RETURN QUERY
+    WITH cand AS (
+      SELECT g.group_id, held.r, g.concurrency, g.limit_max, g.points, g.window_end
+        FROM unnest(v_groups) WITH ORDINALITY AS held(group_id, r)
+        JOIN psyq_group g ON g.queue = p_queue AND g.group_id = held.group_id
+    ), sized AS (
+      -- room: how many jobs the group may start now (LEAST skips a NULL: no such bound)
+      SELECT cand.group_id, cand.r,
+             COALESCE(cand.limit_max, p_max) AS most,
+             LEAST(v_share,
+                   CASE WHEN COALESCE(cand.concurrency, p_concurrency) IS NOT NULL
+                        THEN COALESCE(cand.concurrency, p_concurrency)
+                             - (SELECT count(*) FROM job
+                                 WHERE job.queue = p_queue AND job.psyq_group = cand.group_id
+                                   AND job.state = 'active') END,
+                   CASE WHEN cand.window_end <= v_now THEN COALESCE(cand.limit_max, p_max)
+                        ELSE COALESCE(cand.limit_max, p_max) - cand.points END) AS room
+        FROM cand
+    ), lines AS (
+      SELECT sized.group_id, sized.r, h.id,
+             row_number() OVER (PARTITION BY sized.group_id
+                                ORDER BY h.psyq_group_priority, h.seq) AS k
+        FROM sized
+       CROSS JOIN LATERAL (
+             SELECT job.id, job.psyq_group_priority, job.seq FROM job
+              WHERE job.queue = p_queue AND job.psyq_group = sized.group_id
+                AND job.state = 'delayed' AND job.process_at_ms IS NULL
+              ORDER BY job.psyq_group_priority, job.seq
+              LIMIT GREATEST(sized.room, 0)
+                FOR UPDATE OF job SKIP LOCKED) AS h
+    ), slot AS (
+      SELECT lines.group_id, lines.id, row_number() OVER (ORDER BY lines.k, lines.r) AS n
+        FROM lines
+       ORDER BY lines.k, lines.r
+       LIMIT v_want - v_got
+    ), taken AS (
+      UPDATE job
+         SET state = 'active', lock_token = p_tokens[v_got + slot.n],
+             locked_until_ms = v_now + p_lock_ms, processed_at_ms = v_now,
+             processed_by = p_name, attempts_started = job.attempts_started + 1
+        FROM slot
+       WHERE job.queue = p_queue AND job.id = slot.id
+         -- state::text: found by the primary key, not by scanning the delayed jobs' index
+         AND job.state::text = 'delayed' AND job.process_at_ms IS NULL
+      RETURNING job AS j, slot.n, slot.group_id
+    ), gave AS (
+      SELECT taken.group_id, count(*) AS jobs, max(taken.n) AS last
+        FROM taken GROUP BY taken.group_id
+    ), moved AS MATERIALIZED (
+      SELECT sized.group_id, sized.most, COALESCE(gave.jobs, 0) AS jobs
+        FROM sized LEFT JOIN gave ON gave.group_id = sized.group_id
+       WHERE gave.group_id IS NOT NULL OR sized.room <= 0
+       ORDER BY gave.group_id IS NOT NULL, COALESCE(gave.last, sized.r)
+    ), numbered AS (
+      SELECT moved.*, nextval('psyq_group_turn') AS turn FROM moved
+    ), movable AS (
+      -- the rows this take holds, and those of groups without a limit no other take holds
+      -- now (one that does moves the group itself)
+      SELECT g.group_id FROM psyq_group g
+       WHERE g.queue = p_queue AND g.group_id IN (SELECT group_id FROM numbered)
+         FOR UPDATE SKIP LOCKED
+    ), bumped AS (
+      -- a window opened here starts when the statement ends, as its jobs are handed out,
+      -- and 10 ms later: the reply's way to the worker (a later take's reply may arrive
+      -- sooner, and its jobs would start less than a window after these)
+      UPDATE psyq_group g
+         SET turn = numbered.turn,
+             points = CASE WHEN numbered.jobs = 0 OR numbered.most IS NULL THEN g.points
+                           WHEN g.window_end <= v_now THEN numbered.jobs
+                           ELSE g.points + numbered.jobs END,
+             window_end = CASE WHEN numbered.jobs = 0 OR numbered.most IS NULL
+                               THEN g.window_end
+                               WHEN g.window_end <= v_now
+                               THEN (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                                    + 10 + COALESCE(g.limit_duration, p_duration, 0)
+                               ELSE g.window_end END
+        FROM numbered JOIN movable ON movable.group_id = numbered.group_id
+       WHERE g.queue = p_queue AND g.group_id = numbered.group_id
+      RETURNING 1
+    ), quiet AS (
+      SELECT EXISTS (SELECT 1 FROM meta
+                      WHERE queue = p_queue AND field = 'psyq.events' AND value = 'when-read')
+             AND NOT EXISTS (SELECT 1 FROM psyq_event_reader
+                              WHERE queue = p_queue AND expires > v_now) AS unread
+    ), written AS (
+      INSERT INTO event (queue, event, data, created_at_ms)
+      SELECT p_queue, 'active', jsonb_build_object('jobId', (taken.j).id, 'prev', 'waiting'),
+             v_now
+        FROM taken
+       WHERE NOT (SELECT unread FROM quiet)
+       ORDER BY taken.n
+      RETURNING id
+    ), bound AS (
+      SELECT COALESCE((SELECT value::integer FROM meta
+                        WHERE queue = p_queue AND field = 'opts.maxLenEvents'), 10000) AS max_len,
+             (SELECT max(id) FROM written) AS newest,
+             EXISTS (SELECT 1 FROM written WHERE id % 256 = 0) AS crossed
+    ), trim_to AS (
+      SELECT newest - max_len AS upto FROM bound
+       WHERE CASE WHEN crossed AND max_len > 0 AND newest > max_len
+                  THEN pg_try_advisory_xact_lock(hashtext('bullmq:evtrim:' || p_queue))
+                  ELSE false END
+    ), trimmed AS (
+      DELETE FROM event
+       WHERE EXISTS (SELECT 1 FROM trim_to)
+         AND queue = p_queue AND id <= (SELECT upto FROM trim_to)
+      RETURNING 1
+    ), woken AS (
+      SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM written) THEN 0
+                  WHEN pg_try_advisory_xact_lock(hashtext('bullmq:evnotify:' || p_queue))
+                  THEN (SELECT count(*) FROM (SELECT pg_notify('bullmq_events', p_queue)) AS ev)
+                  ELSE 0 END AS sent
+    )
+    SELECT (taken.j).* FROM taken
+     WHERE (SELECT sent FROM woken) IS NOT NULL
+       AND (SELECT count(*) FROM bumped) >= 0
+       AND (SELECT count(*) FROM trimmed) >= 0
+     ORDER BY taken.n;
+    GET DIAGNOSTICS v_found = ROW_COUNT;
+    v_got := v_got + v_found;
+    -- a round that took nothing found its groups not ready (now at the end): the next
+    -- ones are looked at once
+    EXIT WHEN v_found = 0 AND v_round > 1;
+  END LOOP;
+END;
+$$;
+
+-- psyq_group_admit: an add's group bookkeeping, before its rows are written (in the same
+-- statement or transaction). Per job of the batch, in its order: its queue, its group
+-- (NULL: none), its group's maxSize (NULL: none) and whether it enters its group's line
+-- now. The rows of the groups it puts jobs in (or that give a maxSize) are made, or given
+-- a new version, in (queue, group) order (new groups take their turns in the batch's
+-- order), and so held until the add commits; then, with the rows held, each job with a
+-- maxSize is counted with the jobs already in its group's line and those before it in the
+-- batch: one past it raises PQG01 naming the queue, group and maxSize (DETAIL, JSON), and
+-- nothing of the statement is written.
+CREATE OR REPLACE FUNCTION psyq_group_admit(
+  p_queues text[], p_groups text[], p_sizes integer[], p_enters boolean[]
+) RETURNS boolean
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+  v_over record;
+BEGIN
+  IF p_groups IS NULL THEN
+    RETURN true;
+  END IF;
+  INSERT INTO psyq_group AS g (queue, group_id, turn)
+  SELECT w.queue, w.group_id, w.turn
+    FROM (SELECT f.queue, f.group_id, nextval('psyq_group_turn') AS turn
+            FROM (SELECT e.queue, e.group_id, min(e.n) AS first
+                    FROM unnest(p_queues, p_groups, p_sizes, p_enters)
+                         WITH ORDINALITY AS e(queue, group_id, size, enters, n)
+                   WHERE e.group_id IS NOT NULL AND (e.enters OR e.size IS NOT NULL)
+                   GROUP BY e.queue, e.group_id
+                   ORDER BY first) AS f) AS w
+   ORDER BY w.queue, w.group_id
+  ON CONFLICT (queue, group_id) DO UPDATE SET turn = g.turn;
+  IF NOT EXISTS (SELECT 1 FROM unnest(p_sizes) AS s(size) WHERE s.size IS NOT NULL) THEN
+    RETURN true;
+  END IF;
+  SELECT e.queue, e.group_id, e.size INTO v_over
+    FROM (SELECT e.*, count(*) OVER (PARTITION BY e.queue, e.group_id ORDER BY e.n) AS upto
+            FROM unnest(p_queues, p_groups, p_sizes, p_enters)
+                 WITH ORDINALITY AS e(queue, group_id, size, enters, n)
+           WHERE e.group_id IS NOT NULL) AS e
+   WHERE e.size IS NOT NULL
+     AND e.upto + (SELECT count(*) FROM job
+                    WHERE job.queue = e.queue AND job.psyq_group = e.group_id
+                      AND job.state = 'delayed' AND job.process_at_ms IS NULL) > e.size
+   ORDER BY e.n
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'group % of queue % is at its maxSize %', v_over.group_id, v_over.queue,
+                    v_over.size
+      USING ERRCODE = 'PQG01',
+            DETAIL = json_build_object('queue', v_over.queue, 'group', v_over.group_id,
+                                       'maxSize', v_over.size)::text;
+  END IF;
+  RETURN true;
 END;
 $$;
 
@@ -463,13 +716,21 @@ UPDATE job SET state = 'waiting'
    AND process_at_ms IS NULL;
 
 -- name: hide
--- $1 queue: after `expose`, the grouped jobs still waiting back in their lines.
+-- $1 queue: after `expose`, the grouped jobs still waiting back in their lines, and their
+-- groups' rows back where the trigger tidied them away while the lines were lent (a
+-- clean that left some of a group's jobs), at the end of the rotation.
 WITH back AS (
   SELECT set_config('psyq.group_lines', 'on', true)
+), hidden AS (
+  UPDATE job SET state = 'delayed', process_at_ms = NULL
+    FROM back
+   WHERE queue = $1 AND psyq_group IS NOT NULL AND state = 'waiting'
+  RETURNING psyq_group
 )
-UPDATE job SET state = 'delayed', process_at_ms = NULL
-  FROM back
- WHERE queue = $1 AND psyq_group IS NOT NULL AND state = 'waiting';
+INSERT INTO psyq_group (queue, group_id, turn)
+SELECT $1, lined.psyq_group, nextval('psyq_group_turn')
+  FROM (SELECT DISTINCT psyq_group FROM hidden ORDER BY psyq_group) AS lined
+ON CONFLICT (queue, group_id) DO NOTHING;
 
 -- name: forget_queue
 -- $1 queue: every group row of an obliterated queue goes, settings too.
@@ -493,16 +754,23 @@ DO UPDATE SET concurrency = EXCLUDED.concurrency, limit_max = EXCLUDED.limit_max
               limit_duration = EXCLUDED.limit_duration, paused = EXCLUDED.paused;
 
 -- name: sweep
--- $1 queue -> how many rows kept only for a rate window or a park that has since ended
--- were looked at (each goes unless the group has a job again: psyq_group_tidy). Run with
--- the stalled check, so an emptied group's row does not outlive its window for long.
+-- $1 queue -> how many rows of groups with no job and nothing of their own were looked at
+-- (each goes unless the group has a job again: psyq_group_tidy): rows kept for a rate
+-- window or a park that has since ended, and rows two completions left behind (each ran
+-- while the other's job was still active). Run with the stalled check, so an emptied
+-- group's row does not outlive its window for long.
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), ended AS (
   SELECT g.queue, g.group_id FROM psyq_group g, clock
    WHERE g.queue = $1 AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
-     AND (g.window_end > 0 OR g.parked_until > 0)
      AND g.window_end <= clock.now AND g.parked_until <= clock.now
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
+                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     AND NOT EXISTS (SELECT 1 FROM job
+                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
+                        AND job.state = 'active')
    LIMIT 1000
      FOR UPDATE OF g SKIP LOCKED
 )
