@@ -9,7 +9,7 @@ ignored. When nothing is pending, a parent in waiting-children moves to waiting.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psyq.backends.base import Dependencies, FlowNode, FlowTree, JobRecord, NewJob
@@ -17,7 +17,15 @@ from psyq.backends.engine.state import StoreState
 from psyq.backends.engine.view import Adding, EngineView
 from psyq.errors import JobNotFoundError
 
-__all__ = ["Tree", "add_tree", "child_finished", "child_removed", "get_tree", "remove_children"]
+__all__ = [
+    "Tree",
+    "add_tree",
+    "check_flow",
+    "child_finished",
+    "child_removed",
+    "get_tree",
+    "remove_children",
+]
 
 # A flow's added job and the trees of its children.
 Tree = tuple[JobRecord, list["Tree"]]
@@ -52,6 +60,29 @@ def add_tree(
         record = store.add(new, now, hold=bool(node.children))
     children = [add_tree(store_of, child, now, (store, record.id)) for child in node.children]
     return record, children
+
+
+def check_flow(
+    engine: EngineView[StoreState], store_of: Callable[[str], Adding], roots: Sequence[FlowNode]
+) -> None:
+    """Before any job of a flow is added: a root's own parent exists, and no group of any
+    queue would pass its maxSize (the flow's grouped jobs counted with the group's)."""
+    grouped: dict[str, list[NewJob]] = {}
+    sized: set[str] = set()
+    nodes = list(roots)
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.children)
+        group = node.job.opts.get("group")
+        if group is not None:
+            grouped.setdefault(node.queue, []).append(node.job)
+            if "maxSize" in group:
+                sized.add(node.queue)
+    for root in roots:  # a root may name a parent of its own: it must exist
+        if root.job.opts.get("parent"):
+            check_parent(engine, root.job.opts["parent"])
+    for queue in sorted(sized):
+        store_of(queue).check_group_sizes(grouped[queue])
 
 
 def check_parent(engine: EngineView[StoreState], parent: dict[str, Any]) -> None:

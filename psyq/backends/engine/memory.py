@@ -345,9 +345,7 @@ class MemoryBackend(EngineGroups, BackendAdapter):
             return store
 
         with engine.every_lock():
-            for root in roots:  # a root may name a parent of its own: it must exist
-                if root.job.opts.get("parent"):
-                    flows.check_parent(engine, root.job.opts["parent"])
+            flows.check_flow(engine, store_of, roots)
             trees = [flows.add_tree(store_of, root, now, None) for root in roots]
         return [record for tree in trees for record in _preorder(tree)]
 

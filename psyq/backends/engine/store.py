@@ -70,7 +70,7 @@ class QueueStore(Mutations):
         if parents:
             self._check_parents(jobs)
         if sized:
-            self._check_group_sizes(jobs)
+            self.check_group_sizes(jobs)
         if self.last_id + len(jobs) > self.id_limit:  # before any job: all or none
             self.reserve_ids(len(jobs))
         return [self.add(new, now) for new in jobs]
@@ -83,8 +83,9 @@ class QueueStore(Mutations):
             if new.opts and "parent" in new.opts:
                 flows.check_parent(self.engine, new.opts["parent"])
 
-    def _check_group_sizes(self, jobs: Sequence[NewJob]) -> None:
-        """Raise, before any job is added, when one would pass its group's maxSize."""
+    def check_group_sizes(self, jobs: Sequence[NewJob]) -> None:
+        """Raise, before any of `jobs` is added, when one would pass its group's maxSize
+        (add_jobs, and a flow's jobs of this queue: flows.check_flow)."""
         adding: dict[str, int] = {}
         for new in jobs:
             group = new.opts.get("group") if new.opts else None

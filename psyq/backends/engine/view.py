@@ -9,6 +9,7 @@ flows / schedulers / state -> view.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 from psyq.backends.records import JobRecord, NewJob
@@ -49,3 +50,5 @@ class Adding(Protocol):
     def add(self, new: NewJob, now: int, hold: bool = False) -> JobRecord: ...
 
     def remove_job(self, job_id: str, remove_children: bool) -> bool: ...
+
+    def check_group_sizes(self, jobs: Sequence[NewJob]) -> None: ...
