@@ -8,7 +8,9 @@
 -- (`bullmq:evtrim:<queue>`, tried, when an event id crosses a multiple of 256, down to
 -- `opts.maxLenEvents`, 10000 when unset) are the layout's publish_event rules.
 -- Under the queue's `when-read` event policy with no reader (readers.sql), add and
--- settle_take write no event rows and no NOTIFY bullmq_events; the rest is the same.
+-- settle_take write no event rows and no NOTIFY bullmq_events, but where a completion frees
+-- a slot of the queue's global concurrency or of a group (workers wait for it on
+-- bullmq_events); the rest is the same.
 -- Anything else (custom ids, parents, deduplication, pause, limits, global concurrency,
 -- due delayed jobs, failures, mixed retention) goes through the layout's functions.
 -- Grouped jobs (groups.sql) enter their lines in `add` and leave their groups in
@@ -337,7 +339,15 @@ WITH clock AS (
      AND id > COALESCE($10::bigint - 1024, -1)
   RETURNING 1
 ), woken AS (
-  SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM written) THEN 0
+  -- bullmq_events is also how a worker held by the queue's global concurrency, or by a
+  -- group's, learns that a slot came free (transitions.ready_in -1): under when-read with
+  -- no reader, completions that free such a slot still send it, with no event row
+  SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM written)
+                   AND NOT (EXISTS (SELECT 1 FROM settled)
+                            AND (EXISTS (SELECT 1 FROM meta
+                                          WHERE queue = $1 AND field = 'concurrency')
+                                 OR EXISTS (SELECT 1 FROM seen WHERE grp IS NOT NULL)))
+              THEN 0
               WHEN pg_try_advisory_xact_lock(hashtext('bullmq:evnotify:' || $1::text))
               THEN (SELECT count(*) FROM (SELECT pg_notify('bullmq_events', $1)) AS ev)
               ELSE 0 END AS sent
