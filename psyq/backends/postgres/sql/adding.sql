@@ -13,15 +13,9 @@
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), admitted AS (
-  -- groups (groups.sql psyq_group_admit): every maxSize of the batch, before a row is
-  -- written; the trigger puts the jobs in their lines
-  SELECT {schema}.psyq_group_admit(
-           array_agg(given.entry ->> 'queue' ORDER BY n),
-           array_agg(given.entry -> 'opts' -> 'group' ->> 'id' ORDER BY n),
-           array_agg((given.entry -> 'opts' -> 'group' ->> 'maxSize')::integer ORDER BY n),
-           array_agg(false ORDER BY n)) AS ok
-    FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS given(entry, n)
-   WHERE given.entry -> 'opts' ? 'group'
+  -- every maxSize of the batch, before a row is written (groups.sql); the trigger puts
+  -- the jobs in their lines
+  SELECT {schema}.psyq_group_admit_entries($2::jsonb) AS ok
 ), entries AS (
   SELECT jsonb_agg(
            CASE WHEN entry ? 'timestamp' THEN entry
@@ -40,15 +34,9 @@ SELECT added.id, clock.now
 WITH clock AS (
   SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), admitted AS (
-  -- groups (groups.sql psyq_group_admit): every maxSize of the batch, before a row is
-  -- written; the trigger puts the jobs in their lines
-  SELECT {schema}.psyq_group_admit(
-           array_agg(given.entry ->> 'queue' ORDER BY n),
-           array_agg(given.entry -> 'opts' -> 'group' ->> 'id' ORDER BY n),
-           array_agg((given.entry -> 'opts' -> 'group' ->> 'maxSize')::integer ORDER BY n),
-           array_agg(false ORDER BY n)) AS ok
-    FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS given(entry, n)
-   WHERE given.entry -> 'opts' ? 'group'
+  -- every maxSize of the batch, before a row is written (groups.sql); the trigger puts
+  -- the jobs in their lines
+  SELECT {schema}.psyq_group_admit_entries($1::jsonb) AS ok
 ), entries AS (
   SELECT jsonb_agg(
            CASE WHEN entry ? 'timestamp' THEN entry

@@ -539,6 +539,20 @@ BEGIN
 END;
 $$;
 
+-- The maxSize check of the layout's entries (`{"queue", "opts": {"group": ...}}`, as
+-- add_jobs_bulk and add_flow take them) before any is written: psyq_group_admit of those
+-- naming a group (adding.sql's bulk and flow statements).
+CREATE OR REPLACE FUNCTION psyq_group_admit_entries(p_entries jsonb) RETURNS boolean
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+  SELECT psyq_group_admit(
+           array_agg(given.entry ->> 'queue' ORDER BY n),
+           array_agg(given.entry -> 'opts' -> 'group' ->> 'id' ORDER BY n),
+           array_agg((given.entry -> 'opts' -> 'group' ->> 'maxSize')::integer ORDER BY n),
+           array_agg(false ORDER BY n))
+    FROM jsonb_array_elements(p_entries) WITH ORDINALITY AS given(entry, n)
+   WHERE given.entry -> 'opts' ? 'group'
+$$;
+
 -- name: take
 -- $1 queue, $2 tokens, $3 lock ms, $4 worker name, $5 the worker's group concurrency,
 -- $6, $7 the worker's group limit (max, duration ms), $8, $9 its queue limiter -> the
