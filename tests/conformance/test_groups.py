@@ -379,6 +379,29 @@ async def test_a_stalled_grouped_job_comes_back_to_its_group(
     assert await queue.get_group_active_count("a") == 0
 
 
+async def test_a_cancelled_grouped_job_fails_and_frees_its_group(
+    queue: psyq.Queue, make_worker: WorkerFactory
+) -> None:
+    started = asyncio.Event()
+
+    async def process(job: psyq.Job) -> str:
+        if job.name == "a1":
+            started.set()
+            await asyncio.sleep(30)  # sleep: the job's work, cancelled long before it ends
+        return job.name
+
+    first = {"name": "a1", "opts": {"group": {"id": "a"}, "attempts": 3}}
+    jobs = await queue.add_bulk([first, grouped("a", "a2")])
+    worker = make_worker(process, concurrency=2, group={"concurrency": 1})
+    await asyncio.wait_for(started.wait(), 5)
+    assert await queue.get_job_state(jobs[1].id) == "waiting"  # a's one slot is held
+    assert await queue.cancel_job(jobs[0].id, "tenant left")
+    await wait_state(queue, jobs[0].id, "failed")  # cancelled: no retry
+    await wait_state(queue, jobs[1].id, "completed")  # the slot came free
+    assert await queue.get_group_active_count("a") == 0
+    await worker.close()
+
+
 async def test_a_grouped_job_refuses_a_priority_of_its_own(queue: psyq.Queue) -> None:
     job = await queue.add("j", {}, group={"id": "a"})
     with pytest.raises(psyq.InvalidOptionsError) as refused:

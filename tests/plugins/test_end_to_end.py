@@ -94,3 +94,32 @@ async def test_structured_logging_records_the_life_of_a_job(
     assert by_event["failed"][0].error == "ValueError('no')"  # type: ignore[attr-defined]
     assert by_event["failed"][0].attempts == 2  # type: ignore[attr-defined]
     assert {"worker_start", "worker_stop"} <= set(by_event)
+
+
+class TenantGroups:
+    """Puts each job in its tenant's group and records the groups hooks see."""
+
+    def __init__(self) -> None:
+        self.processed: list[Any] = []
+
+    @hookimpl
+    def psyq_before_add(self, spec: AddSpec) -> None:
+        spec.opts["group"] = {"id": spec.data["tenant"]}
+
+    @hookimpl
+    def psyq_before_process(self, job: psyq.Job) -> None:
+        self.processed.append(job.opts["group"])
+
+
+async def test_a_plugin_groups_jobs_and_sees_their_group(queue_name: str) -> None:
+    plugin = TenantGroups()
+    async with psyq.Queue(queue_name, connection=URL, plugins=[plugin]) as queue:
+        await queue.add_bulk([{"name": "n", "data": {"tenant": t}} for t in "aab"])
+        with pytest.raises(psyq.InvalidOptionsError, match=r"group\.id"):
+            await queue.add("bad", {"tenant": ""})  # the group a plugin set is checked too
+        assert await queue.get_groups_job_count() == 3
+        worker = psyq.Worker(queue_name, lambda job: None, connection=URL, plugins=[plugin])
+        rec = Recorder(worker, "completed")
+        await rec.wait("completed", 3)
+        await worker.close()
+    assert plugin.processed == [{"id": "a"}, {"id": "b"}, {"id": "a"}]  # round robin

@@ -24,7 +24,7 @@ def work(job: Any) -> dict[str, Any]:
         time.sleep(job.data["sleep"])  # sleep: the job's work
     if job.data.get("not_json"):
         return {"value": object()}
-    return {"pid": os.getpid(), "doubled": job.data.get("n", 0) * 2}
+    return {"pid": os.getpid(), "doubled": job.data.get("n", 0) * 2, "group": job.opts.get("group")}
 
 
 async def async_work(job: Any) -> int:

@@ -62,6 +62,11 @@ async def test_jobs_run_in_child_processes_with_progress_and_logs(
     assert first.progress == 50 and logs[0] == ["working on job"]
 
 
+async def test_a_sandboxed_processor_sees_the_job_group(url: str, sandbox: Sandbox) -> None:
+    (job,), _ = await run(url, sandbox, ({"n": 1}, {"group": {"id": 7, "priority": 2}}))
+    assert job.returnvalue["group"] == {"id": "7", "priority": 2}
+
+
 async def test_an_async_processor_in_the_sandbox() -> None:
     async with Sandbox("tests.sandbox.tasks:async_work") as box:
         (job,), _ = await run("memory://", box, ({"n": 41}, {}))
