@@ -431,11 +431,8 @@ async def test_grouped_children_of_a_flow_run_in_their_groups(
 
 
 async def test_max_size_holds_for_the_grouped_children_of_a_flow(
-    queue: psyq.Queue, backend_url: str, request: pytest.FixtureRequest
+    queue: psyq.Queue, backend_url: str
 ) -> None:
-    if backend_url.startswith("redis"):  # a known gap (docs/concepts/groups.md)
-        gap = "Redis's add_flow does not check the groups' maxSize yet"
-        request.applymarker(pytest.mark.xfail(strict=True, reason=gap))
     await queue.add("j1", {}, group={"id": "a", "maxSize": 2})
     children = [
         {"name": f"a{i}", "queue_name": queue.name, "opts": {"group": {"id": "a", "maxSize": 2}}}

@@ -239,6 +239,10 @@ class Adding(RedisConnection):
         if int(result[0]) == ErrorCode.PARENT_MISSING:
             parent = nodes[int(result[1]) - 1][0].job.opts["parent"]
             raise_for_code(ErrorCode.JOB_MISSING, parent["queue"], parent["id"], "add a child to")
+        if int(result[0]) == GROUP_MAX_SIZE:
+            node = nodes[int(result[1]) - 1][0]
+            group = node.job.opts["group"]
+            raise GroupMaxSizeExceededError(node.queue, str(group["id"]), int(group["maxSize"]))
         return await self._flow_records(nodes, result)
 
     async def _flow_records(

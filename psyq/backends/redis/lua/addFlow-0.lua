@@ -6,14 +6,18 @@
 --       opts -- five values in all
 -- Events: per job as addJobs (added; waiting | delayed | waiting-children)
 -- Returns: {now, id1, status1, ...} in node order (status as addJobs), or {-5, n}
---          (ErrorCode.PARENT_MISSING: node n, a root, names a parent that does not exist;
---          nothing written)
+--          (ErrorCode.PARENT_MISSING: node n, a root, names a parent that does not exist),
+--          or {-12, n} (GROUP_MAX_SIZE: node n would pass its group's maxSize, counting the
+--          flow's own jobs before it); nothing written on either
 --@include base groups jobkeys add
 addsOnly, metaStable = true, true -- see base.lua
+local sizes = {}
 for i = 2, #ARGV, 5 do
-  if tonumber(ARGV[i + 1]) == 0 and not parentExists(cjson.decode(ARGV[i + 2])) then
+  local meta = cjson.decode(ARGV[i + 2])
+  if tonumber(ARGV[i + 1]) == 0 and not parentExists(meta) then
     return {-5, (i + 3) / 5}
   end
+  if passesMaxSize(sizes, ARGV[i], meta) then return {-12, (i + 3) / 5} end
 end
 local now = nowMs()
 local ids, prefixes = {}, {}

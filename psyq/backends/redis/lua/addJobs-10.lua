@@ -15,19 +15,12 @@ addsOnly, metaStable = true, true -- see base.lua
 local args = cmsgpack.unpack(ARGV[2])
 local count = #args / 3
 
--- The index of the first job that would pass its group's maxSize (counting the group's
--- waiting jobs and the call's own before it), or nil: checked before anything is written.
+-- The index of the first job that would pass its group's maxSize, or nil: checked before
+-- anything is written.
 local function pastMaxSize()
   local sizes = {}
   for n = 1, count do
-    local meta = args[3 * n - 2]
-    local group = type(meta) == "table" and meta.group
-    if group and group.maxSize and not meta.hold and (meta.delay or 0) == 0
-        and not (meta.id and rcall("EXISTS", P .. meta.id) == 1) then
-      local size = (sizes[group.id] or rcall("ZCARD", groupLine(group.id))) + 1
-      if size > group.maxSize then return n end
-      sizes[group.id] = size
-    end
+    if passesMaxSize(sizes, P, args[3 * n - 2]) then return n end
   end
   return nil
 end

@@ -22,6 +22,21 @@ local GROUP_MANUAL = 9007199254740991 -- rate_limit_group(ms) fills the window w
 local function groupLine(gid) return P .. "group:" .. gid end
 local function groupLimiter(gid) return P .. "group-limiter:" .. gid end
 
+-- Whether adding the job of `meta` (an add script's header) to the queue of `prefix` would
+-- pass its group's maxSize, counting the group's waiting jobs and this call's own before it
+-- (`sizes`, by line key, updated). A held, delayed or already existing job is not counted.
+local function passesMaxSize(sizes, prefix, meta)
+  local group = type(meta) == "table" and meta.group
+  if not (group and group.maxSize) or meta.hold or (meta.delay or 0) ~= 0
+      or (meta.id and rcall("EXISTS", prefix .. meta.id) == 1) then
+    return false
+  end
+  local line = prefix .. "group:" .. group.id
+  local size = (sizes[line] or rcall("ZCARD", line)) + 1
+  sizes[line] = size
+  return size > group.maxSize
+end
+
 -- `command key member...` for every member of `list`, 1,000 to a call (unpack's stack).
 local function inSlices(command, key, list)
   for first = 1, #list, 1000 do
