@@ -149,21 +149,26 @@ class GroupLines:
         groups, counted as active in its group; None when no group may start one."""
         if self.timers and self.timers[0][0] <= now:
             self._due(now)
-        ring = self.ring
+        ring, groups, settings = self.ring, self.groups, self.settings
+        unlimited = limits is None
         while ring:
             gid = ring.popleft()
-            group = self.groups.get(gid)
-            if group is None or not self._may_start(gid, group, limits, now):
+            group = groups.get(gid)
+            if group is None or not (
+                (unlimited and gid not in settings and group.limited_until <= now)
+                or self._may_start(gid, group, limits, now)
+            ):
                 self.in_ring.discard(gid)
                 continue
-            job_id = group.pop()
+            line = group.line
+            job_id = line.popleft() if line else group.pop()
             if job_id is None:  # pragma: no cover - a ringed group has work
                 self.in_ring.discard(gid)
                 continue
             self.waiting -= 1
             group.active += 1
             group.window_count += 1
-            if group.waiting():
+            if line or group.prio:
                 ring.append(gid)
             else:
                 self.in_ring.discard(gid)
@@ -184,7 +189,7 @@ class GroupLines:
         if group is None:
             return
         group.active -= 1
-        if group.waiting():
+        if group.line or group.prio:
             self._ring(gid)
         else:
             self._forget_if_empty(gid, group, now)

@@ -316,7 +316,7 @@ class QueueStore(Mutations):
 
     def _take_grouped(self, request: FetchRequest, now: int) -> str | None:
         """The next grouped job's id, round-robin over the groups (None: none may start)."""
-        if not self.groups:
+        if not self.groups.waiting:
             return None
         taken = self.groups.take(request.group, now)
         return None if taken is None else taken[1]
