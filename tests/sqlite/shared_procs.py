@@ -31,9 +31,9 @@ async def add_until_stopped(url: str) -> None:
 
 
 async def add_reporting(url: str) -> None:
-    """Add durable jobs one by one, printing `added ID` for each acknowledged one and
-    `error TYPE: MESSAGE` for each call that failed (then a pause of 20 ms); SIGTERM ends
-    it."""
+    """Add durable jobs one by one, printing `added ID T` for each acknowledged one (T: the
+    host's monotonic clock once the call returned) and `error TYPE: MESSAGE` for each call
+    that failed (then a pause of 20 ms); SIGTERM ends it."""
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     queue = psyq.Queue("shared", connection=url)
@@ -47,7 +47,7 @@ async def add_reporting(url: str) -> None:
             print(f"error {type(exc).__name__}: {exc}", flush=True)
             await asyncio.wait([asyncio.ensure_future(stop.wait())], timeout=0.02)
             continue
-        print(f"added {job.id}", flush=True)
+        print(f"added {job.id} {time.monotonic()}", flush=True)
     try:
         await queue.close()
     except psyq.PsyqError as exc:

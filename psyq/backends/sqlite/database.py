@@ -198,7 +198,8 @@ class Database:
         """Write every change so far in one transaction; False when the write failed (its
         rows are kept for the next try)."""
         with self._flush_lock:
-            if self._file_lost():
+            if self.lost is not None:
+                self._refuse_waiters()
                 return False
             with self._cond:
                 taken = self._pending
@@ -213,6 +214,8 @@ class Database:
                 return False
             self._retry, self.write_failure = None, None
             self._written(pending)
+            if self._file_lost():  # checked after the commit: it may have reached a lost file
+                return False
             self._release(taken, batch.ticket)
             return True
 
@@ -389,17 +392,21 @@ class Database:
 
     def _file_lost(self) -> bool:
         """Whether the path stopped naming the file this process writes (one `stat` per
-        flush); then every caller waiting for a commit gets the error, and so does every
-        call after (`check`)."""
+        flush, once it committed: a commit racing a delete is never acknowledged); then
+        every caller waiting for a commit gets the error, and so does every call after
+        (`check`)."""
+        self.lost = self.owner.check()
         if self.lost is None:
-            self.lost = self.owner.check()
-            if self.lost is None:
-                return False
-            log.error("psyq: %s", self.lost)
+            return False
+        log.error("psyq: %s", self.lost)
+        self._refuse_waiters()
+        return True
+
+    def _refuse_waiters(self) -> None:
+        """Every caller waiting for a commit gets the error saying the file is lost."""
         with self._cond:
             waiting, self._waiters = self._waiters, []
         _wake([future for _, future in waiting], self.lost)
-        return True
 
     def check(self) -> None:
         """Raise when changes can no longer be written (the file was deleted or replaced)."""
