@@ -23,6 +23,7 @@ OPTION_TYPES = (
     "RepeatBaseOptions",
     "JobsOptions",
     "RepeatOptions",
+    "JobSchedulerRepeatOptions",
     "DeduplicationOptions",
     "BackoffOptions",
     "KeepJobs",

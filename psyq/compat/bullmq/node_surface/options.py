@@ -17,16 +17,20 @@ _PREFIX = E("prefix", "Queue(prefix=)")
 _TELEMETRY = R(TELEMETRY)
 _KEEP = E("removeOnComplete", "remove_on_complete=")
 
-# Options types whose keys also come from QueueBaseOptions / KeyPrefixOptions.
+# Options types whose keys also come from a base: QueueBaseOptions (KeyPrefixOptions), or
+# RepeatOptions for the repeat options of a scheduler's runs.
 OPTION_BASES: dict[str, tuple[str, ...]] = {
-    name: (name, "QueueBaseOptions")
-    for name in (
-        "QueueOptions",
-        "WorkerOptions",
-        "QueueEventsOptions",
-        "FlowProducerOptions",
-        "RepeatBaseOptions",
-    )
+    **{
+        name: (name, "QueueBaseOptions")
+        for name in (
+            "QueueOptions",
+            "WorkerOptions",
+            "QueueEventsOptions",
+            "FlowProducerOptions",
+            "RepeatBaseOptions",
+        )
+    },
+    "JobSchedulerRepeatOptions": ("JobSchedulerRepeatOptions", "RepeatOptions"),
 }
 
 OPTIONS: dict[str, dict[str, Equivalent]] = {
@@ -137,11 +141,14 @@ OPTIONS: dict[str, dict[str, Equivalent]] = {
         "immediately": E("immediately", "repeat={'immediately': True}"),
         "startDate": E("startDate", "repeat={'startDate': ms}"),
         "endDate": E("endDate", "repeat={'endDate': ms}"),
-        "count": E("count", note="read against `limit`; psyq's store counts the runs"),
         "key": R("Node derives a scheduler's key; the scheduler id is the key here"),
         "offset": R("BullMQ's bookkeeping of `every` schedulers; psyq's compute runs in the store"),
         "prevMillis": R("BullMQ's scheduler bookkeeping; psyq's schedulers keep their own"),
         "jobId": R("Node 6's schedulers take none either: the scheduler id names the runs"),
+    },
+    # the repeat options a scheduler's runs carry (Node 6.7.6 moved `count` here)
+    "JobSchedulerRepeatOptions": {
+        "count": E("count", note="read against `limit`; psyq's store counts the runs"),
     },
     "DeduplicationOptions": {
         "id": E("id", "deduplication={'id': ...}"),
