@@ -41,12 +41,14 @@ from bench.harness.processes import rss_bytes
 DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
 
 
-def entries(count: int, groups: int) -> list[dict[str, Any]]:
-    """add_bulk entries; job i in group i % groups (0 groups: plain)."""
+def entries(count: int, groups: int, first: int = 0) -> list[dict[str, Any]]:
+    """add_bulk entries for jobs first .. first + count - 1; job i in group i % groups (0
+    groups: plain), so chunks added in turn fill every group, as bunqueue's side does."""
     if not groups:
         return [{"name": "j", "data": DATA} for _ in range(count)]
     return [
-        {"name": "j", "data": DATA, "opts": {"group": {"id": i % groups}}} for i in range(count)
+        {"name": "j", "data": DATA, "opts": {"group": {"id": i % groups}}}
+        for i in range(first, first + count)
     ]
 
 
@@ -60,7 +62,7 @@ async def add_rates(url: str, count: int) -> dict[str, float]:
             found[f"add {label}"] = count // 4 / (time.perf_counter() - started)
             started = time.perf_counter()
             for start in range(0, count, 1000):
-                await queue.add_bulk(entries(min(1000, count - start), groups))
+                await queue.add_bulk(entries(min(1000, count - start), groups, start))
             found[f"add_bulk {label}"] = count / (time.perf_counter() - started)
             await queue.obliterate(force=True)
     return found
@@ -70,7 +72,7 @@ async def processing_rate(url: str, count: int, concurrency: int, groups: int) -
     name = f"g-run-{uuid.uuid4().hex[:8]}"
     async with psyq.Queue(name, connection=url) as queue:
         for start in range(0, count, 1000):
-            await queue.add_bulk(entries(min(1000, count - start), groups))
+            await queue.add_bulk(entries(min(1000, count - start), groups, start))
         done = asyncio.Event()
         seen = 0
 
@@ -95,7 +97,7 @@ async def memory_per_job(count: int) -> dict[str, float]:
         before = rss_bytes()
         async with psyq.Queue(f"g-mem-{uuid.uuid4().hex[:8]}", connection="memory://") as queue:
             for start in range(0, count, 1000):
-                await queue.add_bulk(entries(min(1000, count - start), groups))
+                await queue.add_bulk(entries(min(1000, count - start), groups, start))
             gc.collect()
             found[f"bytes per waiting job {label}"] = (rss_bytes() - before) / count
             if groups:

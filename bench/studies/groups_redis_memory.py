@@ -22,16 +22,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 import psyq
-
-DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
-
-
-def entries(count: int, groups: int) -> list[dict[str, Any]]:
-    if not groups:
-        return [{"name": "j", "data": DATA} for _ in range(count)]
-    return [
-        {"name": "j", "data": DATA, "opts": {"group": {"id": i % groups}}} for i in range(count)
-    ]
+from bench.studies.groups import DATA, entries
 
 
 async def bytes_per_job(url: str, raw: Any, count: int, groups: int) -> float:
@@ -39,7 +30,7 @@ async def bytes_per_job(url: str, raw: Any, count: int, groups: int) -> float:
         await queue.add("warm", DATA)  # the queue's own keys (meta, events) before the count
         before = int((await raw.info("memory"))["used_memory"])
         for start in range(0, count, 1000):
-            await queue.add_bulk(entries(min(1000, count - start), groups))
+            await queue.add_bulk(entries(min(1000, count - start), groups, start))
         after = int((await raw.info("memory"))["used_memory"])
         await queue.obliterate(force=True)
     return (after - before) / count
