@@ -213,9 +213,7 @@ WITH clock AS (
      AND g.group_id IN (SELECT grp FROM completed WHERE grp IS NOT NULL)
      AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
      AND g.window_end <= clock.now AND g.parked_until <= clock.now
-     AND NOT EXISTS (SELECT 1 FROM job
-                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
-                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     AND NOT psyq_group_has_line($1, g.group_id)
      AND NOT EXISTS (SELECT 1 FROM job
                       WHERE job.queue = $1 AND job.psyq_group = g.group_id
                         AND job.state = 'active'

@@ -47,13 +47,40 @@ CREATE TABLE IF NOT EXISTS psyq_group (
 );
 CREATE INDEX IF NOT EXISTS psyq_group_turn_idx ON psyq_group (queue, turn);
 
+-- psyq_group_has_line: whether the group has a job in its line. Asked in the line's order
+-- (a scalar subquery with ORDER BY and LIMIT, not EXISTS, which drops them): the planner
+-- then reads psyq_group_line_idx for it even on tables never analysed (autovacuum off, or
+-- not yet run), where it would otherwise read the layout's delayed-jobs index, which holds
+-- every job of every line, and test each one's group (10,000 groups: 17 s a take).
+CREATE OR REPLACE FUNCTION psyq_group_has_line(p_queue text, p_group text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+  SELECT (SELECT true FROM job
+           WHERE queue = p_queue AND psyq_group = p_group AND state = 'delayed'
+             AND process_at_ms IS NULL
+           ORDER BY psyq_group_priority, seq
+           LIMIT 1) IS NOT NULL;
+$$;
+
 CREATE OR REPLACE FUNCTION psyq_group_busy(p_queue text, p_group text) RETURNS boolean
 LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
-  SELECT EXISTS (SELECT 1 FROM job
-                  WHERE queue = p_queue AND psyq_group = p_group AND state = 'delayed'
-                    AND process_at_ms IS NULL)
+  SELECT psyq_group_has_line(p_queue, p_group)
       OR EXISTS (SELECT 1 FROM job
                   WHERE queue = p_queue AND psyq_group = p_group AND state = 'active');
+$$;
+
+-- psyq_group_turns: up to p_limit groups of the queue that have a line and are neither
+-- paused nor parked, in the rotation's order. Read along psyq_group_turn_idx, stopping at
+-- the limit: a bitmap scan and a sort (what the planner picks on a table never analysed)
+-- would ask every group of the queue whether it has a line.
+CREATE OR REPLACE FUNCTION psyq_group_turns(p_queue text, p_now bigint, p_limit integer)
+RETURNS SETOF psyq_group
+LANGUAGE sql STABLE SET search_path FROM CURRENT SET enable_sort = off
+  SET enable_bitmapscan = off AS $$
+  SELECT g.* FROM psyq_group g
+   WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= p_now
+     AND psyq_group_has_line(p_queue, g.group_id)
+   ORDER BY g.turn
+   LIMIT p_limit;
 $$;
 
 CREATE OR REPLACE FUNCTION psyq_group_tidy(p_queue text, p_group text) RETURNS void
@@ -191,9 +218,7 @@ BEGIN
     SELECT g.* INTO v_group FROM psyq_group g
      WHERE g.queue = p_queue AND g.group_id <> ALL (v_skip)
        AND NOT g.paused AND g.parked_until <= p_now
-       AND EXISTS (SELECT 1 FROM job
-                    WHERE job.queue = p_queue AND job.psyq_group = g.group_id
-                      AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+       AND psyq_group_has_line(p_queue, g.group_id)
      ORDER BY g.turn
      LIMIT 1
        FOR UPDATE OF g SKIP LOCKED;
@@ -339,16 +364,7 @@ BEGIN
       FROM (SELECT g.group_id, g.turn,
                    NOT v_free OR g.concurrency IS NOT NULL OR g.limit_max IS NOT NULL
                      AS limited
-              FROM psyq_group g
-             WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= v_now
-               -- a subquery with LIMIT, not EXISTS: the planner then walks the rotation in
-               -- turn order and stops at the LIMIT, rather than joining every line job
-               AND (SELECT true FROM job
-                     WHERE job.queue = p_queue AND job.psyq_group = g.group_id
-                       AND job.state = 'delayed' AND job.process_at_ms IS NULL
-                     LIMIT 1)
-             ORDER BY g.turn
-             LIMIT v_want - v_got) AS c
+              FROM psyq_group_turns(p_queue, v_now, v_want - v_got) AS g) AS c
      WHERE NOT c.limited
         OR EXISTS (SELECT 1 FROM psyq_group h
                     WHERE h.queue = p_queue AND h.group_id = c.group_id
@@ -361,7 +377,8 @@ BEGIN
     WITH cand AS (
       SELECT g.group_id, held.r, g.concurrency, g.limit_max, g.points, g.window_end
         FROM unnest(v_groups) WITH ORDINALITY AS held(group_id, r)
-        JOIN psyq_group g ON g.queue = p_queue AND g.group_id = held.group_id
+        JOIN psyq_group g ON g.queue = p_queue AND g.group_id = ANY (v_groups)
+                         AND g.group_id = held.group_id
     ), sized AS (
       -- room: how many jobs the group may start now (LEAST skips a NULL: no such bound)
       SELECT cand.group_id, cand.r,
@@ -376,19 +393,20 @@ BEGIN
                         ELSE COALESCE(cand.limit_max, p_max) - cand.points END) AS room
         FROM cand
     ), lines AS (
-      SELECT sized.group_id, sized.r, h.id,
+      SELECT sized.group_id, sized.r, h.id, h.tid,
              row_number() OVER (PARTITION BY sized.group_id
                                 ORDER BY h.psyq_group_priority, h.seq) AS k
         FROM sized
        CROSS JOIN LATERAL (
-             SELECT job.id, job.psyq_group_priority, job.seq FROM job
+             SELECT job.id, job.ctid AS tid, job.psyq_group_priority, job.seq FROM job
               WHERE job.queue = p_queue AND job.psyq_group = sized.group_id
                 AND job.state = 'delayed' AND job.process_at_ms IS NULL
               ORDER BY job.psyq_group_priority, job.seq
               LIMIT GREATEST(sized.room, 0)
                 FOR UPDATE OF job SKIP LOCKED) AS h
     ), slot AS (
-      SELECT lines.group_id, lines.id, row_number() OVER (ORDER BY lines.k, lines.r) AS n
+      SELECT lines.group_id, lines.id, lines.tid,
+             row_number() OVER (ORDER BY lines.k, lines.r) AS n
         FROM lines
        ORDER BY lines.k, lines.r
        LIMIT v_want - v_got
@@ -398,8 +416,12 @@ BEGIN
              locked_until_ms = v_now + p_lock_ms, processed_at_ms = v_now,
              processed_by = p_name, attempts_started = job.attempts_started + 1
         FROM slot
-       WHERE job.queue = p_queue AND job.id = slot.id
-         -- state::text: found by the primary key, not by scanning the delayed jobs' index
+       -- each job found by the row `lines` locked (its ctid, which the lock keeps): by the
+       -- queue's primary key range a planner without statistics (a table never analysed:
+       -- autovacuum off, or not yet run) would read every job of the queue, and with
+       -- `state = 'delayed'` the delayed jobs' index
+       WHERE job.ctid = ANY (ARRAY(SELECT slot.tid FROM slot)) AND job.ctid = slot.tid
+         AND job.id = slot.id
          AND job.state::text = 'delayed' AND job.process_at_ms IS NULL
       RETURNING job AS j, slot.n, slot.group_id
     ), gave AS (
@@ -416,7 +438,7 @@ BEGIN
       -- the rows this take holds, and those of groups without a limit no other take holds
       -- now (one that does moves the group itself)
       SELECT g.group_id FROM psyq_group g
-       WHERE g.queue = p_queue AND g.group_id IN (SELECT group_id FROM numbered)
+       WHERE g.queue = p_queue AND g.group_id = ANY (ARRAY(SELECT group_id FROM numbered))
          FOR UPDATE SKIP LOCKED
     ), bumped AS (
       -- a window opened here starts when the statement ends, as its jobs are handed out,
@@ -581,9 +603,7 @@ WITH clock AS (
                        THEN g.window_end ELSE 0 END) - clock.now AS wait_ms
     FROM psyq_group g, clock
    WHERE g.queue = $1 AND NOT g.paused
-     AND EXISTS (SELECT 1 FROM job
-                  WHERE job.queue = $1 AND job.psyq_group = g.group_id
-                    AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     AND psyq_group_has_line($1, g.group_id)
 )
 SELECT CASE
          WHEN EXISTS (SELECT 1 FROM meta
@@ -779,9 +799,7 @@ WITH clock AS (
   SELECT g.queue, g.group_id FROM psyq_group g, clock
    WHERE g.queue = $1 AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
      AND g.window_end <= clock.now AND g.parked_until <= clock.now
-     AND NOT EXISTS (SELECT 1 FROM job
-                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
-                        AND job.state = 'delayed' AND job.process_at_ms IS NULL)
+     AND NOT psyq_group_has_line($1, g.group_id)
      AND NOT EXISTS (SELECT 1 FROM job
                       WHERE job.queue = $1 AND job.psyq_group = g.group_id
                         AND job.state = 'active')
