@@ -174,7 +174,11 @@ WITH clock AS (
                             WHERE d.parent_queue = $1 AND d.parent_id = item.id)
            AS plain,
          job.psyq_group AS grp
-    FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
+    -- each job by its primary key: a LATERAL with LIMIT is not flattened into a join, which
+    -- a planner without statistics (a table never analysed) makes a scan of the queue's jobs
+    FROM item LEFT JOIN LATERAL (SELECT * FROM job
+                                  WHERE job.queue = $1 AND job.id = item.id LIMIT 1) AS job
+           ON true
 ), spec AS (
   SELECT keep,
          keep = 'true'::jsonb AS remove,
@@ -213,7 +217,12 @@ WITH clock AS (
      AND g.group_id IN (SELECT grp FROM completed WHERE grp IS NOT NULL)
      AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
      AND g.window_end <= clock.now AND g.parked_until <= clock.now
-     AND NOT psyq_group_has_line($1, g.group_id)
+     -- groups.sql psyq_group_has_line, written out (a function call per group costs ~0.1 ms)
+     AND (SELECT true FROM job
+           WHERE job.queue = $1 AND job.psyq_group = g.group_id
+             AND job.state = 'delayed' AND job.process_at_ms IS NULL
+           ORDER BY job.psyq_group_priority, job.seq
+           LIMIT 1) IS NULL
      AND NOT EXISTS (SELECT 1 FROM job
                       WHERE job.queue = $1 AND job.psyq_group = g.group_id
                         AND job.state = 'active'

@@ -78,7 +78,12 @@ LANGUAGE sql STABLE SET search_path FROM CURRENT SET enable_sort = off
   SET enable_bitmapscan = off AS $$
   SELECT g.* FROM psyq_group g
    WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= p_now
-     AND psyq_group_has_line(p_queue, g.group_id)
+     -- psyq_group_has_line, written out: a function call per group costs ~0.1 ms
+     AND (SELECT true FROM job
+           WHERE job.queue = p_queue AND job.psyq_group = g.group_id
+             AND job.state = 'delayed' AND job.process_at_ms IS NULL
+           ORDER BY job.psyq_group_priority, job.seq
+           LIMIT 1)
    ORDER BY g.turn
    LIMIT p_limit;
 $$;

@@ -90,7 +90,11 @@ WITH clock AS (
                 AS item(id, token, value, worker_keep, n)
 ), keep AS (
   SELECT item.n, COALESCE(job.opts -> 'removeOnComplete', item.worker_keep::jsonb) AS k
-    FROM item LEFT JOIN job ON job.queue = $1 AND job.id = item.id
+    -- each job by its primary key: a LATERAL with LIMIT is not flattened into a join, which
+    -- a planner without statistics (a table never analysed) makes a scan of the queue's jobs
+    FROM item LEFT JOIN LATERAL (SELECT * FROM job
+                                  WHERE job.queue = $1 AND job.id = item.id LIMIT 1) AS job
+           ON true
 )
 SELECT move_to_completed(
          $1::text, item.id, item.token, item.value::jsonb, clock.now,
