@@ -223,10 +223,12 @@ WITH clock AS (
              AND job.state = 'delayed' AND job.process_at_ms IS NULL
            ORDER BY job.psyq_group_priority, job.seq
            LIMIT 1) IS NULL
-     AND NOT EXISTS (SELECT 1 FROM job
-                      WHERE job.queue = $1 AND job.psyq_group = g.group_id
-                        AND job.state = 'active'
-                        AND job.id NOT IN (SELECT id FROM completed))
+     -- the groups with other jobs active, read once for all (NOT IN: a hashed subplan; a
+     -- test per group a planner without statistics runs over every active job each time)
+     AND g.group_id NOT IN (
+           SELECT job.psyq_group FROM job
+            WHERE job.queue = $1 AND job.state = 'active' AND job.psyq_group IS NOT NULL
+              AND job.id NOT IN (SELECT id FROM completed))
 ), vacated AS (
   -- their rows go unless changed since the snapshot: whatever puts a job in a group's
   -- line (an add, the trigger for a job back in it) writes a new version of its row,

@@ -74,8 +74,11 @@ $$;
 -- would ask every group of the queue whether it has a line.
 CREATE OR REPLACE FUNCTION psyq_group_turns(p_queue text, p_now bigint, p_limit integer)
 RETURNS SETOF psyq_group
-LANGUAGE sql STABLE SET search_path FROM CURRENT SET enable_sort = off
+LANGUAGE plpgsql STABLE SET search_path FROM CURRENT SET enable_sort = off
   SET enable_bitmapscan = off AS $$
+BEGIN
+  -- PL/pgSQL, not SQL: its plan is kept for the session, not made again per call
+  RETURN QUERY
   SELECT g.* FROM psyq_group g
    WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= p_now
      -- psyq_group_has_line, written out: a function call per group costs ~0.1 ms
@@ -86,6 +89,7 @@ LANGUAGE sql STABLE SET search_path FROM CURRENT SET enable_sort = off
            LIMIT 1)
    ORDER BY g.turn
    LIMIT p_limit;
+END;
 $$;
 
 CREATE OR REPLACE FUNCTION psyq_group_tidy(p_queue text, p_group text) RETURNS void
@@ -382,8 +386,11 @@ BEGIN
     WITH cand AS (
       SELECT g.group_id, held.r, g.concurrency, g.limit_max, g.points, g.window_end
         FROM unnest(v_groups) WITH ORDINALITY AS held(group_id, r)
-        JOIN psyq_group g ON g.queue = p_queue AND g.group_id = ANY (v_groups)
-                         AND g.group_id = held.group_id
+       -- each row by the primary key: a LATERAL with LIMIT is not flattened into a join,
+       -- which a planner without statistics makes a scan of the queue's groups
+       CROSS JOIN LATERAL (SELECT * FROM psyq_group g
+                            WHERE g.queue = p_queue AND g.group_id = held.group_id
+                            LIMIT 1) AS g
     ), sized AS (
       -- room: how many jobs the group may start now (LEAST skips a NULL: no such bound)
       SELECT cand.group_id, cand.r,
