@@ -75,7 +75,7 @@ $$;
 CREATE OR REPLACE FUNCTION psyq_group_turns(p_queue text, p_now bigint, p_limit integer)
 RETURNS SETOF psyq_group
 LANGUAGE plpgsql STABLE SET search_path FROM CURRENT SET enable_sort = off
-  SET enable_bitmapscan = off AS $$
+  SET enable_bitmapscan = off SET jit = off AS $$
 BEGIN
   -- PL/pgSQL, not SQL: its plan is kept for the session, not made again per call
   RETURN QUERY
@@ -341,7 +341,12 @@ CREATE OR REPLACE FUNCTION psyq_group_take(
   p_concurrency integer, p_max integer, p_duration bigint,
   p_qmax integer, p_qduration bigint
 ) RETURNS SETOF job
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+-- enable_sort off: the lines are read along their index (a line's first jobs, as many as
+-- the group's room); a planner without statistics, which cannot tell how many that is,
+-- would otherwise read every line's jobs through the delayed-jobs index and sort them.
+-- jit off: the sorts left (no other way) cost the planner's "disabled" penalty, far past
+-- the JIT thresholds, and compiling the statement takes seconds a call
+LANGUAGE plpgsql SET search_path FROM CURRENT SET enable_sort = off SET jit = off AS $$
 DECLARE
   v_now    bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
   v_free   boolean := p_concurrency IS NULL AND p_max IS NULL;
