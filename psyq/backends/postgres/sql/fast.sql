@@ -217,12 +217,9 @@ WITH clock AS (
      AND g.group_id IN (SELECT grp FROM completed WHERE grp IS NOT NULL)
      AND g.concurrency IS NULL AND g.limit_max IS NULL AND NOT g.paused
      AND g.window_end <= clock.now AND g.parked_until <= clock.now
-     -- groups.sql psyq_group_has_line, written out (a function call per group costs ~0.1 ms)
-     AND (SELECT true FROM job
-           WHERE job.queue = $1 AND job.psyq_group = g.group_id
-             AND job.state = 'delayed' AND job.process_at_ms IS NULL
-           ORDER BY job.psyq_group_priority, job.seq
-           LIMIT 1) IS NULL
+     -- the groups with a line, asked once for all (groups.sql psyq_group_lined)
+     AND g.group_id NOT IN (
+           SELECT psyq_group_lined($1, ARRAY(SELECT grp FROM completed WHERE grp IS NOT NULL)))
      -- the groups with other jobs active, read once for all (NOT IN: a hashed subplan; a
      -- test per group a planner without statistics runs over every active job each time)
      AND g.group_id NOT IN (
