@@ -47,24 +47,13 @@ CREATE TABLE IF NOT EXISTS psyq_group (
 );
 CREATE INDEX IF NOT EXISTS psyq_group_turn_idx ON psyq_group (queue, turn);
 
--- psyq_group_has_line: whether the group has a job in its line. Asked in the line's order
--- (a scalar subquery with ORDER BY and LIMIT, not EXISTS, which drops them): the planner
--- then reads psyq_group_line_idx for it even on tables never analysed (autovacuum off, or
--- not yet run), where it would otherwise read the layout's delayed-jobs index, which holds
--- every job of every line, and test each one's group (10,000 groups: 17 s a take).
-CREATE OR REPLACE FUNCTION psyq_group_has_line(p_queue text, p_group text) RETURNS boolean
-LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
-  SELECT (SELECT true FROM job
-           WHERE queue = p_queue AND psyq_group = p_group AND state = 'delayed'
-             AND process_at_ms IS NULL
-           ORDER BY psyq_group_priority, seq
-           LIMIT 1) IS NOT NULL;
-$$;
-
 -- psyq_group_lined: those of p_groups that have a job in their line, asked once for a
--- statement's groups (fast.sql settle_take): in PL/pgSQL with enable_sort off, so each
--- line is read along its index whatever the planner guesses (a statement cannot set
--- that; a call per group costs ~0.1 ms). STABLE: it reads in the caller's snapshot.
+-- statement's groups (fast.sql settle_take). Each line is read along its index
+-- (psyq_group_line_idx), in its order: on tables never analysed (autovacuum off, or not
+-- yet run) the planner takes every index for equally selective and may read the layout's
+-- delayed-jobs index instead, which holds every line's jobs, testing each one's group
+-- (10,000 groups: 17 s a take), so this runs in PL/pgSQL with enable_sort off, which a
+-- statement cannot set (jit off: see psyq_group_take). STABLE: the caller's snapshot.
 CREATE OR REPLACE FUNCTION psyq_group_lined(p_queue text, p_groups text[])
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE SET search_path FROM CURRENT SET enable_sort = off SET jit = off AS $$
@@ -77,6 +66,12 @@ BEGIN
            ORDER BY job.psyq_group_priority, job.seq
            LIMIT 1);
 END;
+$$;
+
+-- psyq_group_has_line: whether one group has a job in its line (psyq_group_lined).
+CREATE OR REPLACE FUNCTION psyq_group_has_line(p_queue text, p_group text) RETURNS boolean
+LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
+  SELECT EXISTS (SELECT 1 FROM psyq_group_lined(p_queue, ARRAY[p_group]));
 $$;
 
 CREATE OR REPLACE FUNCTION psyq_group_busy(p_queue text, p_group text) RETURNS boolean
@@ -99,7 +94,7 @@ BEGIN
   RETURN QUERY
   SELECT g.* FROM psyq_group g
    WHERE g.queue = p_queue AND NOT g.paused AND g.parked_until <= p_now
-     -- psyq_group_has_line, written out: a function call per group costs ~0.1 ms
+     -- psyq_group_lined's test, written out: a function call per group costs ~0.1 ms
      AND (SELECT true FROM job
            WHERE job.queue = p_queue AND job.psyq_group = g.group_id
              AND job.state = 'delayed' AND job.process_at_ms IS NULL
