@@ -2,11 +2,15 @@
 
     python -m bench.studies.groups [--url memory:// ...] [--peers bunqueue] [--rounds 3]
                                    [--jobs 20000] [--heavy 100000] [--waiting 200000]
+                                   [--rows add,processing,memory,fairness] [--fresh-database]
 
 `--url` may be given more than once; `--url psyq` starts a `psyq server` (memory data) for
 the run. With `--peers bunqueue`, each round also runs bench/peers/bunqueue/groups.ts (the
 same rows with bunqueue's job groups): embedded beside memory://, its TCP server (started
-per round) beside psyq://, and the medians gain the psyq/bunqueue ratios.
+per round) beside psyq://, and the medians gain the psyq/bunqueue ratios. `--rows` runs
+some of the rows; `--fresh-database` runs each processing row on a postgresql:// URL in a
+database made for it (tables Postgres has no statistics for, and no dead rows of the rows
+before, as in a new deployment with autovacuum off).
 
 Rows (each round runs plain then grouped, in this process, on a fresh queue; 60-byte data):
 - add one by one / add_bulk (jobs/s): `--jobs` jobs, plain, then each in one of 10 groups.
@@ -36,6 +40,7 @@ from typing import Any
 
 import psyq
 from bench.harness.launch import bunqueue_server, peer_bun, run_peer_command, serve_backend
+from bench.harness.pgdb import own_database
 from bench.harness.processes import rss_bytes
 
 DATA = {"to": "someone@example.com", "template": "welcome", "n": 12345}  # ~60 bytes as JSON
@@ -144,16 +149,33 @@ async def fairness(url: str, heavy: int) -> dict[str, float]:
     }
 
 
-async def one_round(url: str, args: argparse.Namespace) -> dict[str, float]:
-    row = await add_rates(url, args.jobs)
-    for concurrency in (10, 100):
-        row[f"c{concurrency} plain"] = await processing_rate(url, args.jobs, concurrency, 0)
-        for groups in (10, 10_000):
-            rate = await processing_rate(url, args.jobs, concurrency, groups)
-            row[f"c{concurrency} {groups} groups"] = rate
-    if url.startswith("memory:"):
-        row.update(await memory_per_job(args.waiting))
-    row.update(await fairness(url, args.heavy))
+ROWS = ("add", "processing", "memory", "fairness")
+
+
+def row_url(url: str, args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
+    """Where a processing row runs: `url`, or with `--fresh-database` on a Postgres server
+    a database made for the row."""
+    return own_database(url, "groups") if args.fresh_database else contextlib.nullcontext(url)
+
+
+def one_round(url: str, args: argparse.Namespace) -> dict[str, float]:
+    """The rows of `args.rows` once on `url`; with `--fresh-database`, each processing row
+    on a Postgres server in a database made for it."""
+    row: dict[str, float] = {}
+    if "add" in args.rows:
+        row.update(asyncio.run(add_rates(url, args.jobs)))
+    if "processing" in args.rows:
+        for concurrency in (10, 100):
+            for groups in (0, 10, 10_000):
+                label = f"c{concurrency} " + (f"{groups} groups" if groups else "plain")
+                with row_url(url, args) as target:
+                    row[label] = asyncio.run(
+                        processing_rate(target, args.jobs, concurrency, groups)
+                    )
+    if "memory" in args.rows and url.startswith("memory:"):
+        row.update(asyncio.run(memory_per_job(args.waiting)))
+    if "fairness" in args.rows:
+        row.update(asyncio.run(fairness(url, args.heavy)))
     return row
 
 
@@ -208,7 +230,7 @@ def run(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
         urls = [stack.enter_context(serve_backend(name))[0] for name in args.url]
         for number in range(args.rounds):
             for url in urls:
-                found = {url: asyncio.run(one_round(url, args))}
+                found = {url: one_round(url, args)}
                 if "bunqueue" in args.peers:
                     found[f"bunqueue beside {url}"] = peer_round(url, args)
                 for side, row in found.items():
@@ -225,7 +247,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--heavy", type=int, default=100_000)
     parser.add_argument("--waiting", type=int, default=200_000)
+    parser.add_argument("--rows", default=",".join(ROWS), help="some of " + ",".join(ROWS))
+    parser.add_argument(
+        "--fresh-database",
+        action="store_true",
+        help="on postgresql://, each processing row in a database made for it",
+    )
     args = parser.parse_args()
+    args.rows = args.rows.split(",")
+    unknown = sorted(set(args.rows) - set(ROWS))
+    if unknown:
+        parser.error(f"unknown rows {unknown}: choose from {', '.join(ROWS)}")
     args.url = args.url or ["memory://"]
     print(json.dumps(summary(run(args)), indent=1))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -109,24 +108,50 @@ def loads(text: str | None) -> Any:
 
 OptionsParser = Callable[[str | None], dict[str, Any]]
 _CACHED_OPTIONS_LEN = 256  # longer option texts are parsed every time
+_CACHED_OPTIONS = 1024  # texts kept per parser; the cache starts over when it is full
 _SCALARS = (str, int, float, bool, type(None))
+_CONTAINERS = (dict, list)
+
+
+def _own_copy(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` copied one level down (each dict or list value copied too): nothing mutable
+    is shared when _shallow(options)."""
+    return {
+        key: value.copy() if type(value) in _CONTAINERS else value for key, value in options.items()
+    }
+
+
+def _shallow(options: dict[str, Any]) -> bool:
+    """Whether _own_copy shares nothing mutable: no list or dict below the first level."""
+    for value in options.values():
+        if type(value) in _SCALARS:
+            continue
+        inner = value.values() if type(value) is dict else value if type(value) is list else None
+        if inner is None or any(type(item) not in _SCALARS for item in inner):
+            return False
+    return True
 
 
 def options_parser(parse: Callable[[str], dict[str, Any]]) -> OptionsParser:
     """`parse` (a job's stored options text -> dict) made cheap for the texts many jobs of a
-    queue share: a text whose values are all scalars is parsed once and handed out as a
-    fresh copy (a copy could not share a nested list or dict, so those are parsed every
-    time); None and "{}" are {} without parsing."""
-
-    @functools.lru_cache(maxsize=1024)
-    def flat(text: str) -> dict[str, Any] | None:
-        options = parse(text)
-        return options if all(type(value) in _SCALARS for value in options.values()) else None
+    queue share: a text whose values are scalars, or dicts and lists of scalars (a group,
+    a backoff), is parsed once and handed out as a fresh copy; a deeper one is parsed every
+    time (a copy would share its inner values); each text is parsed at most once per call.
+    None and "{}" are {} without parsing."""
+    kept: dict[str, dict[str, Any] | None] = {}  # text -> its options, or None: deeper
 
     def parsed(text: str | None) -> dict[str, Any]:
         if not text or text == "{}":
             return {}
-        cached = flat(text) if len(text) <= _CACHED_OPTIONS_LEN else None
-        return dict(cached) if cached is not None else parse(text)
+        try:
+            template = kept[text]
+        except KeyError:  # not seen (or the cache started over)
+            options = parse(text)
+            if len(text) <= _CACHED_OPTIONS_LEN:
+                if len(kept) >= _CACHED_OPTIONS:
+                    kept.clear()
+                kept[text] = _own_copy(options) if _shallow(options) else None
+            return options
+        return parse(text) if template is None else _own_copy(template)
 
     return parsed
