@@ -40,10 +40,46 @@ async def test_grouped_jobs_wait_outside_the_wait_list(queue: psyq.Queue, raw: A
     key = f"bull:{queue.name}"
     assert await raw.lrange(f"{key}:wait", 0, -1) == []
     assert await raw.zcard(f"{key}:prioritized") == 0
-    assert await raw.zrange(f"{key}:group:a", 0, -1) == [jobs[0].id, jobs[1].id]
+    assert await raw.lrange(f"{key}:group-fifo:a", 0, -1) == [jobs[0].id]  # no group priority
+    assert await raw.zrange(f"{key}:group:a", 0, -1) == [jobs[1].id]  # a group priority
     assert await raw.hmget(f"{key}:{jobs[1].id}", "gid", "gpr") == ["a", "3"]
     assert await raw.zrange(f"{key}:groups:ready", 0, -1) == ["a", "b"]
     assert await raw.get(f"{key}:groups:waiting") == "3"
+
+
+async def test_jobs_of_priority_0_in_the_ranked_set_still_run_after_the_list(
+    queue: psyq.Queue, url: str, raw: Any
+) -> None:
+    """A store written before the list existed kept every waiting job of a group in its
+    sorted set: those of priority 0 come after the list's, and nothing is stranded."""
+    old, _new = await queue.add_bulk([grouped("a", "old"), grouped("a", "new")])
+    key = f"bull:{queue.name}"
+    assert await raw.lrem(f"{key}:group-fifo:a", 1, old.id) == 1  # as the old layout kept it
+    await raw.zadd(f"{key}:group:a", {old.id: 2**31})
+    assert [job.name for job in await queue.get_group_jobs("a")] == ["new", "old"]
+    assert await queue.get_counts_per_priority_for_group("a", [0]) == {"0": 2}
+    assert await queue.get_job_state(old.id) == "waiting"
+    assert await run_all(queue, url, 2) == ["new", "old"]
+    assert await group_keys(raw, queue) == set()
+
+
+async def test_a_range_of_a_groups_jobs_spans_its_list_and_its_ranked_set(
+    queue: psyq.Queue,
+) -> None:
+    await queue.add_bulk(
+        [grouped("a", f"p0-{i}") for i in range(3)]
+        + [grouped("a", f"p2-{i}", priority=2) for i in range(2)]
+    )
+
+    async def names(start: int, end: int) -> list[str]:
+        return [job.name for job in await queue.get_group_jobs("a", start, end)]
+
+    assert await names(0, -1) == ["p0-0", "p0-1", "p0-2", "p2-0", "p2-1"]
+    assert await names(2, 3) == ["p0-2", "p2-0"]
+    assert await names(-2, -1) == ["p2-0", "p2-1"]
+    assert await names(1, 100) == ["p0-1", "p0-2", "p2-0", "p2-1"]
+    assert await names(4, 2) == [] and await names(9, 12) == []
+    assert await names(-100, 0) == ["p0-0"]
 
 
 async def test_an_emptied_group_keeps_no_key(queue: psyq.Queue, url: str, raw: Any) -> None:

@@ -1,7 +1,8 @@
 """Groups (BullMQ Pro's `group: {id}`) on Redis: settings, pause/resume and the getters.
 
-The layout is in `lua/includes/groups.lua`: each group's waiting jobs in a sorted set of
-their own (`group:<id>`, outside `wait`, so a plain BullMQ take never sees them), the groups
+The layout is in `lua/includes/groups.lua`: each group's waiting jobs in a line of their own
+(outside `wait`, so a plain BullMQ take never sees them): a list of those without a group
+priority (`group-fifo:<id>`), then a sorted set of those with one (`group:<id>`); the groups
 that can be served in `groups:ready` (taken lowest first, re-added at the end), limited ones
 in `groups:limited`, those at a concurrency in `groups:full`, active counts in
 `groups:active`, a group's own settings in `group-opts:<id>`; the takes of several jobs in
@@ -31,8 +32,23 @@ GROUP_SPAN = 2**32  # a group line's score = group priority * 2^32 + sequence (g
 GROUP_MAX_SIZE = -12  # addJobs' reply code: a job would pass its group's maxSize
 
 
-def _line(key: str, group_id: str) -> str:
+def _ranked(key: str, group_id: str) -> str:
+    """The group's waiting jobs with a group priority (a sorted set)."""
     return f"{key}:group:{group_id}"
+
+
+def _fifo(key: str, group_id: str) -> str:
+    """The group's waiting jobs without one (a list, first first), before the ranked ones."""
+    return f"{key}:group-fifo:{group_id}"
+
+
+def _span(start: int, end: int, total: int) -> tuple[int, int] | None:
+    """Redis' reading of the index range start..end (negative: from the end) over `total`
+    items, as (first, last) with 0 <= first <= last < total, or None when it holds none."""
+    first = start + total if start < 0 else start
+    last = min(end + total if end < 0 else end, total - 1)
+    first = max(first, 0)
+    return (first, last) if first <= last else None
 
 
 def _opts(key: str, group_id: str) -> str:
@@ -51,9 +67,9 @@ async def grouped_waiting_ids(backend: RedisConnection, queue: str) -> list[str]
         return []
     async with backend.client.pipeline(transaction=False) as pipe:
         for group_id in group_ids:
-            pipe.zrange(_line(key, group_id), 0, -1)
-        lines: list[list[str]] = await pipe.execute()
-    return [job_id for line in lines for job_id in line]
+            pipe.lrange(_fifo(key, group_id), 0, -1).zrange(_ranked(key, group_id), 0, -1)
+        parts: list[list[str]] = await pipe.execute()
+    return [job_id for part in parts for job_id in part]
 
 
 def _status(info: dict[str, Any], now: int) -> str:
@@ -112,7 +128,7 @@ class RedisGroups(RedisConnection):
         self, queue: str, group_id: str, start: int, end: int
     ) -> list[JobRecord]:
         key = self.queue_key(queue)
-        ids: list[str] = await self.client.zrange(_line(key, group_id), start, end)
+        ids = await self._line_ids(key, group_id, start, end)
         async with self.client.pipeline(transaction=False) as pipe:
             for job_id in ids:
                 pipe.hgetall(f"{key}:{job_id}")
@@ -125,6 +141,23 @@ class RedisGroups(RedisConnection):
                 records.append(record)
         return records
 
+    async def _line_ids(self, key: str, group_id: str, start: int, end: int) -> list[str]:
+        """The ids at start..end of the group's line (its list, then its ranked set)."""
+        fifo, ranked = _fifo(key, group_id), _ranked(key, group_id)
+        async with self.client.pipeline(transaction=True) as pipe:
+            sizes: list[int] = await pipe.llen(fifo).zcard(ranked).execute()
+        span = _span(start, end, sizes[0] + sizes[1])
+        if span is None:
+            return []
+        first, last = span
+        async with self.client.pipeline(transaction=False) as pipe:
+            if first < sizes[0]:
+                pipe.lrange(fifo, first, min(last, sizes[0] - 1))
+            if last >= sizes[0]:
+                pipe.zrange(ranked, max(first - sizes[0], 0), last - sizes[0])
+            parts: list[list[str]] = await pipe.execute()
+        return [job_id for part in parts for job_id in part]
+
     async def get_groups_job_count(self, queue: str) -> int:
         return int(await self.client.get(self.queue_key(queue) + ":groups:waiting") or 0)
 
@@ -135,13 +168,18 @@ class RedisGroups(RedisConnection):
     async def get_counts_per_priority_for_group(
         self, queue: str, group_id: str, priorities: Sequence[int]
     ) -> dict[str, int]:
-        line = _line(self.queue_key(queue), group_id)
+        key = self.queue_key(queue)
+        ranked = _ranked(key, group_id)
         async with self.client.pipeline(transaction=False) as pipe:
+            pipe.llen(_fifo(key, group_id))  # the jobs of priority 0
             for priority in priorities:
                 low = priority * GROUP_SPAN
-                pipe.zcount(line, low, low + GROUP_SPAN - 1)
-            counts = await pipe.execute()
-        return {str(p): int(n) for p, n in zip(priorities, counts, strict=True)}
+                pipe.zcount(ranked, low, low + GROUP_SPAN - 1)
+            unranked, *counts = await pipe.execute()
+        return {
+            str(p): int(n) + (int(unranked) if p == 0 else 0)
+            for p, n in zip(priorities, counts, strict=True)
+        }
 
     async def get_groups(self, queue: str, start: int, end: int) -> list[GroupInfo]:
         key = self.queue_key(queue)
@@ -150,7 +188,8 @@ class RedisGroups(RedisConnection):
             return []
         async with self.client.pipeline(transaction=False) as pipe:
             for group_id in group_ids:
-                pipe.zcard(_line(key, group_id)).hget(f"{key}:groups:active", group_id)
+                pipe.llen(_fifo(key, group_id)).zcard(_ranked(key, group_id))
+                pipe.hget(f"{key}:groups:active", group_id)
                 pipe.hmget(_opts(key, group_id), "concurrency", "paused")
                 pipe.zscore(f"{key}:groups:ready", group_id)
                 pipe.zscore(f"{key}:groups:limited", group_id)
@@ -158,15 +197,15 @@ class RedisGroups(RedisConnection):
             replies = await pipe.execute()
         now = await self.now_ms()
         return [
-            self._group_info(group_id, replies[6 * i : 6 * i + 6], now)
+            self._group_info(group_id, replies[7 * i : 7 * i + 7], now)
             for i, group_id in enumerate(group_ids)
         ]
 
     @staticmethod
     def _group_info(group_id: str, replies: list[Any], now: int) -> GroupInfo:
-        waiting, active, (concurrency, paused), ready, limited, used = replies
+        unranked, ranked, active, (concurrency, paused), ready, limited, used = replies
         info = {
-            "waiting": int(waiting),
+            "waiting": int(unranked) + int(ranked),
             "active": int(active or 0),
             "concurrency": None if concurrency is None else int(concurrency),
             "paused": paused is not None,

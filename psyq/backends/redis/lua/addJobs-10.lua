@@ -112,23 +112,28 @@ local function addGroupedJob(head, data, opts)
   return jobId
 end
 
--- A group's gathered jobs join the end of its line (one ZADD per 500), in order. A group
--- new to the queue (`fresh`: it had no line, no active job, no setting) has an empty line
--- and joins the rotation's end (its score set aside in `rotation`); another one has its
--- line's end read and the rotation seen to.
+-- A group's gathered jobs join the end of its line, in order: those without a group
+-- priority its list (one RPUSH per 1,000), the others its ranked set (one ZADD per 500). A
+-- group new to the queue (`fresh`: it had no line, no active job, no setting) has an empty
+-- line and joins the rotation's end (its score set aside in `rotation`); another one has
+-- its line's end read and the rotation seen to.
 local function flushGroupLine(line, fresh, rotation)
   local gid, ids = line[1], line[3]
-  local score = line[2] * GROUP_SPAN + GROUP_HALF
-  if not fresh then score = groupScore(gid, line[2], false) end
-  local high = line[2] * GROUP_SPAN + GROUP_SPAN - 1
-  for first = 1, #ids, 500 do
-    local members = {}
-    for i = first, math.min(first + 499, #ids) do
-      members[#members + 1] = math.min(high, score)
-      members[#members + 1] = ids[i]
-      score = score + 1
+  if line[2] == 0 then
+    inSlices("RPUSH", groupFifo(gid), ids)
+  else
+    local score = line[2] * GROUP_SPAN + GROUP_HALF
+    if not fresh then score = groupScore(gid, line[2], false) end
+    local high = line[2] * GROUP_SPAN + GROUP_SPAN - 1
+    for first = 1, #ids, 500 do
+      local members = {}
+      for i = first, math.min(first + 499, #ids) do
+        members[#members + 1] = math.min(high, score)
+        members[#members + 1] = ids[i]
+        score = score + 1
+      end
+      rcall("ZADD", groupLine(gid), unpack(members))
     end
-    rcall("ZADD", groupLine(gid), unpack(members))
   end
   if fresh then
     rotation[#rotation + 1] = nextGroupSeq()

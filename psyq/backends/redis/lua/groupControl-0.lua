@@ -15,7 +15,7 @@ local function setOwn(...)
 end
 
 local function settle()
-  if rcall("EXISTS", groupLine(gid)) == 1 then markGroupReady(gid) end
+  if hasLine(gid) then markGroupReady(gid) end
   forgetGroupIfEmpty(gid)
 end
 

@@ -9,17 +9,24 @@
 --                     worker's), back in when one of their jobs leaves active
 --   groups:active     HASH: group id -> its active jobs (no field at 0)
 --   groups:waiting    STRING: waiting jobs of all the groups together (none at 0)
---   group:<id>        ZSET: the group's waiting jobs, score priority * 2^32 + sequence
--- Sequences follow the highest score there (no counter key: an emptied queue of groups
--- keeps nothing).
+--   group-fifo:<id>   LIST: the group's waiting jobs without a group priority, oldest first
+--   group:<id>        ZSET: its waiting jobs with a group priority, score priority * 2^32 +
+--                     sequence; sequences follow the highest score there (no counter key:
+--                     an emptied queue of groups keeps nothing)
 --   group-opts:<id>   HASH: the group's own settings (concurrency, max, duration, paused)
 --   group-limiter:<id> STRING: starts in the group's window, expiring with it
 -- A job of a group carries the hash fields gid (its group) and gpr (its group priority).
+-- The list and the set make the group's line: the list's jobs first (priority 0), then the
+-- set's by score. Most jobs have no group priority, and a list costs less than a sorted set
+-- to push to, to pop from and to keep (a set of more than 128 jobs is a skiplist). A store
+-- written before the list existed may hold jobs of priority 0 in the set: they come after
+-- the list's.
 local GROUP_SPAN = 0x100000000 -- score = priority * 2^32 + sequence
 local GROUP_HALF = 0x80000000 -- the tail's sequences; the head's go below
 local GROUP_MANUAL = 9007199254740991 -- rate_limit_group(ms) fills the window with this
 
-local function groupLine(gid) return P .. "group:" .. gid end
+local function groupLine(gid) return P .. "group:" .. gid end -- the ranked part
+local function groupFifo(gid) return P .. "group-fifo:" .. gid end
 local function groupLimiter(gid) return P .. "group-limiter:" .. gid end
 
 -- Whether adding the job of `meta` (an add script's header) to the queue of `prefix` would
@@ -32,7 +39,8 @@ local function passesMaxSize(sizes, prefix, meta)
     return false
   end
   local line = prefix .. "group:" .. group.id
-  local size = (sizes[line] or rcall("ZCARD", line)) + 1
+  local size = (sizes[line] or rcall("ZCARD", line)
+    + rcall("LLEN", prefix .. "group-fifo:" .. group.id)) + 1
   sizes[line] = size
   return size > group.maxSize
 end
@@ -44,13 +52,19 @@ local function inSlices(command, key, list)
   end
 end
 
--- Which of `keys` exist (a list of booleans): one EXISTS for them all, and one per key only
--- when some exist and some do not.
-local function existing(keys)
+-- How many of `keys` exist, 1,000 to an EXISTS.
+local function countExisting(keys)
   local count = 0
   for first = 1, #keys, 1000 do
     count = count + rcall("EXISTS", unpack(keys, first, math.min(first + 999, #keys)))
   end
+  return count
+end
+
+-- Which of `keys` exist (a list of booleans): one EXISTS for them all, and one per key only
+-- when some exist and some do not.
+local function existing(keys)
+  local count = countExisting(keys)
   local found = {}
   for i = 1, #keys do
     if count == 0 then found[i] = false
@@ -94,6 +108,53 @@ local function groupActive(gid)
   return tonumber(rcall("HGET", P .. "groups:active", gid)) or 0
 end
 
+-- Whether the group has a waiting job (either part of its line).
+local function hasLine(gid)
+  return rcall("EXISTS", groupFifo(gid), groupLine(gid)) > 0
+end
+
+-- {gid = whether it has a waiting job} for `gids`: one EXISTS for their lists, one for
+-- their sets when not every list is there, and one per group only when some groups have
+-- jobs and some have none.
+local function linesHeld(gids)
+  local fifos, ranked = {}, {}
+  for i, gid in ipairs(gids) do
+    fifos[i] = groupFifo(gid)
+    ranked[i] = groupLine(gid)
+  end
+  local inFifos = countExisting(fifos)
+  local all, none = inFifos == #gids, false
+  if not all then
+    local inSets = countExisting(ranked)
+    all, none = inSets == #gids, inFifos == 0 and inSets == 0
+  end
+  local held = {}
+  for _, gid in ipairs(gids) do
+    if all then held[gid] = true
+    elseif none then held[gid] = false
+    else held[gid] = hasLine(gid) end
+  end
+  return held
+end
+
+-- Up to `n` of the group's waiting jobs taken out of its line, in its order (the list's,
+-- then the set's). LPOP with a count needs Redis 6.2; older servers read and trim.
+local function popLine(gid, n)
+  local fifo = groupFifo(gid)
+  local ids = redis.pcall("LPOP", fifo, n)
+  if type(ids) == "table" and ids.err then
+    ids = rcall("LRANGE", fifo, 0, n - 1)
+    if #ids > 0 then rcall("LTRIM", fifo, #ids, -1) end
+  elseif not ids then
+    ids = {}
+  end
+  if #ids < n then
+    local ranked = rcall("ZPOPMIN", groupLine(gid), n - #ids)
+    for i = 1, #ranked, 2 do ids[#ids + 1] = ranked[i] end
+  end
+  return ids
+end
+
 -- The rotation's next score: after the last group in it, read once per queue and script
 -- call (every ZADD to groups:ready takes its score here).
 local lastGroupSeq = {}
@@ -124,7 +185,7 @@ end
 
 -- A group with no waiting or active job and no settings keeps nothing.
 local function forgetGroupIfEmpty(gid)
-  if rcall("EXISTS", groupLine(gid)) == 1 then return end
+  if hasLine(gid) then return end
   if rcall("HEXISTS", P .. "groups:active", gid) == 1 then return end
   rcall("ZREM", P .. "groups:ready", gid)
   rcall("ZREM", P .. "groups:limited", gid)
@@ -154,8 +215,8 @@ local function countGroupWaiting(n)
   if left <= 0 then rcall("DEL", P .. "groups:waiting") end
 end
 
--- The score of a job joining its group's line: at the end of its priority, or (`front`) at
--- the head of it (a job handed back or stalled).
+-- The score of a job joining its group's ranked line (a group priority above 0): at the
+-- end of its priority, or (`front`) at the head of it (a job handed back or stalled).
 local function groupScore(gid, priority, front)
   local low = priority * GROUP_SPAN
   local high = low + GROUP_SPAN - 1
@@ -173,7 +234,9 @@ end
 -- paused, limited nor full) has an empty line and joins the rotation's end at once.
 enqueueGrouped = function(jobId, gid, priority, front) -- declared in base.lua
   local fresh = rcall("ZADD", P .. "groups", 0, gid) == 1
-  if fresh then
+  if priority == 0 then
+    rcall(front and "LPUSH" or "RPUSH", groupFifo(gid), jobId)
+  elseif fresh then
     rcall("ZADD", groupLine(gid), priority * GROUP_SPAN + GROUP_HALF, jobId)
   else
     rcall("ZADD", groupLine(gid), groupScore(gid, priority, front), jobId)
@@ -193,9 +256,9 @@ local function groupLeft(gid, n)
   local left = rcall("HINCRBY", P .. "groups:active", gid, -n)
   if left <= 0 then
     rcall("HDEL", P .. "groups:active", gid)
-    if rcall("EXISTS", groupLine(gid)) == 0 then return forgetGroupIfEmpty(gid) end
+    if not hasLine(gid) then return forgetGroupIfEmpty(gid) end
   end
-  if rcall("SREM", P .. "groups:full", gid) == 1 and rcall("EXISTS", groupLine(gid)) == 1 then
+  if rcall("SREM", P .. "groups:full", gid) == 1 and hasLine(gid) then
     markGroupReady(gid)
   end
 end
@@ -218,17 +281,16 @@ local function flushGroupLeaves()
   if #leftOrder == 0 then return end
   local order, counts = leftOrder, leftCounts
   leftOrder, leftCounts = {}, {}
-  local idle, lines = {}, {} -- groups left without an active job, and their lines
+  local idle = {} -- groups left without an active job
   for _, gid in ipairs(order) do
     if rcall("HINCRBY", P .. "groups:active", gid, -counts[gid]) <= 0 then
       idle[#idle + 1] = gid
-      lines[#lines + 1] = groupLine(gid)
     end
   end
   local waitingIn = {} -- idle group -> whether its line holds jobs
   if #idle > 0 then
     inSlices("HDEL", P .. "groups:active", idle)
-    for i, waiting in ipairs(existing(lines)) do waitingIn[idle[i]] = waiting end
+    waitingIn = linesHeld(idle)
   end
   local anyFull = rcall("EXISTS", P .. "groups:full") == 1
   local emptied = {}
@@ -237,7 +299,7 @@ local function flushGroupLeaves()
     if waiting == false then
       emptied[#emptied + 1] = gid
     elseif anyFull and rcall("SREM", P .. "groups:full", gid) == 1
-        and (waiting or rcall("EXISTS", groupLine(gid)) == 1) then
+        and (waiting or hasLine(gid)) then
       markGroupReady(gid)
     end
   end
@@ -245,18 +307,19 @@ local function flushGroupLeaves()
 end
 
 -- A waiting job of a group taken out of its line (removed, cleaned); false when it was not
--- in one.
+-- in one. A job with a group priority is in the set; one without, in the list (or, written
+-- before the list existed, in the set).
 local function groupDetach(jobId)
-  local gid = rcall("HGET", P .. jobId, "gid")
-  if not gid or rcall("ZREM", groupLine(gid), jobId) == 0 then return false end
+  local v = rcall("HMGET", P .. jobId, "gid", "gpr")
+  local gid = v[1]
+  if not gid then return false end
+  local removed = 0
+  if not v[2] then removed = rcall("LREM", groupFifo(gid), 1, jobId) end
+  if removed == 0 then removed = rcall("ZREM", groupLine(gid), jobId) end
+  if removed == 0 then return false end
   countGroupWaiting(-1)
   forgetGroupIfEmpty(gid)
   return true
-end
-
-local function groupHolds(jobId)
-  local gid = rcall("HGET", P .. jobId, "gid")
-  return gid ~= false and rcall("ZSCORE", groupLine(gid), jobId) ~= false
 end
 
 -- Limited groups whose window ended join the rotation again.
@@ -264,7 +327,7 @@ local function releaseLimitedGroups(now)
   local due = rcall("ZRANGEBYSCORE", P .. "groups:limited", "-inf", now, "LIMIT", 0, 1000)
   for _, gid in ipairs(due) do
     rcall("ZREM", P .. "groups:limited", gid)
-    if rcall("EXISTS", groupLine(gid)) == 1 then markGroupReady(gid) end
+    if hasLine(gid) then markGroupReady(gid) end
   end
 end
 
@@ -284,6 +347,7 @@ end
 local function groupedWaiting()
   local ids = {}
   for _, gid in ipairs(rcall("ZRANGE", P .. "groups", 0, -1)) do
+    for _, jobId in ipairs(rcall("LRANGE", groupFifo(gid), 0, -1)) do ids[#ids + 1] = jobId end
     for _, jobId in ipairs(rcall("ZRANGE", groupLine(gid), 0, -1)) do ids[#ids + 1] = jobId end
   end
   return ids
@@ -293,8 +357,9 @@ end
 -- settings and active counts.
 local function emptyGroupLines(drop)
   for _, gid in ipairs(rcall("ZRANGE", P .. "groups", 0, -1)) do
+    drop(rcall("LRANGE", groupFifo(gid), 0, -1))
     drop(rcall("ZRANGE", groupLine(gid), 0, -1))
-    rcall("DEL", groupLine(gid))
+    rcall("DEL", groupFifo(gid), groupLine(gid))
     forgetGroupIfEmpty(gid)
   end
   rcall("DEL", P .. "groups:waiting", P .. "groups:ready")
@@ -306,7 +371,14 @@ local function obliterateGroups(drop, budget)
   local dropped = 0
   for _, gid in ipairs(rcall("ZRANGE", P .. "groups", 0, -1)) do
     if dropped >= budget then return dropped end
-    local ids = rcall("ZRANGE", groupLine(gid), 0, budget - dropped - 1)
+    local ids = rcall("LRANGE", groupFifo(gid), 0, budget - dropped - 1)
+    if #ids > 0 then
+      drop(ids)
+      rcall("LTRIM", groupFifo(gid), #ids, -1)
+      dropped = dropped + #ids
+    end
+    if dropped >= budget then return dropped end
+    ids = rcall("ZRANGE", groupLine(gid), 0, budget - dropped - 1)
     if #ids > 0 then
       drop(ids)
       rcall("ZREM", groupLine(gid), unpack(ids))
@@ -315,7 +387,7 @@ local function obliterateGroups(drop, budget)
   end
   if dropped >= budget then return dropped end
   for _, gid in ipairs(rcall("ZRANGE", P .. "groups", 0, -1)) do
-    rcall("DEL", groupLine(gid), P .. "group-opts:" .. gid, groupLimiter(gid))
+    rcall("DEL", groupFifo(gid), groupLine(gid), P .. "group-opts:" .. gid, groupLimiter(gid))
   end
   rcall("DEL", P .. "groups", P .. "groups:ready", P .. "groups:limited", P .. "groups:full",
     P .. "groups:active", P .. "groups:waiting")

@@ -2,7 +2,7 @@
 -- The call takes what a take of one job at a time would: round-robin over the rotation
 -- (each visit takes a group's next job and moves the group to the rotation's end), with
 -- the same jobs in the same order, and leaves the rotation as those takes would. But it
--- reads the rotation with one ZRANGE, pops each group's jobs of the call with one ZPOPMIN,
+-- reads the rotation with one ZRANGE, pops each group's jobs of the call at once (popLine),
 -- raises each group's count with one HINCRBY and writes the rotation back once at its end.
 
 -- A group read from the rotation, if it may start a job now: what it may start in this
@@ -70,16 +70,16 @@ local function planVisits(groups, at, need, cycle, visits)
   return i
 end
 
--- Pops what the visits asked of each group (one ZPOPMIN per group), then takes the visits
+-- Pops what the visits asked of each group (popLine, once per group), then takes the visits
 -- in order: a visit to a group whose line ran out takes nothing (the group is emptied, as
 -- a take of one job would find it). Returns how many visits took nothing.
 local function takeVisits(groups, visits, ids, state)
   for _, group in ipairs(groups) do
     local short = group.asked - #group.ids
     if short > 0 and not group.emptied then
-      local popped = rcall("ZPOPMIN", groupLine(group.gid), short)
-      for i = 1, #popped, 2 do group.ids[#group.ids + 1] = popped[i] end
-      if #popped < 2 * short then
+      local popped = popLine(group.gid, short)
+      for _, id in ipairs(popped) do group.ids[#group.ids + 1] = id end
+      if #popped < short then
         group.emptied = true
         group.asked = #group.ids
       end

@@ -11,6 +11,13 @@ local function inList(key, jobId)
   return found ~= false
 end
 
+-- Whether the job waits in its group's line (either part).
+local function groupHolds(jobId)
+  local gid = rcall("HGET", P .. jobId, "gid")
+  if not gid then return false end
+  return rcall("ZSCORE", groupLine(gid), jobId) ~= false or inList(groupFifo(gid), jobId)
+end
+
 local function jobState(jobId)
   for _, state in ipairs({"completed", "failed", "delayed", "prioritized", "waiting-children"}) do
     if rcall("ZSCORE", P .. state, jobId) then return state end
