@@ -25,6 +25,16 @@ local GROUP_SPAN = 0x100000000 -- score = priority * 2^32 + sequence
 local GROUP_HALF = 0x80000000 -- the tail's sequences; the head's go below
 local GROUP_MANUAL = 9007199254740991 -- rate_limit_group(ms) fills the window with this
 
+-- A count as redis.call's argument: one from -1 to 32 (most of a group's counts and
+-- indexes) as a literal string, since Lua formats a number argument with sprintf
+-- (thousands of instructions a call).
+local SMALL_COUNTS = {[-1] = "-1", [0] = "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
+  "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24",
+  "25", "26", "27", "28", "29", "30", "31", "32"}
+local function count(n)
+  return SMALL_COUNTS[n] or n
+end
+
 local function groupLine(gid) return P .. "group:" .. gid end -- the ranked part
 local function groupFifo(gid) return P .. "group-fifo:" .. gid end
 local function groupLimiter(gid) return P .. "group-limiter:" .. gid end
@@ -141,7 +151,13 @@ end
 -- then the set's). LPOP with a count needs Redis 6.2; older servers read and trim.
 local function popLine(gid, n)
   local fifo = groupFifo(gid)
-  local ids = redis.pcall("LPOP", fifo, n)
+  local ids
+  if n == 1 then
+    ids = {rcall("LPOP", fifo)}
+    if not ids[1] then ids = {} end
+  else
+    ids = redis.pcall("LPOP", fifo, n)
+  end
   if type(ids) == "table" and ids.err then
     ids = rcall("LRANGE", fifo, 0, n - 1)
     if #ids > 0 then rcall("LTRIM", fifo, #ids, -1) end
@@ -149,7 +165,7 @@ local function popLine(gid, n)
     ids = {}
   end
   if #ids < n then
-    local ranked = rcall("ZPOPMIN", groupLine(gid), n - #ids)
+    local ranked = rcall("ZPOPMIN", groupLine(gid), count(n - #ids))
     for i = 1, #ranked, 2 do ids[#ids + 1] = ranked[i] end
   end
   return ids
@@ -211,7 +227,7 @@ local function forgetGroups(gids, anyFull)
 end
 
 local function countGroupWaiting(n)
-  local left = rcall("INCRBY", P .. "groups:waiting", n)
+  local left = rcall("INCRBY", P .. "groups:waiting", count(n))
   if left <= 0 then rcall("DEL", P .. "groups:waiting") end
 end
 
@@ -233,7 +249,7 @@ end
 -- A group new to the queue (not in `groups`: no line, no active job, no setting, so neither
 -- paused, limited nor full) has an empty line and joins the rotation's end at once.
 enqueueGrouped = function(jobId, gid, priority, front) -- declared in base.lua
-  local fresh = rcall("ZADD", P .. "groups", 0, gid) == 1
+  local fresh = rcall("ZADD", P .. "groups", "0", gid) == 1
   if priority == 0 then
     rcall(front and "LPUSH" or "RPUSH", groupFifo(gid), jobId)
   elseif fresh then
@@ -253,7 +269,7 @@ end
 -- `n` jobs of group `gid` left active (settled, delayed, stalled, handed back): its count,
 -- and the group back in the rotation when it left it at a concurrency and has work.
 local function groupLeft(gid, n)
-  local left = rcall("HINCRBY", P .. "groups:active", gid, -n)
+  local left = rcall("HINCRBY", P .. "groups:active", gid, count(-n))
   if left <= 0 then
     rcall("HDEL", P .. "groups:active", gid)
     if not hasLine(gid) then return forgetGroupIfEmpty(gid) end
@@ -283,7 +299,7 @@ local function flushGroupLeaves()
   leftOrder, leftCounts = {}, {}
   local idle = {} -- groups left without an active job
   for _, gid in ipairs(order) do
-    if rcall("HINCRBY", P .. "groups:active", gid, -counts[gid]) <= 0 then
+    if rcall("HINCRBY", P .. "groups:active", gid, count(-counts[gid])) <= 0 then
       idle[#idle + 1] = gid
     end
   end
@@ -324,7 +340,7 @@ end
 
 -- Limited groups whose window ended join the rotation again.
 local function releaseLimitedGroups(now)
-  local due = rcall("ZRANGEBYSCORE", P .. "groups:limited", "-inf", now, "LIMIT", 0, 1000)
+  local due = rcall("ZRANGEBYSCORE", P .. "groups:limited", "-inf", now, "LIMIT", "0", "1000")
   for _, gid in ipairs(due) do
     rcall("ZREM", P .. "groups:limited", gid)
     if hasLine(gid) then markGroupReady(gid) end

@@ -112,7 +112,7 @@ local function settleGroups(groups, now, out)
         out.empty[#out.empty + 1] = group.gid
       end
     else
-      local active = rcall("HINCRBY", P .. "groups:active", group.gid, n)
+      local active = rcall("HINCRBY", P .. "groups:active", group.gid, count(n))
       local windowFull, ends = false, 0
       if group.max ~= nil then
         local key, started, ttl = groupLimiter(group.gid), n, group.ttl
@@ -181,16 +181,10 @@ local function takeGrouped(req, now, want, ids)
   while #ids - first < want do
     local need = want - (#ids - first)
     if not whole then -- the rotation's next groups, as many as jobs are still wanted
-      local heads = rcall("ZRANGE", P .. "groups:ready", read, read + need - 1, "WITHSCORES")
-      read = read + #heads / 2
-      if #heads < 2 * need then
-        whole = true
-        if #heads > 0 then
-          lastGroupSeq[P] = math.max(lastGroupSeq[P] or 0, tonumber(heads[#heads]))
-        end
-      end
-      local gids = {}
-      for i = 1, #heads, 2 do gids[#gids + 1] = heads[i] end
+      -- no scores: Redis writes each as a decimal (sprintf), and only the last is needed
+      local gids = rcall("ZRANGE", P .. "groups:ready", count(read), count(read + need - 1))
+      read = read + #gids
+      if #gids < need then whole = true end
       loadGroupOpts(gids)
       at = #groups + 1
       for _, gid in ipairs(gids) do
