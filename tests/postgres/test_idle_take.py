@@ -2,7 +2,7 @@
 registered before the take): the next take and wait_for_job trust it instead of asking the
 server, until a job is announced or the next delayed job is due. These tests check that
 nothing waits past what it should: an added job, a delayed job coming due, a job that was
-locked when the take skipped it."""
+locked when the take skipped it, a job this process put back in line."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import asyncio
 import uuid
 from collections.abc import Callable
 
-from psyq.backends.base import Completed, FetchRequest, NewJob
+from psyq.backends.base import Completed, FetchRequest, NewJob, Retry, Settlement
 from psyq.backends.postgres import PostgresBackend
+from psyq.backends.postgres.listen import JOBS_CHANNEL
 
 from .conftest import url_for
 
@@ -105,5 +106,29 @@ async def test_a_job_this_process_adds_is_taken_without_waiting_for_its_notifica
             for job in taken or await backend.move_to_active("q", request(1)):
                 await backend.move_to_finished("q", job.id, job.lock_token or "", done())
         assert missed == 0
+    finally:
+        await backend.close()
+
+
+async def test_a_job_this_process_puts_back_in_line_is_taken_without_its_notification(
+    pg_server: str, fresh_schema: Callable[[], str]
+) -> None:
+    # the take that got the job found no other one waiting and left the mark; a retry (or
+    # any move of this process back to waiting) must not leave the next take trusting it
+    # until the retry's notification comes back. The notifications are kept from the
+    # listener here, so the next take sees the job only by asking the server.
+    backend = await opened(pg_server, fresh_schema())
+    try:
+        listener = backend.listener
+        assert listener._conn is not None
+        await listener._conn.remove_listener(JOBS_CHANNEL, listener._on_notify)
+        for n in range(3):
+            await backend.add_jobs("q", [NewJob(f"j{n}", "{}", {"attempts": 2})])
+            [job] = await backend.move_to_active("q", request(1))
+            retry = Settlement(job.id, job.lock_token or "", Retry("first"))
+            assert await backend.settle_many("q", [retry]) == ([None], [])
+            [again] = await backend.move_to_active("q", request(1))
+            assert again.id == job.id
+            await backend.move_to_finished("q", again.id, again.lock_token or "", done())
     finally:
         await backend.close()

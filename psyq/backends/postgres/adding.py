@@ -52,7 +52,7 @@ class Adding(FastPath, EventReaders):
         except LayoutCode as exc:
             refuse(entries[0], str(exc.code))
             raise
-        self._added(queue)
+        self._made_waiting(queue)
         ids = [str(row["id"]) for row in rows]
         for entry, job_id in zip(entries, ids, strict=True):
             refuse(entry, job_id)

@@ -21,6 +21,7 @@ class Admin(BullmqConnection):
 
     async def resume(self, queue: str) -> None:
         await self._rows("admin.pause", queue, False)
+        self._made_waiting(queue)
 
     async def drain(self, queue: str, delayed: bool) -> None:
         await self._rows("admin.drain", queue, delayed)
@@ -49,10 +50,13 @@ class Admin(BullmqConnection):
 
     async def retry_jobs(self, queue: str, state: str, count: int, timestamp_ms: int) -> int:
         moved = await self._value("admin.retry_jobs", queue, state, count or None, timestamp_ms)
+        self._made_waiting(queue)
         return int(moved or 0)
 
     async def promote_jobs(self, queue: str, count: int) -> int:
-        return int(await self._value("admin.promote_jobs", queue, count or None) or 0)
+        moved = await self._value("admin.promote_jobs", queue, count or None)
+        self._made_waiting(queue)
+        return int(moved or 0)
 
     # ------------------------------------------------------------------ limits
     async def rate_limit(self, queue: str, delay_ms: int) -> None:

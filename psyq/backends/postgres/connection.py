@@ -301,16 +301,23 @@ class BullmqConnection(BackendAdapter):
         rows = await self._rows(name, *args)
         return rows[0][0] if rows else None
 
+    def _made_waiting(self, queue: str) -> None:
+        """This process may have made jobs of `queue` waiting (added them, or put some back
+        in line): its next take asks the server. FastPath keeps the idle mark this drops
+        (transitions.py, move_to_active); here there is none."""
+
     async def _transition(
         self, name: str, queue: str, job_id: str, operation: str, *args: Any
     ) -> list[asyncpg.Record]:
         """Run a statement that moves job `job_id`; a refusal raises the psyq error of its
         code (missing job, lock, state)."""
         try:
-            return await self._rows(name, *args)
+            rows = await self._rows(name, *args)
         except LayoutCode as exc:
             raise_for_code(exc.code, queue, job_id, operation)
             raise PsyqError(str(exc)) from exc  # a code >= 0 is never raised
+        self._made_waiting(queue)
+        return rows
 
     async def _settle(
         self,
@@ -329,14 +336,17 @@ class BullmqConnection(BackendAdapter):
         trim by count or age; `on`: where it runs (None: the pool; transaction.py)."""
         locks = finishing_locks(queue, [job_id], trims)
         try:
-            return await (on or self)._rows_in_order(locks, name, *args)
+            rows = await (on or self)._rows_in_order(locks, name, *args)
         except LayoutCode as exc:
             raise settle_error(exc, queue, job_id, operation) from exc
+        self._made_waiting(queue)  # a retry, a parent its child's end let go
+        return rows
 
     async def _coded(self, name: str, queue: str, job_id: str, operation: str, *args: Any) -> int:
         """Run a statement whose value is a code (< 0: refused) and raise for it."""
         code = int(await self._value(name, *args) or 0)
         raise_for_code(code, queue, job_id, operation)
+        self._made_waiting(queue)
         return code
 
     async def _fold(self, queue: str) -> None:

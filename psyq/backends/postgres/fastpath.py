@@ -135,11 +135,12 @@ class FastPath(Transactional):
         self._idle: dict[str, tuple[asyncio.Future[None], float | None]] = {}
         self._trims = TrimMarks()
 
-    def _added(self, queue: str) -> None:
-        """This process added jobs to `queue`: its next take asks the server rather than
-        trust the idle mark until the add's notification comes back (a non-blocking take
-        right after an add must see the job). The notification's future stays registered:
-        a wait on it still ends with the notification."""
+    def _made_waiting(self, queue: str) -> None:
+        """This process added jobs to `queue` or put some back in line (a retry, a stall, a
+        hand-back, a promotion): its next take asks the server rather than trust the idle
+        mark until the notification comes back (a non-blocking take right after must see
+        the job). The notification's future stays registered: a wait on it still ends with
+        the notification."""
         self._idle.pop(queue, None)
 
     async def _add_plain(self, queue: str, entries: Sequence[dict[str, Any]]) -> Any:

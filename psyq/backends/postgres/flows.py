@@ -58,7 +58,7 @@ class Flows(Adding):
             raise_for_code(exc.code, entries[0]["queue"], entries[0]["id"], "add flow")
             raise
         for queue in {entry["queue"] for entry in entries}:
-            self._added(queue)
+            self._made_waiting(queue)
         ids = [str(row["id"]) for row in rows]
         for entry, job_id in zip(entries, ids, strict=True):
             refuse(entry, job_id)

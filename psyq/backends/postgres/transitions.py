@@ -135,7 +135,7 @@ class Transitions(FastPath):
 
     def _still_idle(self, queue: str) -> bool:
         """The last take found no other job waiting, no job was announced since (nor added
-        by this process: FastPath._added), and no delayed job is due yet."""
+        by this process: FastPath._made_waiting), and no delayed job is due yet."""
         idle = self._idle.get(queue)
         if idle is None:
             return False
@@ -372,6 +372,7 @@ class Transitions(FastPath):
             return errors, [*held.rows, *rows]
 
         found, rows = await self._on_connection(run, self._recover_into(held))
+        self._made_waiting(queue)  # retries, parents let go
         if fold:
             await self._fold(queue)
         errors: list[PsyqError | None] = [
@@ -438,6 +439,7 @@ class Transitions(FastPath):
         code = await self._value("transitions.to_wait", queue, job_id, token or "0")
         if code is not None and int(code) == ErrorCode.JOB_MISSING:
             raise_for_code(int(code), queue, job_id, "move to wait")
+        self._made_waiting(queue)
 
     # ------------------------------------------------------------------ locks and stalls
     async def extend_locks(
@@ -470,4 +472,6 @@ class Transitions(FastPath):
                     None,  # the job's own removeOnFail only
                 )
                 result.failed.append(row["id"])
+        if result.stalled:
+            self._made_waiting(queue)
         return result
