@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
 
+from psyq.backends.postgres import PostgresBackend
 from tests.conformance.conftest import service_url
 from tests.postgres.server import postgres_binaries, start_postgres, with_schema
 
@@ -51,6 +53,17 @@ async def fresh_schema(pg_server: str) -> AsyncIterator[Callable[[], str]]:
                 await conn.execute(await conn.fetchval(drop, schema))
         finally:
             await conn.close()
+
+
+@asynccontextmanager
+async def opened_backend(server: str, schema: str) -> AsyncIterator[PostgresBackend]:
+    """A PostgresBackend on `schema` of `server`, open for the block."""
+    backend = PostgresBackend(url_for(server, schema))
+    await backend.open()
+    try:
+        yield backend
+    finally:
+        await backend.close()
 
 
 def url_for(server: str, schema: str, **params: str) -> str:

@@ -19,7 +19,7 @@ import asyncpg
 from psyq.backends.base import NewJob
 from psyq.backends.postgres import PostgresBackend
 
-from .conftest import url_for
+from .conftest import opened_backend
 
 GROUPS = 10_000
 MOST_BLOCKS_PER_TAKE = 5_000  # of 10 tokens over 10,000 groups
@@ -43,9 +43,7 @@ async def test_a_take_over_10000_groups_without_statistics_reads_each_line_not_t
     pg_server: str, fresh_schema: Callable[[], str], admin: asyncpg.Connection
 ) -> None:
     schema = fresh_schema()
-    backend = PostgresBackend(url_for(pg_server, schema))
-    await backend.open()
-    try:
+    async with opened_backend(pg_server, schema) as backend:
         await fill(backend, 2 * GROUPS)
         await admin.execute(f'SET search_path TO "{schema}"')
         analysed = "SELECT count(*) FROM pg_stats WHERE schemaname = $1 AND tablename = 'job'"
@@ -66,5 +64,3 @@ async def test_a_take_over_10000_groups_without_statistics_reads_each_line_not_t
         assert taken == 30
         assert max(read[1:]) < MOST_BLOCKS_PER_TAKE, read
         assert lined_read < 500
-    finally:
-        await backend.close()

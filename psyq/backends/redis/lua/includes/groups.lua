@@ -25,14 +25,13 @@ local GROUP_SPAN = 0x100000000 -- score = priority * 2^32 + sequence
 local GROUP_HALF = 0x80000000 -- the tail's sequences; the head's go below
 local GROUP_MANUAL = 9007199254740991 -- rate_limit_group(ms) fills the window with this
 
--- A count as redis.call's argument: one from -1 to 32 (most of a group's counts and
--- indexes) as a literal string, since Lua formats a number argument with sprintf
--- (thousands of instructions a call).
-local SMALL_COUNTS = {[-1] = "-1", [0] = "0", "1", "2", "3", "4", "5", "6", "7", "8", "9",
-  "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24",
-  "25", "26", "27", "28", "29", "30", "31", "32"}
+-- A count as redis.call's argument: -1 to 9 (most of a group's counts and indexes) as a
+-- string made without sprintf, which Lua formats a number argument with (thousands of
+-- instructions a call).
 local function count(n)
-  return SMALL_COUNTS[n] or n
+  if n == -1 then return "-1" end
+  if n >= 0 and n <= 9 and n % 1 == 0 then return string.char(48 + n) end
+  return n
 end
 
 local function groupLine(gid) return P .. "group:" .. gid end -- the ranked part
@@ -62,23 +61,17 @@ local function inSlices(command, key, list)
   end
 end
 
--- How many of `keys` exist, 1,000 to an EXISTS.
-local function countExisting(keys)
-  local count = 0
-  for first = 1, #keys, 1000 do
-    count = count + rcall("EXISTS", unpack(keys, first, math.min(first + 999, #keys)))
-  end
-  return count
-end
-
 -- Which of `keys` exist (a list of booleans): one EXISTS for them all, and one per key only
 -- when some exist and some do not.
 local function existing(keys)
-  local count = countExisting(keys)
+  local present = 0
+  for first = 1, #keys, 1000 do
+    present = present + rcall("EXISTS", unpack(keys, first, math.min(first + 999, #keys)))
+  end
   local found = {}
   for i = 1, #keys do
-    if count == 0 then found[i] = false
-    elseif count == #keys then found[i] = true
+    if present == 0 then found[i] = false
+    elseif present == #keys then found[i] = true
     else found[i] = rcall("EXISTS", keys[i]) == 1 end
   end
   return found
@@ -123,27 +116,20 @@ local function hasLine(gid)
   return rcall("EXISTS", groupFifo(gid), groupLine(gid)) > 0
 end
 
--- {gid = whether it has a waiting job} for `gids`: one EXISTS for their lists, one for
--- their sets when not every list is there, and one per group only when some groups have
--- jobs and some have none.
+-- {gid = whether it has a waiting job} for `gids`: which lists exist (existing), then
+-- which sets, for the groups without a list.
 local function linesHeld(gids)
-  local fifos, ranked = {}, {}
-  for i, gid in ipairs(gids) do
-    fifos[i] = groupFifo(gid)
-    ranked[i] = groupLine(gid)
+  local fifos = {}
+  for i, gid in ipairs(gids) do fifos[i] = groupFifo(gid) end
+  local held, rest, sets = {}, {}, {}
+  for i, found in ipairs(existing(fifos)) do
+    held[gids[i]] = found
+    if not found then
+      rest[#rest + 1] = gids[i]
+      sets[#sets + 1] = groupLine(gids[i])
+    end
   end
-  local inFifos = countExisting(fifos)
-  local all, none = inFifos == #gids, false
-  if not all then
-    local inSets = countExisting(ranked)
-    all, none = inSets == #gids, inFifos == 0 and inSets == 0
-  end
-  local held = {}
-  for _, gid in ipairs(gids) do
-    if all then held[gid] = true
-    elseif none then held[gid] = false
-    else held[gid] = hasLine(gid) end
-  end
+  for i, found in ipairs(existing(sets)) do held[rest[i]] = found end
   return held
 end
 
